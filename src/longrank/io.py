@@ -1,0 +1,117 @@
+"""File formats shared by every stage, and atomic writes so a failed job never leaves a file that looks complete.
+
+Formats (all under ``results/{dataset}/``):
+- TREC run: ``qid Q0 docid rank score tag`` (whitespace separated), ranked by score per query.
+- qrels: TREC ``qid 0 docid grade``.
+- ``*.tsv``: tab separated with a header row.
+- ``*.json``: UTF-8 JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterator, Mapping
+
+
+class InputError(Exception):
+    """Bad user input: the message names the offending key, file or id and what was expected."""
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it over ``path`` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(path: str | os.PathLike, obj) -> None:
+    write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+
+
+def _json_default(obj):
+    if hasattr(obj, "item"):  # numpy / torch scalars
+        return obj.item()
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"cannot serialise {type(obj).__name__} to JSON")
+
+
+def read_json(path: str | os.PathLike):
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+Run = dict[str, dict[str, float]]  # query id -> doc id -> score
+
+
+def write_run(path: str | os.PathLike, run: Mapping[str, Mapping[str, float]], tag: str) -> None:
+    """Write a TREC run: per query, documents by descending score (ties broken by doc id for determinism)."""
+    lines = []
+    for qid in sorted(run):
+        ranked = sorted(run[qid].items(), key=lambda kv: (-kv[1], kv[0]))
+        for rank, (docid, score) in enumerate(ranked, start=1):
+            lines.append(f"{qid} Q0 {docid} {rank} {score:.8g} {tag}\n")
+    write_text(path, "".join(lines))
+
+
+def read_run(path: str | os.PathLike) -> Run:
+    run: Run = defaultdict(dict)
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 6:
+                raise InputError(f"{path}:{lineno}: expected a TREC run line 'qid Q0 docid rank score tag', got {line.strip()!r}")
+            run[parts[0]][parts[2]] = float(parts[4])
+    return dict(run)
+
+
+def read_qrels(path: str | os.PathLike) -> dict[str, dict[str, int]]:
+    qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 4:
+                raise InputError(f"{path}:{lineno}: expected a TREC qrels line 'qid iter docid grade', got {line.strip()!r}")
+            try:
+                qrels[parts[0]][parts[2]] = int(parts[3])
+            except ValueError:
+                raise InputError(f"{path}:{lineno}: relevance grade {parts[3]!r} is not an integer") from None
+    return dict(qrels)
+
+
+def write_qrels(path: str | os.PathLike, qrels: Mapping[str, Mapping[str, int]]) -> None:
+    lines = [f"{qid} 0 {docid} {grade}\n" for qid in sorted(qrels) for docid, grade in sorted(qrels[qid].items())]
+    write_text(path, "".join(lines))
+
+
+def read_tsv_dict(path: str | os.PathLike) -> dict[str, str]:
+    """Read a two-column ``id<TAB>text`` file with a header row."""
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        next(f, None)
+        for line in f:
+            key, _, value = line.rstrip("\n").partition("\t")
+            out[key] = value
+    return out

@@ -1,0 +1,40 @@
+"""Model registry: the ``type:`` of a config entry names one paper model (one file each).
+
+Imports are lazy so that a workflow using only KNRM never imports transformers.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from longrank.io import InputError
+
+MODEL_TYPES = {
+    "knrm": "longrank.models.knrm:KNRM",
+    "tk": "longrank.models.tk:TK",
+    "tkl": "longrank.models.tkl:TKL",
+    "bert_ranker": "longrank.models.bert_ranker:BertRanker",
+    "mores": "longrank.models.mores:MORES",
+    "bi_encoder": "longrank.models.bi_encoder:BiEncoder",
+}
+
+# Keys of a model's config entry that belong to the workflow, not to the model's constructor.
+WORKFLOW_KEYS = {"type", "train", "interpolate", "rerank_depth"}
+
+
+def model_class(model_type: str):
+    try:
+        module_name, class_name = MODEL_TYPES[model_type].split(":")
+    except KeyError:
+        raise InputError(f"unknown model type {model_type!r}; expected one of {sorted(MODEL_TYPES)}") from None
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def architecture_params(model_cfg: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in model_cfg.items() if k not in WORKFLOW_KEYS}
+
+
+def build_model(model_cfg: dict[str, Any], corpus):
+    """Construct the (untrained) model a config entry describes."""
+    return model_class(model_cfg["type"]).from_config(architecture_params(model_cfg), corpus)
