@@ -36,6 +36,12 @@ class Ranker(nn.Module):
     def forward(self, **batch: torch.Tensor) -> torch.Tensor:  # noqa: D401 - shape [batch]
         raise NotImplementedError
 
+    def score_pairs(self, queries: list[str], doc_ids: list[str], docs: list[str]) -> torch.Tensor:
+        """Scores for reranking (no gradient). Models with precomputed document representations
+        (MORES Reuse-S1/S2) override this to look documents up by id instead of encoding their text."""
+        batch = {k: v.to(self.device) for k, v in self.encode(queries, docs).items()}
+        return self(**batch)
+
     def explain(self, **batch: torch.Tensor) -> dict[str, torch.Tensor] | None:
         """Optional per-pair details worth keeping beside the run (e.g. TKL's top region positions)."""
         return None
