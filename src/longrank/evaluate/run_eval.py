@@ -1,0 +1,29 @@
+"""Stage ``evaluate``: per-query measures of one TREC run over the test queries of all folds."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from longrank.evaluate.metrics import DEFAULT_MEASURES, per_query, read_folds, test_queries, write_eval_tsv
+from longrank.io import read_qrels, read_run
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", required=True, help="TREC run to evaluate")
+    parser.add_argument("--qrels", required=True, help="TREC qrels (gain > 0 = relevant)")
+    parser.add_argument("--folds", required=True, help="folds.json; the evaluated queries are the union of the folds' test lists")
+    parser.add_argument("--out", required=True, help="output TSV: query_id then one column per measure")
+    parser.add_argument("--measures", nargs="+", default=DEFAULT_MEASURES, help="ir_measures names (default: %(default)s)")
+
+
+def run(args: argparse.Namespace) -> None:
+    trec_run = read_run(args.run)
+    qrels = read_qrels(args.qrels)
+    qids = test_queries(read_folds(args.folds))
+    frame = per_query(trec_run, qrels, qids, args.measures, name=str(args.run))
+    write_eval_tsv(args.out, frame)
+    means = ", ".join(f"{c}={frame[c].mean():.4f}" for c in frame.columns)
+    log.info("%s: %d queries evaluated: %s", args.run, len(frame), means)
