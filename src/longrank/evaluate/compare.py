@@ -1,0 +1,75 @@
+"""Stage ``compare``: significance letters, effect sizes, bootstrap CIs and non-inferiority across systems.
+
+Reads ``{eval-dir}/{system}.tsv`` (written by ``evaluate``) for the systems in the given order; letters
+a, b, c, ... follow that order. Writes, atomically, into ``--out-dir``:
+
+- ``table.csv``  system, letter, measure, mean, ci_low, ci_high, better_than (letters), n_queries
+- ``pairs.csv``  measure, system_a, system_b, mean_diff (a - b), diff_ci_low/high, cohens_d,
+                 wilcoxon_p, wilcoxon_p_holm, ttest_p, ttest_p_holm, mean_a, mean_b
+- ``noninferiority.csv`` (only with ``--reference``) measure, system, reference, margin, ..., p, verdict
+- ``table.md``, ``table.tex``  Table 1 style, superscript letters from the Holm-corrected Wilcoxon test
+- ``settings.json``  the test settings and query count, for the report
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from longrank.evaluate.metrics import read_eval_tsv
+from longrank.evaluate.significance import compare
+from longrank.io import InputError, atomic_path, write_json, write_text
+from longrank.report.tables import LETTER_NOTE, effectiveness_rows, to_latex, to_markdown
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--eval-dir", required=True, help="directory with {system}.tsv per-query evaluations")
+    parser.add_argument("--systems", nargs="+", required=True, help="systems in table order (letters a, b, c, ...)")
+    parser.add_argument("--reference", default=None, help="reference system for the non-inferiority test (MORES §4.1)")
+    parser.add_argument("--margins", nargs="+", type=float, default=[0.02, 0.05],
+                        help="non-inferiority margins as fractions of the reference mean (default: %(default)s)")
+    parser.add_argument("--alpha", type=float, default=0.05)
+    parser.add_argument("--bootstrap", type=int, default=10000, help="bootstrap resamples (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--measures", nargs="+", default=None, help="measures to compare (default: all columns)")
+    parser.add_argument("--out-dir", required=True)
+
+
+def write_csv(path: Path, frame) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False, float_format="%.6g")
+
+
+def write_outputs(out_dir: str | Path, result: dict, settings: dict) -> None:
+    out = Path(out_dir)
+    write_csv(out / "table.csv", result["table"])
+    write_csv(out / "pairs.csv", result["pairs"])
+    if settings.get("reference"):
+        write_csv(out / "noninferiority.csv", result["noninferiority"])
+    headers, rows = effectiveness_rows(result["table"], settings["systems"], settings["measures"])
+    note = LETTER_NOTE.format(alpha=settings["alpha"]) + f" {settings['n_queries']} queries."
+    write_text(out / "table.md", to_markdown(headers, rows) + "\n" + note + "\n")
+    write_text(out / "table.tex", to_latex(headers, rows, caption="Effectiveness. " + note, label="tab:effectiveness"))
+    write_json(out / "settings.json", settings)
+
+
+def run(args: argparse.Namespace) -> None:
+    if len(set(args.systems)) != len(args.systems):
+        raise InputError(f"--systems lists a system twice: {args.systems}")
+    eval_dir = Path(args.eval_dir)
+    frames = {s: read_eval_tsv(eval_dir / f"{s}.tsv") for s in args.systems}
+    result = compare(frames, args.measures, args.reference, args.margins, args.alpha, args.bootstrap, args.seed)
+    measures = list(dict.fromkeys(result["table"]["measure"]))
+    settings = {
+        "systems": list(args.systems), "measures": measures, "reference": args.reference,
+        "margins": list(args.margins), "alpha": args.alpha, "bootstrap": args.bootstrap, "seed": args.seed,
+        "n_queries": int(result["table"]["n_queries"].iloc[0]) if len(result["table"]) else 0,
+        "letters_test": "two-sided paired Wilcoxon signed-rank, Holm-corrected across all pairs per measure",
+        "noninferiority_test": "one-sided paired t-test of H0: mean(sys) - mean(ref) <= -margin * mean(ref)",
+    }
+    write_outputs(args.out_dir, result, settings)
+    log.info("compared %d systems on %d queries; letters from Holm-corrected Wilcoxon p < %s; wrote %s",
+             len(args.systems), settings["n_queries"], args.alpha, args.out_dir)

@@ -1,0 +1,218 @@
+"""Paired significance tests, multiple-testing correction, effect sizes, bootstrap CIs, non-inferiority.
+
+Everything here works on per-query values of systems evaluated on the same queries (aligned arrays).
+
+- Pairwise tests: two-sided Wilcoxon signed-rank (the test of the TK/TKL papers) and paired t-test;
+  Holm correction across all pairs of one table (one measure, one test).
+- Letters: system *i* is "significantly better than" system *j* (superscript letter of *j* on *i*'s
+  value) when the Holm-corrected Wilcoxon p < alpha and mean(i) > mean(j).
+- Non-inferiority (MORES, Gao et al. EMNLP 2020, §4.1, after Jayasinghe et al. 2015): reject
+  H0': mean(ref) - mean(sys) >= δ, with δ = margin × mean(ref), by a one-sided paired t-test on
+  d_q = sys_q - ref_q + δ (H1: E[d] > 0). Rejecting H0' means any loss against the reference is
+  smaller than the margin.
+"""
+
+from __future__ import annotations
+
+import itertools
+import string
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+
+from longrank.io import InputError
+
+LETTERS = string.ascii_lowercase + string.ascii_uppercase
+
+
+def letters_for(systems: Sequence[str]) -> dict[str, str]:
+    if len(systems) > len(LETTERS):
+        raise InputError(f"at most {len(LETTERS)} systems can be compared in one table, got {len(systems)}")
+    return {s: LETTERS[i] for i, s in enumerate(systems)}
+
+
+TOL = 1e-12  # differences below this are rounding noise (eval TSVs carry 6 decimals)
+
+
+def _constant(d: np.ndarray) -> bool:
+    return bool(np.all(np.abs(d - d[0]) <= TOL))
+
+
+def _all_zero(d: np.ndarray) -> bool:
+    return bool(np.all(np.abs(d) <= TOL))
+
+
+def _diffs(x, y) -> np.ndarray:
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape:
+        raise ValueError(f"paired samples differ in length: {x.shape} vs {y.shape}")
+    return x - y
+
+
+def wilcoxon_p(x, y) -> float:
+    """Two-sided Wilcoxon signed-rank p; 1.0 when every paired difference is zero (nothing to test)."""
+    d = _diffs(x, y)
+    if d.size == 0 or _all_zero(d):
+        return 1.0
+    return float(stats.wilcoxon(x, y, zero_method="wilcox", alternative="two-sided").pvalue)
+
+
+def ttest_p(x, y) -> float:
+    """Two-sided paired t-test p; 1.0 for all-zero differences, 0.0 for constant non-zero ones."""
+    d = _diffs(x, y)
+    if d.size < 2 or _all_zero(d):
+        return 1.0
+    if _constant(d):  # zero variance, non-zero mean: t is infinite
+        return 0.0
+    return float(stats.ttest_rel(x, y).pvalue)
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    p = np.asarray(pvalues, dtype=float)
+    if p.size == 0:
+        return p
+    return multipletests(p, method="holm")[1]
+
+
+def cohens_d_paired(x, y) -> float:
+    """Mean paired difference over its standard deviation (d_z). 0 when no difference; ±inf when constant."""
+    d = _diffs(x, y)
+    if d.size == 0 or _all_zero(d):
+        return 0.0
+    sd = d.std(ddof=1) if d.size > 1 else 0.0
+    if _constant(d) or sd == 0:
+        return float(np.sign(d.mean()) * np.inf)
+    return float(d.mean() / sd)
+
+
+def bootstrap_means(values, n_resamples: int, seed: int, chunk: int = 1000) -> np.ndarray:
+    """Means of ``n_resamples`` percentile-bootstrap resamples over queries (deterministic for a seed)."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        return np.full(n_resamples, np.nan)
+    rng = np.random.default_rng(seed)
+    out = np.empty(n_resamples)
+    for start in range(0, n_resamples, chunk):
+        size = min(chunk, n_resamples - start)
+        idx = rng.integers(0, v.size, size=(size, v.size))
+        out[start:start + size] = v[idx].mean(axis=1)
+    return out
+
+
+def bootstrap_ci(values, n_resamples: int = 10000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    means = bootstrap_means(values, n_resamples, seed)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def noninferiority_p(system, reference, margin: float) -> tuple[float, float, float]:
+    """One-sided paired t-test of H0': mean(sys) - mean(ref) <= -margin·mean(ref).
+
+    Returns (delta, t statistic, p). A small p rejects H0': ``system`` is non-inferior to the reference.
+    """
+    s, r = np.asarray(system, dtype=float), np.asarray(reference, dtype=float)
+    delta = margin * float(r.mean())
+    d = _diffs(s, r) + delta
+    if d.size < 2:
+        return delta, float("nan"), float("nan")
+    if _constant(d):
+        return delta, float(np.sign(d[0]) * np.inf), (0.0 if d[0] > 0 else 1.0)
+    res = stats.ttest_1samp(d, 0.0, alternative="greater")
+    return delta, float(res.statistic), float(res.pvalue)
+
+
+def align(frames: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Check every system covers exactly the same queries; return frames sorted by the same query order."""
+    if not frames:
+        raise InputError("no systems to compare")
+    names = list(frames)
+    union = set().union(*(set(f.index) for f in frames.values()))
+    for name in names:
+        missing = sorted(union - set(frames[name].index))
+        if missing:
+            shown = " ".join(missing[:20]) + (" ..." if len(missing) > 20 else "")
+            raise InputError(f"system {name!r} is not evaluated on the same queries as the others: "
+                             f"{len(missing)} missing queries: {shown}")
+    order = sorted(union)
+    return {name: frames[name].loc[order] for name in names}
+
+
+def compare(
+    frames: Mapping[str, pd.DataFrame],
+    measures: Sequence[str] | None = None,
+    reference: str | None = None,
+    margins: Sequence[float] = (0.02, 0.05),
+    alpha: float = 0.05,
+    n_resamples: int = 10000,
+    seed: int = 0,
+) -> dict[str, pd.DataFrame]:
+    """Tables ``table`` (per system and measure), ``pairs`` (per pair and measure), ``noninferiority``."""
+    frames = align(frames)
+    systems = list(frames)
+    letters = letters_for(systems)
+    if measures is None:
+        measures = [c for c in frames[systems[0]].columns]
+    for name, frame in frames.items():
+        absent = [m for m in measures if m not in frame.columns]
+        if absent:
+            raise InputError(f"system {name!r} has no column for measures {absent}")
+    if reference is not None and reference not in frames:
+        raise InputError(f"reference system {reference!r} is not among the compared systems {systems}")
+
+    table_rows, pair_rows, ni_rows = [], [], []
+    for measure in measures:
+        values = {s: frames[s][measure].to_numpy(dtype=float) for s in systems}
+        pairs = list(itertools.combinations(systems, 2))
+        rows = []
+        for k, (a, b) in enumerate(pairs):
+            d = values[a] - values[b]
+            boot = bootstrap_means(d, n_resamples, seed + 1 + k)
+            lo, hi = np.percentile(boot, [2.5, 97.5]) if d.size else (np.nan, np.nan)
+            rows.append({"measure": measure, "system_a": a, "system_b": b,
+                         "mean_a": float(values[a].mean()), "mean_b": float(values[b].mean()),
+                         "mean_diff": float(d.mean()) if d.size else np.nan,
+                         "diff_ci_low": float(lo), "diff_ci_high": float(hi),
+                         "cohens_d": cohens_d_paired(values[a], values[b]),
+                         "wilcoxon_p": wilcoxon_p(values[a], values[b]),
+                         "ttest_p": ttest_p(values[a], values[b])})
+        wp = holm([r["wilcoxon_p"] for r in rows])
+        tp = holm([r["ttest_p"] for r in rows])
+        for r, w, t in zip(rows, wp, tp):
+            r["wilcoxon_p_holm"] = float(w)
+            r["ttest_p_holm"] = float(t)
+        better = {s: [] for s in systems}
+        for r in rows:
+            if r["wilcoxon_p_holm"] < alpha and r["mean_diff"] != 0:
+                winner, loser = (r["system_a"], r["system_b"]) if r["mean_diff"] > 0 else (r["system_b"], r["system_a"])
+                better[winner].append(letters[loser])
+        for s in systems:
+            lo, hi = bootstrap_ci(values[s], n_resamples, seed)
+            table_rows.append({"system": s, "letter": letters[s], "measure": measure,
+                               "mean": float(values[s].mean()), "ci_low": lo, "ci_high": hi,
+                               "better_than": "".join(sorted(better[s], key=LETTERS.index)),
+                               "n_queries": int(values[s].size)})
+        pair_rows.extend(rows)
+        if reference is not None:
+            for s in systems:
+                if s == reference:
+                    continue
+                for margin in margins:
+                    delta, t, p = noninferiority_p(values[s], values[reference], margin)
+                    ni_rows.append({"measure": measure, "system": s, "reference": reference, "margin": margin,
+                                    "mean": float(values[s].mean()), "reference_mean": float(values[reference].mean()),
+                                    "delta": delta, "t": t, "p": p,
+                                    "verdict": "non-inferior" if p < alpha else "not shown non-inferior"})
+
+    pair_cols = ["measure", "system_a", "system_b", "mean_diff", "diff_ci_low", "diff_ci_high", "cohens_d",
+                 "wilcoxon_p", "wilcoxon_p_holm", "ttest_p", "ttest_p_holm", "mean_a", "mean_b"]
+    table_cols = ["system", "letter", "measure", "mean", "ci_low", "ci_high", "better_than", "n_queries"]
+    ni_cols = ["measure", "system", "reference", "margin", "mean", "reference_mean", "delta", "t", "p", "verdict"]
+    return {
+        "table": pd.DataFrame(table_rows, columns=table_cols),
+        "pairs": pd.DataFrame(pair_rows, columns=pair_cols),
+        "noninferiority": pd.DataFrame(ni_rows, columns=ni_cols),
+    }
