@@ -1,0 +1,107 @@
+"""BERT ranker (cross-encoder): Nogueira & Cho, "Passage Re-ranking with BERT" (2019), with Dai & Callan's
+(SIGIR 2019) FirstP / MaxP for long documents; the reference model of the MORES paper (Tables 2, 4) and
+lines 2, 3, 5 of the MIR paper's Table 1.
+
+Input ``[CLS] query [SEP] passage [SEP]`` (query segment 0, passage segment 1), a linear layer on the
+[CLS] state gives the score. ``mode: firstp`` scores the first passage of the document; ``mode: maxp``
+cuts the document into passages of ``passage_len`` WordPiece tokens every ``passage_stride`` tokens (at
+most ``max_passages``) and takes the max over passage scores. ``passage_len`` counts *document* tokens:
+the sequence is ``max_query_len + passage_len + 3`` long at most (BERT-base: keep it <= 512).
+
+Recipe switches (see the training-recipe study in the MORES notes): ``pooling: cls | mean`` (mean over
+the pair's tokens is the pooling all-MiniLM-L6-v2 was trained with), ``freeze_layers: N`` freezes the
+embeddings and the first N layers. Loss: pointwise cross-entropy, as Nogueira & Cho and Dai & Callan.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from longrank.io import InputError
+from longrank.models.base import Ranker
+from longrank.models.encoders import DEFAULT_ENCODER, freeze_lower_layers, load_encoder, load_tokenizer, mean_pool, wordpiece_ids
+
+
+class BertRanker(Ranker):
+    default_loss = "pointwise_bce"
+
+    def __init__(self, encoder, tokenizer, mode: str = "firstp", passage_len: int = 256, passage_stride: int | None = None,
+                 max_passages: int | None = None, max_query_len: int = 30, pooling: str = "cls", freeze_layers: int = 0):
+        super().__init__()
+        if mode not in {"firstp", "maxp"}:
+            raise InputError(f"mode: expected 'firstp' or 'maxp', got {mode!r}")
+        if pooling not in {"cls", "mean"}:
+            raise InputError(f"pooling: expected 'cls' or 'mean', got {pooling!r}")
+        max_pos = getattr(encoder.config, "max_position_embeddings", 512)
+        if max_query_len + passage_len + 3 > max_pos:
+            raise InputError(f"passage_len: {passage_len} document tokens + max_query_len {max_query_len} + 3 special tokens exceed the encoder's {max_pos} positions")
+        self.encoder, self.tokenizer = encoder, tokenizer
+        self.mode, self.pooling = mode, pooling
+        self.passage_len, self.max_query_len = passage_len, max_query_len
+        self.passage_stride = passage_stride or passage_len
+        self.max_passages = 1 if mode == "firstp" else (max_passages or 16)
+        if self.passage_stride <= 0 or self.max_passages <= 0:
+            raise InputError("passage_stride and max_passages must be positive")
+        self.head = nn.Linear(encoder.config.hidden_size, 1)
+        nn.init.normal_(self.head.weight, std=encoder.config.initializer_range)
+        nn.init.zeros_(self.head.bias)
+        freeze_lower_layers(encoder, freeze_layers)
+
+    @classmethod
+    def from_config(cls, params, corpus=None):
+        name = params.get("encoder", DEFAULT_ENCODER)
+        known = {"encoder", "mode", "passage_len", "passage_stride", "max_passages", "max_query_len", "pooling", "freeze_layers"}
+        unknown = set(params) - known
+        if unknown:
+            raise InputError(f"bert_ranker: unknown keys {sorted(unknown)}; expected some of {sorted(known)}")
+        return cls(load_encoder(name), load_tokenizer(name), **{k: v for k, v in params.items() if k != "encoder"})
+
+    def passages(self, doc_ids: list[int]) -> list[list[int]]:
+        """Windows of ``passage_len`` tokens every ``passage_stride`` tokens; always at least one (maybe empty)."""
+        starts = range(0, max(len(doc_ids) - self.passage_len, 0) + 1, self.passage_stride)
+        windows = [doc_ids[s : s + self.passage_len] for s in starts][: self.max_passages]
+        last = windows[-1] if windows else []
+        # a document whose tail the stride skips gets one more window ending at its last token
+        covered = (len(windows) - 1) * self.passage_stride + len(last)
+        if covered < len(doc_ids) and len(windows) < self.max_passages:
+            windows.append(doc_ids[-self.passage_len :])
+        return windows
+
+    def encode(self, queries, docs):
+        tok = self.tokenizer
+        q_ids = wordpiece_ids(tok, queries, self.max_query_len)
+        doc_budget = self.passage_stride * (self.max_passages - 1) + self.passage_len
+        d_ids = wordpiece_ids(tok, docs, doc_budget)
+        rows = []
+        for q, d in zip(q_ids, d_ids):
+            head = [tok.cls_token_id, *q, tok.sep_token_id]
+            rows.append([(head + p + [tok.sep_token_id], len(head)) for p in self.passages(d)])
+        n_pass = max(len(r) for r in rows)
+        length = max(len(seq) for r in rows for seq, _ in r)
+        shape = (len(rows), n_pass, length)
+        input_ids = torch.full(shape, tok.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros(shape, dtype=torch.long)
+        token_type_ids = torch.zeros(shape, dtype=torch.long)
+        passage_mask = torch.zeros(shape[:2], dtype=torch.bool)
+        for i, r in enumerate(rows):
+            for j, (seq, n_query) in enumerate(r):
+                input_ids[i, j, : len(seq)] = torch.tensor(seq)
+                attention_mask[i, j, : len(seq)] = 1
+                token_type_ids[i, j, n_query : len(seq)] = 1
+                passage_mask[i, j] = True
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids, "passage_mask": passage_mask}
+
+    def passage_scores(self, input_ids, attention_mask, token_type_ids, passage_mask) -> torch.Tensor:
+        """[B, P] scores, -inf where a document has no passage (packed: padding passages are never run)."""
+        keep = passage_mask.reshape(-1)
+        flat = lambda t: t.reshape(-1, t.shape[-1])[keep]  # noqa: E731
+        mask = flat(attention_mask)
+        states = self.encoder(input_ids=flat(input_ids), attention_mask=mask, token_type_ids=flat(token_type_ids)).last_hidden_state
+        pooled = states[:, 0] if self.pooling == "cls" else mean_pool(states, mask)
+        scores = torch.full(keep.shape, float("-inf"), dtype=pooled.dtype, device=pooled.device)
+        scores = scores.masked_scatter(keep, self.head(pooled).squeeze(-1))
+        return scores.view(passage_mask.shape)
+
+    def forward(self, input_ids, attention_mask, token_type_ids, passage_mask):
+        return self.passage_scores(input_ids, attention_mask, token_type_ids, passage_mask).max(dim=1).values

@@ -1,0 +1,50 @@
+"""Zero-shot bi-encoder: the floor any trained encoder model has to beat.
+
+Query and document are encoded independently (``[CLS] text [SEP]``), token states are mean-pooled under
+the attention mask -- the pooling all-MiniLM-L6-v2 was trained with -- and the score is the cosine of the
+two vectors. Nothing is trained: use it with ``train: {steps: 0}``. Should someone train it anyway, the
+default loss is the listwise softmax cross-entropy its contrastive pre-training used, over cosine x
+``scale`` (default 1 so the score is the plain cosine; set 20, sentence-transformers' value, to train).
+``scale`` never changes the ranking.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from longrank.io import InputError
+from longrank.models.base import Ranker
+from longrank.models.encoders import DEFAULT_ENCODER, load_encoder, load_tokenizer, mean_pool, single_inputs
+
+
+class BiEncoder(Ranker):
+    default_loss = "listwise_ce"
+
+    def __init__(self, encoder, tokenizer, max_query_len: int = 30, max_doc_len: int = 254, scale: float = 1.0):
+        super().__init__()
+        self.encoder, self.tokenizer = encoder, tokenizer
+        self.max_query_len, self.max_doc_len, self.scale = max_query_len, max_doc_len, scale
+
+    @classmethod
+    def from_config(cls, params, corpus=None):
+        known = {"encoder", "max_query_len", "max_doc_len", "scale"}
+        unknown = set(params) - known
+        if unknown:
+            raise InputError(f"bi_encoder: unknown keys {sorted(unknown)}; expected some of {sorted(known)}")
+        name = params.get("encoder", DEFAULT_ENCODER)
+        return cls(load_encoder(name), load_tokenizer(name), **{k: v for k, v in params.items() if k != "encoder"})
+
+    def encode(self, queries, docs):
+        q = single_inputs(self.tokenizer, queries, self.max_query_len)
+        d = single_inputs(self.tokenizer, docs, self.max_doc_len)
+        return {**{f"q_{k}": v for k, v in q.items()}, **{f"d_{k}": v for k, v in d.items()}}
+
+    def embed(self, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
+        states = self.encoder(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+        return mean_pool(states, attention_mask)
+
+    def forward(self, q_input_ids, q_attention_mask, q_token_type_ids, d_input_ids, d_attention_mask, d_token_type_ids):
+        q = self.embed(q_input_ids, q_attention_mask, q_token_type_ids)
+        d = self.embed(d_input_ids, d_attention_mask, d_token_type_ids)
+        return F.cosine_similarity(q, d, dim=-1) * self.scale

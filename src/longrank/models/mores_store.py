@@ -1,0 +1,194 @@
+"""MORES reuse store: document representations computed offline (Sec. 3.2) in one memory-mapped array
+per collection, and the ``precompute`` stage that writes it.
+
+Two files, ``STORE.npy`` and ``STORE.json`` (``--out STORE.json``):
+
+- ``STORE.npy``: ``[total_tokens, slots, hidden]`` (float32 by default, the paper's "un-compressed"
+  sizes; ``--dtype float16`` halves them). Reuse-S1 has one slot, D itself; Reuse-S2 has 2K slots, the
+  key and value projections D W_k, D W_v of every Interaction Block (Eq. 11-12).
+- ``STORE.json``: doc ids with their row offset and token count, the settings the rows depend on
+  (``max_doc_len``, hidden size, K), a fingerprint of the weights that made them (attaching a store to
+  a model with other weights is refused), and the storage per document (Table 4, "Space").
+  Written last: its presence marks a complete store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from longrank.io import InputError, atomic_path, read_json, read_run, write_json
+
+log = logging.getLogger(__name__)
+
+FORMAT = "longrank-mores-reuse/1"
+DTYPES = {"float32": np.float32, "float16": np.float16}
+
+
+def slots(reuse: str, interaction_blocks: int) -> int:
+    return 1 if reuse == "s1" else 2 * interaction_blocks
+
+
+def weights_fingerprint(model, reuse: str) -> str:
+    """Hash of the weights a stored row depends on: the document module, plus the IBs' key/value
+    projections for Reuse-S2."""
+    h = hashlib.blake2b(digest_size=16)
+    modules = [("document_module", model.document_module)]
+    if reuse == "s2":
+        modules += [(f"ib{k}", ib.cross_attention.self) for k, ib in enumerate(model.interaction_blocks)]
+    for prefix, module in modules:
+        for name, tensor in sorted(module.state_dict().items()):
+            if prefix.startswith("ib") and not name.startswith(("key.", "value.")):
+                continue
+            h.update(f"{prefix}.{name}".encode())
+            h.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def mb_per_document(tokens: int, n_slots: int, hidden: int, dtype: str) -> float:
+    return tokens * n_slots * hidden * np.dtype(DTYPES[dtype]).itemsize / 2**20
+
+
+@torch.no_grad()
+def write_store(model, doc_ids: list[str], docs: list[str], out: str | Path, reuse: str, dtype: str = "float32",
+                batch_size: int = 32, device: torch.device | str = "cpu") -> dict:
+    """Run the document module (and for S2 the IB projections) over ``docs``; write STORE.npy + STORE.json."""
+    if reuse not in {"s1", "s2"}:
+        raise InputError(f"reuse: precompute needs 's1' or 's2', got {reuse!r}")
+    if dtype not in DTYPES:
+        raise InputError(f"dtype: expected one of {sorted(DTYPES)}, got {dtype!r}")
+    if len(set(doc_ids)) != len(doc_ids):
+        raise InputError("precompute: duplicate document ids")
+    out = Path(out)
+    model = model.to(device).eval()
+    hidden, n_blocks = model.head.in_features, len(model.interaction_blocks)
+    n_slots = slots(reuse, n_blocks)
+    lengths = [int(m.sum()) for start in range(0, len(docs), 4096)
+               for m in model.encode_docs(docs[start : start + 4096])["attention_mask"]]
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if lengths else np.zeros(0, np.int64)
+    array_path = out.with_suffix(".npy")
+    with atomic_path(array_path) as tmp:
+        arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=DTYPES[dtype], shape=(int(sum(lengths)), n_slots, hidden))
+        order = sorted(range(len(docs)), key=lambda i: lengths[i])  # similar lengths together: less padding
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            d = {k: v.to(device) for k, v in model.encode_docs([docs[i] for i in idx]).items()}
+            rep = model.represent_docs(**d)
+            parts = [rep] if reuse == "s1" else [t for kv in model.project_docs(rep) for t in kv]
+            rows = torch.stack(parts, dim=2).to("cpu", torch.float32).numpy()  # [B, L, slots, hidden]
+            for j, i in enumerate(idx):
+                arr[offsets[i] : offsets[i] + lengths[i]] = rows[j, : lengths[i]]
+        arr.flush()
+        del arr
+    meta = {
+        "format": FORMAT, "reuse": reuse, "dtype": dtype, "array": array_path.name,
+        "hidden_size": hidden, "interaction_blocks": n_blocks, "slots": n_slots, "max_doc_len": model.max_doc_len,
+        "fingerprint": weights_fingerprint(model, reuse),
+        "documents": len(doc_ids), "tokens": int(sum(lengths)),
+        "mb_per_document_mean": mb_per_document(float(np.mean(lengths)) if lengths else 0.0, n_slots, hidden, dtype),
+        # Table 4 "Space": storage per document of exactly 128 / 512 tokens
+        "mb_per_document_at": {str(n): mb_per_document(n, n_slots, hidden, dtype) for n in (128, 512)},
+        "doc_ids": list(doc_ids), "offsets": offsets.tolist(), "lengths": lengths,
+    }
+    write_json(out, meta)
+    return meta
+
+
+class ReuseStore:
+    def __init__(self, meta: dict, array: np.ndarray):
+        self.meta, self.array = meta, array
+        self.rows = {d: (o, n) for d, o, n in zip(meta["doc_ids"], meta["offsets"], meta["lengths"])}
+
+    @classmethod
+    def open(cls, path, model=None) -> "ReuseStore":
+        path = Path(path)
+        try:
+            meta = read_json(path)
+        except FileNotFoundError:
+            raise InputError(f"reuse store {path} not found; run `longrank precompute` first") from None
+        if meta.get("format") != FORMAT:
+            raise InputError(f"{path} is not a MORES reuse store (format {meta.get('format')!r})")
+        array = np.load(path.with_name(meta["array"]), mmap_mode="r")
+        store = cls(meta, array)
+        if model is not None:
+            store.check(model, path)
+        return store
+
+    def check(self, model, path) -> None:
+        m = self.meta
+        expected = {"hidden_size": model.head.in_features, "interaction_blocks": len(model.interaction_blocks), "max_doc_len": model.max_doc_len}
+        for key, value in expected.items():
+            if m[key] != value:
+                raise InputError(f"reuse store {path}: {key} is {m[key]} but the model has {value}")
+        if m["fingerprint"] != weights_fingerprint(model, m["reuse"]):
+            raise InputError(f"reuse store {path} was computed from other weights than this model's; rerun precompute")
+
+    def doc_kv(self, doc_ids: list[str], model, device) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+        """Per-IB (keys, values) and the key mask for ``doc_ids``, read from the memory map."""
+        try:
+            rows = [self.rows[d] for d in doc_ids]
+        except KeyError as err:
+            raise InputError(f"document {err.args[0]!r} is not in the reuse store; precompute it with the collection") from None
+        width = max(n for _, n in rows)
+        batch = np.zeros((len(rows), width, self.meta["slots"], self.meta["hidden_size"]), dtype=np.float32)
+        mask = torch.zeros(len(rows), width, dtype=torch.long)
+        for i, (offset, n) in enumerate(rows):
+            batch[i, :n] = self.array[offset : offset + n]
+            mask[i, :n] = 1
+        t = torch.from_numpy(batch).to(device)
+        mask = mask.to(device)
+        if self.meta["reuse"] == "s1":
+            return model.project_docs(t[:, :, 0]), mask
+        return [(t[:, :, 2 * k], t[:, :, 2 * k + 1]) for k in range(self.meta["interaction_blocks"])], mask
+
+
+# --- the ``precompute`` stage ---------------------------------------------------------------------------
+def read_model_config(text: str) -> dict:
+    """``--model-config``: inline JSON or a path to a JSON file."""
+    try:
+        return json.loads(Path(text).read_text() if Path(text).is_file() else text)
+    except (json.JSONDecodeError, OSError) as err:
+        raise InputError(f"--model-config: not JSON or a JSON file ({err})") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model-config", required=True, help="the model's config entry as JSON (inline or a file)")
+    parser.add_argument("--checkpoint", required=True, help="trained MORES weights (safetensors)")
+    parser.add_argument("--data", required=True, help="results/{dataset}/data")
+    parser.add_argument("--out", required=True, help="STORE.json; the array goes to STORE.npy beside it")
+    parser.add_argument("--reuse", choices=["s1", "s2"], help="default: the config's reuse key")
+    parser.add_argument("--candidates", help="a TREC run: store only documents it lists (default: the whole collection)")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--device", default="auto")
+
+
+def run(args) -> None:
+    from longrank.data.corpus import Corpus
+    from longrank.runtime import resolve_device
+    from longrank.train.checkpoint import load_model
+
+    cfg = read_model_config(args.model_config)
+    if cfg.get("type") != "mores":
+        raise InputError(f"precompute: the model config has type {cfg.get('type')!r}; only 'mores' has a reuse store")
+    reuse = args.reuse or cfg.get("reuse", "none")
+    if reuse not in {"s1", "s2"}:
+        raise InputError("reuse: set --reuse s1|s2 or the model's reuse key to precompute a store")
+    corpus = Corpus(args.data)
+    device = resolve_device(args.device)
+    model = load_model(args.checkpoint, cfg, corpus, device)
+    doc_ids = sorted(corpus.docs)
+    if args.candidates:
+        wanted = {d for ranking in read_run(args.candidates).values() for d in ranking}
+        missing = wanted - corpus.docs.keys()
+        if missing:
+            raise InputError(f"--candidates lists documents not in the collection, e.g. {sorted(missing)[:3]}")
+        doc_ids = sorted(wanted)
+    meta = write_store(model, doc_ids, [corpus.docs[d] for d in doc_ids], args.out, reuse, args.dtype, args.batch_size, device)
+    log.info("stored %d documents (%d tokens), %.3f MB per document on average", meta["documents"], meta["tokens"], meta["mb_per_document_mean"])

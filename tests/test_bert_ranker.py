@@ -1,0 +1,83 @@
+"""BERT ranker FirstP/MaxP and the zero-shot bi-encoder."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import BertConfig
+
+from longrank.io import InputError
+from longrank.models.bert_ranker import BertRanker
+from longrank.models.bi_encoder import BiEncoder
+from longrank.models.encoders import load_encoder, load_tokenizer, random_encoder
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer("minilm")
+
+
+def small_encoder(tokenizer):
+    cfg = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+    return random_encoder(cfg, seed=3)
+
+
+def test_maxp_is_the_max_over_firstp_scores_of_each_passage(tokenizer):
+    torch.manual_seed(0)
+    maxp = BertRanker(small_encoder(tokenizer), tokenizer, mode="maxp", passage_len=8, passage_stride=6, max_passages=5).eval()
+    torch.nn.init.normal_(maxp.head.weight)
+    firstp = BertRanker(maxp.encoder, tokenizer, mode="firstp", passage_len=8).eval()
+    firstp.head.load_state_dict(maxp.head.state_dict())
+    query = "boundary layer transition"
+    doc = "the boundary layer on a flat plate at high mach numbers shows transition to turbulence downstream of the leading edge " * 2
+    short = "short doc"
+    ids = tokenizer(doc, add_special_tokens=False)["input_ids"]
+    windows = maxp.passages(ids)
+    assert len(windows) == 5 and windows[0] == ids[:8] and windows[1] == ids[6:14]
+    with torch.no_grad():
+        got = maxp(**maxp.encode([query, query], [doc, short]))
+        per_passage = [firstp(**firstp.encode([query], [tokenizer.decode(w)])).item() for w in windows]
+        short_first = firstp(**firstp.encode([query], [short])).item()
+    assert got[0].item() == pytest.approx(max(per_passage), abs=1e-5)
+    assert got[1].item() == pytest.approx(short_first, abs=1e-5)  # padding passages never win
+
+
+def test_pair_input_layout(tokenizer):
+    ranker = BertRanker(small_encoder(tokenizer), tokenizer, mode="firstp", passage_len=4, max_query_len=3)
+    batch = ranker.encode(["a b c d e"], ["one two three four five six"])
+    ids, types = batch["input_ids"][0, 0], batch["token_type_ids"][0, 0]
+    assert ids[0] == tokenizer.cls_token_id and ids[4] == tokenizer.sep_token_id and ids[-1] == tokenizer.sep_token_id
+    assert types.tolist() == [0] * 5 + [1] * 5
+
+
+def test_firstp_gradients_reach_the_encoder(tokenizer):
+    ranker = BertRanker(small_encoder(tokenizer), tokenizer, mode="maxp", passage_len=8, max_passages=3, freeze_layers=1)
+    ranker(**ranker.encode(["q one", "q two"], ["some words here " * 6, "x"])).sum().backward()
+    assert ranker.encoder.encoder.layer[1].output.dense.weight.grad is not None
+    assert ranker.encoder.encoder.layer[0].output.dense.weight.grad is None  # frozen
+
+
+def test_bad_config_names_the_key():
+    with pytest.raises(InputError, match="mode"):
+        BertRanker.from_config({"mode": "sump"})
+    with pytest.raises(InputError, match="passage_len"):
+        BertRanker.from_config({"passage_len": 500})
+
+
+def test_bi_encoder_is_mean_pooled_cosine():
+    model = BiEncoder.from_config({"encoder": "minilm"}).eval()
+    tok, enc = load_tokenizer("minilm"), load_encoder("minilm").eval()
+    query, doc = "what is the boundary layer", "the boundary layer is the thin layer of fluid near a wall"
+    with torch.no_grad():
+        got = model(**model.encode([query], [doc])).item()
+        vecs = []
+        for text in (query, doc):
+            ids = tok(text, return_tensors="pt")
+            states = enc(**ids).last_hidden_state[0]  # one text: no padding, plain mean
+            vecs.append(states.mean(0))
+    assert got == pytest.approx(F.cosine_similarity(vecs[0], vecs[1], dim=0).item(), abs=1e-5)
+    # batching with padding changes nothing
+    with torch.no_grad():
+        batched = model(**model.encode([query, "x"], [doc, doc + " " + doc]))
+    assert batched[0].item() == pytest.approx(got, abs=1e-5)
