@@ -14,6 +14,7 @@ import sys
 from longrank.io import InputError
 
 STAGES = {
+    "config": ("longrank.config", "write the resolved config beside the results"),
     "data": ("longrank.data.prepare", "load a collection, formulate queries, split them, write results/{dataset}/data"),
     "candidates": ("longrank.retrieval.candidates", "first-stage retrieval (BM25) into a TREC run"),
     "train": ("longrank.train.loop", "train one model on the training queries, early-stopping on dev nDCG@10"),
@@ -21,6 +22,8 @@ STAGES = {
     "evaluate": ("longrank.evaluate.run_eval", "per-query measures of a run through ir-measures"),
     "compare": ("longrank.evaluate.compare", "significance tests, confidence intervals and non-inferiority across systems"),
     "report": ("longrank.report.build", "HTML / Markdown / CSV / LaTeX report from everything under results/{dataset}"),
+    "precompute": ("longrank.models.mores_store", "MORES Reuse-S1/S2 store: document representations or per-IB key/value projections, memory-mapped"),
+    "speed": ("longrank.bench.mores_speed", "MORES Table 4: time to rank 1,000 candidates, BERT ranker vs MORES with no reuse / Reuse-S1 / Reuse-S2"),
     "bench": ("longrank.bench.run", "efficiency of a trained model: docs/ms and peak memory at given document lengths"),
 }
 

@@ -1,0 +1,25 @@
+# LongRank: collection -> BM25 candidates -> trained re-rankers -> evaluation -> significance -> report.
+# Thin on purpose: validation and helpers live in workflow/rules/common.smk, one .smk per stage, and every
+# rule calls `python -m longrank <stage>` (the logic is in src/longrank/).
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/candidates.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/rerank.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/bench.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        REPORT,

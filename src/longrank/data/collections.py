@@ -1,0 +1,139 @@
+"""Reading a collection: any ir_datasets id, or local files (the adapter IRLeD and your own data go through).
+
+Local formats, chosen by file name:
+- documents: ``.jsonl`` / ``.jsonl.gz`` (``{"doc_id", "text"}``; other field names via ``id_field`` /
+  ``text_fields``), ``.tsv`` (``id<TAB>text``, no header), ``.trec`` / ``.sgml`` / anything else with
+  ``<DOC><DOCNO>..</DOCNO> ... </DOC>`` blocks (all text inside the DOC, tags stripped)
+- queries: ``.jsonl`` / ``.jsonl.gz`` (``{"query_id", "text"}``) or ``.tsv`` (``id<TAB>text``)
+- qrels: TREC ``qid iter docid grade``
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+from typing import Iterator
+
+from longrank.io import InputError, read_qrels
+
+
+def _open(path: Path):
+    if not path.exists():
+        raise InputError(f"file {path} not found")
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+
+
+def _stem_suffix(path: Path) -> str:
+    return Path(path.stem).suffix if path.suffix == ".gz" else path.suffix
+
+
+def _read_jsonl(path: Path, id_keys: list[str], text_keys: list[str]) -> Iterator[tuple[str, str]]:
+    with _open(path) as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise InputError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+            rid = next((rec[k] for k in id_keys if k in rec), None)
+            if rid is None:
+                raise InputError(f"{path}:{lineno}: no id field; expected one of {id_keys}")
+            missing = [k for k in text_keys if k not in rec]
+            if len(missing) == len(text_keys):
+                raise InputError(f"{path}:{lineno}: no text field; expected {text_keys}")
+            yield str(rid), "\n".join(str(rec[k]) for k in text_keys if rec.get(k))
+
+
+def _read_tsv(path: Path) -> Iterator[tuple[str, str]]:
+    with _open(path) as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            rid, sep, text = line.rstrip("\n").partition("\t")
+            if not sep:
+                raise InputError(f"{path}:{lineno}: expected 'id<TAB>text'")
+            yield rid, text
+
+
+_DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S | re.I)
+_DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.S | re.I)
+_TAG = re.compile(r"<[^>]+>")
+
+
+def _read_trec(path: Path) -> Iterator[tuple[str, str]]:
+    with _open(path) as f:
+        content = f.read()
+    for block in _DOC.findall(content):
+        m = _DOCNO.search(block)
+        if not m:
+            raise InputError(f"{path}: a <DOC> without <DOCNO>: {block[:80]!r}")
+        yield m.group(1), _TAG.sub(" ", _DOCNO.sub(" ", block)).strip()
+
+
+def read_local_docs(path: str, id_field: str | None = None, text_fields: list[str] | None = None) -> Iterator[tuple[str, str]]:
+    path = Path(path)
+    kind = _stem_suffix(path)
+    if kind == ".jsonl":
+        return _read_jsonl(path, [id_field] if id_field else ["doc_id", "docno", "id"], text_fields or ["text"])
+    if kind == ".tsv":
+        return _read_tsv(path)
+    return _read_trec(path)
+
+
+def read_local_queries(path: str, id_field: str | None = None, text_fields: list[str] | None = None) -> Iterator[tuple[str, str]]:
+    path = Path(path)
+    kind = _stem_suffix(path)
+    if kind == ".jsonl":
+        return _read_jsonl(path, [id_field] if id_field else ["query_id", "qid", "id"], text_fields or ["text"])
+    if kind == ".tsv":
+        return _read_tsv(path)
+    raise InputError(f"dataset.queries: {path} must be .jsonl(.gz) or .tsv")
+
+
+def load_ir_datasets(dataset_id: str, doc_fields: list[str] | None, query_field: str | None):
+    """(docs iterator, queries iterator, qrels dict, qrels definitions) for an ir_datasets id."""
+    import ir_datasets
+
+    try:
+        ds = ir_datasets.load(dataset_id)
+    except KeyError:
+        raise InputError(f"dataset.id: {dataset_id!r} is not an ir_datasets id (see https://ir-datasets.com)") from None
+    for part in ("docs", "queries", "qrels"):
+        if not getattr(ds, f"has_{part}")():
+            raise InputError(f"dataset.id: ir_datasets {dataset_id!r} has no {part}; pick a subset that has docs, queries and qrels")
+    doc_cls = ds.docs_cls()
+    fields = doc_fields or [f for f in doc_cls._fields if f != "doc_id" and doc_cls.__annotations__.get(f) is str]
+    bad = [f for f in fields if f not in doc_cls._fields]
+    if bad:
+        raise InputError(f"dataset.doc_fields: {bad} not in {dataset_id!r} documents; available: {list(doc_cls._fields)}")
+    q_fields = ds.queries_cls()._fields
+    qf = query_field or ("text" if "text" in q_fields else "title")
+    if qf not in q_fields:
+        raise InputError(f"dataset.query_field: {qf!r} not in {dataset_id!r} queries; available: {list(q_fields)}")
+
+    def docs():
+        for d in ds.docs_iter():
+            yield d.doc_id, "\n".join(getattr(d, f) for f in fields if getattr(d, f))
+
+    def queries():
+        for q in ds.queries_iter():
+            yield q.query_id, getattr(q, qf)
+
+    qrels: dict[str, dict[str, int]] = {}
+    for qr in ds.qrels_iter():
+        qrels.setdefault(qr.query_id, {})[qr.doc_id] = qr.relevance
+    return docs(), queries(), qrels, ds.qrels_defs(), ds.docs_count()
+
+
+def load_local(cfg: dict):
+    for key in ("docs", "queries", "qrels"):
+        if key not in cfg:
+            raise InputError(f"dataset.{key}: a local collection needs docs, queries and qrels paths")
+    docs = read_local_docs(cfg["docs"], cfg.get("id_field"), cfg.get("doc_fields"))
+    queries = read_local_queries(cfg["queries"], None, cfg.get("query_fields"))
+    if not Path(cfg["qrels"]).exists():
+        raise InputError(f"dataset.qrels: file {cfg['qrels']} not found")
+    return docs, queries, read_qrels(cfg["qrels"]), None, None

@@ -1,0 +1,112 @@
+"""Stage ``data``: load the configured collection, map grades to gains, formulate queries, split them,
+and write ``results/{dataset}/data/`` (the format ``data/corpus.py`` documents)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from longrank.data.collections import load_ir_datasets, load_local
+from longrank.data.queries import formulate
+from longrank.data.splits import make_folds
+from longrank.io import InputError, atomic_path, write_json, write_qrels, write_text
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser):
+    parser.add_argument("--dataset", required=True, help="the config's dataset block as JSON")
+    parser.add_argument("--query-formulation", required=True, help="the config's query_formulation block as JSON")
+    parser.add_argument("--splits", required=True, help="the config's splits block as JSON")
+    parser.add_argument("--out-dir", required=True)
+
+
+def run(args):
+    prepare(json.loads(args.dataset), json.loads(args.query_formulation), json.loads(args.splits), Path(args.out_dir))
+
+
+def _examples(ids, limit=5) -> str:
+    ids = sorted(ids)
+    return ", ".join(map(repr, ids[:limit])) + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path) -> None:
+    if dataset.get("source", "ir_datasets") == "ir_datasets":
+        docs_iter, queries_iter, raw_qrels, qrels_defs, doc_count = load_ir_datasets(dataset["id"], dataset.get("doc_fields"), dataset.get("query_field"))
+    else:
+        docs_iter, queries_iter, raw_qrels, qrels_defs, doc_count = load_local(dataset)
+
+    docs, empty = {}, []
+    for doc_id, text in tqdm(docs_iter, total=doc_count, desc="reading documents", unit="doc", mininterval=2):
+        if doc_id in docs:
+            raise InputError(f"duplicate document id {doc_id!r} in the collection")
+        if text.strip():
+            docs[doc_id] = text
+        else:
+            empty.append(doc_id)
+    if empty:
+        if dataset.get("empty_documents", "drop") == "error":
+            raise InputError(f"{len(empty)} empty documents: {_examples(empty)} (set dataset.empty_documents: drop to skip them)")
+        log.warning("dropping %d empty documents: %s", len(empty), _examples(empty))
+    if not docs:
+        raise InputError("the collection has no non-empty documents")
+    queries = dict(queries_iter)
+
+    # Grades -> gains (e.g. Cranfield's -1 "of no interest" -> 0); grades not listed keep their value.
+    gain_map = {int(k): int(v) for k, v in (dataset.get("gains") or {}).items()}
+    qrels: dict[str, dict[str, int]] = {}
+    unknown_docs, unknown_queries = set(), set()
+    for qid, judged in raw_qrels.items():
+        if qid not in queries:
+            unknown_queries.add(qid)
+            continue
+        for doc_id, grade in judged.items():
+            if doc_id not in docs:
+                unknown_docs.add(doc_id)
+                continue
+            qrels.setdefault(qid, {})[doc_id] = gain_map.get(grade, grade)
+    if unknown_docs - set(empty):
+        raise InputError(f"qrels name {len(unknown_docs - set(empty))} documents that are not in the collection: {_examples(unknown_docs - set(empty))}")
+    if unknown_queries:
+        raise InputError(f"qrels name {len(unknown_queries)} queries that are not in the query file: {_examples(unknown_queries)}")
+
+    formulated = formulate(queries, docs, query_formulation.get("method", "full"), query_formulation.get("n", 25))
+    empty_queries = [q for q, t in formulated.items() if not t.strip()]
+    if empty_queries:
+        raise InputError(f"{len(empty_queries)} queries are empty after query formulation: {_examples(empty_queries)}")
+
+    evaluable = [q for q in formulated if any(g > 0 for g in qrels.get(q, {}).values())]
+    if len(formulated) > len(evaluable):
+        log.info("%d of %d queries have no relevant document and are left out of the splits", len(formulated) - len(evaluable), len(formulated))
+    folds = make_folds(evaluable, splits.get("method", "holdout"), splits.get("dev", 0.15), splits.get("test", 0.35), splits.get("k", 5), splits.get("seed", 0))
+
+    lengths = {d: len(t.split()) for d, t in docs.items()}
+    words = np.array(list(lengths.values()))
+    stats = {
+        "num_docs": len(docs),
+        "empty_docs_dropped": len(empty),
+        "num_queries": len(formulated),
+        "num_evaluable_queries": len(evaluable),
+        "num_judgments": sum(len(j) for j in qrels.values()),
+        "relevant_per_query": float(np.mean([sum(g > 0 for g in qrels[q].values()) for q in evaluable])),
+        "doc_words": {"mean": float(words.mean()), "median": float(np.median(words)), "p90": float(np.percentile(words, 90)), "max": int(words.max())},
+        "query_words": {"mean": float(np.mean([len(t.split()) for t in formulated.values()]))},
+        "gains": {str(k): v for k, v in gain_map.items()},
+        "qrels_defs": {str(k): v for k, v in (qrels_defs or {}).items()},
+        "folds": [{k: len(v) for k, v in f.items()} for f in folds],
+    }
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out_dir / "docs.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for doc_id, text in docs.items():
+            f.write(json.dumps({"doc_id": doc_id, "text": text}) + "\n")
+    write_text(out_dir / "queries.tsv", "query_id\ttext\n" + "".join(f"{q}\t{' '.join(t.split())}\n" for q, t in sorted(formulated.items())))
+    write_qrels(out_dir / "qrels.txt", qrels)
+    write_text(out_dir / "doc_lengths.tsv", "doc_id\twords\n" + "".join(f"{d}\t{n}\n" for d, n in lengths.items()))
+    write_json(out_dir / "folds.json", folds)
+    write_json(out_dir / "stats.json", stats)
+    log.info("%d documents (median %d words), %d queries, %d evaluable, folds %s", len(docs), stats["doc_words"]["median"], len(formulated), len(evaluable), stats["folds"])

@@ -1,0 +1,54 @@
+"""BM25 first stage through bm25s (Lucene's BM25 variant), with a Snowball stemmer and stop words."""
+
+from __future__ import annotations
+
+import logging
+
+import bm25s
+import numpy as np
+
+from longrank.io import InputError, Run
+
+log = logging.getLogger(__name__)
+
+
+def _stemmer(language: str | None):
+    if not language:
+        return None
+    import Stemmer
+
+    try:
+        return Stemmer.Stemmer(language)
+    except KeyError:
+        raise InputError(f"first_stage.stemmer: no Snowball stemmer for {language!r}; try 'english' or null") from None
+
+
+def bm25_run(docs: dict[str, str], queries: dict[str, str], k1: float = 0.9, b: float = 0.4, stemmer: str | None = "english",
+             stopwords: str | None = "en", top_k: int = 100) -> Run:
+    """Retrieve the ``top_k`` documents of every query. Documents that match no query term (score 0)
+    are not candidates; a query left with none is logged by name."""
+    doc_ids = list(docs)
+    stem = _stemmer(stemmer)
+    corpus_tokens = bm25s.tokenize(list(docs.values()), stopwords=stopwords or [], stemmer=stem, show_progress=True)
+    retriever = bm25s.BM25(k1=k1, b=b, method="lucene")
+    retriever.index(corpus_tokens, show_progress=True)
+    qids = sorted(queries)
+    # Tokenise queries with the corpus vocabulary so unknown words are dropped rather than mis-mapped.
+    query_tokens = bm25s.tokenize([queries[q] for q in qids], stopwords=stopwords or [], stemmer=stem, return_ids=False, show_progress=False)
+    k = min(top_k, len(doc_ids))
+    results, scores = retriever.retrieve(query_tokens, k=k, show_progress=True)
+    run: Run = {}
+    empty = []
+    for row, qid in enumerate(qids):
+        hits = {doc_ids[int(i)]: float(s) for i, s in zip(results[row], scores[row]) if s > 0}
+        if hits:
+            run[qid] = hits
+        else:
+            empty.append(qid)
+    if empty:
+        log.warning("%d queries have no BM25 candidate (no query term occurs in the collection): %s", len(empty), ", ".join(empty[:10]))
+    return run
+
+
+def idf_lucene(num_docs: int, doc_freq: np.ndarray) -> np.ndarray:
+    return np.log(1 + (num_docs - doc_freq + 0.5) / (doc_freq + 0.5))

@@ -1,0 +1,52 @@
+"""Scoring first-stage candidates with a model: shared by dev evaluation during training and by reranking."""
+
+from __future__ import annotations
+
+import torch
+from tqdm import tqdm
+
+from longrank.io import Run
+
+
+def top_candidates(candidates: Run, qid: str, depth: int) -> list[str]:
+    return [d for d, _ in sorted(candidates.get(qid, {}).items(), key=lambda kv: (-kv[1], kv[0]))[:depth]]
+
+
+@torch.no_grad()
+def score_candidates(model, corpus, candidates: Run, qids: list[str], depth: int, batch_size: int = 32,
+                     desc: str = "scoring", details: list | None = None) -> Run:
+    """Model scores of each query's top-``depth`` candidates. If ``details`` is a list and the model can
+    explain its scores, one dict per (query, doc) is appended to it."""
+    was_training = model.training
+    model.eval()
+    pairs = [(q, d) for q in qids for d in top_candidates(candidates, q, depth)]
+    out: Run = {q: {} for q in qids if candidates.get(q)}
+    for start in tqdm(range(0, len(pairs), batch_size), desc=desc, unit="batch", mininterval=5):
+        chunk = pairs[start : start + batch_size]
+        queries = [corpus.queries[q] for q, _ in chunk]
+        doc_ids = [d for _, d in chunk]
+        docs = [corpus.docs[d] for d in doc_ids]
+        scores = model.score_pairs(queries, doc_ids, docs).float().cpu().tolist()
+        for (q, d), s in zip(chunk, scores):
+            out[q][d] = s
+        if details is not None:
+            explained = model.explain(**{k: v.to(model.device) for k, v in model.encode(queries, docs).items()})
+            if explained:
+                for i, (q, d) in enumerate(chunk):
+                    details.append({"query_id": q, "doc_id": d, **{k: v[i].cpu().tolist() for k, v in explained.items()}})
+    model.train(was_training)
+    return out
+
+
+def mean_measure(run: Run, qrels: dict, qids: list[str], measure: str = "nDCG@10") -> float:
+    """Mean of ``measure`` over ``qids`` through ir-measures; a query missing from the run counts as 0."""
+    import ir_measures
+
+    parsed = ir_measures.parse_measure(measure)
+    qset = set(qids)
+    values = {m.query_id: m.value for m in ir_measures.iter_calc(
+        [parsed],
+        [ir_measures.Qrel(q, d, g) for q in qset for d, g in qrels.get(q, {}).items()],
+        [ir_measures.ScoredDoc(q, d, s) for q in qset for d, s in run.get(q, {}).items()],
+    )}
+    return sum(values.get(q, 0.0) for q in qids) / max(1, len(qids))

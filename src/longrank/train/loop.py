@@ -1,0 +1,153 @@
+"""Stage ``train``: train one model on one fold's training queries.
+
+Pairwise (or the model's) loss on a positive and ``negatives`` candidates per query; AdamW with linear
+warm-up and linear decay; every ``eval_every`` steps the dev queries' candidates are reranked and the
+weights with the best dev nDCG@10 are kept (test queries are never looked at here); training stops after
+``patience`` evaluations without improvement. The full state is checkpointed at every evaluation into
+``train_state/`` so a killed job resumes where it stopped; the final ``model.safetensors`` appears only
+when training has finished.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from longrank.data.corpus import Corpus
+from longrank.io import InputError, read_run, write_json, write_text
+from longrank.models.registry import build_model, model_class
+from longrank.runtime import resolve_device, seed_everything
+from longrank.scoring import mean_measure, score_candidates
+from longrank.train.checkpoint import load_training_state, save_training_state, save_weights
+from longrank.train.losses import get_loss
+from longrank.train.sampling import PairSampler
+
+log = logging.getLogger(__name__)
+
+TRAIN_DEFAULTS = {
+    "steps": 300, "batch_size": 8, "negatives": 1, "lr": 1e-3, "weight_decay": 0.0, "warmup_steps": 0,
+    "loss": None, "eval_every": 50, "patience": 3, "grad_clip": 1.0, "seed": 0, "eval_batch_size": 32,
+}
+
+
+def add_arguments(parser):
+    parser.add_argument("--model", required=True, help="the model's name in the config")
+    parser.add_argument("--model-config", required=True, help="the model's config entry as JSON")
+    parser.add_argument("--data", required=True, help="results/{dataset}/data")
+    parser.add_argument("--candidates", required=True, help="first-stage run")
+    parser.add_argument("--fold", type=int, default=0)
+    parser.add_argument("--rerank-depth", type=int, default=100)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--out", required=True, help="the trained weights (model.safetensors); its folder holds logs and state")
+
+
+def run(args):
+    train(args.model, json.loads(args.model_config), Corpus(args.data), read_run(args.candidates), args.fold,
+          args.rerank_depth, resolve_device(args.device), Path(args.out))
+
+
+def _lr_lambda(warmup: int, total: int):
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total - step) / max(1, total - warmup))
+    return factor
+
+
+def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: int, depth: int, device: torch.device, out: Path) -> None:
+    unknown = set(model_cfg.get("train", {})) - set(TRAIN_DEFAULTS)
+    if unknown:
+        raise InputError(f"models.{name}.train: unknown keys {sorted(unknown)}; expected {sorted(TRAIN_DEFAULTS)}")
+    hp = {**TRAIN_DEFAULTS, **model_cfg.get("train", {})}
+    if fold_index >= len(corpus.folds):
+        raise InputError(f"fold {fold_index} does not exist; the data has {len(corpus.folds)} folds")
+    fold = corpus.folds[fold_index]
+    seed_everything(hp["seed"])
+    model = build_model(model_cfg, corpus).to(device)
+    loss_fn = get_loss(hp["loss"] or model_class(model_cfg["type"]).default_loss)
+    out_dir = out.parent
+    state_dir = out_dir / "train_state"
+    best_path = state_dir / "best.safetensors"
+    log_path = out_dir / "training_log.tsv"
+
+    if hp["steps"] == 0:  # nothing to learn (zero-shot models): keep the initial weights
+        save_weights(model, out)
+        write_json(out_dir / "train_summary.json", {"model": name, "fold": fold_index, "steps": 0, "note": "no training (steps: 0)"})
+        return
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=hp["lr"], weight_decay=hp["weight_decay"])
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(hp["warmup_steps"], hp["steps"]))
+    sampler = PairSampler(fold["train"], corpus.qrels, candidates, depth, hp["negatives"], hp["seed"])
+
+    position = load_training_state(state_dir, model, optimizer, scheduler)
+    if position:
+        log.info("resuming %s fold %d at step %d (best dev nDCG@10 %.4f)", name, fold_index, position["step"], position["best_dev_ndcg10"])
+    else:
+        position = {"step": 0, "best_dev_ndcg10": -1.0, "best_step": 0, "evals_without_improvement": 0, "history": [], "seconds": 0.0}
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+    def evaluate_dev() -> float:
+        dev_run = score_candidates(model, corpus, candidates, fold["dev"], depth, hp["eval_batch_size"], desc="dev rerank")
+        return mean_measure(dev_run, corpus.qrels, fold["dev"])
+
+    model.train()
+    started = time.time() - position["seconds"]
+    losses: list[float] = []
+    bar = tqdm(total=hp["steps"], initial=position["step"], desc=f"train {name} fold {fold_index}", unit="step", mininterval=5)
+    while position["step"] < hp["steps"] and position["evals_without_improvement"] < hp["patience"]:
+        step = position["step"]
+        torch.manual_seed(hp["seed"] * 1_000_003 + step)  # dropout noise, reproducible across a resume
+        qids, groups = sampler.batch(step, hp["batch_size"])
+        queries = [corpus.queries[q] for q, g in zip(qids, groups) for _ in g]
+        docs = [corpus.docs[d] for g in groups for d in g]
+        batch = {k: v.to(device) for k, v in model.encode(queries, docs).items()}
+        scores = model(**batch).view(len(groups), -1)
+        loss = loss_fn(scores)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"models.{name}: loss is {loss.item()} at step {step}; the last good state is in {state_dir} "
+                                     f"(lower train.lr or raise train.grad_clip)")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if hp["grad_clip"]:
+            torch.nn.utils.clip_grad_norm_(params, hp["grad_clip"])
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+        position["step"] = step + 1
+        bar.update(1)
+        bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.4f}", refresh=False)
+
+        if position["step"] % hp["eval_every"] == 0 or position["step"] == hp["steps"]:
+            dev_ndcg = evaluate_dev()
+            mean_loss = sum(losses) / len(losses)
+            losses.clear()
+            improved = dev_ndcg > position["best_dev_ndcg10"]
+            if improved:
+                position.update(best_dev_ndcg10=dev_ndcg, best_step=position["step"], evals_without_improvement=0)
+                save_weights(model, best_path)
+            else:
+                position["evals_without_improvement"] += 1
+            position["history"].append({"step": position["step"], "train_loss": mean_loss, "dev_ndcg10": dev_ndcg})
+            position["seconds"] = time.time() - started
+            log.info("%s fold %d step %d: loss %.4f, dev nDCG@10 %.4f%s", name, fold_index, position["step"], mean_loss, dev_ndcg, " (best)" if improved else "")
+            save_training_state(state_dir, model, optimizer, scheduler, position)
+    bar.close()
+
+    if not best_path.exists():
+        raise InputError(f"models.{name}: training ended before any dev evaluation; set train.eval_every <= train.steps")
+    write_text(log_path, "step\ttrain_loss\tdev_ndcg10\n" + "".join(f"{h['step']}\t{h['train_loss']:.6f}\t{h['dev_ndcg10']:.6f}\n" for h in position["history"]))
+    write_json(out_dir / "train_summary.json", {
+        "model": name, "fold": fold_index, "device": str(device), "steps_run": position["step"], "best_step": position["best_step"],
+        "best_dev_ndcg10": position["best_dev_ndcg10"], "stopped_early": position["step"] < hp["steps"], "seconds": time.time() - started,
+        "parameters": sum(p.numel() for p in model.parameters()), "trainable_parameters": sum(p.numel() for p in params),
+        "hyperparameters": hp,
+    })
+    shutil.copyfile(best_path, out_dir / ".model.tmp")
+    (out_dir / ".model.tmp").replace(out)  # the output appears complete or not at all

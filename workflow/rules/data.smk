@@ -1,0 +1,17 @@
+rule data:
+    input:
+        local_collection_files,
+    output:
+        **DATA,
+    params:
+        dataset=as_json(config["dataset"]),
+        query_formulation=as_json(config["query_formulation"]),
+        splits=as_json(config["splits"]),
+        out_dir=f"{R}/data",
+    log:
+        f"{R}/logs/data.log",
+    resources:
+        mem_mb=8000,
+    shell:
+        "python -m longrank data --dataset {params.dataset:q} --query-formulation {params.query_formulation:q}"
+        " --splits {params.splits:q} --out-dir {params.out_dir} 2> {log}"

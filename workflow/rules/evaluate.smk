@@ -1,0 +1,35 @@
+rule evaluate:
+    input:
+        run=run_file,
+        qrels=DATA["qrels.txt"],
+        folds=DATA["folds.json"],
+    output:
+        f"{R}/eval/{{system}}.tsv",
+    params:
+        measures=config["evaluation"]["measures"],
+    log:
+        f"{R}/logs/evaluate_{{system}}.log",
+    shell:
+        "python -m longrank evaluate --run {input.run} --qrels {input.qrels} --folds {input.folds}"
+        " --measures {params.measures:q} --out {output} 2> {log}"
+
+
+rule compare:
+    input:
+        expand(f"{R}/eval/{{system}}.tsv", system=SYSTEMS),
+    output:
+        table=f"{R}/compare/table.csv",
+        pairs=f"{R}/compare/pairs.csv",
+        markdown=f"{R}/compare/table.md",
+        latex=f"{R}/compare/table.tex",
+    params:
+        systems=SYSTEMS,
+        reference=lambda wc: ["--reference", config["evaluation"]["noninferiority_reference"]] if config["evaluation"]["noninferiority_reference"] else [],
+        margins=config["evaluation"]["margins"],
+        alpha=config["evaluation"]["alpha"],
+        bootstrap=config["evaluation"]["bootstrap"],
+    log:
+        f"{R}/logs/compare.log",
+    shell:
+        "python -m longrank compare --eval-dir {R}/eval --systems {params.systems:q} {params.reference:q}"
+        " --margins {params.margins} --alpha {params.alpha} --bootstrap {params.bootstrap} --out-dir {R}/compare 2> {log}"

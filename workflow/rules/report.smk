@@ -1,0 +1,28 @@
+rule resolved_config:
+    output:
+        f"{R}/config.json",
+    params:
+        config=as_json(config),
+    shell:
+        "python -m longrank config --json {params.config:q} --out {output}"
+
+
+rule build_report:
+    input:
+        rules.compare.output,
+        expand(f"{R}/bench/{{model}}.json", model=MODELS),
+        expand(f"{R}/runs/{{model}}.interpolation.json", model=MODELS),
+        config=f"{R}/config.json",
+        stats=DATA["stats.json"],
+    output:
+        html=REPORT,
+        markdown=f"{R}/report/report.md",
+    log:
+        f"{R}/logs/report.log",
+    shell:
+        "python -m longrank report --results {R} --out-dir {R}/report 2> {log}"
+
+
+rule report:
+    input:
+        REPORT,

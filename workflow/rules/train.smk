@@ -1,0 +1,23 @@
+rule train:
+    input:
+        data=list(DATA.values()),
+        candidates=CANDIDATES,
+    output:
+        f"{R}/models/{{model}}/fold{{fold}}/model.safetensors",
+    params:
+        model=model_config,
+        rerank_depth=config["rerank_depth"],
+        data=f"{R}/data",
+    log:
+        f"{R}/logs/train_{{model}}_fold{{fold}}.log",
+    benchmark:
+        f"{R}/benchmarks/train_{{model}}_fold{{fold}}.tsv"
+    threads: 2
+    resources:
+        mem_mb=12000,
+        runtime=720,
+        gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
+    shell:
+        "OMP_NUM_THREADS={threads} python -m longrank train --model {wildcards.model} --model-config {params.model:q}"
+        " --data {params.data} --candidates {input.candidates} --fold {wildcards.fold}"
+        " --rerank-depth {params.rerank_depth} --device " + config["device"] + " --out {output} 2> {log}"
