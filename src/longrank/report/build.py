@@ -1,0 +1,399 @@
+"""Stage ``report``: one self-contained ``index.html`` (+ ``report.md``, tables and PNGs) per dataset.
+
+Everything is read from ``results/{dataset}/``; no number is typed in. A section whose inputs are
+absent is kept with a one-line note saying what is missing, so a partial run still gives a report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.metadata
+import json
+import logging
+import platform
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from longrank.evaluate.lengths import (length_distributions, ndcg_by_bucket, query_length_buckets,
+                                       read_doc_lengths, region_positions, relevant_median_length)
+from longrank.evaluate.metrics import evaluable_queries, per_query, read_eval_tsv, read_folds, test_queries
+from longrank.evaluate.significance import compare
+from longrank.io import InputError, read_json, read_qrels, read_run, write_text
+from longrank.report import plots
+from longrank.report.html import Section, render_html, render_markdown
+from longrank.report.tables import LETTER_NOTE, Cell, effectiveness_rows, fmt, fmt_p
+
+log = logging.getLogger(__name__)
+
+PRIMARY = "nDCG@10"
+PACKAGES = ["torch", "transformers", "bm25s", "ir_datasets", "ir_measures", "pytrec_eval_terrier", "snakemake",
+            "scipy", "statsmodels", "numpy", "pandas", "matplotlib"]
+COMPARE_FILES = ["table.csv", "pairs.csv", "noninferiority.csv", "table.md", "table.tex"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results", required=True, help="results/{dataset}")
+    parser.add_argument("--out-dir", required=True, help="report directory (index.html, report.md, tables, PNGs)")
+    parser.add_argument("--eval-dir", default=None, help="per-query evaluations (default: RESULTS/eval)")
+    parser.add_argument("--compare-dir", default=None, help="compare outputs (default: RESULTS/compare)")
+    parser.add_argument("--length-buckets", type=int, default=4, help="query buckets for nDCG by length (default: 4)")
+    parser.add_argument("--title", default=None)
+
+
+def base_model(system: str) -> str:
+    return system.split("+", 1)[0]
+
+
+def is_reranker(system: str) -> bool:
+    return system != "bm25" and "+" not in system
+
+
+class Inputs:
+    """Lazy access to everything under results/{dataset}; missing optional files give None."""
+
+    def __init__(self, results: Path, eval_dir: Path, compare_dir: Path):
+        self.root, self.eval_dir, self.compare_dir = results, eval_dir, compare_dir
+        self.config = read_json(results / "config.json") if (results / "config.json").exists() else {}
+        self.models = self.config.get("models", {}) or {}
+        data = results / "data"
+        self.qrels = read_qrels(data / "qrels.txt") if (data / "qrels.txt").exists() else None
+        self.folds = read_folds(data / "folds.json") if (data / "folds.json").exists() else None
+        self.lengths = read_doc_lengths(data / "doc_lengths.tsv") if (data / "doc_lengths.tsv").exists() else None
+        self.stats = read_json(data / "stats.json") if (data / "stats.json").exists() else None
+        self.test_qids = test_queries(self.folds) if self.folds else None
+        self.evaluated_qids = (evaluable_queries(self.qrels, self.test_qids)[0]
+                               if self.qrels is not None and self.test_qids is not None else None)
+        self._runs: dict[str, dict | None] = {}
+
+    def run(self, system: str):
+        if system not in self._runs:
+            path = self.root / "runs" / f"{system}.run"
+            self._runs[system] = read_run(path) if path.exists() else None
+        return self._runs[system]
+
+    def candidates(self):
+        path = self.root / "candidates" / "bm25.run"
+        return read_run(path) if path.exists() else self.run("bm25")
+
+    def max_doc_len(self, system: str):
+        return (self.models.get(base_model(system)) or {}).get("max_doc_len")
+
+
+def load_comparison(inp: Inputs, bootstrap: int = 2000):
+    """compare's outputs when present; else computed here from the eval TSVs (noted in the report)."""
+    settings_path = inp.compare_dir / "settings.json"
+    if (inp.compare_dir / "table.csv").exists() and (inp.compare_dir / "pairs.csv").exists():
+        table = pd.read_csv(inp.compare_dir / "table.csv", keep_default_na=False, na_values=[""])
+        table["better_than"] = table["better_than"].fillna("").astype(str)
+        pairs = pd.read_csv(inp.compare_dir / "pairs.csv")
+        ni_path = inp.compare_dir / "noninferiority.csv"
+        ni = pd.read_csv(ni_path) if ni_path.exists() else None
+        settings = read_json(settings_path) if settings_path.exists() else {}
+        systems = settings.get("systems") or list(dict.fromkeys(table["system"]))
+        settings.setdefault("alpha", 0.05)
+        frames = {s: read_eval_tsv(inp.eval_dir / f"{s}.tsv") for s in systems if (inp.eval_dir / f"{s}.tsv").exists()}
+        return systems, table, pairs, ni, settings, frames, None
+    tsvs = sorted(inp.eval_dir.glob("*.tsv")) if inp.eval_dir.exists() else []
+    if not tsvs:
+        return None
+    names = [p.stem for p in tsvs]
+    systems = (["bm25"] if "bm25" in names else []) + [n for n in names if n != "bm25"]
+    frames = {s: read_eval_tsv(inp.eval_dir / f"{s}.tsv") for s in systems}
+    out = compare(frames, n_resamples=bootstrap, seed=0)
+    settings = {"systems": systems, "alpha": 0.05, "bootstrap": bootstrap, "seed": 0,
+                "n_queries": int(out["table"]["n_queries"].iloc[0])}
+    note = (f"No compare outputs in {inp.compare_dir}: the table below was computed by the report from "
+            f"{inp.eval_dir} ({bootstrap} bootstrap resamples, alpha 0.05, no non-inferiority reference).")
+    return systems, out["table"], out["pairs"], None, settings, frames, note
+
+
+def docs_per_ms(inp: Inputs) -> tuple[dict[str, float], list[tuple[str, dict]]]:
+    rates: dict[str, float] = {}
+    benches = []
+    bench_dir = inp.root / "bench"
+    for path in sorted(bench_dir.glob("*.json")) if bench_dir.exists() else []:
+        try:
+            b = read_json(path)
+        except ValueError as err:
+            raise InputError(f"{path}: not valid JSON ({err})") from None
+        benches.append((path.stem, b))
+        for name, v in (b.get("docs_per_ms") or {}).items():
+            rates[name] = float(v)
+    return rates, benches
+
+
+def pair_row(pairs: pd.DataFrame, measure: str, a: str, b: str):
+    """(mean a - b, Holm Wilcoxon p, raw Wilcoxon p) whichever order the pair was stored in."""
+    sel = pairs[(pairs.measure == measure) & (pairs.system_a == a) & (pairs.system_b == b)]
+    if len(sel):
+        r = sel.iloc[0]
+        return float(r.mean_diff), float(r.wilcoxon_p_holm), float(r.wilcoxon_p)
+    sel = pairs[(pairs.measure == measure) & (pairs.system_a == b) & (pairs.system_b == a)]
+    if len(sel):
+        r = sel.iloc[0]
+        return -float(r.mean_diff), float(r.wilcoxon_p_holm), float(r.wilcoxon_p)
+    return None
+
+
+def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_dir: Path | None = None,
+          n_length_buckets: int = 4, title: str | None = None) -> list[Section]:
+    results, out_dir = Path(results), Path(out_dir)
+    if not results.is_dir():
+        raise InputError(f"results directory {results} does not exist")
+    inp = Inputs(results, Path(eval_dir or results / "eval"), Path(compare_dir or results / "compare"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dataset = inp.config.get("dataset", {}).get("name") if isinstance(inp.config.get("dataset"), dict) else inp.config.get("dataset")
+    title = title or f"LongRank report: {dataset or results.name}"
+    sections: list[Section] = []
+    rates, benches = docs_per_ms(inp)
+
+    # 1. effectiveness ---------------------------------------------------------------------------------
+    sec = Section("Effectiveness")
+    sections.append(sec)
+    cmp = load_comparison(inp)
+    systems, table, pairs, ni, settings, frames = [], None, None, None, {}, {}
+    if cmp is None:
+        sec.note(f"No per-query evaluations found in {inp.eval_dir}: run the evaluate and compare stages first.")
+    else:
+        systems, table, pairs, ni, settings, frames, note = cmp
+        letters = dict(zip(table["system"], table["letter"]))
+        measures = list(dict.fromkeys(table["measure"]))
+        primary = PRIMARY if PRIMARY in measures else measures[0]
+        alpha = settings.get("alpha", 0.05)
+        if note:
+            sec.note(note)
+        extra_cols = ["Max doc len"] + (["Docs/ms"] if rates else [])
+        extra = {s: {"Max doc len": inp.max_doc_len(s) or "–", "Docs/ms": fmt(rates[s], 2) if s in rates else "–"}
+                 for s in systems}
+        headers, rows = effectiveness_rows(table, systems, measures, extra, extra_cols)
+        sec.howto(LETTER_NOTE.format(alpha=alpha) + " Confidence intervals are percentile bootstrap 95% intervals "
+                  f"over queries ({settings.get('bootstrap', '?')} resamples, seed {settings.get('seed', '?')}). "
+                  f"All systems are evaluated on the same {settings.get('n_queries', '?')} test queries.")
+        sec.table(headers, rows)
+        if "bm25" in systems:
+            lines = []
+            for s in systems:
+                if s == "bm25":
+                    continue
+                pr = pair_row(pairs, primary, s, "bm25")
+                if pr is None:
+                    continue
+                diff, p_holm, _ = pr
+                if p_holm < alpha and diff > 0:
+                    verdict = "better than BM25"
+                elif p_holm < alpha and diff < 0:
+                    verdict = "significantly WORSE than BM25"
+                else:
+                    verdict = "NOT significantly better than BM25" if diff > 0 else "not better than BM25 (lower on average)"
+                lines.append([s, Cell(verdict), Cell(f"{diff:+.4f}"), Cell(fmt_p(p_holm))])
+            sec.table(["System", f"vs BM25 on {primary}", "Mean difference", "p (Wilcoxon, Holm)"], lines,
+                      caption=f"Each system against BM25 ({primary})")
+        detail = []
+        for _, r in pairs[pairs.measure == primary].iterrows():
+            detail.append([f"{r.system_a} − {r.system_b}", Cell(f"{r.mean_diff:+.4f}"),
+                           Cell(f"[{r.diff_ci_low:+.4f}, {r.diff_ci_high:+.4f}]"), Cell(fmt(float(r.cohens_d), 2)),
+                           Cell(fmt_p(r.wilcoxon_p)), Cell(fmt_p(r.wilcoxon_p_holm)), Cell(fmt_p(r.ttest_p)),
+                           Cell(fmt_p(r.ttest_p_holm))])
+        sec.table(["Pair", "Mean diff", "95% CI", "Cohen's d", "Wilcoxon p", "Wilcoxon p (Holm)", "t-test p",
+                   "t-test p (Holm)"], detail, caption=f"Pairwise differences on {primary}")
+        for name in COMPARE_FILES:
+            if (inp.compare_dir / name).exists():
+                shutil.copyfile(inp.compare_dir / name, out_dir / name)
+        if note:  # computed here: still leave the csv tables beside the report
+            table.to_csv(out_dir / "table.csv", index=False, float_format="%.6g")
+            pairs.to_csv(out_dir / "pairs.csv", index=False, float_format="%.6g")
+
+    # 2. first-stage recall ----------------------------------------------------------------------------
+    sec = Section("First-stage candidate recall")
+    sections.append(sec)
+    cands = inp.candidates()
+    if cands is None or inp.qrels is None or inp.evaluated_qids is None:
+        sec.note("Skipped: needs candidates/bm25.run (or runs/bm25.run), data/qrels.txt and data/folds.json.")
+    else:
+        depth = max((len(d) for d in cands.values()), default=0)
+        k = int((inp.config.get("first_stage") or {}).get("top_k") or depth)
+        cutoffs = sorted({c for c in (10, 100, 1000) if c < k} | {k})
+        recall = per_query(cands, inp.qrels, inp.test_qids, [f"R@{c}" for c in cutoffs], name="bm25 candidates")
+        sec.text(f"Recall of the BM25 candidates over the {len(recall)} test queries: a re-ranker can only "
+                 f"find relevant documents among the top {k} that BM25 hands it (R@{k} is its ceiling).")
+        sec.table(["First stage", *recall.columns], [["bm25", *[float(recall[c].mean()) for c in recall.columns]]])
+
+    # 3. CIs ---------------------------------------------------------------------------------------------
+    sec = Section(f"{PRIMARY} with bootstrap 95% confidence intervals")
+    sections.append(sec)
+    if table is None or PRIMARY not in set(table["measure"]):
+        sec.note(f"Skipped: no {PRIMARY} in the comparison table.")
+    else:
+        png = plots.ci_plot(table, PRIMARY, systems, out_dir / "fig_ci_ndcg10.png", letters)
+        sec.image(png, f"Mean {PRIMARY} per system; bars are percentile bootstrap 95% CIs over test queries. "
+                       "Overlapping intervals do not imply a non-significant paired difference: see the pairwise table.")
+
+    # 4. nDCG by length bucket -----------------------------------------------------------------------------
+    sec = Section(f"{PRIMARY} by document-length bucket")
+    sections.append(sec)
+    if not frames or inp.lengths is None or inp.qrels is None or PRIMARY not in next(iter(frames.values())).columns:
+        sec.note("Skipped: needs eval TSVs with nDCG@10, data/doc_lengths.tsv and data/qrels.txt.")
+    else:
+        qids = list(next(iter(frames.values())).index)
+        med = relevant_median_length(inp.qrels, inp.lengths, qids)
+        buckets = query_length_buckets(med, n_length_buckets)
+        by_bucket = ndcg_by_bucket(frames, buckets, PRIMARY)
+        png = plots.length_bucket_plot(by_bucket, list(frames), out_dir / "fig_length_buckets.png", PRIMARY)
+        sec.text("Test queries are split into quantile buckets by the median length (words) of their relevant "
+                 "documents; bars are each system's mean nDCG@10 within a bucket.")
+        sec.image(png, f"{PRIMARY} by median relevant-document length (TKL Fig. 2 style).")
+        sec.table(["Bucket (words)", "Queries", *frames], [[str(b), int(r["queries"]), *[float(r[s]) for s in frames]]
+                                                          for b, r in by_bucket.iterrows()])
+
+    # 5. length bias --------------------------------------------------------------------------------------
+    sec = Section("Probability of relevance vs retrieval by document length")
+    sections.append(sec)
+    rerankers = [s for s in systems if is_reranker(s) and inp.run(s) is not None]
+    if not rerankers or inp.lengths is None or inp.qrels is None or cands is None or inp.evaluated_qids is None:
+        sec.note("Skipped: needs re-ranker runs, candidates, data/doc_lengths.tsv and data/qrels.txt.")
+    else:
+        runs = {s: inp.run(s) for s in rerankers}
+        if inp.run("bm25") is not None:
+            runs["bm25"] = inp.run("bm25")
+        dist = length_distributions(cands, inp.qrels, runs, inp.lengths, inp.evaluated_qids, depth=30)
+        png = plots.length_bias_plot(dist, rerankers, out_dir / "fig_length_bias.png", depth=30)
+        sec.text("Length buckets are deciles of the collection's document lengths (equal numbers of documents), so "
+                 "the share of relevant candidates in a bucket is proportional to P(rel | length) and the share of a "
+                 "model's top-30 documents to P(ret@30 | length). A retrieval curve below the relevance curve on the "
+                 "right means the model under-retrieves long documents.")
+        sec.image(png, "Relevance vs retrieval (top 30) by document length, per re-ranker (TKL Fig. 1 style).")
+
+    # 6. max doc length -------------------------------------------------------------------------------------
+    sec = Section(f"{PRIMARY} vs maximum document length")
+    sections.append(sec)
+    pts = []
+    if table is not None:
+        prim = table[table.measure == PRIMARY].set_index("system")
+        for s in systems:
+            spec = inp.models.get(s) or {}
+            if is_reranker(s) and s in prim.index and spec.get("max_doc_len") and spec.get("type"):
+                pts.append({"type": spec["type"], "system": s, "max_doc_len": int(spec["max_doc_len"]),
+                            "mean": prim.loc[s, "mean"], "ci_low": prim.loc[s, "ci_low"], "ci_high": prim.loc[s, "ci_high"]})
+    pts = pd.DataFrame(pts, columns=["type", "system", "max_doc_len", "mean", "ci_low", "ci_high"])
+    multi = pts.groupby("type")["max_doc_len"].nunique() if len(pts) else pd.Series(dtype=int)
+    pts = pts[pts["type"].isin(multi[multi >= 2].index)]
+    if pts.empty:
+        sec.note("Skipped: no model type in config.json was run with several max_doc_len values.")
+    else:
+        base = float(prim.loc["bm25", "mean"]) if "bm25" in prim.index else None
+        png = plots.maxlen_plot(pts, out_dir / "fig_maxlen.png", PRIMARY, base)
+        sec.image(png, f"{PRIMARY} against the number of document tokens the model reads (TKL Fig. 2 style).")
+
+    # 7. region positions ------------------------------------------------------------------------------------
+    sec = Section("Positions of the top-3 regions (TKL)")
+    sections.append(sec)
+    details = sorted((results / "runs").glob("*.details.jsonl")) if (results / "runs").exists() else []
+    if not details:
+        sec.note("Skipped: no runs/*.details.jsonl (region positions are written by TKL reranking).")
+    else:
+        positions = {}
+        for path in details:
+            model = path.name[: -len(".details.jsonl")]
+            positions[model] = region_positions(path, inp.run(model), inp.evaluated_qids, top_docs=10)
+        png = plots.region_plot(positions, out_dir / "fig_regions.png")
+        sec.image(png, "Start offsets of the rank-1, -2 and -3 regions over each test query's top-10 documents "
+                       "(log-log; dotted line at token 500).")
+        rows = []
+        for model, pos in positions.items():
+            for r, ps in sorted(pos.items()):
+                share = sum(p >= 500 for p in ps) / len(ps) if ps else float("nan")
+                rows.append([model, f"rank-{r}", len(ps), Cell(f"{100 * share:.1f}%" if ps else "–")])
+        sec.table(["Model", "Region", "Regions", "Starting at token ≥ 500"], rows)
+
+    # 8. efficiency ------------------------------------------------------------------------------------------
+    sec = Section("Efficiency")
+    sections.append(sec)
+    if not benches:
+        sec.note("Skipped: no bench/*.json.")
+    for name, b in benches:
+        cols = list(b.get("columns") or [])
+        rows = [[Cell(fmt(v, 3) if isinstance(v, float) else ("" if v is None else str(v))) for v in row]
+                for row in b.get("rows") or []]
+        if cols and rows:
+            sec.table(cols, rows, caption=b.get("title") or name)
+        if b.get("notes"):
+            sec.note(str(b["notes"]))
+    if rates and table is not None and PRIMARY in set(table["measure"]):
+        prim = table[table.measure == PRIMARY].set_index("system")
+        eff = pd.DataFrame([{"system": s, "docs_per_ms": v, "mean": float(prim.loc[s, "mean"])}
+                            for s, v in rates.items() if s in prim.index])
+        if len(eff):
+            png = plots.efficiency_plot(eff, out_dir / "fig_efficiency.png", PRIMARY)
+            sec.image(png, f"{PRIMARY} against throughput (documents re-ranked per millisecond; MIR Fig. 5 style).")
+
+    # 9. non-inferiority --------------------------------------------------------------------------------------
+    sec = Section("Non-inferiority")
+    sections.append(sec)
+    if ni is None or ni.empty:
+        sec.note("Skipped: compare was run without --reference, so no non-inferiority test.")
+    else:
+        ref = ni["reference"].iloc[0]
+        sec.howto(f"MORES-style test (Gao et al. 2020, §4.1): for margin δ (a fraction of {ref}'s mean), a one-sided "
+                  f"paired t-test rejects H0: mean(system) − mean({ref}) ≤ −δ·mean({ref}). ✓ = non-inferior "
+                  f"(p < {settings.get('alpha', 0.05)}): any loss against {ref} is smaller than the margin.")
+        ni_measures = list(dict.fromkeys(ni["measure"]))
+        rows = []
+        for (s, margin), grp in ni.groupby(["system", "margin"], sort=False):
+            g = grp.set_index("measure")
+            rows.append([s, f"{100 * margin:g}%", *[Cell(("✓ " if g.loc[m, "verdict"] == "non-inferior" else "✗ ")
+                                                         + f"p={fmt_p(float(g.loc[m, 'p']))}") for m in ni_measures]])
+        sec.table(["System", "Margin", *ni_measures], rows, caption=f"Non-inferiority to {ref}")
+
+    # 10. interpolation -------------------------------------------------------------------------------------
+    sec = Section("Interpolation with BM25 (weights chosen on dev queries)")
+    sections.append(sec)
+    interp = sorted((results / "runs").glob("*.interpolation.json")) if (results / "runs").exists() else []
+    if not interp:
+        sec.note("Skipped: no runs/*.interpolation.json.")
+    else:
+        rows = []
+        for path in interp:
+            info = read_json(path)
+            by_w = info.get("dev_ndcg10_by_weight") or {}
+            w = info.get("weight")
+            best = by_w.get(str(w), by_w.get(w)) if by_w else None
+            rows.append([path.name[: -len(".interpolation.json")], Cell(fmt(float(w), 3) if w is not None else "–"),
+                         Cell(fmt(float(best)) if best is not None else "–"), len(by_w)])
+        sec.text("score = w · model + (1 − w) · BM25 (as implemented by the rerank stage); w maximises dev nDCG@10.")
+        sec.table(["Model", "Weight w", "Dev nDCG@10 at w", "Weights tried"], rows)
+
+    # 11. provenance ------------------------------------------------------------------------------------------
+    sec = Section("Provenance")
+    sections.append(sec)
+    versions = [["python", platform.python_version()]]
+    for pkg in PACKAGES:
+        try:
+            versions.append([pkg, importlib.metadata.version(pkg)])
+        except importlib.metadata.PackageNotFoundError:
+            versions.append([pkg, "not installed"])
+    sec.text(f"Generated {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} from {results}.")
+    if inp.stats:
+        dw = inp.stats.get("doc_words") or {}
+        sec.text(f"Collection: {inp.stats.get('num_docs', '?')} documents, {inp.stats.get('num_queries', '?')} queries; "
+                 f"document words mean {fmt(dw.get('mean'), 1) if dw.get('mean') is not None else '?'}, "
+                 f"median {dw.get('median', '?')}, p90 {dw.get('p90', '?')}, max {dw.get('max', '?')}.")
+    sec.table(["Package", "Version"], versions)
+    if inp.config:
+        sec.code(json.dumps(inp.config, indent=2, sort_keys=True))
+    else:
+        sec.note("No config.json found in the results directory.")
+
+    write_text(out_dir / "index.html", render_html(title, sections))
+    write_text(out_dir / "report.md", render_markdown(title, sections))
+    return sections
+
+
+def run(args: argparse.Namespace) -> None:
+    sections = build(Path(args.results), Path(args.out_dir), args.eval_dir and Path(args.eval_dir),
+                     args.compare_dir and Path(args.compare_dir), args.length_buckets, args.title)
+    skipped = [s.title for s in sections if s.blocks and all(b.kind == "note" for b in s.blocks)]
+    log.info("report written to %s (%d sections%s)", args.out_dir, len(sections),
+             f"; skipped: {', '.join(skipped)}" if skipped else "")

@@ -1,0 +1,113 @@
+"""A report page as a list of sections of blocks, rendered to one self-contained HTML file and to Markdown."""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from longrank.report.tables import to_html, to_markdown
+
+CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
+h1{border-bottom:2px solid #444}h2{margin-top:2em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:.8em 0;font-size:.9em}
+th,td{padding:.25em .7em;border-bottom:1px solid #ddd;text-align:right}
+th:first-child,td:first-child,th:nth-child(2),td:nth-child(2){text-align:left}
+thead th{border-bottom:2px solid #444;background:#f5f5f5}
+sup{color:#0a5;font-weight:600}
+.note{color:#666;font-style:italic}.howto{background:#f4f8ff;border-left:4px solid #48c;padding:.5em 1em}
+img{max-width:100%;border:1px solid #eee}pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:.85em}
+figcaption{color:#555;font-size:.9em}
+"""
+
+
+@dataclass
+class Block:
+    kind: str  # text | note | howto | table | image | code
+    text: str = ""
+    headers: Sequence[str] = ()
+    rows: Sequence[Sequence] = ()
+    path: Path | None = None
+
+
+@dataclass
+class Section:
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+    def text(self, text: str) -> "Section":
+        self.blocks.append(Block("text", text))
+        return self
+
+    def note(self, text: str) -> "Section":
+        self.blocks.append(Block("note", text))
+        return self
+
+    def howto(self, text: str) -> "Section":
+        self.blocks.append(Block("howto", text))
+        return self
+
+    def table(self, headers, rows, caption: str = "") -> "Section":
+        self.blocks.append(Block("table", caption, headers, rows))
+        return self
+
+    def image(self, path: Path, caption: str = "") -> "Section":
+        self.blocks.append(Block("image", caption, path=Path(path)))
+        return self
+
+    def code(self, text: str) -> "Section":
+        self.blocks.append(Block("code", text))
+        return self
+
+
+def render_html(title: str, sections: Sequence[Section]) -> str:
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{html.escape(title)}</title>",
+           f"<style>{CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>"]
+    toc = "".join(f'<li><a href="#s{i}">{html.escape(s.title)}</a></li>' for i, s in enumerate(sections, 1))
+    out.append(f"<ol>{toc}</ol>")
+    for i, s in enumerate(sections, 1):
+        out.append(f'<h2 id="s{i}">{i}. {html.escape(s.title)}</h2>')
+        for b in s.blocks:
+            if b.kind == "text":
+                out.append(f"<p>{html.escape(b.text)}</p>")
+            elif b.kind == "note":
+                out.append(f'<p class="note">{html.escape(b.text)}</p>')
+            elif b.kind == "howto":
+                out.append(f'<p class="howto"><b>How to read this:</b> {html.escape(b.text)}</p>')
+            elif b.kind == "table":
+                if b.text:
+                    out.append(f"<p><b>{html.escape(b.text)}</b></p>")
+                out.append(to_html(b.headers, b.rows))
+            elif b.kind == "image":
+                data = base64.b64encode(b.path.read_bytes()).decode("ascii")
+                out.append(f'<figure><img alt="{html.escape(b.path.name)}" src="data:image/png;base64,{data}">'
+                           f"<figcaption>{html.escape(b.text)}</figcaption></figure>")
+            elif b.kind == "code":
+                out.append(f"<pre>{html.escape(b.text, quote=False)}</pre>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(title: str, sections: Sequence[Section]) -> str:
+    out = [f"# {title}", ""]
+    for i, s in enumerate(sections, 1):
+        out += [f"## {i}. {s.title}", ""]
+        for b in s.blocks:
+            if b.kind == "text":
+                out += [b.text, ""]
+            elif b.kind == "note":
+                out += [f"*{b.text}*", ""]
+            elif b.kind == "howto":
+                out += [f"> **How to read this:** {b.text}", ""]
+            elif b.kind == "table":
+                if b.text:
+                    out += [f"**{b.text}**", ""]
+                out += [to_markdown(b.headers, b.rows)]
+            elif b.kind == "image":
+                out += [f"![{b.text}]({b.path.name})", "", f"*{b.text}*", ""]
+            elif b.kind == "code":
+                out += ["```", b.text, "```", ""]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,154 @@
+"""Report figures (matplotlib, Agg backend). Each function writes one PNG atomically and returns its path."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from longrank.io import atomic_path  # noqa: E402
+
+plt.rcParams.update({"figure.dpi": 110, "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
+                     "axes.spines.right": False, "font.size": 9})
+
+
+def _save(fig, path: str | os.PathLike) -> Path:
+    path = Path(path)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return path
+
+
+def _colors(names: Sequence[str]) -> dict[str, tuple]:
+    cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
+    return {n: cmap(i % cmap.N) for i, n in enumerate(names)}
+
+
+def ci_plot(table: pd.DataFrame, measure: str, systems: Sequence[str], path, letters: Mapping[str, str]) -> Path:
+    """Mean of ``measure`` per system with its bootstrap 95% CI (horizontal error bars)."""
+    rows = table[table["measure"] == measure].set_index("system").loc[list(systems)]
+    fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(rows) + 1.4))
+    y = np.arange(len(rows))[::-1]
+    err = np.vstack([rows["mean"] - rows["ci_low"], rows["ci_high"] - rows["mean"]])
+    for i, s in enumerate(rows.index):
+        color = "0.4" if s == "bm25" else "C0"
+        ax.errorbar(rows["mean"].iloc[i], y[i], xerr=err[:, i:i + 1], fmt="o", color=color, ecolor=color,
+                    capsize=3, lw=1.5)
+    if "bm25" in rows.index:
+        ax.axvline(rows.loc["bm25", "mean"], color="0.4", ls="--", lw=1, label="BM25 mean")
+        ax.legend(loc="lower right", frameon=False)
+    ax.set_yticks(y, [f"({letters.get(s, '')}) {s}" for s in rows.index])
+    ax.set_xlabel(f"mean {measure} (bootstrap 95% CI over queries)")
+    ax.set_title(f"{measure} per system")
+    return _save(fig, path)
+
+
+def length_bucket_plot(by_bucket: pd.DataFrame, systems: Sequence[str], path, measure: str = "nDCG@10") -> Path:
+    """Grouped bars: mean ``measure`` per query bucket (median relevant-document length) per system."""
+    buckets = [str(b) for b in by_bucket.index]
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(buckets) + 2), 3.8))
+    width = 0.8 / max(1, len(systems))
+    colors = _colors(systems)
+    x = np.arange(len(buckets))
+    for i, s in enumerate(systems):
+        ax.bar(x + (i - (len(systems) - 1) / 2) * width, by_bucket[s].to_numpy(dtype=float), width,
+               label=s, color=colors[s])
+    ax.set_xticks(x, [f"{b}\n({n} q)" for b, n in zip(buckets, by_bucket["queries"])])
+    ax.set_xlabel("median length (words) of the query's relevant documents")
+    ax.set_ylabel(f"mean {measure}")
+    ax.set_title(f"{measure} by document-length bucket")
+    ax.legend(fontsize=7, ncol=min(4, len(systems)), frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.25))
+    return _save(fig, path)
+
+
+def length_bias_plot(dist: pd.DataFrame, models: Sequence[str], path, depth: int = 30,
+                     baseline: str | None = "bm25") -> Path:
+    """TKL Fig. 1: share of relevant vs retrieved-in-top-``depth`` documents per length bucket, one panel per model."""
+    n = len(models)
+    cols = min(3, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False, sharey=True)
+    x = np.arange(len(dist))
+    labels = [f"{int(lo)}–{int(hi)}" for lo, hi in zip(dist["lo"], dist["hi"])]
+    for ax, model in zip(axes.flat, models):
+        ax.plot(x, dist["relevant"], "-o", color="k", ms=3, label="P(rel | length)")
+        ax.plot(x, dist[model], "-s", color="C3", ms=3, label=f"P(ret@{depth} | length), {model}")
+        if baseline and baseline in dist.columns and baseline != model:
+            ax.plot(x, dist[baseline], "--", color="0.5", lw=1, label=f"P(ret@{depth} | length), {baseline}")
+        ax.set_title(model)
+        ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=7)
+        ax.set_xlabel("document length (words), collection deciles")
+        ax.legend(fontsize=6.5, frameon=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("share of documents in bucket")
+    fig.suptitle("Relevance vs retrieval by document length (TKL Fig. 1 style)")
+    return _save(fig, path)
+
+
+def maxlen_plot(points: pd.DataFrame, path, measure: str = "nDCG@10", baseline: float | None = None) -> Path:
+    """TKL Fig. 2 style: ``measure`` vs the maximum document length a model reads; one line per model type.
+
+    ``points`` columns: type, system, max_doc_len, mean, ci_low, ci_high.
+    """
+    fig, ax = plt.subplots(figsize=(6.0, 3.8))
+    for i, (mtype, grp) in enumerate(points.sort_values("max_doc_len").groupby("type", sort=True)):
+        err = np.vstack([grp["mean"] - grp["ci_low"], grp["ci_high"] - grp["mean"]])
+        ax.errorbar(grp["max_doc_len"], grp["mean"], yerr=err, fmt="-o", capsize=3, color=f"C{i}", label=mtype)
+        for _, r in grp.iterrows():
+            ax.annotate(r["system"], (r["max_doc_len"], r["mean"]), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    if baseline is not None:
+        ax.axhline(baseline, color="0.4", ls="--", lw=1, label="BM25")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("maximum document length read by the model (tokens, log scale)")
+    ax.set_ylabel(f"mean {measure} (95% CI)")
+    ax.set_title(f"{measure} vs maximum document length")
+    ax.legend(frameon=False)
+    return _save(fig, path)
+
+
+def region_plot(positions: Mapping[str, Mapping[int, Sequence[int]]], path) -> Path:
+    """TKL Fig. 3: histogram (log-log) of region start offsets, rank-1..3 regions separately, one panel per model."""
+    models = list(positions)
+    fig, axes = plt.subplots(1, len(models), figsize=(5.0 * len(models), 3.6), squeeze=False)
+    for ax, model in zip(axes.flat, models):
+        allpos = [p for ps in positions[model].values() for p in ps]
+        top = max(allpos) + 2 if allpos else 10
+        bins = np.logspace(0, math.log10(top), 30)
+        for r, ps in sorted(positions[model].items()):
+            if ps:
+                ax.hist(np.asarray(ps) + 1, bins=bins, histtype="step", lw=1.5, label=f"rank-{r} region (n={len(ps)})")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.axvline(501, color="0.5", ls=":", lw=1)
+        ax.set_xlabel("region start (token offset + 1, log scale)")
+        ax.set_ylabel("regions (log scale)")
+        ax.set_title(f"{model}: positions of the top-3 regions")
+        ax.legend(fontsize=7, frameon=False)
+    return _save(fig, path)
+
+
+def efficiency_plot(points: pd.DataFrame, path, measure: str = "nDCG@10") -> Path:
+    """MIR Fig. 5 style: effectiveness vs throughput (docs/ms, log x). ``points``: system, docs_per_ms, mean."""
+    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    colors = _colors(list(points["system"]))
+    for _, r in points.iterrows():
+        ax.scatter(r["docs_per_ms"], r["mean"], s=40, color=colors[r["system"]], zorder=3)
+        ax.annotate(r["system"], (r["docs_per_ms"], r["mean"]), textcoords="offset points", xytext=(5, 3), fontsize=8)
+    if (points["docs_per_ms"] > 0).all():
+        ax.set_xscale("log")
+    ax.set_xlabel("throughput (documents / ms, log scale)")
+    ax.set_ylabel(f"mean {measure}")
+    ax.set_title(f"Effectiveness vs efficiency")
+    return _save(fig, path)

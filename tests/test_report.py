@@ -1,0 +1,105 @@
+"""report: a tiny fake results directory goes through evaluate + compare + report."""
+
+import argparse
+import json
+import re
+
+import numpy as np
+import pytest
+
+from longrank.evaluate import compare as compare_stage
+from longrank.evaluate.metrics import per_query, read_folds, write_eval_tsv
+from longrank.evaluate.metrics import test_queries as fold_test_queries
+from longrank.io import write_json, write_qrels, write_run, write_text
+from longrank.report import build
+
+SYSTEMS = ["bm25", "knrm", "tkl", "tkl_short", "tkl+bm25"]
+
+
+def parse(module, argv):
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+@pytest.fixture()
+def results(tmp_path):
+    rng = np.random.default_rng(0)
+    root = tmp_path / "results" / "toy"
+    docs = [f"D{i}" for i in range(120)]
+    lengths = {d: int(rng.integers(50, 5000)) for d in docs}
+    write_text(root / "data" / "doc_lengths.tsv", "doc_id\twords\n" + "".join(f"{d}\t{n}\n" for d, n in lengths.items()))
+    qids = [str(q) for q in range(1, 17)]
+    qrels = {q: {d: int(rng.integers(0, 3)) for d in rng.choice(docs, 8, replace=False)} for q in qids}
+    for q in qids:
+        qrels[q][docs[int(q)]] = 2  # at least one relevant per query
+    write_qrels(root / "data" / "qrels.txt", qrels)
+    write_json(root / "data" / "folds.json", [{"train": [], "dev": qids[:2], "test": qids[2:9]},
+                                              {"train": [], "dev": qids[:2], "test": qids[9:]}])
+    write_json(root / "data" / "stats.json", {"num_docs": 120, "num_queries": 16,
+                                              "doc_words": {"mean": 2500.0, "median": 2400, "p90": 4500, "max": 4999}})
+    cands = {q: {d: float(rng.normal()) for d in rng.choice(docs, 50, replace=False)} for q in qids}
+    for q in qids:
+        cands[q].update({d: float(rng.normal()) for d in qrels[q]})
+    write_run(root / "candidates" / "bm25.run", cands, "bm25")
+    write_run(root / "runs" / "bm25.run", cands, "bm25")
+    boost = {"knrm": 0.3, "tkl": 3.0, "tkl_short": 1.0, "tkl+bm25": 2.0}
+    for name, b in boost.items():
+        run = {q: {d: s * 0.2 + b * qrels[q].get(d, 0) + float(rng.normal()) for d, s in cands[q].items()} for q in qids}
+        write_run(root / "runs" / f"{name}.run", run, name)
+    with open(root / "runs" / "tkl.details.jsonl", "w") as f:
+        for q in qids:
+            for d in cands[q]:
+                starts = sorted(rng.integers(0, lengths[d], 3).tolist())
+                f.write(json.dumps({"query_id": q, "doc_id": d, "region_starts": starts,
+                                    "region_scores": rng.normal(size=3).tolist()}) + "\n")
+    write_json(root / "runs" / "tkl.interpolation.json", {"weight": 0.7, "dev_ndcg10_by_weight": {"0.5": 0.4, "0.7": 0.5}})
+    write_json(root / "bench" / "speed.json", {"title": "Re-ranking speed", "columns": ["Model", "Docs/ms", "Peak MB"],
+                                               "rows": [["knrm", 12.5, 300], ["tkl", 1.25, 2100]],
+                                               "notes": "CPU, batch 32", "docs_per_ms": {"knrm": 12.5, "tkl": 1.25}})
+    write_json(root / "config.json", {"dataset": "toy", "first_stage": {"top_k": 60},
+                                      "models": {"knrm": {"type": "knrm", "max_doc_len": 200},
+                                                 "tkl": {"type": "tkl", "max_doc_len": 2000},
+                                                 "tkl_short": {"type": "tkl", "max_doc_len": 500}}})
+    folds = read_folds(root / "data" / "folds.json")
+    from longrank.io import read_qrels, read_run
+    q = read_qrels(root / "data" / "qrels.txt")
+    for s in SYSTEMS:
+        write_eval_tsv(root / "eval" / f"{s}.tsv", per_query(read_run(root / "runs" / f"{s}.run"), q, fold_test_queries(folds)))
+    compare_stage.run(parse(compare_stage, ["--eval-dir", str(root / "eval"), "--systems", *SYSTEMS,
+                                            "--reference", "tkl", "--bootstrap", "300", "--out-dir", str(root / "compare")]))
+    return root
+
+
+def test_full_report(results):
+    out = results / "report"
+    build.run(parse(build, ["--results", str(results), "--out-dir", str(out)]))
+    page = (out / "index.html").read_text()
+    for s in SYSTEMS:
+        assert s in page
+    assert page.count("data:image/png;base64,") >= 6  # CI, length buckets, length bias, maxlen, regions, efficiency
+    assert re.search(r"<sup>[a-e]+</sup>", page)  # significance letters (tkl clearly beats bm25 and knrm)
+    assert "<sup>ab" in page
+    assert "How to read this" in page and "Holm" in page
+    assert "better than BM25" in page and "NOT" in page or "not better than BM25" in page
+    assert "Skipped" not in page
+    assert "Re-ranking speed" in page and "12.50" in page  # bench table and Docs/ms column
+    assert "non-inferior" in page.lower() and "0.700" in page  # interpolation weight
+    assert "R@60" in page and "scipy" in page and '"top_k": 60' in page
+    md = (out / "report.md").read_text()
+    assert "fig_ci_ndcg10.png" in md and "<sup>" in md
+    for name in ["table.csv", "pairs.csv", "noninferiority.csv", "table.tex", "fig_regions.png", "fig_length_bias.png"]:
+        assert (out / name).exists(), name
+
+
+def test_partial_results_skip_gracefully(results):
+    for p in list((results / "runs").glob("*.details.jsonl")) + list((results / "bench").glob("*.json")):
+        p.unlink()
+    for p in (results / "compare").iterdir():
+        p.unlink()
+    out = results / "report2"
+    build.build(results, out)
+    page = (out / "index.html").read_text()
+    assert "Skipped: no runs/*.details.jsonl" in page and "Skipped: no bench/*.json" in page
+    assert "computed by the report" in page and "<sup>" in page
+    assert "Docs/ms" not in page.split("Positions of the top-3")[0]
