@@ -1,0 +1,243 @@
+"""TKL: Hofstätter, Zamani, Mitra, Craswell and Hanbury, "Local Self-Attention over Long Text for Efficient
+Document Retrieval" (SIGIR 2020). TK (``tk.py``) made to read thousands of document tokens.
+
+Equation by equation (the paper's numbering):
+
+- Eq. 1, local self-attention. Our reading: the document is cut into chunks of ``window`` w = 40 tokens; each
+  chunk is contextualised together with ``overlap`` o = 10 tokens of context on each side (a w + 2o = 60 token
+  window, stride w) and only the chunk's own w output vectors are kept, so every token's vector comes from
+  exactly one window, the one in whose middle it sits. The first window has no left context: it sees
+  d_1..d_{w+o} (the paper's ``TF(d_{1:w+o})``; implemented as o masked padding slots, so position features
+  are the same for every window: a token of the kept chunk always sits at slots o..o+w-1). The paper's
+  ``TF(d_{w-o:2w+o})_{o:-o}`` is the second window; we read the first window's ``_{1:o}`` as ``_{1:-o}``
+  (keep all but the right overlap), the only reading under which the concatenation covers d_1..d_m once.
+  The query is contextualised in one window. Windows whose kept chunk holds only padding are skipped and
+  the remaining windows of the whole batch are packed into one Transformer batch (``pack_windows: true``);
+  ``pack_windows: false`` runs every window of the padded batch (same scores, more work: the comparison the
+  ``bench`` stage makes). ``window_passes`` counts the windows fed to the Transformer.
+- Eq. 2, kernels: as TK (11 kernels, sigma 0.1).
+- Eq. 3, regions: kernel activations summed over sliding regions of ``region_size`` r = 30 document tokens,
+  one region starting at every ``region_stride`` (default 1) token. A document of n tokens has regions
+  starting at 0 .. max(n - r, 0): the regions it would have if scored alone, so a score never depends on
+  the other documents of a batch; a document shorter than r has one region, shorter than r tokens.
+- Eq. 4-5, learned saturation ``a * x^(1/b) - c`` with a, b, c = [ReLU(e_i); c_len] W + bias per query term
+  and region, e_i a one-dimensional query-term salience embedding initialised with the collection IDF and
+  c_len the region's token count. Biases are initialised to 100 (a = b = c = 100: 100 x^(1/100) - 100 ~ ln x,
+  so training starts log-like) and W to N(0, 0.01) (still log-like, but every parameter gets a gradient
+  from the first step). Numerical safety: x is clamped to >= 1e-10 (KNRM's clamp; 100 x^(0.01) - 100 at
+  1e-10 is -20.6 ~ ln 1e-10) and b to >= 1 (the function stays a saturation, never super-linear, and
+  x^(1/b) <= x cannot overflow). ``saturation: log`` is the fixed ln(max(x, 1e-10)) of earlier kernel models,
+  ``saturation: linear`` fixes b = 1 (a x - c; a's bias initialised to 1 and c's to 0): the Table 2 ablation.
+- Eq. 6, relevance topography: saturated values summed over (real) query terms, kernels weighted by W_k.
+- Eq. 7, top-local-max: greedily the t = ``top_t`` highest regions, each followed by non-maximum suppression
+  of every region starting less than ``nms_radius`` (default r) tokens away, so selected regions never
+  overlap and no term match counts twice; each maximum is taken with its f = ``neighbours`` left and right
+  topography values (clamped to the document's regions), t (2f + 1) values that W_s weights into the score.
+  A document with fewer than t separable regions gets zeros for the missing ones (and start -1 in
+  ``explain``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from longrank.io import InputError
+from longrank.models.base import Ranker
+from longrank.models.kernels import WordEmbedder, cosine_matrix, rbf_kernels
+from longrank.models.tk import Contextualizer, build_contextualizer, build_embedder, build_kernels
+
+SATURATIONS = ("embedding", "log", "linear")
+MIN_X = 1e-10
+
+
+# ---- Eq. 1: overlapping windows ---------------------------------------------------------------------------
+
+def split_windows(vectors: torch.Tensor, mask: torch.Tensor, window: int, overlap: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """[B, L, E], [B, L] -> windows [B, n, w + 2o, E] and their masks [B, n, w + 2o], n = ceil(L / w); window i
+    holds tokens i*w - o .. (i+1)*w + o - 1 (padding outside the document)."""
+    length = vectors.shape[1]
+    n = max(1, -(-length // window))
+    right = n * window - length + overlap
+    vectors = F.pad(vectors, (0, 0, overlap, right))
+    mask = F.pad(mask, (overlap, right))
+    size = window + 2 * overlap
+    return vectors.unfold(1, size, window).permute(0, 1, 3, 2), mask.unfold(1, size, window)
+
+
+def merge_windows(windows: torch.Tensor, window: int, overlap: int, length: int) -> torch.Tensor:
+    """Inverse of ``split_windows``: keep each window's middle w vectors -> [B, length, E]."""
+    batch, n, _, dim = windows.shape
+    return windows[:, :, overlap:overlap + window].reshape(batch, n * window, dim)[:, :length]
+
+
+def contextualize_windows(vectors: torch.Tensor, mask: torch.Tensor, contextualize, window: int, overlap: int,
+                          pack: bool = True) -> tuple[torch.Tensor, int]:
+    """Eq. 1 on a batch: ``contextualize([N, w+2o, E], [N, w+2o]) -> [N, w+2o, E]`` runs once over the windows.
+    Packed: only windows with a real token in their kept middle; unpacked: every window. Returns the
+    contextualised document [B, L, E] and the number of windows contextualised."""
+    batch, length, dim = vectors.shape
+    windows, window_mask = split_windows(vectors, mask, window, overlap)
+    n, size = windows.shape[1], windows.shape[2]
+    flat, flat_mask = windows.reshape(-1, size, dim), window_mask.reshape(-1, size)
+    if pack:
+        keep = flat_mask[:, overlap:overlap + window].sum(dim=1) > 0
+        out = flat.new_zeros(flat.shape)
+        if keep.any():
+            out[keep] = contextualize(flat[keep], flat_mask[keep]).to(out.dtype)
+        passes = int(keep.sum())
+    else:
+        out = contextualize(flat, flat_mask)
+        passes = flat.shape[0]
+    return merge_windows(out.reshape(batch, n, size, dim), window, overlap, length), passes
+
+
+# ---- Eq. 3-5: regions and saturation ----------------------------------------------------------------------
+
+def region_sums(values: torch.Tensor, region_size: int, stride: int = 1) -> torch.Tensor:
+    """Sums over sliding regions along the last dimension: [..., L] -> [..., R], R = (max(L, r) - r) // stride + 1.
+    Each output is a direct sum of r values (no cumulative-sum cancellation, which x^(1/100) would amplify)."""
+    shape = values.shape
+    flat = values.reshape(1, -1, shape[-1])
+    if shape[-1] < region_size:
+        flat = F.pad(flat, (0, region_size - shape[-1]))
+    sums = F.avg_pool1d(flat, region_size, stride) * region_size
+    return sums.reshape(*shape[:-1], sums.shape[-1])
+
+
+def saturate(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """Eq. 4: a * x^(1/b) - c, NaN-free: x clamped to >= 1e-10, b to >= 1. b = 1 gives a * x - c."""
+    x = torch.clamp(x, min=MIN_X)
+    return a * torch.exp(torch.log(x) / torch.clamp(b, min=1.0)) - c
+
+
+# ---- Eq. 7: top-local-max ---------------------------------------------------------------------------------
+
+def top_local_max(topography: torch.Tensor, valid: torch.Tensor, top_t: int, neighbours: int, radius: int,
+                  stride: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Greedy top-t maxima of [B, R] ``topography`` over ``valid`` [B, R] regions, suppressing every region
+    starting less than ``radius`` tokens from a chosen one. Returns features [B, t * (2f + 1)] (per maximum:
+    f left values, the peak, f right values), region indices [B, t] (-1 where none was left) and peak values
+    [B, t] (0 where none)."""
+    batch, n_regions = topography.shape
+    index = torch.arange(n_regions, device=topography.device)
+    offsets = torch.arange(-neighbours, neighbours + 1, device=topography.device)
+    last_valid = valid.sum(dim=1, keepdim=True) - 1  # a document's regions are a prefix of the topography
+    available = valid.clone()
+    features, positions, peaks = [], [], []
+    for _ in range(top_t):
+        found = available.any(dim=1, keepdim=True)
+        peak = topography.masked_fill(~available, float("-inf")).argmax(dim=1, keepdim=True)
+        around = torch.minimum((peak + offsets).clamp(min=0), last_valid.clamp(min=0))
+        values = topography.gather(1, around) * found
+        features.append(values)
+        peaks.append(values[:, neighbours])
+        positions.append(torch.where(found[:, 0], peak[:, 0], torch.full_like(peak[:, 0], -1)))
+        available = available & ((index[None, :] - peak).abs() * stride >= radius)
+    return torch.cat(features, dim=1), torch.stack(positions, dim=1), torch.stack(peaks, dim=1)
+
+
+class TKL(Ranker):
+    default_loss = "pairwise_hinge"
+
+    def __init__(self, embedder: WordEmbedder, contextualizer: Contextualizer, mu: torch.Tensor, sigma: torch.Tensor,
+                 idf: torch.Tensor, max_query_len: int = 30, max_doc_len: int = 2000, window: int = 40,
+                 overlap: int = 10, region_size: int = 30, region_stride: int = 1, top_t: int = 3, neighbours: int = 2,
+                 nms_radius: int | None = None, saturation: str = "embedding", pack_windows: bool = True):
+        super().__init__()
+        if saturation not in SATURATIONS:
+            raise InputError(f"saturation: {saturation!r} is not one of {list(SATURATIONS)}")
+        for key, value in (("window", window), ("region_size", region_size), ("region_stride", region_stride), ("top_t", top_t)):
+            if int(value) < 1:
+                raise InputError(f"{key}: must be a positive integer, got {value!r}")
+        if overlap < 0 or neighbours < 0 or (nms_radius is not None and nms_radius < 1):
+            raise InputError(f"overlap and neighbours must be >= 0 and nms_radius >= 1, got overlap={overlap}, "
+                             f"neighbours={neighbours}, nms_radius={nms_radius}")
+        self.embedder, self.contextualizer = embedder, contextualizer
+        self.max_query_len, self.max_doc_len = max_query_len, max_doc_len
+        self.window, self.overlap = window, overlap
+        self.region_size, self.region_stride = region_size, region_stride
+        self.top_t, self.neighbours = top_t, neighbours
+        self.nms_radius = region_size if nms_radius is None else nms_radius
+        self.saturation, self.pack_windows = saturation, pack_windows
+        self.window_passes = 0  # windows contextualised since construction (bench and tests read it)
+        self.register_buffer("mu", mu, persistent=False)
+        self.register_buffer("sigma", sigma, persistent=False)
+        if saturation != "log":
+            # Eq. 5: query-term salience e_i (IDF-initialised) and [ReLU(e_i); c_len] -> a, b, c.
+            self.salience = nn.Embedding.from_pretrained(idf[:, None].clone(), freeze=False)
+            self.saturation_a = nn.Linear(2, 1)
+            self.saturation_c = nn.Linear(2, 1)
+            start = 100.0 if saturation == "embedding" else None
+            for layer, bias in ((self.saturation_a, start or 1.0), (self.saturation_c, start or 0.0)):
+                nn.init.normal_(layer.weight, std=0.01)
+                nn.init.constant_(layer.bias, bias)
+            if saturation == "embedding":
+                self.saturation_b = nn.Linear(2, 1)
+                nn.init.normal_(self.saturation_b.weight, std=0.01)
+                nn.init.constant_(self.saturation_b.bias, 100.0)
+        self.kernel_weights = nn.Linear(len(mu), 1, bias=False)  # W_k (Eq. 6)
+        nn.init.uniform_(self.kernel_weights.weight, -0.014, 0.014)
+        self.region_weights = nn.Linear(top_t * (2 * neighbours + 1), 1)  # W_s (Eq. 7)
+        nn.init.uniform_(self.region_weights.weight, -0.014, 0.014)
+        nn.init.zeros_(self.region_weights.bias)
+
+    @classmethod
+    def from_config(cls, params, corpus):
+        embedder = build_embedder(params, corpus)
+        mu, sigma = build_kernels(params)
+        return cls(embedder, build_contextualizer(params, embedder.dim), mu, sigma, corpus.word_vocabulary.idf(),
+                   max_query_len=params.get("max_query_len", 30), max_doc_len=params.get("max_doc_len", 2000),
+                   window=params.get("window", 40), overlap=params.get("overlap", 10),
+                   region_size=params.get("region_size", 30), region_stride=params.get("region_stride", 1),
+                   top_t=params.get("top_t", 3), neighbours=params.get("neighbours", 2),
+                   nms_radius=params.get("nms_radius"), saturation=params.get("saturation", "embedding"),
+                   pack_windows=params.get("pack_windows", True))
+
+    def encode(self, queries, docs):
+        return {"query": self.embedder.encode(queries, self.max_query_len), "doc": self.embedder.encode(docs, self.max_doc_len)}
+
+    def _saturate(self, sums: torch.Tensor, query: torch.Tensor, region_len: torch.Tensor) -> torch.Tensor:
+        """sums [B, Lq, R, K], query ids [B, Lq], region token counts [B, R] -> saturated [B, Lq, R, K]."""
+        if self.saturation == "log":
+            return torch.log(torch.clamp(sums, min=MIN_X))
+        salience = torch.relu(self.salience(query))  # [B, Lq, 1]
+
+        def condition(layer: nn.Linear) -> torch.Tensor:  # [ReLU(e_i); c_len] W + bias -> [B, Lq, R, 1]
+            w = layer.weight[0]
+            return (salience[:, :, None, :] * w[0] + region_len[:, None, :, None] * w[1]) + layer.bias
+
+        a, c = condition(self.saturation_a), condition(self.saturation_c)
+        b = condition(self.saturation_b) if self.saturation == "embedding" else torch.ones_like(a)
+        return saturate(sums, a, b, c)
+
+    def _topography(self, query: torch.Tensor, doc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Eq. 1-6 -> relevance topography [B, R] and the valid-region mask [B, R]."""
+        q, q_mask = self.embedder(query)
+        d, d_mask = self.embedder(doc)
+        q = self.contextualizer(q, q_mask)
+        d, passes = contextualize_windows(d, d_mask, self.contextualizer, self.window, self.overlap, self.pack_windows)
+        self.window_passes += passes
+        kernels = rbf_kernels(cosine_matrix(q, d), self.mu, self.sigma) * d_mask[:, None, :, None]  # [B, Lq, Ld, K]
+        sums = region_sums(kernels.permute(0, 1, 3, 2), self.region_size, self.region_stride).permute(0, 1, 3, 2)
+        region_len = region_sums(d_mask, self.region_size, self.region_stride)  # c_len, [B, R]
+        saturated = self._saturate(sums, query, region_len) * q_mask[:, :, None, None]
+        topography = self.kernel_weights(saturated.sum(dim=1)).squeeze(-1)  # [B, R]
+        starts = torch.arange(topography.shape[1], device=doc.device) * self.region_stride
+        last_start = (d_mask.sum(dim=1) - self.region_size).clamp(min=0)
+        return topography, starts[None, :] <= last_start[:, None]
+
+    def _select(self, query, doc):
+        topography, valid = self._topography(query, doc)
+        return top_local_max(topography, valid, self.top_t, self.neighbours, self.nms_radius, self.region_stride)
+
+    def forward(self, query: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
+        features, _, _ = self._select(query, doc)
+        return self.region_weights(features).squeeze(-1)
+
+    def explain(self, query: torch.Tensor, doc: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Token offsets of the top-t regions in the document (-1 where the document had fewer) and their
+        topography values, the paper's highlightable regions (Fig. 3)."""
+        _, index, peaks = self._select(query, doc)
+        return {"region_starts": torch.where(index >= 0, index * self.region_stride, index), "region_scores": peaks}

@@ -1,0 +1,239 @@
+"""TK and TKL invariants: TKL's window split (Eq. 1), window packing, saturation (Eq. 4), top-local-max
+(Eq. 7), shapes, gradients and a short training run that must lower the loss."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+from longrank.data.corpus import Corpus
+from longrank.models.registry import build_model
+from longrank.models.tkl import contextualize_windows, merge_windows, saturate, split_windows, top_local_max
+
+TOPICS = {
+    "q1": ("river flood water bank", ["river", "flood", "water", "bank", "rain", "dam"]),
+    "q2": ("aircraft wing lift drag", ["aircraft", "wing", "lift", "drag", "engine", "flight"]),
+    "q3": ("court judge appeal law", ["court", "judge", "appeal", "law", "trial", "verdict"]),
+    "q4": ("music guitar song concert", ["music", "guitar", "song", "concert", "band", "album"]),
+}
+FILLER = "the of and a in to is was for on that with as by at from this it an be are or have which".split()
+
+
+def write_tiny_corpus(directory, docs_per_topic: int = 6, seed: int = 0, long_every: int = 3) -> Corpus:
+    """Documents of filler words with a few topic words (some long, with the topic words late), queries
+    made of topic words, qrels: a document is relevant to its topic's query."""
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    docs, qrels = [], []
+    for qid, (_, words) in TOPICS.items():
+        for i in range(docs_per_topic):
+            length = 160 if i % long_every == 0 else rng.randint(20, 70)
+            tokens = [rng.choice(FILLER) for _ in range(length)]
+            at = rng.randint(0, length - 10) if length < 160 else rng.randint(110, 150)
+            tokens[at:at] = rng.sample(words, 4)
+            doc_id = f"{qid}_d{i}"
+            docs.append({"doc_id": doc_id, "text": " ".join(tokens)})
+            qrels.append(f"{qid} 0 {doc_id} 1\n")
+    with open(directory / "docs.jsonl", "w") as f:
+        f.writelines(json.dumps(d) + "\n" for d in docs)
+    with open(directory / "queries.tsv", "w") as f:
+        f.write("query_id\ttext\n")
+        f.writelines(f"{qid}\t{text}\n" for qid, (text, _) in TOPICS.items())
+    (directory / "qrels.txt").write_text("".join(qrels))
+    (directory / "folds.json").write_text(json.dumps([{"train": list(TOPICS), "dev": list(TOPICS), "test": list(TOPICS)}]))
+    (directory / "doc_lengths.tsv").write_text("doc_id\twords\n" + "".join(f"{d['doc_id']}\t{len(d['text'].split())}\n" for d in docs))
+    return Corpus(directory)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_tiny_corpus(tmp_path_factory.mktemp("tiny") / "data")
+
+
+def small(model_type: str, **extra):
+    cfg = {"type": model_type, "n_layers": 1, "max_query_len": 8}
+    if model_type == "tkl":
+        cfg.update(max_doc_len=200, window=40, overlap=10, region_size=30)
+    cfg.update(extra)
+    return cfg
+
+
+def pairs(corpus: Corpus, n_docs: int = 6):
+    """Mixed-length batch: every query with its own first documents and the next topic's documents."""
+    queries, docs = [], []
+    qids = list(corpus.queries)
+    for k, qid in enumerate(qids):
+        other = qids[(k + 1) % len(qids)]
+        for i in range(n_docs // 2):
+            for doc_qid in (qid, other):
+                queries.append(corpus.queries[qid])
+                docs.append(corpus.docs[f"{doc_qid}_d{i}"])
+    return queries, docs
+
+
+# ---- Eq. 1 ------------------------------------------------------------------------------------------------
+
+def test_window_split_and_merge_keep_every_token_once_in_place():
+    batch, length, w, o = 2, 97, 40, 10
+    positions = torch.arange(length, dtype=torch.float32)
+    vectors = torch.stack([positions + 1, positions * 0 + 7], dim=-1)[None].repeat(batch, 1, 1)  # [B, L, 2]
+    mask = torch.ones(batch, length)
+    mask[1, 50:] = 0
+    windows, window_mask = split_windows(vectors, mask, w, o)
+    assert windows.shape == (batch, 3, w + 2 * o, 2)
+    # window i holds tokens i*w - o .. (i+1)*w + o - 1 (value = position + 1; 0 = padding outside the doc)
+    for i in range(3):
+        expected = torch.tensor([p + 1.0 if 0 <= p < length else 0.0 for p in range(i * w - o, (i + 1) * w + o)])
+        assert torch.equal(windows[0, i, :, 0], expected)
+    assert window_mask[1, 1, o + 10:].sum() == 0 and window_mask[1, 2].sum() == 0
+    assert torch.equal(merge_windows(windows, w, o, length), vectors)
+
+    # A contextualiser that writes, into each slot, the slot index and the window's context range: every
+    # token's output must come from the middle of the window whose middle it is, with o tokens either side.
+    def slots(x, m):
+        n, size, _ = x.shape
+        slot = torch.arange(size, dtype=torch.float32)[None, :].expand(n, size)
+        lo = torch.where(m > 0, x[..., 0], torch.inf).amin(dim=1, keepdim=True).expand(n, size)
+        hi = (x[..., 0] * m).amax(dim=1, keepdim=True).expand(n, size)
+        return torch.stack([x[..., 0], slot, lo, hi], dim=-1)
+
+    out, passes = contextualize_windows(torch.cat([vectors, vectors], -1), mask, slots, w, o, pack=False)
+    assert passes == batch * 3
+    assert torch.equal(out[0, :, 0], positions + 1)  # each token exactly once, in place
+    assert ((out[0, :, 1] >= o) & (out[0, :, 1] < o + w)).all()  # from the kept middle of its window
+    pos = torch.arange(length)
+    first = (pos // w) * w
+    assert torch.equal(out[0, :, 2], (first - o).clamp(min=0).float() + 1)  # left context: o tokens
+    assert torch.equal(out[0, :, 3], (first + w + o - 1).clamp(max=length - 1).float() + 1)  # right context: o tokens
+
+
+def test_packing_skips_padding_windows_and_keeps_scores(corpus):
+    torch.manual_seed(0)
+    model = build_model(small("tkl"), corpus).eval()
+    queries, docs = pairs(corpus)
+    batch = model.encode(queries, docs)
+    lengths = (batch["doc"] != 0).sum(dim=1)
+    assert lengths.min() < 80 and lengths.max() > 150  # a mixed-length batch
+    with torch.no_grad():
+        model.pack_windows, model.window_passes = False, 0
+        unpacked = model(**batch)
+        unpacked_passes = model.window_passes
+        model.pack_windows, model.window_passes = True, 0
+        packed = model(**batch)
+        packed_passes = model.window_passes
+    n_windows = -(-batch["doc"].shape[1] // model.window)
+    assert unpacked_passes == len(docs) * n_windows
+    assert packed_passes == int(sum(-(-int(n) // model.window) for n in lengths))
+    assert packed_passes < unpacked_passes
+    assert torch.allclose(packed, unpacked, atol=1e-4, rtol=1e-5)
+
+
+# ---- Eq. 4 and 7 ------------------------------------------------------------------------------------------
+
+def test_saturation_with_b_one_is_linear_and_b_100_is_log_like():
+    x = torch.tensor([0.0, 1e-6, 0.5, 1.0, 3.0, 29.0])
+    a, c = torch.tensor(2.5), torch.tensor(0.7)
+    assert torch.allclose(saturate(x, a, torch.tensor(1.0), c), a * x.clamp(min=1e-10) - c)
+    hundred = torch.tensor(100.0)
+    log_like = saturate(x[1:], hundred, hundred, hundred)
+    assert torch.allclose(log_like, torch.log(x[1:]), rtol=0.1, atol=0.05)
+    # gradients at x = 0 are finite
+    x0 = torch.zeros(3, requires_grad=True)
+    b = torch.full((3,), 100.0, requires_grad=True)
+    saturate(x0, hundred, b, hundred).sum().backward()
+    assert torch.isfinite(x0.grad).all() and torch.isfinite(b.grad).all()
+
+
+def test_top_local_max_picks_distinct_regions_with_neighbours():
+    #                0    1    2    3    4    5    6    7    8    9   10   11   12   13
+    topo = torch.tensor([[1., 2., 9., 8., 3., 1., 0., 5., 6., 4., 0., 7., 2., 1.]])
+    valid = torch.ones_like(topo, dtype=torch.bool)
+    valid[0, 13] = False
+    features, index, peaks = top_local_max(topo, valid, top_t=3, neighbours=1, radius=4)
+    # 9 at 2 suppresses 0..5 (|i - 2| < 4); then 7 at 11 suppresses 8..12 (8 at 3 never counts twice);
+    # then 5 at 7.
+    assert index.tolist() == [[2, 11, 7]]
+    assert peaks.tolist() == [[9.0, 7.0, 5.0]]
+    assert features.tolist() == [[2.0, 9.0, 8.0, 0.0, 7.0, 2.0, 0.0, 5.0, 6.0]]  # 11's right neighbour 13 is invalid: clamped to 12
+    # fewer separable regions than t: missing slots are -1 / zero
+    _, index, peaks = top_local_max(topo[:, :3], valid[:, :3], top_t=3, neighbours=1, radius=30)
+    assert index.tolist() == [[2, -1, -1]] and peaks.tolist() == [[9.0, 0.0, 0.0]]
+
+
+def test_explain_gives_non_overlapping_region_offsets(corpus):
+    torch.manual_seed(0)
+    model = build_model(small("tkl"), corpus).eval()
+    queries, docs = pairs(corpus)
+    batch = model.encode(queries, docs)
+    with torch.no_grad():
+        info = model.explain(**batch)
+    starts = info["region_starts"]
+    assert starts.shape == (len(docs), 3) and info["region_scores"].shape == (len(docs), 3)
+    lengths = (batch["doc"] != 0).sum(dim=1)
+    for row, n in zip(starts.tolist(), lengths.tolist()):
+        chosen = [s for s in row if s >= 0]
+        assert chosen and all(0 <= s <= max(n - 30, 0) for s in chosen)
+        assert all(abs(s - t) >= 30 for i, s in enumerate(chosen) for t in chosen[i + 1:])
+
+
+# ---- shapes, gradients, training --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cfg", [small("tk"), small("tkl"), small("tkl", saturation="log"), small("tkl", saturation="linear"),
+                                 small("tkl", pack_windows=False)])
+def test_forward_shape_and_gradients(corpus, cfg):
+    torch.manual_seed(0)
+    model = build_model(cfg, corpus).train()
+    queries, docs = pairs(corpus)
+    scores = model(**model.encode(queries, docs))
+    assert scores.shape == (len(docs),) and torch.isfinite(scores).all()
+    scores.sum().backward()
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            assert p.grad is not None and torch.isfinite(p.grad).all(), name
+            assert p.grad.abs().sum() > 0, f"no gradient reaches {name}"
+
+
+def test_rejects_heads_that_do_not_divide_the_width(corpus):
+    from longrank.io import InputError
+
+    with pytest.raises(InputError, match="n_heads"):
+        build_model(small("tk", n_heads=7), corpus)
+    with pytest.raises(InputError, match="saturation"):
+        build_model(small("tkl", saturation="cubic"), corpus)
+
+
+@pytest.mark.parametrize("model_type", ["tk", "tkl"])
+def test_short_training_lowers_pairwise_loss(corpus, model_type):
+    torch.manual_seed(0)
+    rng = random.Random(0)
+    model = build_model(small(model_type), corpus).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
+    qids = list(corpus.queries)
+
+    def sample(n=6):
+        queries, docs = [], []
+        for _ in range(n):
+            qid = rng.choice(qids)
+            neg = rng.choice([q for q in qids if q != qid])
+            queries += [corpus.queries[qid]] * 2
+            docs += [corpus.docs[f"{qid}_d{rng.randrange(6)}"], corpus.docs[f"{neg}_d{rng.randrange(6)}"]]
+        return model.encode(queries, docs)
+
+    def loss_of(batch):
+        scores = model(**batch).view(-1, 2)
+        return torch.relu(1 - scores[:, 0] + scores[:, 1]).mean()
+
+    held_out = [sample(12)]
+    with torch.no_grad():
+        before = sum(loss_of(b).item() for b in held_out)
+    for _ in range(30):
+        optimizer.zero_grad()
+        loss = loss_of(sample())
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        after = sum(loss_of(b).item() for b in held_out)
+    assert after < 0.8 * before, (before, after)
