@@ -16,6 +16,8 @@ rule bench:
     resources:
         mem_mb=12000,
         gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
+    conda:
+        CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m longrank bench --model {wildcards.model} --model-config {params.model:q}"
         " --checkpoint {input.checkpoint} --data {params.data} --lengths {params.lengths} --batch-size {params.batch_size}"

@@ -13,5 +13,7 @@ rule candidates:
         f"{R}/benchmarks/candidates.tsv"
     resources:
         mem_mb=8000,
+    conda:
+        CONDA_ENV
     shell:
         "python -m longrank candidates --data {params.data} --first-stage {params.first_stage:q} --out {output} 2> {log}"

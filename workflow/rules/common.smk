@@ -17,6 +17,7 @@ FOLDS = list(range(config["splits"]["k"] if config["splits"]["method"] == "kfold
 MODELS = [name for name, entry in config["models"].items() if entry["enabled"]]
 SYSTEMS = [FIRST_STAGE] + [s for m in MODELS for s in ([m, f"{m}+{FIRST_STAGE}"] if config["models"][m]["interpolate"] else [m])]
 REPORT = f"{R}/report/index.html"
+CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproject.toml
 
 wildcard_constraints:
     model="[A-Za-z0-9_-]+",

@@ -12,6 +12,8 @@ rule data:
         f"{R}/logs/data.log",
     resources:
         mem_mb=8000,
+    conda:
+        CONDA_ENV
     shell:
         "python -m longrank data --dataset {params.dataset:q} --query-formulation {params.query_formulation:q}"
         " --splits {params.splits:q} --out-dir {params.out_dir} 2> {log}"

@@ -9,6 +9,8 @@ rule evaluate:
         measures=config["evaluation"]["measures"],
     log:
         f"{R}/logs/evaluate_{{system}}.log",
+    conda:
+        CONDA_ENV
     shell:
         "python -m longrank evaluate --run {input.run} --qrels {input.qrels} --folds {input.folds}"
         " --measures {params.measures:q} --out {output} 2> {log}"
@@ -30,6 +32,8 @@ rule compare:
         bootstrap=config["evaluation"]["bootstrap"],
     log:
         f"{R}/logs/compare.log",
+    conda:
+        CONDA_ENV
     shell:
         "python -m longrank compare --eval-dir {R}/eval --systems {params.systems:q} {params.reference:q}"
         " --margins {params.margins} --alpha {params.alpha} --bootstrap {params.bootstrap} --out-dir {R}/compare 2> {log}"

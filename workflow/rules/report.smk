@@ -3,6 +3,8 @@ rule resolved_config:
         f"{R}/config.json",
     params:
         config=as_json(config),
+    conda:
+        CONDA_ENV
     shell:
         "python -m longrank config --json {params.config:q} --out {output}"
 
@@ -19,6 +21,8 @@ rule build_report:
         markdown=f"{R}/report/report.md",
     log:
         f"{R}/logs/report.log",
+    conda:
+        CONDA_ENV
     shell:
         "python -m longrank report --results {R} --out-dir {R}/report 2> {log}"
 

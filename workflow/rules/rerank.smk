@@ -20,6 +20,8 @@ rule rerank:
         mem_mb=12000,
         runtime=240,
         gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
+    conda:
+        CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m longrank rerank --model {wildcards.model} --model-config {params.model:q}"
         " --data {params.data} --candidates {input.candidates} --checkpoints {input.checkpoints}"

@@ -17,6 +17,8 @@ rule train:
         mem_mb=12000,
         runtime=720,
         gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
+    conda:
+        CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m longrank train --model {wildcards.model} --model-config {params.model:q}"
         " --data {params.data} --candidates {input.candidates} --fold {wildcards.fold}"

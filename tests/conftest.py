@@ -1,0 +1,90 @@
+"""Shared fixtures. Tests may read the real collections in ../shared/data (product code never does)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("LONGRANK_SHARED", REPO.parent / "shared"))
+
+
+def _seed_ir_datasets_home() -> Path:
+    """An IR_DATASETS_HOME seeded with Cranfield exactly as ir_datasets caches it, so the real
+    ir_datasets.load("cranfield") path runs offline. Set at import: ir_datasets reads it once."""
+    home = Path(tempfile.mkdtemp(prefix="ir_datasets_"))
+    source = SHARED / "data" / "ir_datasets" / "cranfield"
+    if source.is_dir():
+        shutil.copytree(source, home / "cranfield")
+        for f in (home / "cranfield").iterdir():
+            f.chmod(0o644)
+    os.environ["IR_DATASETS_HOME"] = str(home)
+    return home
+
+
+IR_DATASETS_HOME = _seed_ir_datasets_home()
+
+
+@pytest.fixture(scope="session")
+def ir_datasets_home() -> Path:
+    assert (IR_DATASETS_HOME / "cranfield" / "docs.txt").exists(), f"the Cranfield copy is missing under {SHARED} (set LONGRANK_SHARED)"
+    return IR_DATASETS_HOME
+
+
+def write_local_collection(root: Path, docs: dict[str, str], queries: dict[str, str], qrels: list[tuple[str, str, int]]) -> dict:
+    """A small local collection in the adapter's formats; returns the config's dataset block."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "docs.jsonl").write_text("".join(json.dumps({"doc_id": d, "text": t}) + "\n" for d, t in docs.items()))
+    (root / "queries.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries.items()))
+    (root / "qrels.txt").write_text("".join(f"{q} 0 {d} {g}\n" for q, d, g in qrels))
+    return {"name": "tiny", "source": "local", "docs": str(root / "docs.jsonl"), "queries": str(root / "queries.tsv"), "qrels": str(root / "qrels.txt")}
+
+
+TOPICS = ["wing lift airfoil", "heat transfer boundary", "shock wave supersonic", "plate buckling stress", "flutter vibration panel",
+          "jet nozzle flow", "laminar turbulent transition", "rocket combustion chamber", "cone pressure hypersonic", "viscous drag body"]
+
+
+def synthetic_collection(n_queries: int = 20, docs_per_query: int = 6, seed: int = 0):
+    """Documents about a topic relevant to the query that names it; others share no topic words."""
+    import random
+
+    rnd = random.Random(seed)
+    filler = "the of and a study results method data analysis model experimental theoretical".split()
+    docs, queries, qrels = {}, {}, []
+    for q in range(n_queries):
+        topic = TOPICS[q % len(TOPICS)].split()
+        queries[f"q{q}"] = " ".join(topic) + f" case {q}"
+        for j in range(docs_per_query):
+            words = [rnd.choice(filler) for _ in range(40)]
+            if j < 2:  # two relevant documents mention the topic several times
+                for _ in range(5):
+                    words.insert(rnd.randrange(len(words)), rnd.choice(topic))
+                words.insert(rnd.randrange(len(words)), str(q))
+                qrels.append((f"q{q}", f"d{q}_{j}", 1))
+            else:
+                words.insert(rnd.randrange(len(words)), rnd.choice(topic))
+                qrels.append((f"q{q}", f"d{q}_{j}", 0))
+            docs[f"d{q}_{j}"] = " ".join(words)
+    return docs, queries, qrels
+
+
+@pytest.fixture
+def tiny_data(tmp_path):
+    """A prepared synthetic collection (data stage output) with BM25 candidates."""
+    from longrank.data.prepare import prepare
+    from longrank.io import write_run
+    from longrank.retrieval.bm25 import bm25_run
+    from longrank.data.corpus import Corpus
+
+    docs, queries, qrels = synthetic_collection()
+    dataset = write_local_collection(tmp_path / "src", docs, queries, qrels)
+    prepare(dataset, {"method": "full"}, {"method": "holdout", "dev": 0.25, "test": 0.25}, tmp_path / "data")
+    corpus = Corpus(tmp_path / "data")
+    run = bm25_run(corpus.docs, corpus.queries, top_k=30)
+    write_run(tmp_path / "bm25.run", run, "bm25")
+    return tmp_path

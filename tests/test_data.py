@@ -1,0 +1,106 @@
+"""The data stage: tokenisation, vocabulary, splits, query formulation, collection adapters and their errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from longrank.data.corpus import Corpus
+from longrank.data.prepare import prepare
+from longrank.data.queries import formulate
+from longrank.data.splits import make_folds
+from longrank.data.words import OOV, PAD, Vocabulary, tokenize
+from longrank.io import InputError, read_qrels
+
+from conftest import write_local_collection
+
+
+def test_tokenize_lowercases_and_drops_punctuation():
+    assert tokenize("Heat-Transfer, in a BOUNDARY layer (1958).") == ["heat", "transfer", "in", "a", "boundary", "layer", "1958"]
+
+
+def test_vocabulary_ids_padding_and_idf():
+    vocab = Vocabulary.build(["a b b c", "b d"], extra_texts=["zeta"])
+    assert vocab.words[:2] == ["<pad>", "<oov>"]
+    assert vocab.ids("b unknownword zeta") == [vocab.index["b"], OOV, vocab.index["zeta"]]
+    batch = vocab.encode_batch(["a b", "c"], max_len=5)
+    assert batch.tolist() == [[vocab.index["a"], vocab.index["b"]], [vocab.index["c"], PAD]]
+    assert vocab.encode_batch(["a b c d"], max_len=2).shape == (1, 2)
+    idf = vocab.idf()
+    # b occurs in both documents, a in one: rarer words weigh more; padding weighs nothing
+    assert idf[vocab.index["a"]] > idf[vocab.index["b"]] > 0 and idf[PAD] == 0
+
+
+def test_holdout_split_is_deterministic_disjoint_and_complete():
+    qids = [f"q{i}" for i in range(40)]
+    (fold,) = make_folds(qids, "holdout", dev=0.2, test=0.3, seed=7)
+    assert make_folds(list(reversed(qids)), "holdout", dev=0.2, test=0.3, seed=7) == [fold]
+    assert (len(fold["train"]), len(fold["dev"]), len(fold["test"])) == (20, 8, 12)
+    assert set(fold["train"]) | set(fold["dev"]) | set(fold["test"]) == set(qids)
+    assert not set(fold["train"]) & set(fold["test"]) and not set(fold["dev"]) & set(fold["test"])
+    assert make_folds(qids, "holdout", dev=0.2, test=0.3, seed=8) != [fold]
+
+
+def test_kfold_tests_every_query_exactly_once():
+    qids = [f"q{i}" for i in range(23)]
+    folds = make_folds(qids, "kfold", k=5)
+    tested = [q for f in folds for q in f["test"]]
+    assert sorted(tested) == sorted(qids)
+    for f in folds:
+        assert not (set(f["train"]) & set(f["test"])) and not (set(f["dev"]) & set(f["test"])) and not (set(f["train"]) & set(f["dev"]))
+    with pytest.raises(InputError, match="splits.k"):
+        make_folds(qids, "kfold", k=2)
+
+
+def test_query_formulation_first_words_and_tfidf():
+    docs = {"d1": "court appeal stamp duty registration", "d2": "court appeal pension retirement", "d3": "court appeal tax"}
+    queries = {"q": "The court heard the appeal about stamp duty and stamp registration of the sale deed"}
+    assert formulate(queries, docs, "first_words", 3) == {"q": "The court heard"}
+    terms = formulate(queries, docs, "tfidf_terms", 2)["q"].split()
+    # "stamp" is repeated and rare in the collection; "court"/"appeal" are in every document
+    assert terms[0] == "stamp" and "court" not in terms and len(terms) == 2
+    with pytest.raises(InputError, match="query_formulation.method"):
+        formulate(queries, docs, "bogus")
+
+
+def test_prepare_local_collection_maps_gains_and_writes_every_file(tmp_path):
+    dataset = write_local_collection(tmp_path / "src", {"d1": "alpha beta", "d2": "gamma", "d3": "   "},
+                                     {"q1": "alpha", "q2": "gamma", "q3": "delta", "q4": "beta gamma"},
+                                     [("q1", "d1", 2), ("q1", "d2", -1), ("q2", "d2", 1), ("q3", "d1", -1), ("q4", "d1", 1)])
+    dataset["gains"] = {"-1": 0}
+    prepare(dataset, {"method": "full"}, {"method": "holdout", "dev": 0.34, "test": 0.34}, tmp_path / "data")
+    corpus = Corpus(tmp_path / "data")
+    assert set(corpus.docs) == {"d1", "d2"}  # the empty document is dropped (with a warning)
+    assert read_qrels(tmp_path / "data" / "qrels.txt")["q1"] == {"d1": 2, "d2": 0}
+    (fold,) = corpus.folds
+    assert sorted(fold["train"] + fold["dev"] + fold["test"]) == ["q1", "q2", "q4"]  # q3 has nothing relevant
+    stats = json.loads((tmp_path / "data" / "stats.json").read_text())
+    assert stats["num_docs"] == 2 and stats["empty_docs_dropped"] == 1
+    assert corpus.doc_lengths == {"d1": 2, "d2": 1}
+
+
+def test_prepare_rejects_qrels_naming_unknown_documents_and_writes_nothing(tmp_path):
+    dataset = write_local_collection(tmp_path / "src", {"d1": "alpha"}, {"q1": "alpha"}, [("q1", "d1", 1), ("q1", "ghost", 1)])
+    with pytest.raises(InputError, match="'ghost'"):
+        prepare(dataset, {}, {"method": "holdout"}, tmp_path / "data")
+    assert not (tmp_path / "data" / "docs.jsonl").exists()
+
+
+def test_prepare_errors_name_the_problem(tmp_path):
+    dataset = write_local_collection(tmp_path / "src", {"d1": "alpha", "d2": ""}, {"q1": "alpha"}, [("q1", "d1", 1)])
+    with pytest.raises(InputError, match="empty documents: 'd2'"):
+        prepare({**dataset, "empty_documents": "error"}, {}, {}, tmp_path / "data")
+    with pytest.raises(InputError, match="not found"):
+        prepare({**dataset, "docs": str(tmp_path / "missing.jsonl")}, {}, {}, tmp_path / "data")
+    with pytest.raises(InputError, match="not an ir_datasets id"):
+        prepare({"name": "x", "source": "ir_datasets", "id": "no-such-collection/at-all"}, {}, {}, tmp_path / "data")
+
+
+def test_cranfield_through_ir_datasets(ir_datasets_home, tmp_path):
+    prepare({"name": "cranfield", "source": "ir_datasets", "id": "cranfield", "doc_fields": ["title", "text"], "gains": {"-1": 0}},
+            {"method": "full"}, {"method": "holdout"}, tmp_path / "data")
+    corpus = Corpus(tmp_path / "data")
+    assert len(corpus.docs) == 1398 and len(corpus.queries) == 225  # two Cranfield documents are empty
+    grades = {g for judged in corpus.qrels.values() for g in judged.values()}
+    assert grades == {0, 1, 2, 3, 4}  # -1 ("of no interest") became gain 0; 4 = complete answer stays highest
