@@ -1,0 +1,103 @@
+"""End to end: the real Snakemake DAG on Cranfield (through ir_datasets, offline) with tiny settings, then
+what a user relies on afterwards: report numbers equal ir-measures on the run files, and a changed
+hyper-parameter reruns only the jobs it affects."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import ir_measures
+import pandas as pd
+import pytest
+import yaml
+
+from longrank.io import read_json
+
+from conftest import IR_DATASETS_HOME, REPO
+
+pytestmark = pytest.mark.e2e
+E2E_CONFIG = REPO / "tests" / "e2e_config.yaml"
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "IR_DATASETS_HOME": str(IR_DATASETS_HOME), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2", *args]
+    done = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted((workdir / "results").rglob("*.log")))
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{done.stdout[-5000:]}\n{done.stderr[-5000:]}\n{logs}")
+    return done
+
+
+def planned_jobs(workdir: Path, *config_args: str) -> dict[str, int]:
+    """Jobs a dry run would execute, by rule."""
+    out = snakemake(workdir, "-n", "--quiet", "rules", "--configfile", str(E2E_CONFIG), *config_args).stdout
+    jobs = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit() and parts[0] != "total":
+            jobs[parts[0]] = int(parts[1])
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def workflow_run(tmp_path_factory, ir_datasets_home):
+    workdir = tmp_path_factory.mktemp("workflow")
+    (workdir / "config").symlink_to(REPO / "config")  # `configfile:` resolves against the working directory
+    snakemake(workdir, "report", "--configfile", str(E2E_CONFIG))
+    return workdir
+
+
+def test_report_is_built_with_every_system(workflow_run):
+    results = workflow_run / "results" / "cranfield"
+    html = (results / "report" / "index.html").read_text()
+    config = read_json(results / "config.json")
+    for model in config["models"]:
+        assert model in html
+    assert "bm25" in html and "data:image/png;base64" in html
+    assert (results / "report" / "report.md").exists()
+
+
+def test_reported_means_equal_ir_measures_on_the_run_files(workflow_run):
+    results = workflow_run / "results" / "cranfield"
+    folds = read_json(results / "data" / "folds.json")
+    test_qids = {q for f in folds for q in f["test"]}
+    qrels = [q for q in ir_measures.read_trec_qrels(str(results / "data" / "qrels.txt")) if q.query_id in test_qids]
+    table = pd.read_csv(results / "compare" / "table.csv")
+    runs = {"bm25": results / "candidates" / "bm25.run", "knrm": results / "runs" / "knrm.run", "knrm+bm25": results / "runs" / "knrm+bm25.run"}
+    for system, path in runs.items():
+        run = [r for r in ir_measures.read_trec_run(str(path)) if r.query_id in test_qids]
+        expected = ir_measures.calc_aggregate([ir_measures.parse_measure("nDCG@10"), ir_measures.parse_measure("R@100")], qrels, run)
+        for measure, value in expected.items():
+            reported = table[(table.system == system) & (table.measure == str(measure))]["mean"].item()
+            assert reported == pytest.approx(value, abs=1e-9), (system, measure)
+
+
+def test_changing_one_model_reruns_only_that_model(workflow_run):
+    assert planned_jobs(workflow_run) == {}, "a finished workflow has nothing to do"
+    jobs = planned_jobs(workflow_run, "--config", "models={knrm: {max_doc_len: 150}}")
+    assert jobs.get("train") == 1 and jobs.get("rerank") == 1 and jobs.get("bench") == 1
+    assert jobs.get("evaluate") == 2  # knrm and knrm+bm25; bm25 is untouched
+    assert "data" not in jobs and "candidates" not in jobs
+    assert jobs.get("compare") == 1 and jobs.get("build_report") == 1
+
+
+def test_changing_bm25_reruns_everything_downstream_of_candidates(workflow_run):
+    jobs = planned_jobs(workflow_run, "--config", "first_stage={k1: 1.2}")
+    config = read_json(workflow_run / "results" / "cranfield" / "config.json")
+    n_models = sum(1 for m in config["models"].values() if m.get("enabled", True))
+    assert "data" not in jobs and jobs.get("candidates") == 1
+    assert jobs.get("train") == n_models and jobs.get("rerank") == n_models
+
+
+def test_bad_config_names_the_key_and_the_rule(tmp_path):
+    (tmp_path / "config").symlink_to(REPO / "config")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"first_stage": {"top_k": "many"}, "models": {"knrm": {"train": {"epochs": 2}}}}))
+    done = snakemake(tmp_path, "-n", "--configfile", str(bad), check=False)
+    assert done.returncode != 0
+    assert "config key first_stage.top_k: 'many' is not of type 'integer' (schema rule 'type')" in done.stderr + done.stdout
+    assert "config key models.knrm.train" in done.stderr + done.stdout and "'epochs'" in done.stderr + done.stdout
