@@ -1,0 +1,269 @@
+"""``longrank bench``: efficiency of one trained model, any type: documents scored per millisecond and peak
+memory at given document lengths, and for models that pack windows (TKL) packed against unpacked.
+
+How it measures (also written into the output's ``notes``):
+- Inputs are real collection text: the collection's words in document order form one stream (tiled if the
+  collection is shorter than needed), cut into ``batch_size`` documents of exactly ``length`` words; queries
+  are the collection's queries in id order. A model truncates to its ``max_doc_len``; the effective length
+  is recorded, and the configured ``max_doc_len`` is always measured (it gives ``docs_per_ms``).
+- Speed: forward only, under ``torch.no_grad``, after one warm-up forward; the median of ``repeats`` timed
+  forwards (CUDA synchronised) -> docs/ms = batch_size / median ms. Tokenisation is not timed.
+- Memory: each measurement runs in a fresh Python process (so earlier lengths leave no cached memory
+  behind). On GPU: ``torch.cuda.max_memory_allocated`` during the forwards minus what was allocated before
+  them (model and inputs), i.e. the forward's working memory. On CPU: peak resident set growth during the
+  forwards: the kernel's RSS high-water mark is reset (``/proc/self/clear_refs``) after loading the model
+  and building the batch, heap memory freed by loading is handed back first (``malloc_trim``; glibc's mmap
+  threshold fixed at 64 KiB, so tensors are mapped and unmapped, not kept in the heap), and the reported
+  value is ``VmHWM`` after the forwards minus ``VmRSS`` before them. Where ``clear_refs`` is not writable
+  the process's lifetime ``ru_maxrss`` growth is used (a lower bound), and the notes say so.
+- Packing (models with a ``pack_windows`` attribute): one batch of real text with lengths spread evenly
+  up to ``max_doc_len`` (the padded batches of reranking), scored with packing on and off in the same
+  process: ms per batch, the speed-up, the windows each path feeds the Transformer, and the largest score
+  difference between the two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import json
+import logging
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+from longrank.data.corpus import Corpus
+from longrank.data.words import tokenize
+from longrank.io import InputError, write_json
+from longrank.runtime import resolve_device
+
+log = logging.getLogger(__name__)
+
+COLUMNS = ["batch", "length asked (words)", "effective length", "docs/ms", "ms/batch", "peak memory (MB)", "window passes / batch"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="the model's name (a key of config models:)")
+    parser.add_argument("--model-config", required=True, help="the model's config entry as JSON")
+    parser.add_argument("--checkpoint", required=True, help="trained weights (safetensors)")
+    parser.add_argument("--data", required=True, help="results/{dataset}/data")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[200, 2000, 4000], help="document lengths in words")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3, help="timed forwards per measurement (median is kept)")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--out", required=True, help="output JSON")
+
+
+def run(args: argparse.Namespace) -> None:
+    if args.batch_size < 1 or args.repeats < 1 or any(n < 1 for n in args.lengths):
+        raise InputError("--batch-size, --repeats and every --lengths value must be positive integers")
+    try:
+        model_cfg = json.loads(args.model_config)
+    except json.JSONDecodeError as err:
+        raise InputError(f"--model-config is not JSON: {err}") from None
+    device = resolve_device(args.device)
+    job = {"model_cfg": model_cfg, "checkpoint": args.checkpoint, "data": args.data, "device": str(device),
+           "batch_size": args.batch_size, "repeats": args.repeats}
+    # Load once here: a checkpoint that does not fit the config fails now with the loader's clear message.
+    from longrank.train.checkpoint import load_model
+
+    model = load_model(args.checkpoint, model_cfg, Corpus(args.data), "cpu")
+    max_len = getattr(model, "max_doc_len", None)
+    packs = hasattr(model, "pack_windows")
+    del model
+    lengths = sorted(set(args.lengths) | ({max_len} if max_len else set()))
+
+    rows, measured = [], []
+    for length in lengths:
+        log.info("bench %s: %d words x %d docs on %s", args.model, length, args.batch_size, device)
+        result = _in_fresh_process({**job, "kind": "uniform", "length": length})
+        measured.append(result)
+        rows.append(_row("uniform", length, result))
+    packing = None
+    if packs:
+        log.info("bench %s: mixed-length batch, packed and unpacked windows", args.model)
+        result = _in_fresh_process({**job, "kind": "packing", "length": max_len})
+        packing = result
+        for mode in ("packed", "unpacked"):
+            rows.append(_row(f"mixed lengths, {mode}", f"{result['min_length']}-{result['max_length']}", {**result[mode], "effective_length": result["max_length"]}))
+
+    reference = next((m for m in measured if max_len and m["length"] == max_len and "oom" not in m), None)
+    if reference is None:
+        usable = [m for m in measured if "oom" not in m]
+        reference = max(usable, key=lambda m: m["effective_length"]) if usable else None
+    memory_method = measured[0]["memory_method"] if measured else ""
+    notes = (f"Device {device} ({measured[0]['device_name'] if measured else ''}), {torch.get_num_threads()} CPU threads. "
+             f"Forward only, no gradient, after one warm-up; median of {args.repeats} timed batches of {args.batch_size} "
+             f"documents cut from the collection's text. Peak memory: {memory_method} Lengths beyond the model's "
+             f"max_doc_len ({max_len}) are truncated by the model; 'effective length' is what it scored.")
+    if packing:
+        notes += (f" Window packing on a mixed-length batch ({packing['min_length']}-{packing['max_length']} words): "
+                  f"{packing['packed']['window_passes']} windows packed vs {packing['unpacked']['window_passes']} unpacked, "
+                  f"speed-up x{packing['speedup']:.2f}, largest score difference {packing['max_score_diff']:.2e}.")
+    out = {"title": f"Efficiency of {args.model}", "columns": COLUMNS, "rows": rows, "notes": notes,
+           "docs_per_ms": {args.model: reference["docs_per_ms"]} if reference else {},
+           "device": str(device), "batch_size": args.batch_size, "repeats": args.repeats, "max_doc_len": max_len,
+           "measurements": measured}
+    if packing:
+        out["packing"] = packing
+    write_json(args.out, out)
+
+
+def _row(label: str, asked, result: dict) -> list:
+    if "oom" in result:
+        return [label, asked, result.get("effective_length"), None, "out of memory", None, None]
+    return [label, asked, result["effective_length"], result["docs_per_ms"], result["ms_per_batch"],
+            result["peak_memory_mb"], result.get("window_passes")]
+
+
+# ---- measurement in a fresh process -------------------------------------------------------------------------
+
+def _in_fresh_process(job: dict) -> dict:
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
+    code = "from longrank.bench.run import worker_main; worker_main()"
+    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(job), capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench measurement {job['kind']} at length {job['length']} failed:\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def worker_main() -> None:
+    job = json.loads(sys.stdin.read())
+    print(json.dumps(measure(job)))
+
+
+def measure(job: dict) -> dict:
+    from longrank.train.checkpoint import load_model
+
+    device = torch.device(job["device"])
+    corpus = Corpus(job["data"])
+    model = load_model(job["checkpoint"], job["model_cfg"], corpus, device)
+    batch_size, length = job["batch_size"], job["length"]
+    queries = _queries(corpus, batch_size)
+    if job["kind"] == "uniform":
+        docs = _documents(corpus, [length] * batch_size)
+        batch = {k: v.to(device) for k, v in model.encode(queries, docs).items()}
+        max_len = getattr(model, "max_doc_len", None)
+        result = {"length": length, "effective_length": min(length, max_len) if max_len else length}
+        result.update(_timed(model, batch, job["repeats"], device))
+        return result
+    # packing: lengths spread evenly up to max_doc_len, both paths in this one process
+    lengths = [max(1, round(length * (i + 1) / batch_size)) for i in range(batch_size)]
+    batch = {k: v.to(device) for k, v in model.encode(queries, _documents(corpus, lengths)).items()}
+    result = {"min_length": min(lengths), "max_length": max(lengths)}
+    scores = {}
+    for mode, pack in (("packed", True), ("unpacked", False)):
+        model.pack_windows = pack
+        result[mode] = _timed(model, batch, job["repeats"], device)
+        with torch.no_grad():
+            scores[mode] = model(**batch).float().cpu()
+    result["speedup"] = result["unpacked"]["ms_per_batch"] / result["packed"]["ms_per_batch"]
+    result["max_score_diff"] = float((scores["packed"] - scores["unpacked"]).abs().max())
+    return result
+
+
+def _timed(model, batch: dict, repeats: int, device: torch.device) -> dict:
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    counts_windows = hasattr(model, "window_passes")
+    gc.collect()
+    memory = _MemoryProbe(device)
+    out = {"device_name": torch.cuda.get_device_name(device) if cuda else "CPU", "memory_method": memory.method}
+    try:
+        with torch.no_grad():
+            model(**batch)  # warm-up
+            sync()
+            if counts_windows:
+                model.window_passes = 0
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                model(**batch)
+                sync()
+                times.append(time.perf_counter() - start)
+    except torch.cuda.OutOfMemoryError:
+        return {**out, "oom": True}
+    ms = statistics.median(times) * 1000.0
+    n_docs = next(iter(batch.values())).shape[0]
+    out.update(ms_per_batch=ms, docs_per_ms=n_docs / ms, peak_memory_mb=memory.peak_mb())
+    if counts_windows:
+        out["window_passes"] = model.window_passes // repeats
+    return out
+
+
+class _MemoryProbe:
+    """Peak memory growth from construction to ``peak_mb()`` (see the module docstring for the method)."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            self.base = torch.cuda.memory_allocated(device)
+            self.method = ("torch.cuda.max_memory_allocated during the forwards minus memory allocated before them "
+                           "(model weights and inputs excluded).")
+            return
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # reset the RSS high-water mark (Linux >= 4.0)
+            self.hwm = True
+            self.base = _proc_status_kb("VmRSS")
+            self.method = ("peak resident set growth of a fresh process during the forwards (VmHWM reset via "
+                           "/proc/self/clear_refs after loading the model; VmHWM after minus VmRSS before).")
+        except OSError:
+            self.hwm = False
+            self.base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            self.method = ("growth of the process's lifetime peak RSS (ru_maxrss) during the forwards; a lower bound "
+                           "(/proc/self/clear_refs was not writable).")
+
+    def peak_mb(self) -> float:
+        if self.cuda:
+            return (torch.cuda.max_memory_allocated() - self.base) / 2**20
+        peak = _proc_status_kb("VmHWM") if self.hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return max(0, peak - self.base) / 1024.0
+
+
+def _proc_status_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"{field} not in /proc/self/status")
+
+
+# ---- inputs from the collection's text ----------------------------------------------------------------------
+
+def _queries(corpus: Corpus, n: int) -> list[str]:
+    texts = [corpus.queries[q] for q in sorted(corpus.queries)]
+    if not texts:
+        raise InputError(f"{corpus.dir}/queries.tsv has no queries to benchmark with")
+    return [texts[i % len(texts)] for i in range(n)]
+
+
+def _documents(corpus: Corpus, lengths: list[int]) -> list[str]:
+    """Documents of exactly ``lengths`` words, consecutive slices of the collection's word stream (tiled)."""
+    need = sum(lengths)
+    stream: list[str] = []
+    for doc_id in sorted(corpus.docs):
+        stream.extend(tokenize(corpus.docs[doc_id]))
+        if len(stream) >= need:
+            break
+    if not stream:
+        raise InputError(f"{corpus.dir}/docs.jsonl has no words to benchmark with")
+    while len(stream) < need:
+        stream.extend(stream[: need - len(stream)])
+    docs, at = [], 0
+    for n in lengths:
+        docs.append(" ".join(stream[at:at + n]))
+        at += n
+    return docs
