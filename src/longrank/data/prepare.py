@@ -34,6 +34,30 @@ def _examples(ids, limit=5) -> str:
     return ", ".join(map(repr, ids[:limit])) + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
 
 
+def _add_training_queries(dataset: dict, queries: dict, qrels: dict, docs: dict, gain_map: dict) -> set[str]:
+    """``dataset.train_id``: an ir_datasets id over the same documents whose queries and qrels only train
+    (TREC DL: train on MS MARCO's training queries, evaluate on the judged TREC queries)."""
+    if not dataset.get("train_id"):
+        return set()
+    import ir_datasets
+
+    try:
+        train_ds = ir_datasets.load(dataset["train_id"])
+    except KeyError:
+        raise InputError(f"dataset.train_id: {dataset['train_id']!r} is not an ir_datasets id") from None
+    field = dataset.get("query_field") or ("text" if "text" in train_ds.queries_cls()._fields else "title")
+    added = set()
+    for q in tqdm(train_ds.queries_iter(), desc="reading training queries", unit="query", mininterval=5):
+        if q.query_id in queries:
+            raise InputError(f"dataset.train_id: query id {q.query_id!r} also exists in {dataset.get('id')!r}; ids must be distinct")
+        queries[q.query_id] = getattr(q, field)
+        added.add(q.query_id)
+    for qr in train_ds.qrels_iter():
+        if qr.query_id in added and qr.doc_id in docs:
+            qrels.setdefault(qr.query_id, {})[qr.doc_id] = gain_map.get(qr.relevance, qr.relevance)
+    return added
+
+
 def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path) -> None:
     if dataset.get("source", "ir_datasets") == "ir_datasets":
         docs_iter, queries_iter, raw_qrels, qrels_defs, doc_count = load_ir_datasets(dataset["id"], dataset.get("doc_fields"), dataset.get("query_field"))
@@ -74,15 +98,19 @@ def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path)
     if unknown_queries:
         raise InputError(f"qrels name {len(unknown_queries)} queries that are not in the query file: {_examples(unknown_queries)}")
 
+    train_only = _add_training_queries(dataset, queries, qrels, docs, gain_map)
+
     formulated = formulate(queries, docs, query_formulation.get("method", "full"), query_formulation.get("n", 25))
     empty_queries = [q for q, t in formulated.items() if not t.strip()]
     if empty_queries:
         raise InputError(f"{len(empty_queries)} queries are empty after query formulation: {_examples(empty_queries)}")
 
-    evaluable = [q for q in formulated if any(g > 0 for g in qrels.get(q, {}).values())]
-    if len(formulated) > len(evaluable):
-        log.info("%d of %d queries have no relevant document and are left out of the splits", len(formulated) - len(evaluable), len(formulated))
+    evaluable = [q for q in formulated if q not in train_only and any(g > 0 for g in qrels.get(q, {}).values())]
+    if len(formulated) - len(train_only) > len(evaluable):
+        log.info("%d of %d queries have no relevant document and are left out of the splits", len(formulated) - len(train_only) - len(evaluable), len(formulated) - len(train_only))
     folds = make_folds(evaluable, splits.get("method", "holdout"), splits.get("dev", 0.15), splits.get("test", 0.35), splits.get("k", 5), splits.get("seed", 0))
+    for fold in folds:  # queries of dataset.train_id train every fold and are never evaluated
+        fold["train"] = sorted(fold["train"] + [q for q in train_only if any(g > 0 for g in qrels.get(q, {}).values())])
 
     lengths = {d: len(t.split()) for d, t in docs.items()}
     words = np.array(list(lengths.values()))
