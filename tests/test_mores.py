@@ -124,3 +124,20 @@ def test_bad_config_names_the_key():
         MORES.from_config({"encoder": "minilm", "reuse": "s3"})
     with pytest.raises(InputError, match="encoder"):
         MORES.from_config({"encoder": "/no/such/encoder"})
+
+
+def test_speed_table_smoke(tmp_path):
+    from argparse import Namespace
+
+    from longrank.bench import mores_speed
+    from longrank.io import read_json
+
+    out = tmp_path / "speed.json"
+    mores_speed.run(Namespace(encoder="minilm", sizes=["configured"], lengths=[16], query_len=8, blocks=[1], candidates=2, target=10,
+                              batch_size=2, min_time=0.0, max_repeats=1, threads=0, device="cpu", seed=0, out=out))
+    table = read_json(out)
+    assert {"title", "columns", "rows", "notes"} <= set(table)
+    assert [(r["model"], r["reuse"]) for r in table["rows"]] == [("BERT ranker", "-"), ("MORES 1xIB", "none"), ("MORES 1xIB", "s1"), ("MORES 1xIB", "s2")]
+    bounds = [r["flop_bound"] for r in table["rows"]]
+    assert bounds[0] == 1.0 and bounds[2] < bounds[3]  # S2 skips the K/V projections S1 still runs
+    assert table["rows"][3]["space_mb_per_doc"] == pytest.approx(2 * table["rows"][2]["space_mb_per_doc"])

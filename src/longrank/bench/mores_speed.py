@@ -1,0 +1,201 @@
+"""Stage ``speed``: MORES Table 4 -- time to rank 1,000 candidates for one query (query length 16, documents
+of 128 and 512 tokens) for the BERT ranker and MORES 1x/2x IB with no reuse, Reuse-S1 and Reuse-S2,
+measured side by side in one process, with the speed-up over the BERT ranker and, beside it, the bound
+the operation counts allow.
+
+Runs at two sizes: the configured encoder (trained weights do not change the time, so no checkpoint is
+needed) and BERT-base dimensions with random weights (the paper's n = 768, 12 layers). Inputs are random
+WordPiece ids of exactly the stated lengths. On a CPU, 1,000 BERT-base pairs of 512 tokens take many
+minutes, so ``--candidates`` of them are timed and the time is extrapolated linearly to ``--target``
+(the notes say so). Reuse variants read a real memory-mapped store on disk holding those candidates.
+
+FLOP model (multiply-adds x 2, per candidate, online only; n hidden, f FFN width, q / d lengths):
+Transformer layer over L tokens = 2(4n^2 L + 2nL^2 + 2nfL); an Interaction Block = 2(n^2 q [cross Q] +
+2n^2 d [cross K,V; skipped by Reuse-S2] + 2nqd [cross attention] + n^2 q [cross out] + 4n^2 q + 2nq^2
+[query self-attention] + 2nfq [FFN]). BERT ranker: all layers over q + d tokens. MORES no reuse: the
+document module over d plus the IBs; Reuse-S1: the IBs; Reuse-S2: the IBs without K,V projections;
+the query module runs once per query and is shared by the candidates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from longrank.io import write_json
+from longrank.models.encoders import RANDOM_BERT_BASE, encoder_layers, load_encoder, load_tokenizer
+from longrank.models.mores import DOC_SEGMENT, MORES
+from longrank.models.mores_store import ReuseStore, token_inputs, write_store
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--encoder", default="minilm", help="the configured encoder (a model's `encoder:` key)")
+    parser.add_argument("--sizes", nargs="+", default=["configured", "bert-base"], choices=["configured", "bert-base"])
+    parser.add_argument("--lengths", nargs="+", type=int, default=[128, 512], help="document lengths in WordPiece tokens")
+    parser.add_argument("--query-len", type=int, default=16)
+    parser.add_argument("--blocks", nargs="+", type=int, default=[1, 2], help="MORES interaction blocks to time")
+    parser.add_argument("--candidates", type=int, default=32, help="candidates actually timed per variant")
+    parser.add_argument("--target", type=int, default=1000, help="candidates per query the table reports (extrapolated)")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--min-time", type=float, default=1.0, help="repeat a variant until this many seconds were timed ...")
+    parser.add_argument("--max-repeats", type=int, default=5, help="... or this many repeats; the fastest repeat counts")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: leave torch's default; on a shared machine 1 is steadier)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda[:N] or auto (the paper reports both CPU and GPU)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True, help="JSON table {title, columns, rows, notes}")
+
+
+# --- operation counts ---------------------------------------------------------------------------------
+def layer_flops(length: int, n: int, f: int) -> float:
+    return 2.0 * (4 * n * n * length + 2 * n * length * length + 2 * n * f * length)
+
+
+def ib_flops(q: int, d: int, n: int, f: int, project_doc: bool) -> float:
+    return 2.0 * (n * n * q + (2 * n * n * d if project_doc else 0) + 2 * n * q * d + n * n * q + 4 * n * n * q + 2 * n * q * q + 2 * n * f * q)
+
+
+def online_flops(variant: str, blocks: int, q: int, d: int, layers: int, n: int, f: int, max_pos: int, target: int) -> float:
+    if variant == "bert":
+        return layers * layer_flops(min(q + d, max_pos), n, f)
+    query_once = (layers - blocks) * layer_flops(q, n, f) / target
+    doc_module = layers * layer_flops(d, n, f) if variant == "none" else 0.0
+    return doc_module + query_once + blocks * ib_flops(q, d, n, f, project_doc=variant != "s2")
+
+
+# --- timing -------------------------------------------------------------------------------------------
+def timed(fn, n_candidates: int, min_time: float, max_repeats: int, device: torch.device) -> float:
+    """Seconds per candidate: the fastest of repeated full passes (after an untimed warm-up pass)."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    best, total, repeats = float("inf"), 0.0, 0
+    while repeats < max_repeats and (repeats == 0 or total < min_time):
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        elapsed = time.perf_counter() - start
+        best, total, repeats = min(best, elapsed), total + elapsed, repeats + 1
+    return best / n_candidates
+
+
+def random_ids(generator, n: int, length: int, vocab: int, cls_id: int, sep_id: int) -> list[list[int]]:
+    body = torch.randint(1000, vocab, (n, max(length - 2, 0)), generator=generator)  # ordinary WordPiece ids
+    return [[cls_id, *row.tolist(), sep_id] for row in body]
+
+
+def bench_size(encoder, tokenizer, size: str, args, store_dir: Path, device: torch.device) -> tuple[list[dict], dict]:
+    cfg = encoder.config
+    n, f, layers = cfg.hidden_size, cfg.intermediate_size, len(encoder_layers(encoder))
+    max_pos = cfg.max_position_embeddings
+    g = torch.Generator().manual_seed(args.seed)
+    cls_id, sep_id, pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
+    query_ids = random_ids(g, 1, args.query_len, cfg.vocab_size, cls_id, sep_id)[0]
+    query = {"input_ids": torch.tensor([query_ids]), "attention_mask": torch.ones(1, len(query_ids), dtype=torch.long),
+             "token_type_ids": torch.zeros(1, len(query_ids), dtype=torch.long)}
+    query = {k: v.to(device) for k, v in query.items()}
+    encoder = encoder.to(device).eval()
+    moreses = {k: MORES(copy.deepcopy(encoder), tokenizer, interaction_blocks=k, max_query_len=args.query_len - 2,
+                        max_doc_len=max(args.lengths) - 2).to(device).eval() for k in args.blocks}
+    rows, spaces = [], {}
+    for d in args.lengths:
+        docs = random_ids(g, args.candidates, d, cfg.vocab_size, cls_id, sep_id)
+        doc_ids = [f"d{i}" for i in range(len(docs))]
+        batches = [range(s, min(s + args.batch_size, len(docs))) for s in range(0, len(docs), args.batch_size)]
+        pair_len = min(args.query_len + d, max_pos)
+        pairs = [(query_ids + doc[1:])[: pair_len - 1] + [sep_id] for doc in docs]  # [CLS] q [SEP] doc [SEP]
+
+        def bert_ranker():
+            for b in batches:
+                ids = torch.tensor([pairs[i] for i in b], device=device)
+                types = torch.zeros_like(ids)
+                types[:, len(query_ids):] = 1
+                states = encoder(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=types).last_hidden_state
+                states[:, 0].sum()  # the score head is one dot product: negligible
+
+        variants = [("BERT ranker", "-", None, "bert", bert_ranker)]
+        for k, model in moreses.items():
+            stores = {}
+            for reuse in ("s1", "s2"):
+                path = store_dir / f"{size}-{d}-{k}ib-{reuse}.json"
+                meta = write_store(model, doc_ids, docs, path, reuse, batch_size=args.batch_size, device=device)
+                stores[reuse] = ReuseStore.open(path)
+                spaces[(d, k, reuse)] = meta["mb_per_document_at"].get(str(d), meta["mb_per_document_mean"])
+
+            def mores(model=model, reuse="none", store=None):
+                q_rep = model.represent_queries(**query)  # once per query
+                for b in batches:
+                    if store is None:
+                        inputs = {k: v.to(device) for k, v in token_inputs([docs[i] for i in b], pad_id).items()}
+                        kv, mask = model.project_docs(model.represent_docs(**inputs)), inputs["attention_mask"]
+                    else:
+                        kv, mask = store.doc_kv([doc_ids[i] for i in b], model, device)
+                    model.interact(q_rep.expand(len(b), -1, -1), query["attention_mask"].expand(len(b), -1), kv, mask)
+
+            for reuse, store in (("none", None), ("s1", stores["s1"]), ("s2", stores["s2"])):
+                variants.append((f"MORES {k}xIB", reuse, k, reuse, lambda m=model, r=reuse, s=store: mores(m, r, s)))
+
+        with torch.inference_mode():
+            for _, _, _, _, fn in variants:  # warm-up: one pass of each (allocator, page cache, kernels)
+                fn()
+            measured = [(name, reuse, k, kind, timed(fn, len(docs), args.min_time, args.max_repeats, device)) for name, reuse, k, kind, fn in variants]
+        bert_time = measured[0][4]
+        bert_flops = online_flops("bert", 0, args.query_len, d, layers, n, f, max_pos, args.target)
+        for name, reuse, k, kind, per_cand in measured:
+            flops = online_flops(kind, k or 0, args.query_len, d, layers, n, f, max_pos, args.target)
+            rows.append({
+                "size": size, "hidden": n, "layers": layers, "doc_len": d, "model": name, "reuse": reuse,
+                "time_s": per_cand * args.target,
+                "speedup": bert_time / per_cand,
+                "flop_bound": bert_flops / flops,
+                "gflops_per_doc": flops / 1e9,
+                "space_mb_per_doc": 0.0 if kind in ("bert", "none") else spaces[(d, k, kind)],
+                "timed_candidates": len(docs),
+            })
+            log.info("%s d=%d %s %s: %.3fs per %d candidates (x%.1f; bound x%.1f)", size, d, name, reuse, per_cand * args.target,
+                     args.target, bert_time / per_cand, bert_flops / flops)
+    return rows, {"hidden": n, "layers": layers, "ffn": f, "max_positions": max_pos}
+
+
+def run(args) -> None:
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    from longrank.runtime import resolve_device
+
+    device = resolve_device(args.device)
+    rows, shapes = [], {}
+    with tempfile.TemporaryDirectory(prefix="mores-speed-") as tmp:
+        for size in args.sizes:
+            name = args.encoder if size == "configured" else RANDOM_BERT_BASE
+            size_rows, shapes[size] = bench_size(load_encoder(name), load_tokenizer(name), size, args, Path(tmp), device)
+            rows += size_rows
+    columns = [
+        {"key": "size", "label": "Encoder"}, {"key": "doc_len", "label": "Len"}, {"key": "model", "label": "Model"},
+        {"key": "reuse", "label": "Reuse"}, {"key": "time_s", "label": f"Time (s / {args.target} cand.)", "format": ".3g"},
+        {"key": "speedup", "label": "Speed-up", "format": ".1f"}, {"key": "flop_bound", "label": "FLOP bound", "format": ".1f"},
+        {"key": "space_mb_per_doc", "label": "Space (MB/doc)", "format": ".2f"},
+    ]
+    notes = [
+        f"Time to rank {args.target} candidates for one query of {args.query_len} tokens; {args.candidates} candidates were "
+        f"timed per variant and the time extrapolated linearly to {args.target} (fastest of up to {args.max_repeats} passes, "
+        f"batch {args.batch_size}, {torch.get_num_threads()} torch threads, device {device}).",
+        "Speed-up: BERT ranker time / variant time, measured in the same process. FLOP bound: the same ratio of online "
+        "floating-point operations (module docstring), i.e. the speed-up a machine bound by arithmetic would give.",
+        f"BERT ranker pairs are [CLS] q [SEP] d [SEP] cut to the encoder's {max(s['max_positions'] for s in shapes.values())} positions "
+        "(at 512 document tokens it sees 512 - 16 of them, as a 512-token BERT ranker does).",
+        "Reuse-S1/S2 read the candidates from a memory-mapped store on local disk (page cache warm after the first pass); "
+        "the query module runs once per query and is included.",
+        "'configured' uses the configured encoder " + repr(args.encoder) + f" ({shapes.get('configured', {}).get('hidden', '?')} hidden, "
+        f"{shapes.get('configured', {}).get('layers', '?')} layers); 'bert-base' has BERT-base dimensions with random weights "
+        "(speed does not depend on the weights).",
+        "Space: float32 per document of exactly Len tokens. The paper's Table 4 Reuse-S2 sizes are 4xK times its S1 sizes "
+        "although its text says 2K projected copies are stored; we store exactly 2K (key and value per IB).",
+    ]
+    write_json(args.out, {"title": "MORES ranking speed (Table 4)", "columns": columns, "rows": rows, "notes": notes})
