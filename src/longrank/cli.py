@@ -24,8 +24,6 @@ STAGES = {
     "report": ("longrank.report.build", "HTML / Markdown / CSV / LaTeX report from everything under results/{dataset}"),
     "precompute": ("longrank.models.mores_store", "MORES Reuse-S1/S2 store: document representations or per-IB key/value projections, memory-mapped"),
     "speed": ("longrank.bench.mores_speed", "MORES Table 4: time to rank 1,000 candidates, BERT ranker vs MORES with no reuse / Reuse-S1 / Reuse-S2"),
-    "precompute": ("longrank.models.mores_store", "MORES Reuse-S1/S2 store: document representations or per-IB key/value projections, memory-mapped"),
-    "speed": ("longrank.bench.mores_speed", "MORES Table 4: time to rank 1,000 candidates, BERT ranker vs MORES with no reuse / Reuse-S1 / Reuse-S2"),
     "bench": ("longrank.bench.run", "efficiency of a trained model: docs/ms and peak memory at given document lengths"),
 }
 
