@@ -237,3 +237,16 @@ def test_short_training_lowers_pairwise_loss(corpus, model_type):
     with torch.no_grad():
         after = sum(loss_of(b).item() for b in held_out)
     assert after < 0.8 * before, (before, after)
+
+
+@pytest.mark.parametrize("model_type", ["tk", "tkl"])
+def test_scores_do_not_depend_on_batch_mates_and_survive_empty_texts(corpus, model_type):
+    torch.manual_seed(0)
+    model = build_model(small(model_type), corpus).eval()
+    queries, docs = pairs(corpus)
+    with torch.no_grad():
+        together = model(**model.encode(queries, docs))
+        alone = torch.stack([model(**model.encode([q], [d]))[0] for q, d in zip(queries[:4], docs[:4])])
+        empty = model(**model.encode(["", queries[0]], [docs[0], ""]))
+    assert torch.allclose(together[:4], alone, atol=1e-4, rtol=1e-5)
+    assert torch.isfinite(empty).all()
