@@ -250,3 +250,15 @@ def test_scores_do_not_depend_on_batch_mates_and_survive_empty_texts(corpus, mod
         empty = model(**model.encode(["", queries[0]], [docs[0], ""]))
     assert torch.allclose(together[:4], alone, atol=1e-4, rtol=1e-5)
     assert torch.isfinite(empty).all()
+
+
+def test_region_sums_match_direct_sums():
+    from longrank.models.tkl import region_sums
+
+    torch.manual_seed(0)
+    values = torch.rand(2, 3, 4000) * (torch.rand(2, 3, 4000) > 0.7)
+    for stride in (1, 7):
+        direct = values.unfold(-1, 30, stride).sum(-1)
+        assert torch.allclose(region_sums(values, 30, stride), direct, atol=1e-5)
+    assert region_sums(torch.zeros(1, 5000), 30).abs().max() == 0  # no cancellation noise where nothing matched
+    assert region_sums(torch.ones(1, 12), 30).tolist() == [[12.0]]  # shorter than a region: one region

@@ -45,7 +45,7 @@ from torch.nn import functional as F
 
 from longrank.io import InputError
 from longrank.models.base import Ranker
-from longrank.models.kernels import WordEmbedder, cosine_matrix, rbf_kernels
+from longrank.models.kernels import WordEmbedder, cosine_matrix
 from longrank.models.tk import Contextualizer, build_contextualizer, build_embedder, build_kernels
 
 SATURATIONS = ("embedding", "log", "linear")
@@ -97,13 +97,15 @@ def contextualize_windows(vectors: torch.Tensor, mask: torch.Tensor, contextuali
 
 def region_sums(values: torch.Tensor, region_size: int, stride: int = 1) -> torch.Tensor:
     """Sums over sliding regions along the last dimension: [..., L] -> [..., R], R = (max(L, r) - r) // stride + 1.
-    Each output is a direct sum of r values (no cumulative-sum cancellation, which x^(1/100) would amplify)."""
-    shape = values.shape
-    flat = values.reshape(1, -1, shape[-1])
-    if shape[-1] < region_size:
-        flat = F.pad(flat, (0, region_size - shape[-1]))
-    sums = F.avg_pool1d(flat, region_size, stride) * region_size
-    return sums.reshape(*shape[:-1], sums.shape[-1])
+    A float64 running sum makes this O(L) while staying exact to ~1e-12: a float32 running sum would leave
+    cancellation noise of ~1e-4 on regions without matches, which x^(1/100) turns into large values."""
+    length = values.shape[-1]
+    if length < region_size:
+        values = F.pad(values, (0, region_size - length))
+        length = region_size
+    running = F.pad(values.double().cumsum(dim=-1), (1, 0))
+    sums = running[..., region_size::stride] - running[..., : length - region_size + 1 : stride]
+    return sums.to(values.dtype)
 
 
 def saturate(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
@@ -199,31 +201,34 @@ class TKL(Ranker):
         return {"query": self.embedder.encode(queries, self.max_query_len), "doc": self.embedder.encode(docs, self.max_doc_len)}
 
     def _saturate(self, sums: torch.Tensor, query: torch.Tensor, region_len: torch.Tensor) -> torch.Tensor:
-        """sums [B, Lq, R, K], query ids [B, Lq], region token counts [B, R] -> saturated [B, Lq, R, K]."""
+        """sums [B, Lq, K, R], query ids [B, Lq], region token counts [B, R] -> saturated [B, Lq, K, R]."""
         if self.saturation == "log":
             return torch.log(torch.clamp(sums, min=MIN_X))
-        salience = torch.relu(self.salience(query))  # [B, Lq, 1]
+        salience = torch.relu(self.salience(query))[..., None]  # [B, Lq, 1, 1]
+        region_len = region_len[:, None, None, :]  # [B, 1, 1, R]
 
-        def condition(layer: nn.Linear) -> torch.Tensor:  # [ReLU(e_i); c_len] W + bias -> [B, Lq, R, 1]
+        def condition(layer: nn.Linear) -> torch.Tensor:  # [ReLU(e_i); c_len] W + bias -> [B, Lq, 1, R]
             w = layer.weight[0]
-            return (salience[:, :, None, :] * w[0] + region_len[:, None, :, None] * w[1]) + layer.bias
+            return salience * w[0] + region_len * w[1] + layer.bias
 
         a, c = condition(self.saturation_a), condition(self.saturation_c)
         b = condition(self.saturation_b) if self.saturation == "embedding" else torch.ones_like(a)
         return saturate(sums, a, b, c)
 
     def _topography(self, query: torch.Tensor, doc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Eq. 1-6 -> relevance topography [B, R] and the valid-region mask [B, R]."""
+        """Eq. 1-6 -> relevance topography [B, R] and the valid-region mask [B, R]. Kernel tensors are kept
+        as [B, Lq, K, Ld] so region sums run along the contiguous last dimension without copies."""
         q, q_mask = self.embedder(query)
         d, d_mask = self.embedder(doc)
         q = self.contextualizer(q, q_mask)
         d, passes = contextualize_windows(d, d_mask, self.contextualizer, self.window, self.overlap, self.pack_windows)
         self.window_passes += passes
-        kernels = rbf_kernels(cosine_matrix(q, d), self.mu, self.sigma) * d_mask[:, None, :, None]  # [B, Lq, Ld, K]
-        sums = region_sums(kernels.permute(0, 1, 3, 2), self.region_size, self.region_stride).permute(0, 1, 3, 2)
+        cosine = cosine_matrix(q, d)[:, :, None, :]  # [B, Lq, 1, Ld]
+        kernels = torch.exp(-((cosine - self.mu[:, None]) ** 2) / (2 * self.sigma[:, None] ** 2)) * d_mask[:, None, None, :]
+        sums = region_sums(kernels, self.region_size, self.region_stride)  # Eq. 3, [B, Lq, K, R]
         region_len = region_sums(d_mask, self.region_size, self.region_stride)  # c_len, [B, R]
-        saturated = self._saturate(sums, query, region_len) * q_mask[:, :, None, None]
-        topography = self.kernel_weights(saturated.sum(dim=1)).squeeze(-1)  # [B, R]
+        saturated = (self._saturate(sums, query, region_len) * q_mask[:, :, None, None]).sum(dim=1)  # [B, K, R]
+        topography = torch.einsum("bkr,k->br", saturated, self.kernel_weights.weight[0])  # Eq. 6
         starts = torch.arange(topography.shape[1], device=doc.device) * self.region_stride
         last_start = (d_mask.sum(dim=1) - self.region_size).clamp(min=0)
         return topography, starts[None, :] <= last_start[:, None]
