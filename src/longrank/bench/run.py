@@ -18,8 +18,8 @@ How it measures (also written into the output's ``notes``):
   the process's lifetime ``ru_maxrss`` growth is used (a lower bound), and the notes say so.
 - Packing (models with a ``pack_windows`` attribute): one batch of real text with lengths spread evenly
   up to ``max_doc_len`` (the padded batches of reranking), scored with packing on and off in the same
-  process: ms per batch, the speed-up, the windows each path feeds the Transformer, and the largest score
-  difference between the two.
+  process, timed alternately (packed, unpacked, packed, ...) so drifting machine load hits both alike: ms
+  per batch, the speed-up, the windows each path feeds the Transformer, and the largest score difference.
 """
 
 from __future__ import annotations
@@ -157,12 +157,26 @@ def measure(job: dict) -> dict:
     lengths = [max(1, round(length * (i + 1) / batch_size)) for i in range(batch_size)]
     batch = {k: v.to(device) for k, v in model.encode(queries, _documents(corpus, lengths)).items()}
     result = {"min_length": min(lengths), "max_length": max(lengths)}
-    scores = {}
-    for mode, pack in (("packed", True), ("unpacked", False)):
+    scores, times = {}, {"packed": [], "unpacked": []}
+    for mode, pack in (("packed", True), ("unpacked", False)):  # memory and window passes of each path
         model.pack_windows = pack
         result[mode] = _timed(model, batch, job["repeats"], device)
         with torch.no_grad():
             scores[mode] = model(**batch).float().cpu()
+    # Speed: the two paths alternate, so a machine whose load drifts slows both alike.
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    with torch.no_grad():
+        for _ in range(job["repeats"]):
+            for mode, pack in (("packed", True), ("unpacked", False)):
+                model.pack_windows = pack
+                sync()
+                start = time.perf_counter()
+                model(**batch)
+                sync()
+                times[mode].append(time.perf_counter() - start)
+    for mode in times:
+        ms = statistics.median(times[mode]) * 1000.0
+        result[mode].update(ms_per_batch=ms, docs_per_ms=len(lengths) / ms)
     result["speedup"] = result["unpacked"]["ms_per_batch"] / result["packed"]["ms_per_batch"]
     result["max_score_diff"] = float((scores["packed"] - scores["unpacked"]).abs().max())
     return result
