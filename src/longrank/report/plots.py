@@ -46,7 +46,7 @@ def ci_plot(table: pd.DataFrame, measure: str, systems: Sequence[str], path, let
                     capsize=3, lw=1.5)
     if "bm25" in rows.index:
         ax.axvline(rows.loc["bm25", "mean"], color="0.4", ls="--", lw=1, label="BM25 mean")
-        ax.legend(loc="lower right", frameon=False)
+        ax.legend(loc="best", frameon=True, framealpha=0.9)
     ax.set_yticks(y, [f"({letters.get(s, '')}) {s}" for s in rows.index])
     ax.set_xlabel(f"mean {measure} (bootstrap 95% CI over queries)")
     ax.set_title(f"{measure} per system")
@@ -111,6 +111,9 @@ def maxlen_plot(points: pd.DataFrame, path, measure: str = "nDCG@10", baseline: 
     if baseline is not None:
         ax.axhline(baseline, color="0.4", ls="--", lw=1, label="BM25")
     ax.set_xscale("log", base=2)
+    ticks = sorted(points["max_doc_len"].unique())
+    ax.set_xticks(ticks, [str(int(t)) for t in ticks])
+    ax.minorticks_off()
     ax.set_xlabel("maximum document length read by the model (tokens, log scale)")
     ax.set_ylabel(f"mean {measure} (95% CI)")
     ax.set_title(f"{measure} vs maximum document length")
@@ -150,5 +153,5 @@ def efficiency_plot(points: pd.DataFrame, path, measure: str = "nDCG@10") -> Pat
         ax.set_xscale("log")
     ax.set_xlabel("throughput (documents / ms, log scale)")
     ax.set_ylabel(f"mean {measure}")
-    ax.set_title(f"Effectiveness vs efficiency")
+    ax.set_title("Effectiveness vs efficiency")
     return _save(fig, path)

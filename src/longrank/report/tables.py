@@ -41,6 +41,8 @@ def fmt(value, digits: int = 4) -> str:
 def fmt_p(p: float) -> str:
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return "–"
+    if p == 0:
+        return "<1e-300"  # constant non-zero paired difference: the t statistic is infinite
     return f"{p:.2e}" if p < 1e-3 else f"{p:.3f}"
 
 
