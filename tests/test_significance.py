@@ -16,7 +16,7 @@ from longrank.io import InputError
 
 
 def frame(values, qids=None, measure="nDCG@10"):
-    qids = qids or [f"q{i}" for i in range(len(values))]
+    qids = qids or [f"q{i:04d}" for i in range(len(values))]  # sorted order = array order
     return pd.DataFrame({measure: values}, index=pd.Index(qids, name="query_id"))
 
 
@@ -111,3 +111,14 @@ def test_compare_cli(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "longrank", "compare", "--eval-dir", str(tmp_path / "eval"),
                           "--systems", "bm25", "nope", "--out-dir", str(out)], capture_output=True, text=True)
     assert bad.returncode == 2 and "nope" in bad.stderr
+
+
+def test_pair_ci_is_paired_bootstrap_of_differences():
+    rng = np.random.default_rng(4)
+    a, b = rng.uniform(size=40), rng.uniform(size=40)
+    out = sig.compare({"a": frame(a), "b": frame(b)}, n_resamples=1000, seed=3)
+    row = out["pairs"].iloc[0]
+    means = sig.bootstrap_means(a - b, 1000, 3)
+    assert (row.diff_ci_low, row.diff_ci_high) == pytest.approx(tuple(np.percentile(means, [2.5, 97.5])))
+    sys_row = out["table"].set_index("system").loc["a"]
+    assert (sys_row.ci_low, sys_row.ci_high) == pytest.approx(sig.bootstrap_ci(a, 1000, 3))
