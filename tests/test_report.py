@@ -87,8 +87,8 @@ def test_full_report(results):
     assert "non-inferior" in page.lower() and "0.700" in page  # interpolation weight
     assert "R@60" in page and "scipy" in page and '"top_k": 60' in page
     md = (out / "report.md").read_text()
-    assert "fig_ci_ndcg10.png" in md and "<sup>" in md
-    for name in ["table.csv", "pairs.csv", "noninferiority.csv", "table.tex", "fig_regions.png", "fig_length_bias.png"]:
+    assert "figures/fig_ci_ndcg10.png" in md and "<sup>" in md
+    for name in ["table.csv", "pairs.csv", "noninferiority.csv", "table.tex", "figures/fig_regions.png", "figures/fig_length_bias.png"]:
         assert (out / name).exists(), name
 
 

@@ -88,7 +88,7 @@ def test_interpolation_and_tail():
 def test_rerank_scores_test_queries_and_chooses_weight_on_dev(tiny_data):
     checkpoint = train_knrm(tiny_data, "run")
     corpus = Corpus(tiny_data / "data")
-    rerank("knrm", KNRM, corpus, read_run(tiny_data / "bm25.run"), [str(checkpoint)], 30, 16, torch.device("cpu"), tiny_data / "runs")
+    rerank("knrm", KNRM, corpus, read_run(tiny_data / "bm25.run"), [str(checkpoint)], [read_run(checkpoint.parent / "dev.run")], 30, 16, torch.device("cpu"), tiny_data / "runs")
     run = read_run(tiny_data / "runs" / "knrm.run")
     assert set(run) == set(corpus.folds[0]["test"])
     assert set(read_run(tiny_data / "runs" / "knrm+bm25.run")) == set(run)

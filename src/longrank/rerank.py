@@ -3,7 +3,8 @@
 - ``runs/{model}.run``: the test queries of all folds, reranked by the model alone;
 - ``runs/{model}+bm25.run``: the model score interpolated with the first-stage score,
   ``w * model + (1 - w) * first_stage`` after min-max normalising both per query, with ``w`` chosen per
-  fold on that fold's *dev* queries (test queries are scored once, never used to choose anything);
+  fold on that fold's *dev* queries (the kept model's dev scores, saved by training; test queries are
+  scored once, never used to choose anything);
 - ``runs/{model}.interpolation.json``: the chosen weights and the dev curve;
 - ``runs/{model}.details.jsonl``: per (test query, doc) explanations when the model gives them (TKL's regions).
 
@@ -33,6 +34,7 @@ def add_arguments(parser):
     parser.add_argument("--data", required=True)
     parser.add_argument("--candidates", required=True)
     parser.add_argument("--checkpoints", nargs="+", required=True, help="one model.safetensors per fold, in fold order")
+    parser.add_argument("--dev-runs", nargs="+", required=True, help="per fold, the kept model's dev scores written by training")
     parser.add_argument("--rerank-depth", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--device", default="auto")
@@ -42,7 +44,7 @@ def add_arguments(parser):
 def run(args):
     corpus = Corpus(args.data)
     rerank(args.model, json.loads(args.model_config), corpus, read_run(args.candidates), args.checkpoints,
-           args.rerank_depth, args.batch_size, resolve_device(args.device), Path(args.out_dir))
+           [read_run(p) for p in args.dev_runs], args.rerank_depth, args.batch_size, resolve_device(args.device), Path(args.out_dir))
 
 
 def _minmax(scores: dict[str, float]) -> dict[str, float]:
@@ -74,16 +76,15 @@ def with_tail(reranked: Run, first_stage: Run, qids: list[str]) -> Run:
     return out
 
 
-def rerank(name: str, model_cfg: dict, corpus: Corpus, candidates: Run, checkpoints: list[str], depth: int, batch_size: int, device, out_dir: Path) -> None:
+def rerank(name: str, model_cfg: dict, corpus: Corpus, candidates: Run, checkpoints: list[str], dev_runs: list[Run], depth: int, batch_size: int, device, out_dir: Path) -> None:
     depth = model_cfg.get("rerank_depth", depth)
     model_run: Run = {}
     interpolated: Run = {}
     choice = {"model": name, "folds": []}
     details: list[dict] = []
-    for fold_index, checkpoint in enumerate(checkpoints):
+    for fold_index, (checkpoint, dev) in enumerate(zip(checkpoints, dev_runs, strict=True)):
         fold = corpus.folds[fold_index]
         model = load_model(checkpoint, model_cfg, corpus, device)
-        dev = score_candidates(model, corpus, candidates, fold["dev"], depth, batch_size, desc=f"rerank dev fold {fold_index}")
         test = score_candidates(model, corpus, candidates, fold["test"], depth, batch_size, desc=f"rerank test fold {fold_index}", details=details)
         curve = {w: mean_measure(interpolate(dev, candidates, w), corpus.qrels, fold["dev"]) for w in WEIGHTS}
         best = max(WEIGHTS, key=lambda w: (curve[w], w))  # ties: more weight on the model

@@ -24,6 +24,7 @@ rule compare:
         pairs=f"{R}/compare/pairs.csv",
         markdown=f"{R}/compare/table.md",
         latex=f"{R}/compare/table.tex",
+        settings=f"{R}/compare/settings.json",
     params:
         systems=SYSTEMS,
         reference=lambda wc: ["--reference", config["evaluation"]["noninferiority_reference"]] if config["evaluation"]["noninferiority_reference"] else [],

@@ -14,11 +14,20 @@ rule build_report:
         rules.compare.output,
         expand(f"{R}/bench/{{model}}.json", model=MODELS),
         expand(f"{R}/runs/{{model}}.interpolation.json", model=MODELS),
+        expand(f"{R}/eval/{{system}}.tsv", system=SYSTEMS),
         config=f"{R}/config.json",
         stats=DATA["stats.json"],
     output:
-        html=REPORT,
+        html=report(REPORT, caption="../report/report.rst", category="Report"),
         markdown=f"{R}/report/report.md",
+        # Figures exist only when their inputs do (no TKL run, no region plot): a folder of them, shown
+        # by `snakemake --report` with one caption each.
+        figures=report(
+            directory(f"{R}/report/figures"),
+            patterns=["{name}.png"],
+            caption="../report/{name}.rst",
+            category="Figures",
+        ),
     log:
         f"{R}/logs/report.log",
     conda:

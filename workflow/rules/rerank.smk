@@ -1,6 +1,7 @@
 rule rerank:
     input:
         checkpoints=expand(f"{R}/models/{{{{model}}}}/fold{{fold}}/model.safetensors", fold=FOLDS),
+        dev_runs=expand(f"{R}/models/{{{{model}}}}/fold{{fold}}/dev.run", fold=FOLDS),
         candidates=CANDIDATES,
     output:
         run=f"{R}/runs/{{model}}.run",
@@ -24,5 +25,5 @@ rule rerank:
         CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m longrank rerank --model {wildcards.model} --model-config {params.model:q}"
-        " --data {params.data} --candidates {input.candidates} --checkpoints {input.checkpoints}"
+        " --data {params.data} --candidates {input.candidates} --checkpoints {input.checkpoints} --dev-runs {input.dev_runs}"
         " --rerank-depth {params.rerank_depth} --device " + config["device"] + " --out-dir {R}/runs 2> {log}"

@@ -3,7 +3,8 @@ rule train:
         data=list(DATA.values()),
         candidates=CANDIDATES,
     output:
-        f"{R}/models/{{model}}/fold{{fold}}/model.safetensors",
+        model=f"{R}/models/{{model}}/fold{{fold}}/model.safetensors",
+        dev_run=f"{R}/models/{{model}}/fold{{fold}}/dev.run",
     params:
         model=model_config,
         rerank_depth=config["rerank_depth"],
@@ -22,4 +23,4 @@ rule train:
     shell:
         "OMP_NUM_THREADS={threads} python -m longrank train --model {wildcards.model} --model-config {params.model:q}"
         " --data {params.data} --candidates {input.candidates} --fold {wildcards.fold}"
-        " --rerank-depth {params.rerank_depth} --device " + config["device"] + " --out {output} 2> {log}"
+        " --rerank-depth {params.rerank_depth} --device " + config["device"] + " --out {output.model} 2> {log}"

@@ -145,6 +145,8 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
         raise InputError(f"results directory {results} does not exist")
     inp = Inputs(results, Path(eval_dir or results / "eval"), Path(compare_dir or results / "compare"))
     out_dir.mkdir(parents=True, exist_ok=True)
+    fig_dir = out_dir / "figures"  # one folder, so the workflow can declare the figures that exist
+    fig_dir.mkdir(exist_ok=True)
     dataset = inp.config.get("dataset", {}).get("name") if isinstance(inp.config.get("dataset"), dict) else inp.config.get("dataset")
     title = title or f"LongRank report: {dataset or results.name}"
     sections: list[Section] = []
@@ -227,7 +229,7 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
     if table is None or PRIMARY not in set(table["measure"]):
         sec.note(f"Skipped: no {PRIMARY} in the comparison table.")
     else:
-        png = plots.ci_plot(table, PRIMARY, systems, out_dir / "fig_ci_ndcg10.png", letters)
+        png = plots.ci_plot(table, PRIMARY, systems, fig_dir / "fig_ci_ndcg10.png", letters)
         sec.image(png, f"Mean {PRIMARY} per system; bars are percentile bootstrap 95% CIs over test queries. "
                        "Overlapping intervals do not imply a non-significant paired difference: see the pairwise table.")
 
@@ -241,7 +243,7 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
         med = relevant_median_length(inp.qrels, inp.lengths, qids)
         buckets = query_length_buckets(med, n_length_buckets)
         by_bucket = ndcg_by_bucket(frames, buckets, PRIMARY)
-        png = plots.length_bucket_plot(by_bucket, list(frames), out_dir / "fig_length_buckets.png", PRIMARY)
+        png = plots.length_bucket_plot(by_bucket, list(frames), fig_dir / "fig_length_buckets.png", PRIMARY)
         sec.text("Test queries are split into quantile buckets by the median length (words) of their relevant "
                  "documents; bars are each system's mean nDCG@10 within a bucket.")
         sec.image(png, f"{PRIMARY} by median relevant-document length (TKL Fig. 2 style).")
@@ -259,7 +261,7 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
         if inp.run("bm25") is not None:
             runs["bm25"] = inp.run("bm25")
         dist = length_distributions(cands, inp.qrels, runs, inp.lengths, inp.evaluated_qids, depth=30)
-        png = plots.length_bias_plot(dist, rerankers, out_dir / "fig_length_bias.png", depth=30)
+        png = plots.length_bias_plot(dist, rerankers, fig_dir / "fig_length_bias.png", depth=30)
         sec.text("Length buckets are deciles of the collection's document lengths (equal numbers of documents), so "
                  "the share of relevant candidates in a bucket is proportional to P(rel | length) and the share of a "
                  "model's top-30 documents to P(ret@30 | length). A retrieval curve below the relevance curve on the "
@@ -284,7 +286,7 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
         sec.note("Skipped: no model type in config.json was run with several max_doc_len values.")
     else:
         base = float(prim.loc["bm25", "mean"]) if "bm25" in prim.index else None
-        png = plots.maxlen_plot(pts, out_dir / "fig_maxlen.png", PRIMARY, base)
+        png = plots.maxlen_plot(pts, fig_dir / "fig_maxlen.png", PRIMARY, base)
         sec.image(png, f"{PRIMARY} against the number of document tokens the model reads (TKL Fig. 2 style).")
 
     # 7. region positions ------------------------------------------------------------------------------------
@@ -298,7 +300,7 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
         for path in details:
             model = path.name[: -len(".details.jsonl")]
             positions[model] = region_positions(path, inp.run(model), inp.evaluated_qids, top_docs=10)
-        png = plots.region_plot(positions, out_dir / "fig_regions.png")
+        png = plots.region_plot(positions, fig_dir / "fig_regions.png")
         sec.image(png, "Start offsets of the rank-1, -2 and -3 regions over each test query's top-10 documents "
                        "(log-log; dotted line at token 500).")
         rows = []
@@ -326,7 +328,7 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
         eff = pd.DataFrame([{"system": s, "docs_per_ms": v, "mean": float(prim.loc[s, "mean"])}
                             for s, v in rates.items() if s in prim.index])
         if len(eff):
-            png = plots.efficiency_plot(eff, out_dir / "fig_efficiency.png", PRIMARY)
+            png = plots.efficiency_plot(eff, fig_dir / "fig_efficiency.png", PRIMARY)
             sec.image(png, f"{PRIMARY} against throughput (documents re-ranked per millisecond; MIR Fig. 5 style).")
 
     # 9. non-inferiority --------------------------------------------------------------------------------------

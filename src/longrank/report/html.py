@@ -107,7 +107,7 @@ def render_markdown(title: str, sections: Sequence[Section]) -> str:
                     out += [f"**{b.text}**", ""]
                 out += [to_markdown(b.headers, b.rows)]
             elif b.kind == "image":
-                out += [f"![{b.text}]({b.path.name})", "", f"*{b.text}*", ""]
+                out += [f"![{b.text}]({b.path.parent.name}/{b.path.name})", "", f"*{b.text}*", ""]
             elif b.kind == "code":
                 out += ["```", b.text, "```", ""]
     return "\n".join(out) + "\n"

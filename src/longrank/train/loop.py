@@ -20,7 +20,7 @@ import torch
 from tqdm import tqdm
 
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, read_run, write_json, write_text
+from longrank.io import InputError, read_run, write_json, write_run, write_text
 from longrank.models.registry import build_model, model_class
 from longrank.runtime import resolve_device, seed_everything
 from longrank.scoring import mean_measure, score_candidates
@@ -78,9 +78,14 @@ def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: in
     best_path = state_dir / "best.safetensors"
     log_path = out_dir / "training_log.tsv"
 
+    dev_run_path = out_dir / "dev.run"  # the kept model's dev scores: rerank chooses the interpolation weight on them
+
     if hp["steps"] == 0:  # nothing to learn (zero-shot models): keep the initial weights
+        dev_run = score_candidates(model, corpus, candidates, fold["dev"], depth, hp["eval_batch_size"], desc="dev rerank")
+        write_run(dev_run_path, dev_run, tag=name)
+        write_json(out_dir / "train_summary.json", {"model": name, "fold": fold_index, "steps": 0, "note": "no training (steps: 0)",
+                                                   "best_dev_ndcg10": mean_measure(dev_run, corpus.qrels, fold["dev"])})
         save_weights(model, out)
-        write_json(out_dir / "train_summary.json", {"model": name, "fold": fold_index, "steps": 0, "note": "no training (steps: 0)"})
         return
 
     params = [p for p in model.parameters() if p.requires_grad]
@@ -100,9 +105,9 @@ def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: in
         position = {"step": 0, "best_dev_ndcg10": -1.0, "best_step": 0, "evals_without_improvement": 0, "history": [], "seconds": 0.0}
         shutil.rmtree(state_dir, ignore_errors=True)
 
-    def evaluate_dev() -> float:
+    def evaluate_dev() -> tuple[float, dict]:
         dev_run = score_candidates(model, corpus, candidates, fold["dev"], depth, hp["eval_batch_size"], desc="dev rerank")
-        return mean_measure(dev_run, corpus.qrels, fold["dev"])
+        return mean_measure(dev_run, corpus.qrels, fold["dev"]), dev_run
 
     model.train()
     started = time.time() - position["seconds"]
@@ -132,13 +137,14 @@ def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: in
         bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.4f}", refresh=False)
 
         if position["step"] % hp["eval_every"] == 0 or position["step"] == hp["steps"]:
-            dev_ndcg = evaluate_dev()
+            dev_ndcg, dev_run = evaluate_dev()
             mean_loss = sum(losses) / len(losses)
             losses.clear()
             improved = dev_ndcg > position["best_dev_ndcg10"]
             if improved:
                 position.update(best_dev_ndcg10=dev_ndcg, best_step=position["step"], evals_without_improvement=0)
                 save_weights(model, best_path)
+                write_run(state_dir / "best_dev.run", dev_run, tag=name)
             else:
                 position["evals_without_improvement"] += 1
             position["history"].append({"step": position["step"], "train_loss": mean_loss, "dev_ndcg10": dev_ndcg})
@@ -156,5 +162,6 @@ def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: in
         "parameters": sum(p.numel() for p in model.parameters()), "trainable_parameters": sum(p.numel() for p in params),
         "hyperparameters": hp,
     })
+    shutil.copyfile(state_dir / "best_dev.run", dev_run_path)
     shutil.copyfile(best_path, out_dir / ".model.tmp")
     (out_dir / ".model.tmp").replace(out)  # the output appears complete or not at all
