@@ -35,6 +35,7 @@ def add_arguments(parser):
     parser.add_argument("--candidates", required=True)
     parser.add_argument("--checkpoints", nargs="+", required=True, help="one model.safetensors per fold, in fold order")
     parser.add_argument("--dev-runs", nargs="+", required=True, help="per fold, the kept model's dev scores written by training")
+    parser.add_argument("--stores", nargs="*", default=[], help="per fold, a precomputed document store (MORES Reuse-S1/S2)")
     parser.add_argument("--rerank-depth", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--device", default="auto")
@@ -44,7 +45,8 @@ def add_arguments(parser):
 def run(args):
     corpus = Corpus(args.data)
     rerank(args.model, json.loads(args.model_config), corpus, read_run(args.candidates), args.checkpoints,
-           [read_run(p) for p in args.dev_runs], args.rerank_depth, args.batch_size, resolve_device(args.device), Path(args.out_dir))
+           [read_run(p) for p in args.dev_runs], args.rerank_depth, args.batch_size, resolve_device(args.device), Path(args.out_dir),
+           args.stores)
 
 
 def _minmax(scores: dict[str, float]) -> dict[str, float]:
@@ -76,7 +78,8 @@ def with_tail(reranked: Run, first_stage: Run, qids: list[str]) -> Run:
     return out
 
 
-def rerank(name: str, model_cfg: dict, corpus: Corpus, candidates: Run, checkpoints: list[str], dev_runs: list[Run], depth: int, batch_size: int, device, out_dir: Path) -> None:
+def rerank(name: str, model_cfg: dict, corpus: Corpus, candidates: Run, checkpoints: list[str], dev_runs: list[Run], depth: int, batch_size: int, device, out_dir: Path,
+           stores: list[str] = ()) -> None:
     depth = model_cfg.get("rerank_depth", depth)
     model_run: Run = {}
     interpolated: Run = {}
@@ -85,6 +88,8 @@ def rerank(name: str, model_cfg: dict, corpus: Corpus, candidates: Run, checkpoi
     for fold_index, (checkpoint, dev) in enumerate(zip(checkpoints, dev_runs, strict=True)):
         fold = corpus.folds[fold_index]
         model = load_model(checkpoint, model_cfg, corpus, device)
+        if stores:  # documents come from the precomputed store instead of being encoded per query
+            model.attach_store(stores[fold_index])
         test = score_candidates(model, corpus, candidates, fold["test"], depth, batch_size, desc=f"rerank test fold {fold_index}", details=details)
         curve = {w: mean_measure(interpolate(dev, candidates, w), corpus.qrels, fold["dev"]) for w in WEIGHTS}
         best = max(WEIGHTS, key=lambda w: (curve[w], w))  # ties: more weight on the model

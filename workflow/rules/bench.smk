@@ -1,6 +1,6 @@
 rule bench:
     input:
-        checkpoint=f"{R}/models/{{model}}/fold0/model.safetensors",
+        checkpoint=lambda wc: f"{R}/models/{weights_of(wc.model)}/fold0/model.safetensors",
         data=list(DATA.values()),
     output:
         f"{R}/bench/{{model}}.json",
@@ -22,3 +22,24 @@ rule bench:
         "OMP_NUM_THREADS={threads} python -m longrank bench --model {wildcards.model} --model-config {params.model:q}"
         " --checkpoint {input.checkpoint} --data {params.data} --lengths {params.lengths} --batch-size {params.batch_size}"
         " --repeats {params.repeats} --device " + config["device"] + " --out {output} 2> {log}"
+
+
+rule mores_speed:
+    """MORES Table 4: time to rank 1,000 candidates, BERT ranker vs MORES under no reuse / Reuse-S1 / -S2."""
+    output:
+        MORES_SPEED,
+    params:
+        encoder=next((config["models"][m].get("encoder", "minilm") for m in MODELS if config["models"][m]["type"] == "mores"), "minilm"),
+        sizes=config["mores_speed"]["sizes"],
+        lengths=config["mores_speed"]["lengths"],
+        blocks=config["mores_speed"]["blocks"],
+        candidates=config["mores_speed"]["candidates"],
+    log:
+        f"{R}/logs/mores_speed.log",
+    threads: 1
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m longrank speed --encoder {params.encoder} --sizes {params.sizes} --lengths {params.lengths}"
+        " --blocks {params.blocks} --candidates {params.candidates} --threads {threads} --device " + config["device"] +
+        " --out {output} 2> {log}"

@@ -17,6 +17,7 @@ FOLDS = list(range(config["splits"]["k"] if config["splits"]["method"] == "kfold
 MODELS = [name for name, entry in config["models"].items() if entry["enabled"]]
 SYSTEMS = [FIRST_STAGE] + [s for m in MODELS for s in ([m, f"{m}+{FIRST_STAGE}"] if config["models"][m]["interpolate"] else [m])]
 REPORT = f"{R}/report/index.html"
+MORES_SPEED = f"{R}/bench/mores.speed.json"  # the dot keeps it apart from bench/{model}.json if any(config["models"][m]["type"] == "mores" for m in MODELS) else []
 CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproject.toml
 
 wildcard_constraints:
@@ -27,6 +28,32 @@ wildcard_constraints:
 
 def as_json(obj):
     return json.dumps(obj, sort_keys=True)
+
+
+for _name in MODELS:
+    _source = config["models"][_name].get("checkpoint_of")
+    if _source is not None and (_source not in config["models"] or config["models"][_source].get("checkpoint_of")):
+        raise WorkflowError(f"config key models.{_name}.checkpoint_of: {_source!r} must name a model that trains its own weights")
+
+
+def weights_of(model):
+    """The model whose trained checkpoints ``model`` uses (``checkpoint_of``: Reuse variants share MORES's weights)."""
+    return config["models"][model].get("checkpoint_of") or model
+
+
+def checkpoints(wildcards):
+    return expand(f"{R}/models/{weights_of(wildcards.model)}/fold{{fold}}/model.safetensors", fold=FOLDS)
+
+
+def dev_runs(wildcards):
+    return expand(f"{R}/models/{weights_of(wildcards.model)}/fold{{fold}}/dev.run", fold=FOLDS)
+
+
+def reuse_stores(wildcards):
+    """MORES Reuse-S1/S2: the per-fold document stores that rerank reads instead of encoding documents."""
+    if config["models"][wildcards.model].get("reuse", "none") == "none":
+        return []
+    return expand(f"{R}/stores/{wildcards.model}/fold{{fold}}.json", fold=FOLDS)
 
 
 def model_config(wildcards):

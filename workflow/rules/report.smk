@@ -13,6 +13,7 @@ rule build_report:
     input:
         rules.compare.output,
         expand(f"{R}/bench/{{model}}.json", model=MODELS),
+        MORES_SPEED,
         expand(f"{R}/runs/{{model}}.interpolation.json", model=MODELS),
         expand(f"{R}/eval/{{system}}.tsv", system=SYSTEMS),
         config=f"{R}/config.json",

@@ -20,7 +20,7 @@ MODEL_TYPES = {
 }
 
 # Keys of a model's config entry that belong to the workflow, not to the model's constructor.
-WORKFLOW_KEYS = {"type", "train", "interpolate", "rerank_depth", "enabled"}
+WORKFLOW_KEYS = {"type", "train", "interpolate", "rerank_depth", "enabled", "checkpoint_of"}
 
 
 def model_class(model_type: str):

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 TRAIN_DEFAULTS = {
     "steps": 300, "batch_size": 8, "negatives": 1, "lr": 1e-3, "weight_decay": 0.0, "warmup_steps": 0,
     "loss": None, "eval_every": 50, "patience": 3, "grad_clip": 1.0, "seed": 0, "eval_batch_size": 32,
-    "embedding_lr": None,
+    "embedding_lr": None, "head_lr": None,
 }
 
 
@@ -59,6 +59,19 @@ def _lr_lambda(warmup: int, total: int):
             return (step + 1) / warmup
         return max(0.0, (total - step) / max(1, total - warmup))
     return factor
+
+
+def _parameter_groups(model, hp: dict) -> list[dict]:
+    """Own learning rates for word embeddings (TK/TKL: 1e-4 vs 1e-3 in the paper) and for a freshly
+    initialised score head on a pretrained encoder (which otherwise learns at the encoder's 3e-5)."""
+    special = {"embedder.embedding": hp["embedding_lr"], "head.": hp["head_lr"]}
+    groups: dict[str, list] = {prefix: [] for prefix in special}
+    rest = []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            prefix = next((pre for pre, lr in special.items() if lr and name.startswith(pre)), None)
+            (groups[prefix] if prefix else rest).append(p)
+    return [{"params": rest}] + [{"params": ps, "lr": special[pre]} for pre, ps in groups.items() if ps]
 
 
 def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: int, depth: int, device: torch.device, out: Path) -> None:
@@ -89,12 +102,7 @@ def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: in
         return
 
     params = [p for p in model.parameters() if p.requires_grad]
-    # TK/TKL train word embeddings with a smaller learning rate than the rest (1e-4 vs 1e-3 in the paper).
-    embedding = [p for n, p in model.named_parameters() if p.requires_grad and n.startswith("embedder.embedding")]
-    groups = [{"params": [p for p in params if all(p is not e for e in embedding)]}]
-    if embedding:
-        groups.append({"params": embedding, "lr": hp["embedding_lr"] or hp["lr"]})
-    optimizer = torch.optim.AdamW(groups, lr=hp["lr"], weight_decay=hp["weight_decay"])
+    optimizer = torch.optim.AdamW(_parameter_groups(model, hp), lr=hp["lr"], weight_decay=hp["weight_decay"])
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(hp["warmup_steps"], hp["steps"]))
     sampler = PairSampler(fold["train"], corpus.qrels, candidates, depth, hp["negatives"], hp["seed"])
 
