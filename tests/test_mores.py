@@ -137,7 +137,7 @@ def test_speed_table_smoke(tmp_path):
                               batch_size=2, min_time=0.0, max_repeats=1, threads=0, device="cpu", seed=0, out=out))
     table = read_json(out)
     assert {"title", "columns", "rows", "notes"} <= set(table)
-    assert [(r["model"], r["reuse"]) for r in table["rows"]] == [("BERT ranker", "-"), ("MORES 1xIB", "none"), ("MORES 1xIB", "s1"), ("MORES 1xIB", "s2")]
-    bounds = [r["flop_bound"] for r in table["rows"]]
+    assert [(r["model"], r["reuse"]) for r in table["measurements"]] == [("BERT ranker", "-"), ("MORES 1xIB", "none"), ("MORES 1xIB", "s1"), ("MORES 1xIB", "s2")]
+    bounds = [r["flop_bound"] for r in table["measurements"]]
     assert bounds[0] == 1.0 and bounds[2] < bounds[3]  # S2 skips the K/V projections S1 still runs
-    assert table["rows"][3]["space_mb_per_doc"] == pytest.approx(2 * table["rows"][2]["space_mb_per_doc"])
+    assert table["measurements"][3]["space_mb_per_doc"] == pytest.approx(2 * table["measurements"][2]["space_mb_per_doc"])
