@@ -260,13 +260,18 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
         runs = {s: inp.run(s) for s in rerankers}
         if inp.run("bm25") is not None:
             runs["bm25"] = inp.run("bm25")
-        dist = length_distributions(cands, inp.qrels, runs, inp.lengths, inp.evaluated_qids, depth=30)
-        png = plots.length_bias_plot(dist, rerankers, fig_dir / "fig_length_bias.png", depth=30)
+        # TKL's Fig. 1 looks at the top 30 of 100 reranked candidates. A model that reranks only its top n
+        # leaves the set of its top n unchanged, so look at most at half the shallowest rerank depth.
+        depths = [(inp.models.get(s) or {}).get("rerank_depth") or inp.config.get("rerank_depth") or 100 for s in rerankers]
+        depth = max(1, min(30, min(depths) // 2))
+        dist = length_distributions(cands, inp.qrels, runs, inp.lengths, inp.evaluated_qids, depth=depth)
+        png = plots.length_bias_plot(dist, rerankers, fig_dir / "fig_length_bias.png", depth=depth)
         sec.text("Length buckets are deciles of the collection's document lengths (equal numbers of documents), so "
                  "the share of relevant candidates in a bucket is proportional to P(rel | length) and the share of a "
-                 "model's top-30 documents to P(ret@30 | length). A retrieval curve below the relevance curve on the "
-                 "right means the model under-retrieves long documents.")
-        sec.image(png, "Relevance vs retrieval (top 30) by document length, per re-ranker (TKL Fig. 1 style).")
+                 f"model's top-{depth} documents to P(ret@{depth} | length). A retrieval curve below the relevance curve on the "
+                 f"right means the model under-retrieves long documents. (Top {depth}: half the shallowest rerank depth, "
+                 "since reranking the top n cannot change which documents are in it.)")
+        sec.image(png, f"Relevance vs retrieval (top {depth}) by document length, per re-ranker (TKL Fig. 1 style).")
 
     # 6. max doc length -------------------------------------------------------------------------------------
     sec = Section(f"{PRIMARY} vs maximum document length")
