@@ -8,7 +8,7 @@ import torch
 from longrank.io import InputError
 from longrank.models.encoders import load_encoder, load_tokenizer, random_encoder
 from longrank.models.mores import MORES
-from longrank.models.mores_store import ReuseStore, write_store
+from longrank.models.mores_store import write_store
 from transformers import BertConfig
 
 QUERIES = ["boundary layer flow", "heat transfer at hypersonic speed", "boundary layer flow"]

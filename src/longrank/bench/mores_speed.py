@@ -30,7 +30,7 @@ import torch
 
 from longrank.io import write_json
 from longrank.models.encoders import RANDOM_BERT_BASE, encoder_layers, load_encoder, load_tokenizer
-from longrank.models.mores import DOC_SEGMENT, MORES
+from longrank.models.mores import MORES
 from longrank.models.mores_store import ReuseStore, token_inputs, write_store
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,6 @@ signal for kernel pooling.
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from functools import lru_cache
@@ -115,6 +114,3 @@ def embedding_matrix(vocab: Vocabulary, source: str = "glove-6b-50d", seed: int 
             hits += 1
     return torch.from_numpy(matrix), hits / max(1, len(vocab) - 2)
 
-
-def idf_from_counts(num_docs: int, doc_freq: int) -> float:
-    return math.log((num_docs - doc_freq + 0.5) / (doc_freq + 0.5) + 1.0)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 
 import bm25s
-import numpy as np
 
 from longrank.io import InputError, Run
 
@@ -49,6 +48,3 @@ def bm25_run(docs: dict[str, str], queries: dict[str, str], k1: float = 0.9, b: 
         log.warning("%d queries have no BM25 candidate (no query term occurs in the collection): %s", len(empty), ", ".join(empty[:10]))
     return run
 
-
-def idf_lucene(num_docs: int, doc_freq: np.ndarray) -> np.ndarray:
-    return np.log(1 + (num_docs - doc_freq + 0.5) / (doc_freq + 0.5))
