@@ -71,6 +71,25 @@ def test_killed_training_resumes_to_identical_weights(tiny_data, monkeypatch):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_state_of_another_config_is_not_resumed(tiny_data, monkeypatch):
+    original = PairSampler.batch
+
+    def dies_at_step_13(self, step, batch_size):
+        if step == 13:
+            raise KeyboardInterrupt("simulated kill")
+        return original(self, step, batch_size)
+
+    monkeypatch.setattr(PairSampler, "batch", dies_at_step_13)
+    with pytest.raises(KeyboardInterrupt):
+        train_knrm(tiny_data, "changed")
+    monkeypatch.setattr(PairSampler, "batch", original)
+    changed = {**KNRM, "train": {**KNRM["train"], "lr": 0.02}}
+    out = train_knrm(tiny_data, "changed", changed)
+    reference = train_knrm(tiny_data, "changed_from_scratch", changed)
+    a, b = load_file(str(reference)), load_file(str(out))
+    assert all(torch.equal(a[k], b[k]) for k in a), "the state made with the old learning rate was resumed"
+
+
 def test_unknown_training_key_is_named(tiny_data):
     with pytest.raises(InputError, match=r"models.knrm.train: unknown keys \['epochs'\]"):
         train_knrm(tiny_data, "bad", {**KNRM, "train": {"epochs": 3}})

@@ -10,6 +10,7 @@ when training has finished.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
@@ -20,7 +21,7 @@ import torch
 from tqdm import tqdm
 
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, read_run, write_json, write_run, write_text
+from longrank.io import InputError, read_json, read_run, write_json, write_run, write_text
 from longrank.models.registry import build_model, model_class
 from longrank.runtime import resolve_device, seed_everything
 from longrank.scoring import mean_measure, score_candidates
@@ -59,6 +60,12 @@ def _lr_lambda(warmup: int, total: int):
             return (step + 1) / warmup
         return max(0.0, (total - step) / max(1, total - warmup))
     return factor
+
+
+def _fingerprint(model_cfg: dict, fold: dict, depth: int, candidates) -> str:
+    ranked = {q: sorted(candidates.get(q, {}).items()) for q in fold["train"] + fold["dev"]}
+    payload = json.dumps([model_cfg, fold["train"], fold["dev"], depth, ranked], sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
 
 
 def _parameter_groups(model, hp: dict) -> list[dict]:
@@ -106,11 +113,18 @@ def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: in
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(hp["warmup_steps"], hp["steps"]))
     sampler = PairSampler(fold["train"], corpus.qrels, candidates, depth, hp["negatives"], hp["seed"])
 
+    # A state left by a killed run resumes only if it was made for exactly this training problem.
+    fingerprint = _fingerprint(model_cfg, fold, depth, candidates)
+    saved = state_dir / "position.json"
+    if saved.exists() and read_json(saved).get("fingerprint") != fingerprint:
+        log.info("discarding the training state in %s: it was made for another config, split or candidates", state_dir)
+        shutil.rmtree(state_dir)
     position = load_training_state(state_dir, model, optimizer, scheduler)
     if position:
         log.info("resuming %s fold %d at step %d (best dev nDCG@10 %.4f)", name, fold_index, position["step"], position["best_dev_ndcg10"])
     else:
-        position = {"step": 0, "best_dev_ndcg10": -1.0, "best_step": 0, "evals_without_improvement": 0, "history": [], "seconds": 0.0}
+        position = {"step": 0, "best_dev_ndcg10": -1.0, "best_step": 0, "evals_without_improvement": 0, "history": [],
+                    "seconds": 0.0, "fingerprint": fingerprint}
         shutil.rmtree(state_dir, ignore_errors=True)
 
     def evaluate_dev() -> tuple[float, dict]:
