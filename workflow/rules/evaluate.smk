@@ -20,8 +20,8 @@ rule compare:
     input:
         expand(f"{R}/eval/{{system}}.tsv", system=SYSTEMS),
     output:
-        table=f"{R}/compare/table.csv",
-        pairs=f"{R}/compare/pairs.csv",
+        table=report(f"{R}/compare/table.csv", caption="../report/effectiveness.rst", category="Tables"),
+        pairs=report(f"{R}/compare/pairs.csv", caption="../report/pairs.rst", category="Tables"),
         markdown=f"{R}/compare/table.md",
         latex=f"{R}/compare/table.tex",
         settings=f"{R}/compare/settings.json",

@@ -26,8 +26,9 @@ rule build_report:
         figures=report(
             directory(f"{R}/report/figures"),
             patterns=["{name}.png"],
-            caption="../report/{name}.rst",
+            caption="../report/figures.rst",
             category="Figures",
+            labels={"figure": "{name}"},
         ),
     log:
         f"{R}/logs/report.log",
