@@ -79,7 +79,12 @@ class Inputs:
         return read_run(path) if path.exists() else self.run("bm25")
 
     def max_doc_len(self, system: str):
-        return (self.models.get(base_model(system)) or {}).get("max_doc_len")
+        cfg = self.models.get(base_model(system)) or {}
+        if cfg.get("type") == "bert_ranker" and cfg.get("passage_len"):  # tokens of document the ranker reads
+            if cfg.get("mode") == "maxp":
+                return (cfg.get("passage_stride") or cfg["passage_len"]) * ((cfg.get("max_passages") or 16) - 1) + cfg["passage_len"]
+            return cfg["passage_len"]
+        return cfg.get("max_doc_len")
 
 
 def load_comparison(inp: Inputs, bootstrap: int = 2000):
