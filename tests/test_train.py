@@ -50,8 +50,8 @@ def test_training_lowers_the_loss_and_writes_logs(tiny_data):
     assert 0 <= summary["best_dev_ndcg10"] <= 1 and summary["best_step"] in (8, 16, 24)
 
 
-def test_killed_training_resumes_to_identical_weights(tiny_data, monkeypatch):
-    reference = train_knrm(tiny_data, "uninterrupted")
+def kill_at_step_13(tiny_data, out_name: str, monkeypatch) -> None:
+    """Train until step 13, then die as a killed job would (after the step-8 checkpoint)."""
     original = PairSampler.batch
 
     def dies_at_step_13(self, step, batch_size):
@@ -61,28 +61,23 @@ def test_killed_training_resumes_to_identical_weights(tiny_data, monkeypatch):
 
     monkeypatch.setattr(PairSampler, "batch", dies_at_step_13)
     with pytest.raises(KeyboardInterrupt):
-        train_knrm(tiny_data, "killed")
+        train_knrm(tiny_data, out_name)
+    monkeypatch.setattr(PairSampler, "batch", original)
+
+
+def test_killed_training_resumes_to_identical_weights(tiny_data, monkeypatch):
+    reference = train_knrm(tiny_data, "uninterrupted")
+    kill_at_step_13(tiny_data, "killed", monkeypatch)
     out = tiny_data / "killed" / "model.safetensors"
     assert not out.exists(), "a killed run must not leave a final model behind"
     assert json.loads((out.parent / "train_state" / "position.json").read_text())["step"] == 8
-    monkeypatch.setattr(PairSampler, "batch", original)
     train_knrm(tiny_data, "killed")
     a, b = load_file(str(reference)), load_file(str(out))
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_state_of_another_config_is_not_resumed(tiny_data, monkeypatch):
-    original = PairSampler.batch
-
-    def dies_at_step_13(self, step, batch_size):
-        if step == 13:
-            raise KeyboardInterrupt("simulated kill")
-        return original(self, step, batch_size)
-
-    monkeypatch.setattr(PairSampler, "batch", dies_at_step_13)
-    with pytest.raises(KeyboardInterrupt):
-        train_knrm(tiny_data, "changed")
-    monkeypatch.setattr(PairSampler, "batch", original)
+    kill_at_step_13(tiny_data, "changed", monkeypatch)
     changed = {**KNRM, "train": {**KNRM["train"], "lr": 0.02}}
     out = train_knrm(tiny_data, "changed", changed)
     reference = train_knrm(tiny_data, "changed_from_scratch", changed)
