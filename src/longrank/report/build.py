@@ -302,7 +302,8 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
     # 7. region positions ------------------------------------------------------------------------------------
     sec = Section("Positions of the top-3 regions (TKL)")
     sections.append(sec)
-    details = sorted((results / "runs").glob("*.details.jsonl")) if (results / "runs").exists() else []
+    # Every rerank writes a details file; only models that explain their scores (TKL) fill it.
+    details = [p for p in sorted((results / "runs").glob("*.details.jsonl")) if p.stat().st_size > 0] if (results / "runs").exists() else []
     if not details:
         sec.note("Skipped: no runs/*.details.jsonl (region positions are written by TKL reranking).")
     else:
