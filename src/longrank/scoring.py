@@ -19,6 +19,10 @@ def score_candidates(model, corpus, candidates: Run, qids: list[str], depth: int
     explain its scores, one dict per (query, doc) is appended to it."""
     was_training = model.training
     model.eval()
+    # Only models that override Ranker.explain have anything to say; do not re-encode batches for the rest.
+    from longrank.models.base import Ranker
+
+    explains = details is not None and type(model).explain is not Ranker.explain
     pairs = [(q, d) for q in qids for d in top_candidates(candidates, q, depth)]
     out: Run = {q: {} for q in qids if candidates.get(q)}
     for start in tqdm(range(0, len(pairs), batch_size), desc=desc, unit="batch", mininterval=5):
@@ -29,7 +33,7 @@ def score_candidates(model, corpus, candidates: Run, qids: list[str], depth: int
         scores = model.score_pairs(queries, doc_ids, docs).float().cpu().tolist()
         for (q, d), s in zip(chunk, scores):
             out[q][d] = s
-        if details is not None:
+        if explains:
             explained = model.explain(**{k: v.to(model.device) for k, v in model.encode(queries, docs).items()})
             if explained:
                 for i, (q, d) in enumerate(chunk):
