@@ -81,3 +81,19 @@ def test_bi_encoder_is_mean_pooled_cosine():
     with torch.no_grad():
         batched = model(**model.encode([query, "x"], [doc, doc + " " + doc]))
     assert batched[0].item() == pytest.approx(got, abs=1e-5)
+
+
+def test_segment_cosine_scores_the_cosine_of_the_two_segments_mean_states(tokenizer):
+    ranker = BertRanker(small_encoder(tokenizer), tokenizer, mode="firstp", passage_len=16, pooling="segment_cosine").eval()
+    assert ranker.head is None  # nothing new to learn: the score is defined by the encoder alone
+    query, doc = "boundary layer transition", "the boundary layer on a flat plate shows transition"
+    q_ids = tokenizer(query, add_special_tokens=False)["input_ids"]
+    d_ids = tokenizer(doc, add_special_tokens=False)["input_ids"]
+    seq = [tokenizer.cls_token_id, *q_ids, tokenizer.sep_token_id, *d_ids, tokenizer.sep_token_id]
+    types = [0] * (len(q_ids) + 2) + [1] * (len(d_ids) + 1)
+    with torch.no_grad():
+        got = ranker(**ranker.encode([query, query], [doc, "x " * 40]))[0]  # padded next to a longer document
+        states = ranker.encoder(input_ids=torch.tensor([seq]), token_type_ids=torch.tensor([types])).last_hidden_state[0]
+    split = len(q_ids) + 2
+    expected = 20.0 * F.cosine_similarity(states[:split].mean(0), states[split:].mean(0), dim=0)
+    assert got.item() == pytest.approx(expected.item(), abs=1e-4)

@@ -103,3 +103,31 @@ def test_partial_results_skip_gracefully(results):
     assert "Skipped: no runs/*.details.jsonl" in page and "Skipped: no bench/*.json" in page
     assert "computed by the report" in page and "<sup>" in page
     assert "Docs/ms" not in page.split("Positions of the top-3")[0]
+
+
+def test_uniform_region_share_is_the_chance_baseline_of_the_position_table():
+    import pandas as pd
+
+    from longrank.evaluate.lengths import uniform_region_share
+
+    lengths = pd.Series({"long": 5000.0, "short": 100.0, "mid": 1029.0})
+    run = {"q": {"long": 3.0, "short": 2.0, "mid": 1.0}, "other": {"long": 1.0}}
+    # long reads 2,000 words: 1,971 possible starts, 1,471 of them at >= 500; short: none; mid: 500 of 1,000
+    expected = (1471 / 1971 + 0.0 + 500 / 1000) / 3
+    assert uniform_region_share(run, ["q"], lengths, read_len=2000) == pytest.approx(expected)
+    assert uniform_region_share(run, ["q"], lengths, read_len=2000, top_docs=1) == pytest.approx(1471 / 1971)
+
+
+def test_models_are_reported_by_family_then_length_whatever_the_config_order():
+    from longrank.config import model_order
+
+    models = {
+        "mores_1ib": {"type": "mores", "max_doc_len": 128, "enabled": True},
+        "tkl_4k": {"type": "tkl", "max_doc_len": 4000, "enabled": True},
+        "bert_maxp": {"type": "bert_ranker", "mode": "maxp", "passage_len": 64, "passage_stride": 32, "max_passages": 8, "enabled": True},
+        "knrm": {"type": "knrm", "max_doc_len": 200, "enabled": True},
+        "bert_firstp": {"type": "bert_ranker", "mode": "firstp", "passage_len": 128, "enabled": True},
+        "tkl": {"type": "tkl", "max_doc_len": 400, "enabled": True},
+        "off": {"type": "tk", "max_doc_len": 200, "enabled": False},
+    }
+    assert model_order(models) == ["knrm", "tkl", "tkl_4k", "bert_firstp", "bert_maxp", "mores_1ib"]

@@ -44,6 +44,28 @@ def validate_config(config: dict, schema_path: str) -> dict:
     return config
 
 
+def document_budget(entry: dict) -> int | None:
+    """How much of a document a model entry reads: ``max_doc_len`` (words or WordPiece tokens), or for the
+    BERT ranker its passages (FirstP: ``passage_len``; MaxP: ``max_passages`` windows every ``passage_stride``,
+    as :class:`longrank.models.bert_ranker.BertRanker` cuts them)."""
+    if entry.get("type") == "bert_ranker" and entry.get("passage_len"):
+        if entry.get("mode") == "maxp":
+            return (entry.get("passage_stride") or entry["passage_len"]) * ((entry.get("max_passages") or 16) - 1) + entry["passage_len"]
+        return entry["passage_len"]
+    return entry.get("max_doc_len")
+
+
+def model_order(models: dict) -> list[str]:
+    """Enabled models grouped by family (the registry's order: word models, then encoders), then by the
+    document length they read, then by name. Snakemake puts a ``--configfile``'s entries before the
+    default config's, so config order would shuffle the report's rows between invocations."""
+    from longrank.models.registry import MODEL_TYPES
+
+    family = {t: i for i, t in enumerate(MODEL_TYPES)}
+    enabled = [name for name, entry in models.items() if entry["enabled"]]
+    return sorted(enabled, key=lambda n: (family.get(models[n]["type"], len(family)), document_budget(models[n]) or 0, n))
+
+
 def add_arguments(parser):
     parser.add_argument("--json", required=True, help="the resolved config as JSON")
     parser.add_argument("--out", required=True)

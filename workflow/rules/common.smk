@@ -1,7 +1,7 @@
 # Config validation (fails at parse time naming the key and the schema rule) and the helpers rules use.
 import json
 
-from longrank.config import validate_config
+from longrank.config import model_order, validate_config
 from longrank.io import InputError
 
 try:
@@ -14,7 +14,7 @@ DATA = {name: f"{R}/data/{name}" for name in ("docs.jsonl", "queries.tsv", "qrel
 CANDIDATES = f"{R}/candidates/{config['first_stage']['method']}.run"
 FIRST_STAGE = config["first_stage"]["method"]
 FOLDS = list(range(config["splits"]["k"] if config["splits"]["method"] == "kfold" else 1))
-MODELS = [name for name, entry in config["models"].items() if entry["enabled"]]
+MODELS = model_order(config["models"])
 SYSTEMS = [FIRST_STAGE] + [s for m in MODELS for s in ([m, f"{m}+{FIRST_STAGE}"] if config["models"][m]["interpolate"] else [m])]
 REPORT = f"{R}/report/index.html"
 MORES_SPEED = f"{R}/bench/mores.speed.json"  # the dot keeps it apart from bench/{model}.json if any(config["models"][m]["type"] == "mores" for m in MODELS) else []

@@ -45,7 +45,7 @@ from longrank.runtime import resolve_device
 
 log = logging.getLogger(__name__)
 
-COLUMNS = ["batch", "length asked (words)", "effective length", "docs/ms", "ms/batch", "peak memory (MB)", "window passes / batch"]
+COLUMNS = ["batch", "length asked (words)", "effective length (model units)", "docs/ms", "ms/batch", "peak memory (MB)", "window passes / batch"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,7 +101,8 @@ def run(args: argparse.Namespace) -> None:
     notes = (f"Device {device} ({measured[0]['device_name'] if measured else ''}), {torch.get_num_threads()} CPU threads. "
              f"Forward only, no gradient, after one warm-up; median of {args.repeats} timed batches of {args.batch_size} "
              f"documents cut from the collection's text. Peak memory: {memory_method} Lengths beyond the model's "
-             f"max_doc_len ({max_len}) are truncated by the model; 'effective length' is what it scored.")
+             f"max_doc_len ({max_len}) are truncated by the model; 'effective length' is what it scored, in the model's unit "
+             f"(words for the word-embedding models, WordPiece tokens for the encoders).")
     if packing:
         notes += (f" Window packing on a mixed-length batch ({packing['min_length']}-{packing['max_length']} words): "
                   f"{packing['packed']['window_passes']} windows packed vs {packing['unpacked']['window_passes']} unpacked, "

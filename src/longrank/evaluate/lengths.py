@@ -83,6 +83,21 @@ def top_k(run: Mapping[str, Mapping[str, float]], k: int) -> dict[str, list[str]
     return {q: [d for d, _ in sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))[:k]] for q, docs in run.items()}
 
 
+def uniform_region_share(run: Mapping[str, Mapping[str, float]], qids: Iterable[str], lengths: pd.Series,
+                         read_len: int, region_size: int = 30, threshold: int = 500, top_docs: int = 10) -> float:
+    """The share of regions that would start at token >= ``threshold`` if each region's start were uniform over
+    the part of the document the model reads (its first ``read_len`` words), over each query's top documents:
+    the baseline a region-position share is read against (long collections push it up by themselves)."""
+    keep = set(qids)
+    shares = []
+    for q, docs in top_k({q: v for q, v in run.items() if q in keep}, top_docs).items():
+        for d in docs:
+            if d in lengths.index:
+                starts = max(int(min(lengths[d], read_len)) - region_size + 1, 1)  # possible region starts
+                shares.append(max(starts - threshold, 0) / starts)
+    return sum(shares) / len(shares) if shares else float("nan")
+
+
 def length_distributions(candidates: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, int]],
                          runs: Mapping[str, Mapping[str, Mapping[str, float]]], lengths: pd.Series,
                          qids: Iterable[str], depth: int = 30, n_buckets: int = 10) -> pd.DataFrame:

@@ -8,9 +8,14 @@ cuts the document into passages of ``passage_len`` WordPiece tokens every ``pass
 most ``max_passages``) and takes the max over passage scores. ``passage_len`` counts *document* tokens:
 the sequence is ``max_query_len + passage_len + 3`` long at most (BERT-base: keep it <= 512).
 
-Recipe switches (see the training-recipe study in the MORES notes): ``pooling: cls | mean`` (mean over
-the pair's tokens is the pooling all-MiniLM-L6-v2 was trained with), ``freeze_layers: N`` freezes the
-embeddings and the first N layers. Loss: pointwise cross-entropy, as Nogueira & Cho and Dai & Callan.
+Recipe switches (see the training-recipe study in the README): ``pooling: cls | mean`` puts the linear
+head on [CLS] or on the mean over the pair's tokens (the pooling all-MiniLM-L6-v2 was trained with);
+``pooling: segment_cosine`` has no new head at all: the score is ``COSINE_SCALE`` x the cosine between the
+mean of the query segment's output states and the mean of the passage segment's. That is the bi-encoder's
+score computed inside the cross-encoder, so a sentence-embedding encoder starts fine-tuning from a ranking
+near its zero-shot one instead of from a random head (train it with ``loss: listwise_ce``, the
+contrastive objective it was pre-trained with). ``freeze_layers: N`` freezes the embeddings and the first
+N layers. Loss: pointwise cross-entropy, as Nogueira & Cho and Dai & Callan.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from longrank.models.base import Ranker
 from longrank.models.encoders import DEFAULT_ENCODER, freeze_lower_layers, load_encoder, load_tokenizer, mean_pool, wordpiece_ids
 
 
+COSINE_SCALE = 20.0  # sentence-transformers' MultipleNegativesRankingLoss scale: cosines become logits
+
+
 class BertRanker(Ranker):
     default_loss = "pointwise_bce"
 
@@ -31,8 +39,8 @@ class BertRanker(Ranker):
         super().__init__()
         if mode not in {"firstp", "maxp"}:
             raise InputError(f"mode: expected 'firstp' or 'maxp', got {mode!r}")
-        if pooling not in {"cls", "mean"}:
-            raise InputError(f"pooling: expected 'cls' or 'mean', got {pooling!r}")
+        if pooling not in {"cls", "mean", "segment_cosine"}:
+            raise InputError(f"pooling: expected 'cls', 'mean' or 'segment_cosine', got {pooling!r}")
         max_pos = getattr(encoder.config, "max_position_embeddings", 512)
         if max_query_len + passage_len + 3 > max_pos:
             raise InputError(f"passage_len: {passage_len} document tokens + max_query_len {max_query_len} + 3 special tokens exceed the encoder's {max_pos} positions")
@@ -43,9 +51,11 @@ class BertRanker(Ranker):
         self.max_passages = 1 if mode == "firstp" else (max_passages or 16)
         if self.passage_stride <= 0 or self.max_passages <= 0:
             raise InputError("passage_stride and max_passages must be positive")
-        self.head = nn.Linear(encoder.config.hidden_size, 1)
-        nn.init.normal_(self.head.weight, std=encoder.config.initializer_range)
-        nn.init.zeros_(self.head.bias)
+        self.head = None
+        if pooling != "segment_cosine":
+            self.head = nn.Linear(encoder.config.hidden_size, 1)
+            nn.init.normal_(self.head.weight, std=encoder.config.initializer_range)
+            nn.init.zeros_(self.head.bias)
         freeze_lower_layers(encoder, freeze_layers)
 
     @classmethod
@@ -68,11 +78,15 @@ class BertRanker(Ranker):
             windows.append(doc_ids[-self.passage_len :])
         return windows
 
+    @property
+    def max_doc_len(self) -> int:
+        """Document tokens read at most: FirstP's one passage, MaxP's ``max_passages`` strided windows."""
+        return self.passage_stride * (self.max_passages - 1) + self.passage_len
+
     def encode(self, queries, docs):
         tok = self.tokenizer
         q_ids = wordpiece_ids(tok, queries, self.max_query_len)
-        doc_budget = self.passage_stride * (self.max_passages - 1) + self.passage_len
-        d_ids = wordpiece_ids(tok, docs, doc_budget)
+        d_ids = wordpiece_ids(tok, docs, self.max_doc_len)
         rows = []
         for q, d in zip(q_ids, d_ids):
             head = [tok.cls_token_id, *q, tok.sep_token_id]
@@ -98,9 +112,14 @@ class BertRanker(Ranker):
         flat = lambda t: t.reshape(-1, t.shape[-1])[keep]  # noqa: E731
         mask = flat(attention_mask)
         states = self.encoder(input_ids=flat(input_ids), attention_mask=mask, token_type_ids=flat(token_type_ids)).last_hidden_state
-        pooled = states[:, 0] if self.pooling == "cls" else mean_pool(states, mask)
-        scores = torch.full(keep.shape, float("-inf"), dtype=pooled.dtype, device=pooled.device)
-        scores = scores.masked_scatter(keep, self.head(pooled).squeeze(-1))
+        if self.pooling == "segment_cosine":
+            segment = flat(token_type_ids)  # 0: [CLS] query [SEP], 1: passage [SEP]
+            query, passage = mean_pool(states, mask * (1 - segment)), mean_pool(states, mask * segment)
+            kept = COSINE_SCALE * torch.cosine_similarity(query, passage, dim=-1)
+        else:
+            kept = self.head(states[:, 0] if self.pooling == "cls" else mean_pool(states, mask)).squeeze(-1)
+        scores = torch.full(keep.shape, float("-inf"), dtype=kept.dtype, device=kept.device)
+        scores = scores.masked_scatter(keep, kept)
         return scores.view(passage_mask.shape)
 
     def forward(self, input_ids, attention_mask, token_type_ids, passage_mask):

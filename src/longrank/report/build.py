@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from longrank.config import document_budget
 from longrank.evaluate.lengths import (length_distributions, ndcg_by_bucket, query_length_buckets,
-                                       read_doc_lengths, region_positions, relevant_median_length)
+                                       read_doc_lengths, region_positions, relevant_median_length,
+                                       uniform_region_share)
 from longrank.evaluate.metrics import evaluable_queries, per_query, read_eval_tsv, read_folds, test_queries
 from longrank.evaluate.significance import compare
 from longrank.io import InputError, read_json, read_qrels, read_run, write_text
@@ -79,12 +81,7 @@ class Inputs:
         return read_run(path) if path.exists() else self.run("bm25")
 
     def max_doc_len(self, system: str):
-        cfg = self.models.get(base_model(system)) or {}
-        if cfg.get("type") == "bert_ranker" and cfg.get("passage_len"):  # tokens of document the ranker reads
-            if cfg.get("mode") == "maxp":
-                return (cfg.get("passage_stride") or cfg["passage_len"]) * ((cfg.get("max_passages") or 16) - 1) + cfg["passage_len"]
-            return cfg["passage_len"]
-        return cfg.get("max_doc_len")
+        return document_budget(self.models.get(base_model(system)) or {})
 
 
 def load_comparison(inp: Inputs, bootstrap: int = 2000):
@@ -316,10 +313,19 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
                        "(log-log; dotted line at token 500).")
         rows = []
         for model, pos in positions.items():
+            spec = inp.models.get(model) or {}
+            uniform = float("nan")
+            if inp.lengths is not None and spec.get("max_doc_len"):
+                uniform = uniform_region_share(inp.run(model), inp.evaluated_qids, inp.lengths, int(spec["max_doc_len"]),
+                                               int(spec.get("region_size", 30)))
             for r, ps in sorted(pos.items()):
                 share = sum(p >= 500 for p in ps) / len(ps) if ps else float("nan")
-                rows.append([model, f"rank-{r}", len(ps), Cell(f"{100 * share:.1f}%" if ps else "–")])
-        sec.table(["Model", "Region", "Regions", "Starting at token ≥ 500"], rows)
+                rows.append([model, f"rank-{r}", len(ps), Cell(f"{100 * share:.1f}%" if ps else "–"),
+                             Cell("–" if uniform != uniform else f"{100 * uniform:.1f}%")])
+        sec.table(["Model", "Region", "Regions", "Starting at token ≥ 500", "Same, if regions were placed uniformly"], rows)
+        sec.note("The last column is the share a region placed at random in the part of each document the model "
+                 "reads would have: on a collection of long documents most of the text lies beyond token 500, so "
+                 "compare the two columns rather than reading the first alone.")
 
     # 8. efficiency ------------------------------------------------------------------------------------------
     sec = Section("Efficiency")
