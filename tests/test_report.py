@@ -131,3 +131,12 @@ def test_models_are_reported_by_family_then_length_whatever_the_config_order():
         "off": {"type": "tk", "max_doc_len": 200, "enabled": False},
     }
     assert model_order(models) == ["knrm", "tkl", "tkl_4k", "bert_firstp", "bert_maxp", "mores_1ib"]
+
+
+def test_a_length_sweep_joins_entries_that_differ_in_max_doc_len_only():
+    key = build._sweep_key
+    train = {"steps": 150}
+    assert key({"type": "tkl", "max_doc_len": 2000, "saturation": "embedding", "train": train}) == \
+        key({"type": "tkl", "max_doc_len": 200, "train": train})  # the default saturation, spelled out or not
+    assert key({"type": "tkl", "max_doc_len": 2000, "saturation": "linear", "train": train}) != key({"type": "tkl", "max_doc_len": 200, "train": train})
+    assert key({"type": "tkl", "max_doc_len": 2000, "train": {"steps": 100}}) != key({"type": "tkl", "max_doc_len": 200, "train": train})

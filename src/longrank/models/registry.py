@@ -6,6 +6,7 @@ Imports are lazy so that a workflow using only KNRM never imports transformers.
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from longrank.io import InputError
@@ -38,3 +39,9 @@ def architecture_params(model_cfg: dict[str, Any]) -> dict[str, Any]:
 def build_model(model_cfg: dict[str, Any], corpus):
     """Construct the (untrained) model a config entry describes."""
     return model_class(model_cfg["type"]).from_config(architecture_params(model_cfg), corpus)
+
+
+def constructor_defaults(model_type: str) -> dict[str, Any]:
+    """The architecture keys a model type falls back to when its config entry leaves them out."""
+    signature = inspect.signature(model_class(model_type).__init__)
+    return {name: p.default for name, p in signature.parameters.items() if p.default is not inspect.Parameter.empty}

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from longrank.config import document_budget
+from longrank.models.registry import constructor_defaults
 from longrank.evaluate.lengths import (length_distributions, ndcg_by_bucket, query_length_buckets,
                                        read_doc_lengths, region_positions, relevant_median_length,
                                        uniform_region_share)
@@ -82,6 +83,14 @@ class Inputs:
 
     def max_doc_len(self, system: str):
         return document_budget(self.models.get(base_model(system)) or {})
+
+
+def _sweep_key(spec: dict) -> str:
+    """What a model entry is besides its maximum length; keys left at the model's default count as unset."""
+    defaults = constructor_defaults(spec["type"])
+    rest = {k: v for k, v in spec.items()
+            if k not in {"max_doc_len", "enabled", "interpolate", "checkpoint_of"} and not (k in defaults and defaults[k] == v)}
+    return json.dumps(rest, sort_keys=True, default=str)
 
 
 def load_comparison(inp: Inputs, bootstrap: int = 2000):
@@ -287,10 +296,14 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
                 pts.append({"type": spec["type"], "system": s, "max_doc_len": int(spec["max_doc_len"]),
                             "mean": prim.loc[s, "mean"], "ci_low": prim.loc[s, "ci_low"], "ci_high": prim.loc[s, "ci_high"]})
     pts = pd.DataFrame(pts, columns=["type", "system", "max_doc_len", "mean", "ci_low", "ci_high"])
-    multi = pts.groupby("type")["max_doc_len"].nunique() if len(pts) else pd.Series(dtype=int)
-    pts = pts[pts["type"].isin(multi[multi >= 2].index)]
+    # One line per sweep: entries that differ in max_doc_len only (not saturation, training, depth, ...).
+    pts["sweep"] = [_sweep_key(inp.models[s]) for s in pts["system"]]
+    lengths = pts.groupby("sweep")["max_doc_len"].nunique() if len(pts) else pd.Series(dtype=int)
+    pts = pts[pts["sweep"].isin(lengths[lengths >= 2].index)].copy()
+    per_type = pts.groupby("type")["sweep"].nunique()
+    pts["type"] = [t if per_type[t] == 1 else f"{t} ({pts[pts.sweep == k].system.iloc[0]} ...)" for t, k in zip(pts["type"], pts["sweep"])]
     if pts.empty:
-        sec.note("Skipped: no model type in config.json was run with several max_doc_len values.")
+        sec.note("Skipped: no two models in config.json differ in max_doc_len only.")
     else:
         base = float(prim.loc["bm25", "mean"]) if "bm25" in prim.index else None
         png = plots.maxlen_plot(pts, fig_dir / "fig_maxlen.png", PRIMARY, base)
