@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -141,3 +143,17 @@ def test_speed_table_smoke(tmp_path):
     bounds = [r["flop_bound"] for r in table["measurements"]]
     assert bounds[0] == 1.0 and bounds[2] < bounds[3]  # S2 skips the K/V projections S1 still runs
     assert table["measurements"][3]["space_mb_per_doc"] == pytest.approx(2 * table["measurements"][2]["space_mb_per_doc"])
+
+
+def test_precompute_reads_a_long_inline_model_config_and_names_a_bad_one(tmp_path):
+    from longrank.models.mores_store import read_model_config
+
+    entry = {"type": "mores", "encoder": "minilm", "train": {f"key_{i}": i for i in range(40)}}  # longer than a file name may be
+    assert read_model_config(json.dumps(entry)) == entry
+    path = tmp_path / "entry.json"
+    path.write_text(json.dumps(entry))
+    assert read_model_config(str(path)) == entry
+    with pytest.raises(InputError, match="not valid JSON"):
+        read_model_config('{"type": ')
+    with pytest.raises(InputError, match="missing.json"):
+        read_model_config(str(tmp_path / "missing.json"))

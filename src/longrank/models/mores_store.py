@@ -164,10 +164,15 @@ class ReuseStore:
 # --- the ``precompute`` stage ---------------------------------------------------------------------------
 def read_model_config(text: str) -> dict:
     """``--model-config``: inline JSON or a path to a JSON file."""
+    if text.lstrip().startswith("{"):  # inline: never ask the file system (a long entry is no valid file name)
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InputError(f"--model-config: not valid JSON ({err})") from None
     try:
-        return json.loads(Path(text).read_text() if Path(text).is_file() else text)
+        return json.loads(Path(text).read_text())
     except (json.JSONDecodeError, OSError) as err:
-        raise InputError(f"--model-config: not JSON or a JSON file ({err})") from None
+        raise InputError(f"--model-config: {text!r} is neither inline JSON nor a readable JSON file ({err})") from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
