@@ -27,7 +27,7 @@ rule bench:
 rule mores_speed:
     """MORES Table 4: time to rank 1,000 candidates, BERT ranker vs MORES under no reuse / Reuse-S1 / -S2."""
     output:
-        MORES_SPEED,
+        f"{R}/bench/mores.speed.json",
     params:
         encoder=next((config["models"][m].get("encoder", "minilm") for m in MODELS if config["models"][m]["type"] == "mores"), "minilm"),
         sizes=config["mores_speed"]["sizes"],

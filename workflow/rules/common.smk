@@ -17,7 +17,9 @@ FOLDS = list(range(config["splits"]["k"] if config["splits"]["method"] == "kfold
 MODELS = model_order(config["models"])
 SYSTEMS = [FIRST_STAGE] + [s for m in MODELS for s in ([m, f"{m}+{FIRST_STAGE}"] if config["models"][m]["interpolate"] else [m])]
 REPORT = f"{R}/report/index.html"
-MORES_SPEED = f"{R}/bench/mores.speed.json"  # the dot keeps it apart from bench/{model}.json if any(config["models"][m]["type"] == "mores" for m in MODELS) else []
+# MORES's Table 4 (the dot keeps it apart from bench/{model}.json): only when a MORES model is configured.
+_WANTS_SPEED = config["mores_speed"]["enabled"] and any(config["models"][m]["type"] == "mores" for m in MODELS)
+MORES_SPEED = [f"{R}/bench/mores.speed.json"] if _WANTS_SPEED else []
 CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproject.toml
 
 wildcard_constraints:
