@@ -6,6 +6,7 @@ import torch
 from tqdm import tqdm
 
 from longrank.io import Run
+from longrank.models.base import Ranker
 
 
 def top_candidates(candidates: Run, qid: str, depth: int) -> list[str]:
@@ -20,8 +21,6 @@ def score_candidates(model, corpus, candidates: Run, qids: list[str], depth: int
     was_training = model.training
     model.eval()
     # Only models that override Ranker.explain have anything to say; do not re-encode batches for the rest.
-    from longrank.models.base import Ranker
-
     explains = details is not None and type(model).explain is not Ranker.explain
     pairs = [(q, d) for q in qids for d in top_candidates(candidates, q, depth)]
     out: Run = {q: {} for q in qids if candidates.get(q)}

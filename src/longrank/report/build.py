@@ -11,6 +11,7 @@ import datetime as dt
 import importlib.metadata
 import json
 import logging
+import math
 import platform
 import shutil
 from pathlib import Path
@@ -18,13 +19,13 @@ from pathlib import Path
 import pandas as pd
 
 from longrank.config import document_budget
-from longrank.models.registry import constructor_defaults
 from longrank.evaluate.lengths import (length_distributions, ndcg_by_bucket, query_length_buckets,
                                        read_doc_lengths, region_positions, relevant_median_length,
                                        uniform_region_share)
 from longrank.evaluate.metrics import evaluable_queries, per_query, read_eval_tsv, read_folds, test_queries
 from longrank.evaluate.significance import compare
 from longrank.io import InputError, read_json, read_qrels, read_run, write_text
+from longrank.models.registry import constructor_defaults
 from longrank.report import plots
 from longrank.report.html import Section, render_html, render_markdown
 from longrank.report.tables import LETTER_NOTE, Cell, effectiveness_rows, fmt, fmt_p
@@ -327,14 +328,15 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
         rows = []
         for model, pos in positions.items():
             spec = inp.models.get(model) or {}
-            uniform = float("nan")
-            if inp.lengths is not None and spec.get("max_doc_len"):
+            uniform = None
+            if inp.lengths is not None and spec.get("max_doc_len") and spec.get("type"):
+                region_size = spec.get("region_size", constructor_defaults(spec["type"]).get("region_size", 1))
                 uniform = uniform_region_share(inp.run(model), inp.evaluated_qids, inp.lengths, int(spec["max_doc_len"]),
-                                               int(spec.get("region_size", 30)))
+                                               int(region_size))
             for r, ps in sorted(pos.items()):
                 share = sum(p >= 500 for p in ps) / len(ps) if ps else float("nan")
                 rows.append([model, f"rank-{r}", len(ps), Cell(f"{100 * share:.1f}%" if ps else "–"),
-                             Cell("–" if uniform != uniform else f"{100 * uniform:.1f}%")])
+                             Cell("–" if uniform is None or math.isnan(uniform) else f"{100 * uniform:.1f}%")])
         sec.table(["Model", "Region", "Regions", "Starting at token ≥ 500", "Same, if regions were placed uniformly"], rows)
         sec.note("The last column is the share a region placed at random in the part of each document the model "
                  "reads would have: on a collection of long documents most of the text lies beyond token 500, so "
