@@ -140,3 +140,20 @@ def test_a_length_sweep_joins_entries_that_differ_in_max_doc_len_only():
         key({"type": "tkl", "max_doc_len": 200, "train": train})  # the default saturation, spelled out or not
     assert key({"type": "tkl", "max_doc_len": 2000, "saturation": "linear", "train": train}) != key({"type": "tkl", "max_doc_len": 200, "train": train})
     assert key({"type": "tkl", "max_doc_len": 2000, "train": {"steps": 100}}) != key({"type": "tkl", "max_doc_len": 200, "train": train})
+
+
+def test_fine_tuned_encoders_are_read_against_the_zero_shot_floor(results):
+    config = json.loads((results / "config.json").read_text())
+    config["models"]["tkl_short"] = {"type": "bi_encoder", "max_doc_len": 500, "train": {"steps": 0}}  # the floor
+    config["models"]["tkl"] = {"type": "mores", "max_doc_len": 2000, "train": {"steps": 60}}
+    write_json(results / "config.json", config)
+    build.build(results, results / "report3")
+    md = (results / "report3" / "report.md").read_text()
+    floor_table = md.split("against the zero-shot floor tkl_short")[1].split("**")[1]  # caption end .. next caption
+    rows = [line for line in floor_table.splitlines() if line.startswith("| ") and not line.startswith("| System")]
+    # Only the fine-tuned encoder row; knrm (no encoder), bm25 and tkl+bm25 (no tkl_short+bm25 to pair with) stay out.
+    assert [r.split(" | ")[0] for r in rows] == ["| tkl"]
+    assert "better than the tkl_short floor" in rows[0] and "| +" in rows[0]  # tkl was built 3x as strong as tkl_short
+    assert build.is_zero_shot(config["models"]["tkl_short"]) and not build.is_zero_shot(config["models"]["tkl"])
+    assert not build.is_fine_tuned_encoder({"type": "knrm", "train": {"steps": 300}})
+    assert build.is_fine_tuned_encoder({"type": "bert_ranker", "checkpoint_of": "x", "train": {"steps": 0}})

@@ -45,3 +45,8 @@ def constructor_defaults(model_type: str) -> dict[str, Any]:
     """The architecture keys a model type falls back to when its config entry leaves them out."""
     signature = inspect.signature(model_class(model_type).__init__)
     return {name: p.default for name, p in signature.parameters.items() if p.default is not inspect.Parameter.empty}
+
+
+def on_pretrained_encoder(model_type: str) -> bool:
+    """Whether the model is built on a pretrained WordPiece encoder (BERT ranker, MORES, bi-encoder)."""
+    return "encoder" in inspect.signature(model_class(model_type).__init__).parameters

@@ -25,7 +25,7 @@ from longrank.evaluate.lengths import (length_distributions, ndcg_by_bucket, que
 from longrank.evaluate.metrics import evaluable_queries, per_query, read_eval_tsv, read_folds, test_queries
 from longrank.evaluate.significance import compare
 from longrank.io import InputError, read_json, read_qrels, read_run, write_text
-from longrank.models.registry import constructor_defaults
+from longrank.models.registry import constructor_defaults, on_pretrained_encoder
 from longrank.report import plots
 from longrank.report.html import Section, render_html, render_markdown
 from longrank.report.tables import LETTER_NOTE, Cell, effectiveness_rows, fmt, fmt_p
@@ -137,6 +137,32 @@ def docs_per_ms(inp: Inputs) -> tuple[dict[str, float], list[tuple[str, dict]]]:
     return rates, benches
 
 
+def is_zero_shot(spec: dict | None) -> bool:
+    """An untrained model (``train: {steps: 0}``), e.g. the bi-encoder floor every fine-tuned encoder is read against."""
+    return bool(spec) and not spec.get("checkpoint_of") and (spec.get("train") or {}).get("steps", 1) == 0
+
+
+def is_fine_tuned_encoder(spec: dict | None) -> bool:
+    """A model on a pretrained WordPiece encoder whose weights were trained here (its own or ``checkpoint_of``'s)."""
+    return bool(spec) and "type" in spec and on_pretrained_encoder(spec["type"]) and not is_zero_shot(spec)
+
+
+def verdict_rows(pairs: pd.DataFrame, measure: str, pairings: list[tuple[str, str]], label: str, alpha: float) -> list[list]:
+    """One row per (system, reference): better / worse / not significantly different, by Holm-corrected Wilcoxon."""
+    rows = []
+    for system, reference in pairings:
+        pr = pair_row(pairs, measure, system, reference)
+        if pr is None:
+            continue
+        diff, p_holm, _ = pr
+        if p_holm < alpha:
+            verdict = f"better than {label}" if diff > 0 else f"significantly WORSE than {label}"
+        else:
+            verdict = f"NOT significantly better than {label}" if diff > 0 else f"not better than {label} (lower on average)"
+        rows.append([system, Cell(verdict), Cell(f"{diff:+.4f}"), Cell(fmt_p(p_holm))])
+    return rows
+
+
 def pair_row(pairs: pd.DataFrame, measure: str, a: str, b: str):
     """(mean a - b, Holm Wilcoxon p, raw Wilcoxon p) whichever order the pair was stored in."""
     sel = pairs[(pairs.measure == measure) & (pairs.system_a == a) & (pairs.system_b == b)]
@@ -188,23 +214,16 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
                   f"All systems are evaluated on the same {settings.get('n_queries', '?')} test queries.")
         sec.table(headers, rows)
         if "bm25" in systems:
-            lines = []
-            for s in systems:
-                if s == "bm25":
-                    continue
-                pr = pair_row(pairs, primary, s, "bm25")
-                if pr is None:
-                    continue
-                diff, p_holm, _ = pr
-                if p_holm < alpha and diff > 0:
-                    verdict = "better than BM25"
-                elif p_holm < alpha and diff < 0:
-                    verdict = "significantly WORSE than BM25"
-                else:
-                    verdict = "NOT significantly better than BM25" if diff > 0 else "not better than BM25 (lower on average)"
-                lines.append([s, Cell(verdict), Cell(f"{diff:+.4f}"), Cell(fmt_p(p_holm))])
+            lines = verdict_rows(pairs, primary, [(s, "bm25") for s in systems if s != "bm25"], "BM25", alpha)
             sec.table(["System", f"vs BM25 on {primary}", "Mean difference", "p (Wilcoxon, Holm)"], lines,
                       caption=f"Each system against BM25 ({primary})")
+        for floor in [s for s in systems if is_zero_shot(inp.models.get(s))]:
+            # Each fine-tuned encoder row against the untrained encoder it starts from, interpolated against interpolated.
+            tuned = [s for s in systems if is_fine_tuned_encoder(inp.models.get(base_model(s)))]
+            lines = verdict_rows(pairs, primary, [(s, floor + s[len(base_model(s)):]) for s in tuned], f"the {floor} floor", alpha)
+            if lines:
+                sec.table(["System", f"vs {floor} on {primary}", "Mean difference", "p (Wilcoxon, Holm)"], lines,
+                          caption=f"Fine-tuned encoders against the zero-shot floor {floor} ({primary}; +bm25 rows against {floor}+bm25)")
         detail = []
         for _, r in pairs[pairs.measure == primary].iterrows():
             detail.append([f"{r.system_a} − {r.system_b}", Cell(f"{r.mean_diff:+.4f}"),
