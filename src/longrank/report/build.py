@@ -217,9 +217,9 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
             lines = verdict_rows(pairs, primary, [(s, "bm25") for s in systems if s != "bm25"], "BM25", alpha)
             sec.table(["System", f"vs BM25 on {primary}", "Mean difference", "p (Wilcoxon, Holm)"], lines,
                       caption=f"Each system against BM25 ({primary})")
+        # Each fine-tuned encoder row against the untrained encoder it starts from, interpolated against interpolated.
+        tuned = [s for s in systems if is_fine_tuned_encoder(inp.models.get(base_model(s)))]
         for floor in [s for s in systems if is_zero_shot(inp.models.get(s))]:
-            # Each fine-tuned encoder row against the untrained encoder it starts from, interpolated against interpolated.
-            tuned = [s for s in systems if is_fine_tuned_encoder(inp.models.get(base_model(s)))]
             lines = verdict_rows(pairs, primary, [(s, floor + s[len(base_model(s)):]) for s in tuned], f"the {floor} floor", alpha)
             if lines:
                 sec.table(["System", f"vs {floor} on {primary}", "Mean difference", "p (Wilcoxon, Holm)"], lines,
