@@ -29,6 +29,15 @@ def _seed_ir_datasets_home() -> Path:
 
 IR_DATASETS_HOME = _seed_ir_datasets_home()
 
+# Model invariants run on the CPU everywhere and on the GPU too where one is visible (CI has none, so the
+# CUDA cases are not generated there rather than skipped).
+DEVICES = ["cpu"] + (["cuda"] if __import__("torch").cuda.is_available() else [])
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return request.param
+
 
 @pytest.fixture(scope="session")
 def ir_datasets_home() -> Path:

@@ -23,11 +23,11 @@ def small_encoder(tokenizer):
     return random_encoder(cfg, seed=3)
 
 
-def test_maxp_is_the_max_over_firstp_scores_of_each_passage(tokenizer):
+def test_maxp_is_the_max_over_firstp_scores_of_each_passage(tokenizer, device):
     torch.manual_seed(0)
-    maxp = BertRanker(small_encoder(tokenizer), tokenizer, mode="maxp", passage_len=8, passage_stride=6, max_passages=5).eval()
+    maxp = BertRanker(small_encoder(tokenizer), tokenizer, mode="maxp", passage_len=8, passage_stride=6, max_passages=5).eval().to(device)
     torch.nn.init.normal_(maxp.head.weight)
-    firstp = BertRanker(maxp.encoder, tokenizer, mode="firstp", passage_len=8).eval()
+    firstp = BertRanker(maxp.encoder, tokenizer, mode="firstp", passage_len=8).eval().to(device)
     firstp.head.load_state_dict(maxp.head.state_dict())
     query = "boundary layer transition"
     doc = "the boundary layer on a flat plate at high mach numbers shows transition to turbulence downstream of the leading edge " * 2
@@ -36,9 +36,9 @@ def test_maxp_is_the_max_over_firstp_scores_of_each_passage(tokenizer):
     windows = maxp.passages(ids)
     assert len(windows) == 5 and windows[0] == ids[:8] and windows[1] == ids[6:14]
     with torch.no_grad():
-        got = maxp(**maxp.encode([query, query], [doc, short]))
-        per_passage = [firstp(**firstp.encode([query], [tokenizer.decode(w)])).item() for w in windows]
-        short_first = firstp(**firstp.encode([query], [short])).item()
+        got = maxp.score_pairs([query, query], ["d", "s"], [doc, short])
+        per_passage = [firstp.score_pairs([query], ["w"], [tokenizer.decode(w)]).item() for w in windows]
+        short_first = firstp.score_pairs([query], ["s"], [short]).item()
     assert got[0].item() == pytest.approx(max(per_passage), abs=1e-5)
     assert got[1].item() == pytest.approx(short_first, abs=1e-5)  # padding passages never win
 

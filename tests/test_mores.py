@@ -36,16 +36,19 @@ def small_mores(tokenizer, blocks=2, **kw) -> MORES:
 
 
 @pytest.mark.parametrize("reuse", ["s1", "s2"])
-def test_reuse_store_gives_the_same_scores(tokenizer, tmp_path, reuse):
-    model = small_mores(tokenizer)
+def test_reuse_store_gives_the_same_scores(tokenizer, tmp_path, reuse, device):
+    model = small_mores(tokenizer).to(device)
     with torch.no_grad():
-        reference = model(**model.encode(QUERIES, DOCS))
+        reference = model(**{k: v.to(device) for k, v in model.encode(QUERIES, DOCS).items()})
     online = model.score_pairs(QUERIES, DOC_IDS, DOCS)
-    meta = write_store(model, DOC_IDS, DOCS, tmp_path / "store.json", reuse, batch_size=2)
+    meta = write_store(model, DOC_IDS, DOCS, tmp_path / "store.json", reuse, batch_size=2, device=device)
     model.attach_store(tmp_path / "store.json")
     stored = model.score_pairs(QUERIES, DOC_IDS, ["(text is not read)"] * 3)
+    model.store = model.store.resident(device)  # the speed table's GPU setting: the store held in device memory
+    resident = model.score_pairs(QUERIES, DOC_IDS, ["(text is not read)"] * 3)
     assert torch.allclose(online, reference, atol=1e-5)
     assert torch.allclose(stored, reference, atol=1e-5)
+    assert torch.equal(resident, stored)
     assert reference.std() > 1e-3  # the comparison is not between constants
     assert meta["slots"] == (1 if reuse == "s1" else 4)
     assert meta["mb_per_document_at"]["128"] == pytest.approx(128 * meta["slots"] * 32 * 4 / 2**20)

@@ -110,11 +110,11 @@ def test_window_split_and_merge_keep_every_token_once_in_place():
     assert torch.equal(out[0, :, 3], (first + w + o - 1).clamp(max=length - 1).float() + 1)  # right context: o tokens
 
 
-def test_packing_skips_padding_windows_and_keeps_scores(corpus):
+def test_packing_skips_padding_windows_and_keeps_scores(corpus, device):
     torch.manual_seed(0)
-    model = build_model(small("tkl"), corpus).eval()
+    model = build_model(small("tkl"), corpus).eval().to(device)
     queries, docs = pairs(corpus)
-    batch = model.encode(queries, docs)
+    batch = {k: v.to(device) for k, v in model.encode(queries, docs).items()}
     lengths = (batch["doc"] != 0).sum(dim=1)
     assert lengths.min() < 80 and lengths.max() > 150  # a mixed-length batch
     with torch.no_grad():
