@@ -37,6 +37,8 @@ rule mores_speed:
     log:
         f"{R}/logs/mores_speed.log",
     threads: 1
+    resources:
+        gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
     conda:
         CONDA_ENV
     shell:
