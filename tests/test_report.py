@@ -57,6 +57,14 @@ def results(tmp_path):
     write_json(root / "bench" / "speed.json", {"title": "Re-ranking speed", "columns": ["Model", "Docs/ms", "Peak MB"],
                                                "rows": [["knrm", 12.5, 300], ["tkl", 1.25, 2100]],
                                                "notes": "CPU, batch 32", "docs_per_ms": {"knrm": 12.5, "tkl": 1.25}})
+    for fold in (0, 1):  # training summaries (and fold 0's dev curves) for the training section
+        for i, name in enumerate(["knrm", "tkl", "tkl_short"]):
+            model_dir = root / "models" / name / f"fold{fold}"
+            write_json(model_dir / "train_summary.json", {"steps_run": 300, "best_step": 100 * (i + 1),
+                                                          "best_dev_ndcg10": 0.3 + 0.1 * i + 0.01 * fold, "seconds": 12.0})
+            if fold == 0:
+                write_text(model_dir / "training_log.tsv", "step\ttrain_loss\tdev_ndcg10\n" +
+                           "".join(f"{st}\t{1 / st:.4f}\t{0.2 + 0.05 * i + st / 3000:.4f}\n" for st in (100, 200, 300)))
     write_json(root / "config.json", {"dataset": "toy", "first_stage": {"top_k": 60},
                                       "models": {"knrm": {"type": "knrm", "max_doc_len": 200},
                                                  "tkl": {"type": "tkl", "max_doc_len": 2000},
@@ -77,7 +85,7 @@ def test_full_report(results):
     page = (out / "index.html").read_text()
     for s in SYSTEMS:
         assert s in page
-    assert page.count("data:image/png;base64,") >= 6  # CI, length buckets, length bias, maxlen, regions, efficiency
+    assert page.count("data:image/png;base64,") >= 7  # CI, length buckets, length bias, maxlen, regions, efficiency, training
     assert re.search(r"<sup>[a-e]+</sup>", page)  # significance letters (tkl clearly beats bm25 and knrm)
     assert "<sup>ab" in page
     assert "How to read this" in page and "Holm" in page
@@ -88,7 +96,8 @@ def test_full_report(results):
     assert "R@60" in page and "scipy" in page and '"top_k": 60' in page
     md = (out / "report.md").read_text()
     assert "figures/fig_ci_ndcg10.png" in md and "<sup>" in md
-    for name in ["table.csv", "pairs.csv", "noninferiority.csv", "table.tex", "figures/fig_regions.png", "figures/fig_length_bias.png"]:
+    for name in ["table.csv", "pairs.csv", "noninferiority.csv", "table.tex", "figures/fig_regions.png", "figures/fig_length_bias.png",
+                 "figures/fig_training.png"]:
         assert (out / name).exists(), name
 
 
@@ -157,3 +166,29 @@ def test_fine_tuned_encoders_are_read_against_the_zero_shot_floor(results):
     assert build.is_zero_shot(config["models"]["tkl_short"]) and not build.is_zero_shot(config["models"]["tkl"])
     assert not build.is_fine_tuned_encoder({"type": "knrm", "train": {"steps": 300}})
     assert build.is_fine_tuned_encoder({"type": "bert_ranker", "checkpoint_of": "x", "train": {"steps": 0}})
+
+
+def test_training_section_sets_dev_and_test_gains_against_the_floor(results):
+    import pandas as pd
+
+    config = json.loads((results / "config.json").read_text())
+    config["models"]["tkl_short"] = {"type": "bi_encoder", "max_doc_len": 500, "train": {"steps": 0}}  # the floor
+    write_json(results / "config.json", config)
+    build.build(results, results / "report4")
+    md = (results / "report4" / "report.md").read_text()
+    section = md.split("Training: dev curves and early stopping")[1].split("\n## ")[0]
+    rows = {tuple(c.strip() for c in line.strip("|").split("|")[:2]): [c.strip() for c in line.strip("|").split("|")]
+            for line in section.splitlines() if line.startswith("| ") and not line.startswith("| Model")}
+    assert set(rows) == {("knrm", "0"), ("knrm", "1"), ("tkl", "0"), ("tkl", "1")}  # the floor is the reference, not a row
+    folds = json.loads((results / "data" / "folds.json").read_text())
+    for model, i in (("knrm", 0), ("tkl", 1)):
+        for fold in (0, 1):
+            row = rows[(model, str(fold))]
+            # best step, and best dev against the floor's (0.5 + 0.01 * fold; the model's is 0.3 + 0.1 * i + 0.01 * fold)
+            assert row[3] == str(100 * (i + 1)) and float(row[5]) == pytest.approx(0.1 * i - 0.2, abs=1e-4)
+            test = folds[fold]["test"]
+            mine = pd.read_csv(results / "eval" / f"{model}.tsv", sep="\t", dtype={"query_id": str}).set_index("query_id")
+            floor = pd.read_csv(results / "eval" / "tkl_short.tsv", sep="\t", dtype={"query_id": str}).set_index("query_id")
+            assert float(row[6]) == pytest.approx(mine.loc[test, "nDCG@10"].mean(), abs=1e-4)
+            assert float(row[7]) == pytest.approx(mine.loc[test, "nDCG@10"].mean() - floor.loc[test, "nDCG@10"].mean(), abs=1e-4)
+    assert "fig_training.png" in section

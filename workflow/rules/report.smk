@@ -15,6 +15,8 @@ rule build_report:
         expand(f"{R}/bench/{{model}}.json", model=MODELS),
         MORES_SPEED,
         expand(f"{R}/runs/{{model}}.interpolation.json", model=MODELS),
+        # training summaries (and the training_log.tsv beside each) for the report's training section
+        expand(f"{R}/models/{{model}}/fold{{fold}}/train_summary.json", model=[m for m in MODELS if weights_of(m) == m], fold=FOLDS),
         expand(f"{R}/eval/{{system}}.tsv", system=SYSTEMS),
         config=f"{R}/config.json",
         stats=DATA["stats.json"],

@@ -5,6 +5,7 @@ rule train:
     output:
         model=f"{R}/models/{{model}}/fold{{fold}}/model.safetensors",
         dev_run=f"{R}/models/{{model}}/fold{{fold}}/dev.run",
+        summary=f"{R}/models/{{model}}/fold{{fold}}/train_summary.json",
     params:
         model=model_config,
         rerank_depth=config["rerank_depth"],

@@ -176,6 +176,65 @@ def pair_row(pairs: pd.DataFrame, measure: str, a: str, b: str):
     return None
 
 
+def training_section(inp: Inputs, frames: dict[str, pd.DataFrame], fig_dir: Path) -> Section:
+    """How each model trained: where early stopping kept it, and whether its dev gain over an untrained
+    reference (the zero-shot floor, BM25) carried over to the test queries. On small collections the dev
+    queries that pick the kept step are few, and this is where a fine-tuned row's shortfall shows."""
+    sec = Section("Training: dev curves and early stopping")
+    if inp.folds is None or inp.qrels is None:
+        return sec.note("Skipped: needs data/folds.json and data/qrels.txt.")
+    from longrank.scoring import mean_measure
+
+    trained = [m for m, spec in inp.models.items() if spec.get("enabled", True) and not spec.get("checkpoint_of")]
+    floors = [m for m in trained if is_zero_shot(inp.models[m])]
+    candidates = inp.candidates()
+    rows, curves = [], {}
+    for fold_index, fold in enumerate(inp.folds):
+        dev_refs = {f: read_json(p)["best_dev_ndcg10"] for f in floors
+                    if (p := inp.root / "models" / f / f"fold{fold_index}" / "train_summary.json").exists()}
+        if candidates is not None:
+            dev_refs = {"bm25": mean_measure(candidates, inp.qrels, fold["dev"]), **dev_refs}
+
+        def test_mean(system: str):
+            frame = frames.get(system)
+            qids = [q for q in fold["test"] if frame is not None and q in frame.index]
+            return float(frame.loc[qids, PRIMARY].mean()) if qids and PRIMARY in frame.columns else None
+
+        floor = floors[0] if floors else None
+        for model in trained:
+            if model in floors:
+                continue
+            summary_path = inp.root / "models" / model / f"fold{fold_index}" / "train_summary.json"
+            if not summary_path.exists():
+                continue
+            summary = read_json(summary_path)
+            test, floor_test = test_mean(model), test_mean(floor) if floor else None
+            floor_dev = dev_refs.get(floor)
+            rows.append([model, fold_index, summary.get("steps_run", "–"), summary.get("best_step", "–"),
+                         Cell(fmt(summary["best_dev_ndcg10"])),
+                         Cell(f"{summary['best_dev_ndcg10'] - floor_dev:+.4f}" if floor_dev is not None else "–"),
+                         Cell(fmt(test) if test is not None else "–"),
+                         Cell(f"{test - floor_test:+.4f}" if test is not None and floor_test is not None else "–"),
+                         Cell(fmt(summary.get("seconds"), 0) if summary.get("seconds") is not None else "–")])
+            log_path = summary_path.with_name("training_log.tsv")
+            if fold_index == 0 and log_path.exists():
+                log = pd.read_csv(log_path, sep="\t")
+                if len(log):
+                    curves[model] = log
+        if fold_index == 0 and curves:
+            png = plots.training_plot(curves, fig_dir / "fig_training.png", dev_refs, PRIMARY)
+            sec.image(png, f"Dev {PRIMARY} during training (fold 0), against the untrained references' dev scores.")
+    if not rows:
+        return sec.note("Skipped: no models/*/fold*/train_summary.json of a trained model.")
+    vs = f" vs {floors[0]}" if floors else ""
+    sec.howto(f"Training keeps the weights with the best dev {PRIMARY} and stops after `patience` evaluations without "
+              f"improvement. Δ columns compare with the zero-shot floor{vs} on the same fold's dev and test queries: a "
+              "dev gain that does not reappear on test was chosen on noise (few dev queries) or is overfitting.")
+    sec.table(["Model", "Fold", "Steps run", "Best step", f"Best dev {PRIMARY}", f"Δ dev{vs}", f"Test {PRIMARY}",
+               f"Δ test{vs}", "Seconds"], rows)
+    return sec
+
+
 def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_dir: Path | None = None,
           n_length_buckets: int = 4, title: str | None = None) -> list[Section]:
     results, out_dir = Path(results), Path(out_dir)
@@ -418,7 +477,10 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
         sec.text("score = w · model + (1 − w) · BM25 (as implemented by the rerank stage); w maximises dev nDCG@10.")
         sec.table(["Model", "Weight w", "Dev nDCG@10 at w", "Weights tried"], rows)
 
-    # 11. provenance ------------------------------------------------------------------------------------------
+    # 11. training ------------------------------------------------------------------------------------------
+    sections.append(training_section(inp, frames, fig_dir))
+
+    # 12. provenance ------------------------------------------------------------------------------------------
     sec = Section("Provenance")
     sections.append(sec)
     versions = [["python", platform.python_version()]]

@@ -155,3 +155,21 @@ def efficiency_plot(points: pd.DataFrame, path, measure: str = "nDCG@10") -> Pat
     ax.set_ylabel(f"mean {measure}")
     ax.set_title("Effectiveness vs efficiency")
     return _save(fig, path)
+
+
+def training_plot(curves: Mapping[str, pd.DataFrame], path, references: Mapping[str, float], measure: str = "nDCG@10") -> Path:
+    """Dev ``measure`` against training step, one line per trained model (fold 0), with the dev scores of
+    untrained references (BM25, a zero-shot floor) as dashed lines: where a curve peaks is the kept model."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    colors = _colors(list(curves))
+    for name, log in curves.items():
+        ax.plot(log["step"], log["dev_ndcg10"], "-o", ms=3, color=colors[name], label=name)
+        best = log.loc[log["dev_ndcg10"].idxmax()]
+        ax.plot([best["step"]], [best["dev_ndcg10"]], "*", ms=10, color=colors[name])
+    for i, (name, value) in enumerate(references.items()):
+        ax.axhline(value, color=f"{0.2 + 0.25 * i:.2f}", ls="--", lw=1, label=f"{name} (untrained)")
+    ax.set_xlabel("training step")
+    ax.set_ylabel(f"dev {measure}")
+    ax.set_title(f"Dev {measure} during training (star: the kept weights)")
+    ax.legend(frameon=False, fontsize=7, ncol=2)
+    return _save(fig, path)
