@@ -62,7 +62,7 @@ def model_order(models: dict) -> list[str]:
     from longrank.models.registry import MODEL_TYPES
 
     family = {t: i for i, t in enumerate(MODEL_TYPES)}
-    enabled = [name for name, entry in models.items() if entry["enabled"]]
+    enabled = [name for name, entry in models.items() if entry.get("enabled", True)]  # the schema default
     return sorted(enabled, key=lambda n: (family.get(models[n]["type"], len(family)), document_budget(models[n]) or 0, n))
 
 

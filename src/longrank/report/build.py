@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from longrank.config import document_budget
+from longrank.config import document_budget, model_order
 from longrank.evaluate.lengths import (length_distributions, ndcg_by_bucket, query_length_buckets,
                                        read_doc_lengths, region_positions, relevant_median_length,
                                        uniform_region_share)
@@ -185,7 +185,7 @@ def training_section(inp: Inputs, frames: dict[str, pd.DataFrame], fig_dir: Path
         return sec.note("Skipped: needs data/folds.json and data/qrels.txt.")
     from longrank.scoring import mean_measure
 
-    trained = [m for m, spec in inp.models.items() if spec.get("enabled", True) and not spec.get("checkpoint_of")]
+    trained = [m for m in model_order(inp.models) if not inp.models[m].get("checkpoint_of")]
     floors = [m for m in trained if is_zero_shot(inp.models[m])]
     candidates = inp.candidates()
     rows, curves = [], {}
@@ -228,8 +228,9 @@ def training_section(inp: Inputs, frames: dict[str, pd.DataFrame], fig_dir: Path
         return sec.note("Skipped: no models/*/fold*/train_summary.json of a trained model.")
     vs = f" vs {floors[0]}" if floors else ""
     sec.howto(f"Training keeps the weights with the best dev {PRIMARY} and stops after `patience` evaluations without "
-              f"improvement. Δ columns compare with the zero-shot floor{vs} on the same fold's dev and test queries: a "
-              "dev gain that does not reappear on test was chosen on noise (few dev queries) or is overfitting.")
+              f"improvement. The Δ columns compare with the zero-shot floor ({floors[0] if floors else 'none configured'}) "
+              "on the same fold's dev and test queries: a dev gain that does not reappear on test was chosen on noise "
+              "(few dev queries) or is overfitting.")
     sec.table(["Model", "Fold", "Steps run", "Best step", f"Best dev {PRIMARY}", f"Δ dev{vs}", f"Test {PRIMARY}",
                f"Δ test{vs}", "Seconds"], rows)
     return sec
