@@ -201,6 +201,7 @@ def training_section(inp: Inputs, frames: dict[str, pd.DataFrame], fig_dir: Path
             return float(frame.loc[qids, PRIMARY].mean()) if qids and PRIMARY in frame.columns else None
 
         floor = floors[0] if floors else None
+        floor_dev, floor_test = dev_refs.get(floor), test_mean(floor) if floor else None
         for model in trained:
             if model in floors:
                 continue
@@ -208,8 +209,7 @@ def training_section(inp: Inputs, frames: dict[str, pd.DataFrame], fig_dir: Path
             if not summary_path.exists():
                 continue
             summary = read_json(summary_path)
-            test, floor_test = test_mean(model), test_mean(floor) if floor else None
-            floor_dev = dev_refs.get(floor)
+            test = test_mean(model)
             rows.append([model, fold_index, summary.get("steps_run", "–"), summary.get("best_step", "–"),
                          Cell(fmt(summary["best_dev_ndcg10"])),
                          Cell(f"{summary['best_dev_ndcg10'] - floor_dev:+.4f}" if floor_dev is not None else "–"),
