@@ -23,6 +23,26 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
+def _stop_words() -> frozenset[str]:
+    # scikit-learn's English list (318 words): the one its TfidfVectorizer uses for query formulation too.
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS)
+
+
+STOP_WORDS = _stop_words()
+
+
+def query_terms(text: str, remove_stopwords: bool = True) -> list[str]:
+    """A query's word tokens, stop words removed unless that would leave none (a query of only stop words
+    keeps them all rather than becoming empty)."""
+    words = tokenize(text)
+    if not remove_stopwords:
+        return words
+    content = [w for w in words if w not in STOP_WORDS]
+    return content or words
+
+
 class Vocabulary:
     """Maps words to ids (0 = padding, 1 = out of vocabulary) and keeps each word's document frequency."""
 

@@ -12,18 +12,46 @@ score per pair. Models that can say *why* (TKL's region positions) also implemen
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import inspect
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 from torch import nn
+
+from longrank.io import InputError
 
 if TYPE_CHECKING:
     from longrank.data.corpus import Corpus
 
 
+def config_keys(part: Callable) -> dict[str, Any]:
+    """The config keys a constructor (or function) takes and their defaults: its parameters that have one.
+    Parameters without a default are wiring the model passes itself (a vocabulary, a width)."""
+    return {name: p.default for name, p in inspect.signature(part).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
+def split_config(model: str, params: dict[str, Any], *parts: Callable) -> list[dict[str, Any]]:
+    """Deal a model's config keys out to the parts that take them (by their signatures), so each default
+    lives in one place, the part's signature. A key no part takes is an error naming the key."""
+    taken = [{k: v for k, v in params.items() if k in config_keys(part)} for part in parts]
+    unknown = set(params) - {k for part in parts for k in config_keys(part)}
+    if unknown:
+        known = sorted({k for part in parts for k in config_keys(part)})
+        raise InputError(f"{model}: unknown keys {sorted(unknown)}; expected some of {known}")
+    return taken
+
+
 class Ranker(nn.Module):
     #: the loss the paper trains this model with; ``train.loss`` in the config overrides it
     default_loss: str = "pairwise_hinge"
+    #: callables besides ``__init__`` whose keyword defaults are config keys of this model (``split_config``)
+    config_parts: tuple[Callable, ...] = ()
+    #: this model's own defaults for keys of its parts, where they differ from the part's signature
+    part_defaults: dict[str, Any] = {}
+    #: parameter groups a training key can give their own learning rate: group -> parameter-name prefixes
+    #: (``train.embedding_lr`` -> ``embeddings``, ``train.scoring_lr`` -> ``scoring``)
+    parameter_groups: dict[str, tuple[str, ...]] = {}
 
     @classmethod
     def from_config(cls, params: dict[str, Any], corpus: "Corpus") -> "Ranker":

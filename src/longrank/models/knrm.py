@@ -13,12 +13,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from longrank.models.base import Ranker
+from longrank.models.base import Ranker, split_config
 from longrank.models.kernels import WordEmbedder, cosine_matrix, kernel_centers, rbf_kernels
 
 
 class KNRM(Ranker):
     default_loss = "pairwise_hinge"
+    config_parts = (WordEmbedder,)
+    parameter_groups = {"embeddings": ("embedder.",), "scoring": ("dense.",)}
 
     def __init__(self, embedder: WordEmbedder, n_kernels: int = 11, max_query_len: int = 30, max_doc_len: int = 200):
         super().__init__()
@@ -34,16 +36,16 @@ class KNRM(Ranker):
 
     @classmethod
     def from_config(cls, params, corpus):
-        embedder = WordEmbedder(corpus.word_vocabulary, params.get("embeddings", "glove-6b-50d"), params.get("train_embeddings", True))
-        return cls(embedder, params.get("n_kernels", 11), params.get("max_query_len", 30), params.get("max_doc_len", 200))
+        embedder_keys, own = split_config("knrm", params, WordEmbedder, cls.__init__)
+        return cls(WordEmbedder(corpus.word_vocabulary, **embedder_keys), **own)
 
     def encode(self, queries, docs):
-        return {"query": self.embedder.encode(queries, self.max_query_len), "doc": self.embedder.encode(docs, self.max_doc_len)}
+        return {"query": self.embedder.encode_query(queries, self.max_query_len), "doc": self.embedder.encode(docs, self.max_doc_len)}
 
     def forward(self, query: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
         q, q_mask = self.embedder(query)
         d, d_mask = self.embedder(doc)
         kernels = rbf_kernels(cosine_matrix(q, d), self.mu, self.sigma) * d_mask[:, None, :, None]
         per_term = torch.log(torch.clamp(kernels.sum(dim=2), min=1e-10)) * 0.01  # [B, Lq, K]; 0.01 as in KNRM
-        features = (per_term * q_mask[:, :, None]).sum(dim=1)  # [B, K]
+        features = (per_term * self.embedder.query_weights(query, q_mask)[:, :, None]).sum(dim=1)  # [B, K]
         return self.dense(features).squeeze(-1)

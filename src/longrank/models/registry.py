@@ -42,9 +42,15 @@ def build_model(model_cfg: dict[str, Any], corpus):
 
 
 def constructor_defaults(model_type: str) -> dict[str, Any]:
-    """The architecture keys a model type falls back to when its config entry leaves them out."""
-    signature = inspect.signature(model_class(model_type).__init__)
-    return {name: p.default for name, p in signature.parameters.items() if p.default is not inspect.Parameter.empty}
+    """The architecture keys a model type falls back to when its config entry leaves them out (its own
+    constructor's and those of the parts it builds from its config, e.g. TK's embedder and Transformer)."""
+    from longrank.models.base import config_keys
+
+    cls = model_class(model_type)
+    defaults: dict[str, Any] = {}
+    for part in (*cls.config_parts, cls.__init__):
+        defaults.update(config_keys(part))
+    return {**defaults, **cls.part_defaults}
 
 
 def on_pretrained_encoder(model_type: str) -> bool:

@@ -30,7 +30,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from longrank.io import InputError
-from longrank.models.base import Ranker
+from longrank.models.base import Ranker, split_config
 from longrank.models.kernels import WordEmbedder, cosine_matrix, kernel_centers, rbf_kernels
 
 
@@ -67,48 +67,68 @@ class EncoderLayer(nn.Module):
         return self.norm2(x + self.drop2(self.ff(x)))
 
 
+POSITIONS = ("fixed", "learned")
+
+
 class Contextualizer(nn.Module):
     """TK's representation: Transformer over (embedding + position) with a learned raw/contextual mix.
 
     Input vectors [N, L, E] and mask [N, L] (1 = real token); output [N, L, E] with padding vectors zeroed.
     Rows without any real token (an empty query, a padding-only TKL window on the unpacked path) would make
     attention's softmax NaN; they attend over their (ignored) padding instead and their output is zeroed.
+
+    Position features (official code): queries take sinusoid rows 0, 1, ... and documents rows
+    ``doc_position_offset`` (500), 501, ..., so the Transformer can tell a query from a document token;
+    ``positions: fixed`` keeps the sinusoids (TK, ECAI 2020), ``learned`` starts from them and trains them
+    (TKL, SIGIR 2020). ``doc_position_offset: 0`` shares one set of positions (this project's first version).
+    ``max_positions`` is the longest sequence the model feeds (a learned table has one row per position).
     """
 
-    def __init__(self, dim: int, n_layers: int = 2, n_heads: int = 10, ff_dim: int = 300, dropout: float = 0.0):
+    def __init__(self, dim: int, max_positions: int, n_layers: int = 2, n_heads: int = 10, ff_dim: int = 300,
+                 dropout: float = 0.0, positions: str = "fixed", doc_position_offset: int = 500):
         super().__init__()
         if dim % n_heads:
             raise InputError(f"n_heads: {n_heads} heads must divide the embedding width {dim} (e.g. 10 for 50d or 300d GloVe)")
+        if positions not in POSITIONS:
+            raise InputError(f"positions: {positions!r} is not one of {list(POSITIONS)}")
+        if doc_position_offset < 0:
+            raise InputError(f"doc_position_offset: must be >= 0, got {doc_position_offset}")
         self.layers = nn.ModuleList(EncoderLayer(dim, n_heads, ff_dim, dropout) for _ in range(n_layers))
         self.mix = nn.Parameter(torch.tensor(0.5))
+        self.doc_position_offset = doc_position_offset
+        self.position_table = None
+        if positions == "learned":
+            self.position_table = nn.Parameter(sinusoidal_positions(doc_position_offset + max_positions, dim))
 
-    def forward(self, vectors: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def positions(self, length: int, offset: int, dim: int, device) -> torch.Tensor:
+        if self.position_table is None:
+            return sinusoidal_positions(offset + length, dim, device)[offset:]
+        if offset + length > len(self.position_table):
+            raise InputError(f"a sequence of {length} tokens exceeds the {len(self.position_table) - offset} learned positions")
+        return self.position_table[offset : offset + length]
+
+    def forward(self, vectors: torch.Tensor, mask: torch.Tensor, is_document: bool = False) -> torch.Tensor:
         attend = mask > 0
         attend = (attend | ~attend.any(dim=1, keepdim=True))[:, None, None, :]  # all-padding rows: attend to all
-        positions = sinusoidal_positions(vectors.shape[1], vectors.shape[2], vectors.device)
-        contextual = vectors + positions
+        offset = self.doc_position_offset if is_document else 0
+        contextual = vectors + self.positions(vectors.shape[1], offset, vectors.shape[2], vectors.device)
         for layer in self.layers:
             contextual = layer(contextual, attend)
         return (self.mix * vectors + (1 - self.mix) * contextual) * mask[..., None]
 
 
-def build_embedder(params, corpus) -> WordEmbedder:
-    return WordEmbedder(corpus.word_vocabulary, params.get("embeddings", "glove-6b-50d"), params.get("train_embeddings", True))
-
-
-def build_contextualizer(params, dim: int) -> Contextualizer:
-    return Contextualizer(dim, params.get("n_layers", 2), params.get("n_heads", 10), params.get("ff_dim", 300), params.get("dropout", 0.0))
-
-
-def build_kernels(params) -> tuple[torch.Tensor, torch.Tensor]:
-    return kernel_centers(params.get("n_kernels", 11), params.get("sigma", 0.1), params.get("exact_sigma", 0.1))
+def tk_kernels(n_kernels: int = 11, sigma: float = 0.1, exact_sigma: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
+    """TK/TKL's kernels (every sigma 0.1, see above); the keyword defaults are the config defaults."""
+    return kernel_centers(n_kernels, sigma, exact_sigma)
 
 
 class TK(Ranker):
     default_loss = "pairwise_hinge"
+    config_parts = (WordEmbedder, Contextualizer, tk_kernels)
+    parameter_groups = {"embeddings": ("embedder.",), "scoring": ("dense.",)}
 
     def __init__(self, embedder: WordEmbedder, contextualizer: Contextualizer, mu: torch.Tensor, sigma: torch.Tensor,
-                 max_query_len: int = 30, max_doc_len: int = 200, length_norm: bool = True):
+                 max_query_len: int = 30, max_doc_len: int = 200, length_norm: bool = False):
         super().__init__()
         self.embedder, self.contextualizer = embedder, contextualizer
         self.max_query_len, self.max_doc_len, self.length_norm = max_query_len, max_doc_len, length_norm
@@ -122,22 +142,23 @@ class TK(Ranker):
 
     @classmethod
     def from_config(cls, params, corpus):
-        embedder = build_embedder(params, corpus)
-        mu, sigma = build_kernels(params)
-        return cls(embedder, build_contextualizer(params, embedder.dim), mu, sigma, params.get("max_query_len", 30),
-                   params.get("max_doc_len", 200), params.get("length_norm", True))
+        embedder_keys, context_keys, kernel_keys, own = split_config("tk", params, WordEmbedder, Contextualizer, tk_kernels, cls.__init__)
+        embedder = WordEmbedder(corpus.word_vocabulary, **embedder_keys)
+        longest = max(own.get("max_query_len", 30), own.get("max_doc_len", 200))
+        return cls(embedder, Contextualizer(embedder.dim, longest, **context_keys), *tk_kernels(**kernel_keys), **own)
 
     def encode(self, queries, docs):
-        return {"query": self.embedder.encode(queries, self.max_query_len), "doc": self.embedder.encode(docs, self.max_doc_len)}
+        return {"query": self.embedder.encode_query(queries, self.max_query_len), "doc": self.embedder.encode(docs, self.max_doc_len)}
 
     def forward(self, query: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
         q, q_mask = self.embedder(query)
         d, d_mask = self.embedder(doc)
-        q, d = self.contextualizer(q, q_mask), self.contextualizer(d, d_mask)
+        q, d = self.contextualizer(q, q_mask), self.contextualizer(d, d_mask, is_document=True)
         kernels = rbf_kernels(cosine_matrix(q, d), self.mu, self.sigma) * d_mask[:, None, :, None]
         per_term = kernels.sum(dim=2)  # [B, Lq, K]
-        features = [(torch.log(torch.clamp(per_term, min=1e-10)) * 0.01 * q_mask[..., None]).sum(dim=1)]
+        q_weight = self.embedder.query_weights(query, q_mask)[..., None]
+        features = [(torch.log(torch.clamp(per_term, min=1e-10)) * 0.01 * q_weight).sum(dim=1)]
         if self.length_norm:
             doc_len = d_mask.sum(dim=1).clamp(min=1.0)
-            features.append((per_term / doc_len[:, None, None] * q_mask[..., None]).sum(dim=1))
+            features.append((per_term / doc_len[:, None, None] * q_weight).sum(dim=1))
         return self.dense(torch.cat(features, dim=-1)).squeeze(-1)

@@ -44,9 +44,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from longrank.io import InputError
-from longrank.models.base import Ranker
+from longrank.models.base import Ranker, split_config
 from longrank.models.kernels import WordEmbedder, cosine_matrix
-from longrank.models.tk import Contextualizer, build_contextualizer, build_embedder, build_kernels
+from longrank.models.tk import Contextualizer, tk_kernels
 
 SATURATIONS = ("embedding", "log", "linear")
 MIN_X = 1e-10
@@ -140,26 +140,37 @@ def top_local_max(topography: torch.Tensor, valid: torch.Tensor, top_t: int, nei
     return torch.cat(features, dim=1), torch.stack(positions, dim=1), torch.stack(peaks, dim=1)
 
 
+REGION_INITS = ("ones", "uniform")
+
+
 class TKL(Ranker):
     default_loss = "pairwise_hinge"
+    config_parts = (WordEmbedder, Contextualizer, tk_kernels)
+    #: TKL's own defaults for keys of its parts: trainable positions, as the official TKL code
+    part_defaults = {"positions": "learned"}
+    parameter_groups = {"embeddings": ("embedder.",),
+                        "scoring": ("kernel_weights.", "region_weights.", "saturation_", "salience.")}
 
     def __init__(self, embedder: WordEmbedder, contextualizer: Contextualizer, mu: torch.Tensor, sigma: torch.Tensor,
                  idf: torch.Tensor, max_query_len: int = 30, max_doc_len: int = 2000, window: int = 40,
-                 overlap: int = 10, region_size: int = 30, region_stride: int = 1, top_t: int = 3, neighbours: int = 2,
-                 nms_radius: int | None = None, saturation: str = "embedding", pack_windows: bool = True):
+                 overlap: int = 5, region_size: int = 30, region_stride: int = 2, tail_regions: bool = True,
+                 top_t: int = 3, neighbours: int = 2, nms_radius: int | None = None, saturation: str = "embedding",
+                 region_init: str = "ones", pack_windows: bool = True):
         super().__init__()
         if saturation not in SATURATIONS:
             raise InputError(f"saturation: {saturation!r} is not one of {list(SATURATIONS)}")
         for key, value in (("window", window), ("region_size", region_size), ("region_stride", region_stride), ("top_t", top_t)):
             if int(value) < 1:
                 raise InputError(f"{key}: must be a positive integer, got {value!r}")
+        if region_init not in REGION_INITS:
+            raise InputError(f"region_init: {region_init!r} is not one of {list(REGION_INITS)}")
         if overlap < 0 or neighbours < 0 or (nms_radius is not None and nms_radius < 1):
             raise InputError(f"overlap and neighbours must be >= 0 and nms_radius >= 1, got overlap={overlap}, "
                              f"neighbours={neighbours}, nms_radius={nms_radius}")
         self.embedder, self.contextualizer = embedder, contextualizer
         self.max_query_len, self.max_doc_len = max_query_len, max_doc_len
         self.window, self.overlap = window, overlap
-        self.region_size, self.region_stride = region_size, region_stride
+        self.region_size, self.region_stride, self.tail_regions = region_size, region_stride, tail_regions
         self.top_t, self.neighbours = top_t, neighbours
         self.nms_radius = region_size if nms_radius is None else nms_radius
         self.saturation, self.pack_windows = saturation, pack_windows
@@ -181,24 +192,25 @@ class TKL(Ranker):
                 nn.init.constant_(self.saturation_b.bias, 100.0)
         self.kernel_weights = nn.Linear(len(mu), 1, bias=False)  # W_k (Eq. 6)
         nn.init.uniform_(self.kernel_weights.weight, -0.014, 0.014)
-        self.region_weights = nn.Linear(top_t * (2 * neighbours + 1), 1)  # W_s (Eq. 7)
-        nn.init.uniform_(self.region_weights.weight, -0.014, 0.014)
-        nn.init.zeros_(self.region_weights.bias)
+        # W_s (Eq. 7). Official code: every region value weighted 1, no bias, so the untrained score is the sum
+        # of the top regions' topography; ``region_init: uniform`` is this project's first version (±0.014, bias).
+        self.region_weights = nn.Linear(top_t * (2 * neighbours + 1), 1, bias=region_init == "uniform")
+        if region_init == "ones":
+            nn.init.ones_(self.region_weights.weight)
+        else:
+            nn.init.uniform_(self.region_weights.weight, -0.014, 0.014)
+            nn.init.zeros_(self.region_weights.bias)
 
     @classmethod
     def from_config(cls, params, corpus):
-        embedder = build_embedder(params, corpus)
-        mu, sigma = build_kernels(params)
-        return cls(embedder, build_contextualizer(params, embedder.dim), mu, sigma, corpus.word_vocabulary.idf(),
-                   max_query_len=params.get("max_query_len", 30), max_doc_len=params.get("max_doc_len", 2000),
-                   window=params.get("window", 40), overlap=params.get("overlap", 10),
-                   region_size=params.get("region_size", 30), region_stride=params.get("region_stride", 1),
-                   top_t=params.get("top_t", 3), neighbours=params.get("neighbours", 2),
-                   nms_radius=params.get("nms_radius"), saturation=params.get("saturation", "embedding"),
-                   pack_windows=params.get("pack_windows", True))
+        embedder_keys, context_keys, kernel_keys, own = split_config("tkl", params, WordEmbedder, Contextualizer, tk_kernels, cls.__init__)
+        embedder = WordEmbedder(corpus.word_vocabulary, **embedder_keys)
+        window = own.get("window", 40) + 2 * own.get("overlap", 5)
+        contextualizer = Contextualizer(embedder.dim, max(own.get("max_query_len", 30), window), **{**cls.part_defaults, **context_keys})
+        return cls(embedder, contextualizer, *tk_kernels(**kernel_keys), corpus.word_vocabulary.idf(), **own)
 
     def encode(self, queries, docs):
-        return {"query": self.embedder.encode(queries, self.max_query_len), "doc": self.embedder.encode(docs, self.max_doc_len)}
+        return {"query": self.embedder.encode_query(queries, self.max_query_len), "doc": self.embedder.encode(docs, self.max_doc_len)}
 
     def _saturate(self, sums: torch.Tensor, query: torch.Tensor, region_len: torch.Tensor) -> torch.Tensor:
         """sums [B, Lq, K, R], query ids [B, Lq], region token counts [B, R] -> saturated [B, Lq, K, R]."""
@@ -221,16 +233,21 @@ class TKL(Ranker):
         q, q_mask = self.embedder(query)
         d, d_mask = self.embedder(doc)
         q = self.contextualizer(q, q_mask)
-        d, passes = contextualize_windows(d, d_mask, self.contextualizer, self.window, self.overlap, self.pack_windows)
+        d, passes = contextualize_windows(d, d_mask, lambda v, m: self.contextualizer(v, m, is_document=True),
+                                          self.window, self.overlap, self.pack_windows)
         self.window_passes += passes
         cosine = cosine_matrix(q, d)[:, :, None, :]  # [B, Lq, 1, Ld]
         kernels = torch.exp(-((cosine - self.mu[:, None]) ** 2) / (2 * self.sigma[:, None] ** 2)) * d_mask[:, None, None, :]
+        if self.tail_regions:  # regions may run past the document's end: one starts at every stride before it
+            kernels, d_mask = F.pad(kernels, (0, self.region_size - 1)), F.pad(d_mask, (0, self.region_size - 1))
         sums = region_sums(kernels, self.region_size, self.region_stride)  # Eq. 3, [B, Lq, K, R]
         region_len = region_sums(d_mask, self.region_size, self.region_stride)  # c_len, [B, R]
-        saturated = (self._saturate(sums, query, region_len) * q_mask[:, :, None, None]).sum(dim=1)  # [B, K, R]
+        q_weight = self.embedder.query_weights(query, q_mask)[:, :, None, None]
+        saturated = (self._saturate(sums, query, region_len) * q_weight).sum(dim=1)  # [B, K, R]
         topography = torch.einsum("bkr,k->br", saturated, self.kernel_weights.weight[0])  # Eq. 6
         starts = torch.arange(topography.shape[1], device=doc.device) * self.region_stride
-        last_start = (d_mask.sum(dim=1) - self.region_size).clamp(min=0)
+        n_tokens = d_mask.sum(dim=1)
+        last_start = n_tokens - 1 if self.tail_regions else (n_tokens - self.region_size).clamp(min=0)
         return topography, starts[None, :] <= last_start[:, None]
 
     def _select(self, query, doc):

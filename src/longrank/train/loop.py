@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from longrank.data.corpus import Corpus
 from longrank.io import InputError, read_json, read_run, write_json, write_run, write_text
-from longrank.models.registry import build_model, model_class
+from longrank.models.registry import build_model, constructor_defaults, model_class
 from longrank.runtime import resolve_device, seed_everything
 from longrank.scoring import mean_measure, score_candidates
 from longrank.train.checkpoint import load_training_state, save_training_state, save_weights
@@ -34,8 +34,10 @@ log = logging.getLogger(__name__)
 TRAIN_DEFAULTS = {
     "steps": 300, "batch_size": 8, "negatives": 1, "lr": 1e-3, "weight_decay": 0.0, "warmup_steps": 0,
     "loss": None, "eval_every": 50, "patience": 3, "grad_clip": 1.0, "seed": 0, "eval_batch_size": 32,
-    "embedding_lr": None, "head_lr": None,
+    "embedding_lr": None, "scoring_lr": None, "positives": "candidates", "negatives_from": "candidates",
 }
+# Training keys that set the learning rate of one of a model's declared parameter groups (Ranker.parameter_groups).
+GROUP_LR_KEYS = {"embedding_lr": "embeddings", "scoring_lr": "scoring"}
 
 
 def add_arguments(parser):
@@ -64,21 +66,35 @@ def _lr_lambda(warmup: int, total: int):
 
 def _fingerprint(model_cfg: dict, fold: dict, depth: int, candidates) -> str:
     ranked = {q: sorted(candidates.get(q, {}).items()) for q in fold["train"] + fold["dev"]}
-    payload = json.dumps([model_cfg, fold["train"], fold["dev"], depth, ranked], sort_keys=True)
+    # With the model's defaults resolved: a state left before a default changed must not resume under the new one.
+    resolved = {**constructor_defaults(model_cfg["type"]), **model_cfg}
+    payload = json.dumps([resolved, fold["train"], fold["dev"], depth, ranked], sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def _parameter_groups(model, hp: dict) -> list[dict]:
-    """Own learning rates for word embeddings (TK/TKL: 1e-4 vs 1e-3 in the paper) and for a freshly
-    initialised score head on a pretrained encoder (which otherwise learns at the encoder's 3e-5)."""
-    special = {"embedder.embedding": hp["embedding_lr"], "head.": hp["head_lr"]}
-    groups: dict[str, list] = {prefix: [] for prefix in special}
-    rest = []
-    for name, p in model.named_parameters():
-        if p.requires_grad:
-            prefix = next((pre for pre, lr in special.items() if lr and name.startswith(pre)), None)
-            (groups[prefix] if prefix else rest).append(p)
-    return [{"params": rest}] + [{"params": ps, "lr": special[pre]} for pre, ps in groups.items() if ps]
+def parameter_groups(model, hp: dict, name: str = "model") -> list[dict]:
+    """AdamW groups: the model's declared groups whose rate a training key sets (word embeddings learn slower
+    than the rest in TK/TKL; scoring layers, a few dozen weights over large pooled features, need a far
+    higher rate than a Transformer or a pretrained encoder), and everything else at ``lr``. A key that would
+    reach no trainable parameter is an error: a silently ignored learning rate is how KNRM, TK and TKL once
+    trained their scoring layers at the Transformer's rate."""
+    declared = type(model).parameter_groups
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    taken: set[str] = set()
+    groups = []
+    for key, group in GROUP_LR_KEYS.items():
+        if hp[key] is None:
+            continue
+        prefixes = declared.get(group, ())
+        members = [(n, p) for n, p in trainable if n.startswith(prefixes) and n not in taken] if prefixes else []
+        if not members:
+            why = (f"declares no {group!r} parameters" if not prefixes
+                   else f"has no trainable parameter under {list(prefixes)} (frozen?)")
+            raise InputError(f"models.{name}.train.{key}: {type(model).__name__} {why}; remove the key")
+        taken.update(n for n, _ in members)
+        groups.append({"name": group, "params": [p for _, p in members], "lr": hp[key]})
+    rest = [p for n, p in trainable if n not in taken]
+    return [{"name": "rest", "params": rest}] + groups if rest else groups
 
 
 def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: int, depth: int, device: torch.device, out: Path) -> None:
@@ -109,9 +125,10 @@ def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: in
         return
 
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(_parameter_groups(model, hp), lr=hp["lr"], weight_decay=hp["weight_decay"])
+    optimizer = torch.optim.AdamW(parameter_groups(model, hp, name), lr=hp["lr"], weight_decay=hp["weight_decay"])
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(hp["warmup_steps"], hp["steps"]))
-    sampler = PairSampler(fold["train"], corpus.qrels, candidates, depth, hp["negatives"], hp["seed"])
+    sampler = PairSampler(fold["train"], corpus.qrels, candidates, depth, hp["negatives"], hp["seed"], hp["positives"],
+                          hp["negatives_from"], list(corpus.docs) if hp["negatives_from"] != "candidates" else None)
 
     # A state left by a killed run resumes only if it was made for exactly this training problem.
     fingerprint = _fingerprint(model_cfg, fold, depth, candidates)
