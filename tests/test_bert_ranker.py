@@ -18,8 +18,8 @@ def tokenizer():
     return load_tokenizer("minilm")
 
 
-def small_encoder(tokenizer):
-    cfg = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+def small_encoder(tokenizer, **overrides):
+    cfg = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, **overrides)
     return random_encoder(cfg, seed=3)
 
 
@@ -63,6 +63,73 @@ def test_bad_config_names_the_key():
         BertRanker.from_config({"mode": "sump"})
     with pytest.raises(InputError, match="passage_len"):
         BertRanker.from_config({"passage_len": 500})
+    with pytest.raises(InputError, match="maxp_training"):
+        BertRanker.from_config({"mode": "maxp", "maxp_training": "mean"})
+    with pytest.raises(InputError, match="maxp_train"):  # an unknown (misspelt) key is named, not ignored
+        BertRanker.from_config({"mode": "maxp", "maxp_train": "max"})
+
+
+def maxp_ranker(tokenizer, **kw):
+    # no dropout: train mode differs from eval mode only by what maxp_training changes
+    encoder = small_encoder(tokenizer, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    ranker = BertRanker(encoder, tokenizer, mode="maxp", passage_len=8, passage_stride=8, max_passages=6, **kw)
+    torch.nn.init.normal_(ranker.head.weight)
+    return ranker
+
+
+MAXP_DOCS = ["the boundary layer on a flat plate at high mach numbers shows transition to turbulence downstream of the "
+             "leading edge while heat transfer rates rise sharply near the wall and skin friction follows a similar trend "
+             "which experiments in the wind tunnel confirmed for several nose shapes",
+             "short doc",
+             "heat transfer to blunt bodies at hypersonic speeds measured in a shock tunnel facility for a range of enthalpies"]
+
+
+def test_maxp_passage_training_scores_one_random_passage_and_eval_takes_the_max(tokenizer):
+    ranker = maxp_ranker(tokenizer)
+    assert ranker.maxp_training == "passage"  # the default: Dai & Callan
+    batch = ranker.encode(["boundary layer transition"] * 3, MAXP_DOCS)
+    with torch.no_grad():
+        per_passage = ranker.eval().passage_scores(**batch)
+        assert per_passage[0].isfinite().sum() >= 4 and per_passage[1].isfinite().sum() == 1
+        assert torch.equal(ranker(**batch), per_passage.max(dim=1).values)  # eval: always the max
+        ranker.train()
+        picked = []
+        for seed in range(40):
+            torch.manual_seed(seed)
+            scores = ranker(**batch)
+            torch.manual_seed(seed)
+            assert torch.equal(ranker(**batch), scores)  # torch's RNG decides: reproducible under the loop's seeding
+            index = []
+            for doc, score in enumerate(scores):
+                hits = torch.isclose(per_passage[doc], score, rtol=0, atol=1e-5).nonzero().flatten().tolist()
+                assert len(hits) == 1, (doc, score, per_passage[doc])  # exactly one of the document's passage scores
+                index.append(hits[0])
+            picked.append(index)
+    first = [p[0] for p in picked]
+    n_first = int(per_passage[0].isfinite().sum())
+    assert set(first) == set(range(n_first))  # every passage of a long document gets drawn
+    assert all(p[1] == 0 for p in picked)  # a one-passage document always scores its passage
+    assert any(p[0] != per_passage[0].argmax().item() for p in picked)  # training does not go through the max
+
+
+def test_maxp_training_max_keeps_the_max_in_training(tokenizer):
+    ranker = maxp_ranker(tokenizer, maxp_training="max")
+    batch = ranker.encode(["boundary layer transition"] * 3, MAXP_DOCS)
+    with torch.no_grad():
+        expected = ranker.eval().passage_scores(**batch).max(dim=1).values
+        assert torch.allclose(ranker.train()(**batch), expected, atol=1e-5)
+
+
+def test_maxp_passage_training_gradients_reach_the_encoder_and_firstp_is_unaffected(tokenizer):
+    ranker = maxp_ranker(tokenizer).train()
+    ranker(**ranker.encode(["q one", "q two"], MAXP_DOCS[:2])).sum().backward()
+    assert ranker.encoder.encoder.layer[0].output.dense.weight.grad is not None
+    firstp = BertRanker(ranker.encoder, tokenizer, mode="firstp", passage_len=8).train()
+    firstp.head.load_state_dict(ranker.head.state_dict())
+    batch = firstp.encode(["q one"], MAXP_DOCS[:1])
+    with torch.no_grad():
+        assert torch.equal(firstp(**batch), firstp.eval()(**batch))
 
 
 def test_bi_encoder_is_mean_pooled_cosine():

@@ -35,9 +35,10 @@ def small_mores(tokenizer, blocks=2, **kw) -> MORES:
     return model.eval()
 
 
+@pytest.mark.parametrize("tie", [True, False])
 @pytest.mark.parametrize("reuse", ["s1", "s2"])
-def test_reuse_store_gives_the_same_scores(tokenizer, tmp_path, reuse, device):
-    model = small_mores(tokenizer).to(device)
+def test_reuse_store_gives_the_same_scores(tokenizer, tmp_path, reuse, tie, device):
+    model = small_mores(tokenizer, tie_query_layers=tie).to(device)
     with torch.no_grad():
         reference = model(**{k: v.to(device) for k, v in model.encode(QUERIES, DOCS).items()})
     online = model.score_pairs(QUERIES, DOC_IDS, DOCS)
@@ -122,13 +123,103 @@ def test_random_cross_attention_ablation(minilm_state):
     assert torch.equal(ib.self_attention.self.query.weight, minilm_state["encoder.layer.5.attention.self.query.weight"])
 
 
-def test_bad_config_names_the_key():
+def test_bad_config_names_the_key_and_refuses_unknown_keys():
     with pytest.raises(InputError, match="interaction_blocks"):
         MORES.from_config({"encoder": "minilm", "interaction_blocks": 6})
     with pytest.raises(InputError, match="reuse"):
         MORES.from_config({"encoder": "minilm", "reuse": "s3"})
     with pytest.raises(InputError, match="encoder"):
         MORES.from_config({"encoder": "/no/such/encoder"})
+    with pytest.raises(InputError, match="tie_query_layer"):  # a typo of tie_query_layers is named, not ignored
+        MORES.from_config({"encoder": "minilm", "tie_query_layer": False})
+    with pytest.raises(InputError, match="tie_query_layers"):
+        MORES.from_config({"encoder": "minilm", "tie_query_layers": "no"})
+    with pytest.raises(InputError, match="doc_segment_id"):
+        MORES.from_config({"encoder": "minilm", "doc_segment_id": 2})
+
+
+def test_tied_query_layers_are_the_document_modules_first_layers(tokenizer):
+    tied, untied = small_mores(tokenizer), small_mores(tokenizer, tie_query_layers=False)
+    assert tied.tie_query_layers and not untied.tie_query_layers  # tied is the default (official code)
+    doc_layers, query_layers = tied.document_module.encoder.layer, tied.query_module.encoder.layer
+    assert len(query_layers) == 4 - 2
+    for q_layer, d_layer in zip(query_layers, doc_layers):
+        for (name, q), (_, d) in zip(q_layer.named_parameters(), d_layer.named_parameters()):
+            assert q is d, name  # the same Parameter objects: one set of weights
+    # embeddings stay the query module's own copy, as in the official code (q_bert = deepcopy(bert))
+    assert tied.query_module.embeddings.word_embeddings.weight is not tied.document_module.embeddings.word_embeddings.weight
+    for q_layer, d_layer in zip(untied.query_module.encoder.layer, untied.document_module.encoder.layer):
+        assert all(q is not d for q, d in zip(q_layer.parameters(), d_layer.parameters()))
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    layer_size = count(doc_layers[0])
+    assert count(tied) == count(untied) - 2 * layer_size
+    # the IBs are still their own weights (copies of the last K layers)
+    ib_params = {id(p) for p in tied.interaction_blocks.parameters()}
+    assert not ib_params & {id(p) for p in tied.document_module.parameters()}
+    # a gradient through the query path reaches the shared layer
+    tied.train()
+    batch = tied.encode(QUERIES[:2], DOCS[:2])
+    tied.represent_queries(batch["q_input_ids"], batch["q_attention_mask"], batch["q_token_type_ids"]).sum().backward()
+    assert doc_layers[0].output.dense.weight.grad is not None
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_saved_and_loaded_with_the_projects_checkpoints_gives_identical_scores(tmp_path, tie):
+    from safetensors import safe_open
+
+    from longrank.models.registry import build_model
+    from longrank.train.checkpoint import load_model, save_weights
+
+    cfg = {"type": "mores", "encoder": "minilm", "interaction_blocks": 2, "max_query_len": 16, "max_doc_len": 40, "tie_query_layers": tie}
+    model = build_model(cfg, None)
+    with torch.no_grad():  # weights that a fresh build cannot reproduce, so loading has to do the work
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    model.eval()
+    save_weights(model, tmp_path / "model.safetensors")
+    with safe_open(str(tmp_path / "model.safetensors"), "pt") as f:
+        keys = set(f.keys())
+    assert any(k.startswith("query_module.embeddings.") for k in keys)
+    assert any(k.startswith("query_module.encoder.layer.") for k in keys) == (not tie)  # a tied layer is stored once
+    loaded = load_model(tmp_path / "model.safetensors", cfg, None)
+    if tie:
+        assert loaded.query_module.encoder.layer[1].attention.self.query.weight is loaded.document_module.encoder.layer[1].attention.self.query.weight
+    batch = model.encode(QUERIES, DOCS)
+    with torch.no_grad():
+        before, after = model(**batch), loaded(**batch)
+    assert torch.equal(before, after)
+    assert before.std() > 1e-4
+    # a checkpoint saved with the other setting is refused, naming the key
+    other = dict(cfg, tie_query_layers=not tie)
+    with pytest.raises(InputError, match="tie_query_layers"):
+        load_model(tmp_path / "model.safetensors", other, None)
+
+
+def test_doc_segment_id_is_what_the_document_module_sees(tokenizer, tmp_path):
+    seen = []
+    for segment in (0, 1):
+        model = small_mores(tokenizer, doc_segment_id=segment)
+        hook = model.document_module.register_forward_pre_hook(lambda m, a, kw: seen.append(kw["token_type_ids"].clone()), with_kwargs=True)
+        with torch.no_grad():
+            model(**model.encode(QUERIES[:2], DOCS[:2]))
+            model.score_pairs(QUERIES[:2], DOC_IDS[:2], DOCS[:2])
+        hook.remove()
+        batch = model.encode(QUERIES[:2], DOCS[:2])
+        assert batch["q_token_type_ids"].max() == 0  # queries are always segment 0
+    mask = small_mores(tokenizer).encode_docs(DOCS[:2])["attention_mask"]
+    assert torch.equal(seen[0], torch.zeros_like(mask)) and torch.equal(seen[1], torch.zeros_like(mask))  # default: 0, official code
+    assert torch.equal(seen[2], mask) and torch.equal(seen[3], mask)  # doc_segment_id: 1, the earlier behaviour
+    # a store remembers the segment its rows were computed with; one written before the key existed used 1
+    meta = write_store(small_mores(tokenizer, doc_segment_id=1), DOC_IDS, DOCS, tmp_path / "s.json", "s1")
+    assert meta["doc_segment_id"] == 1
+    with pytest.raises(InputError, match="doc_segment_id"):
+        small_mores(tokenizer).attach_store(tmp_path / "s.json")
+    small_mores(tokenizer, doc_segment_id=1).attach_store(tmp_path / "s.json")
+    del meta["doc_segment_id"]
+    (tmp_path / "s.json").write_text(json.dumps(meta))
+    with pytest.raises(InputError, match="doc_segment_id"):
+        small_mores(tokenizer).attach_store(tmp_path / "s.json")
+    small_mores(tokenizer, doc_segment_id=1).attach_store(tmp_path / "s.json")
 
 
 def test_speed_table_smoke(tmp_path):

@@ -8,6 +8,14 @@ cuts the document into passages of ``passage_len`` WordPiece tokens every ``pass
 most ``max_passages``) and takes the max over passage scores. ``passage_len`` counts *document* tokens:
 the sequence is ``max_query_len + passage_len + 3`` long at most (BERT-base: keep it <= 512).
 
+MaxP training, ``maxp_training`` (``mode: maxp`` only): ``passage`` (default) follows Dai & Callan (SIGIR
+2019): every passage is a training example carrying its document's label, and the max over passages is
+taken only at inference. In training mode (``self.training``) each document's score is the score of ONE
+of its passages drawn uniformly at random with torch's RNG (the training loop seeds torch per step, so a
+resumed run draws the same passages); over many steps that samples the passage-level training set, and
+the loop's group loss over [positive, negatives] is unchanged. Only the drawn passage is run. In eval mode
+the score is always the max. ``max`` is this project's earlier behaviour: training also goes through the max.
+
 Recipe switches (see the training-recipe study in the README): ``pooling: cls | mean`` puts the linear
 head on [CLS] or on the mean over the pair's tokens (the pooling all-MiniLM-L6-v2 was trained with);
 ``pooling: segment_cosine`` has no new head at all: the score is ``COSINE_SCALE`` x the cosine between the
@@ -16,6 +24,13 @@ score computed inside the cross-encoder, so a sentence-embedding encoder starts 
 near its zero-shot one instead of from a random head (train it with ``loss: listwise_ce``, the
 contrastive objective it was pre-trained with). ``freeze_layers: N`` freezes the embeddings and the first
 N layers. Loss: pointwise cross-entropy, as Nogueira & Cho and Dai & Callan.
+
+Config keys and the source each default follows: ``mode`` (``firstp``), ``passage_len`` (256),
+``passage_stride`` (= ``passage_len``), ``max_passages`` (16 for MaxP), ``max_query_len`` (30): this
+project's CPU-sized settings (the TREC DL configs set GPU-sized ones); ``maxp_training`` (``passage``:
+Dai & Callan's paper); ``pooling`` (``cls``: Nogueira & Cho's paper) and ``freeze_layers`` (0): this
+project's recipe switches; ``encoder`` (see :mod:`longrank.models.encoders`). Unknown keys are refused
+by name.
 """
 
 from __future__ import annotations
@@ -33,19 +48,23 @@ COSINE_SCALE = 20.0  # sentence-transformers' MultipleNegativesRankingLoss scale
 
 class BertRanker(Ranker):
     default_loss = "pointwise_bce"
+    parameter_groups = {"scoring": ("head.",)}  # train.scoring_lr: the new score head on a pretrained encoder
 
     def __init__(self, encoder, tokenizer, mode: str = "firstp", passage_len: int = 256, passage_stride: int | None = None,
-                 max_passages: int | None = None, max_query_len: int = 30, pooling: str = "cls", freeze_layers: int = 0):
+                 max_passages: int | None = None, max_query_len: int = 30, pooling: str = "cls", freeze_layers: int = 0,
+                 maxp_training: str = "passage"):
         super().__init__()
         if mode not in {"firstp", "maxp"}:
             raise InputError(f"mode: expected 'firstp' or 'maxp', got {mode!r}")
+        if maxp_training not in {"passage", "max"}:
+            raise InputError(f"maxp_training: expected 'passage' or 'max', got {maxp_training!r}")
         if pooling not in {"cls", "mean", "segment_cosine"}:
             raise InputError(f"pooling: expected 'cls', 'mean' or 'segment_cosine', got {pooling!r}")
         max_pos = getattr(encoder.config, "max_position_embeddings", 512)
         if max_query_len + passage_len + 3 > max_pos:
             raise InputError(f"passage_len: {passage_len} document tokens + max_query_len {max_query_len} + 3 special tokens exceed the encoder's {max_pos} positions")
         self.encoder, self.tokenizer = encoder, tokenizer
-        self.mode, self.pooling = mode, pooling
+        self.mode, self.pooling, self.maxp_training = mode, pooling, maxp_training
         self.passage_len, self.max_query_len = passage_len, max_query_len
         self.passage_stride = passage_stride or passage_len
         self.max_passages = 1 if mode == "firstp" else (max_passages or 16)
@@ -61,7 +80,7 @@ class BertRanker(Ranker):
     @classmethod
     def from_config(cls, params, corpus=None):
         name = params.get("encoder", DEFAULT_ENCODER)
-        known = {"encoder", "mode", "passage_len", "passage_stride", "max_passages", "max_query_len", "pooling", "freeze_layers"}
+        known = {"encoder", "mode", "passage_len", "passage_stride", "max_passages", "max_query_len", "pooling", "freeze_layers", "maxp_training"}
         unknown = set(params) - known
         if unknown:
             raise InputError(f"bert_ranker: unknown keys {sorted(unknown)}; expected some of {sorted(known)}")
@@ -122,5 +141,16 @@ class BertRanker(Ranker):
         scores = scores.masked_scatter(keep, kept)
         return scores.view(passage_mask.shape)
 
+    def sample_passages(self, passage_mask: torch.Tensor) -> torch.Tensor:
+        """A mask keeping one passage per document, drawn uniformly among its passages with torch's (CPU) RNG,
+        so the draw does not depend on the device."""
+        mask = passage_mask.cpu()
+        counts = mask.sum(dim=1)
+        pick = torch.minimum((torch.rand(counts.shape) * counts).long(), (counts - 1).clamp(min=0))
+        rank = mask.long().cumsum(dim=1) - 1  # 0, 1, ... over each document's passages
+        return (mask & (rank == pick[:, None])).to(passage_mask.device)
+
     def forward(self, input_ids, attention_mask, token_type_ids, passage_mask):
+        if self.training and self.mode == "maxp" and self.maxp_training == "passage":
+            passage_mask = self.sample_passages(passage_mask)  # Dai & Callan: train on passages, max only at inference
         return self.passage_scores(input_ids, attention_mask, token_type_ids, passage_mask).max(dim=1).values

@@ -3,15 +3,32 @@
 Three modules (Sec. 3.1):
 
 - Document Representation Module: a full pretrained encoder over ``[CLS] doc [SEP]`` (Eq. 1-2) -> D.
-- Query Representation Module: the first L-K layers of a second copy over ``[CLS] query [SEP]`` (Eq. 3-4) -> Q.
-  The two never see each other's tokens.
+- Query Representation Module: the first L-K layers over ``[CLS] query [SEP]`` (Eq. 3-4) -> Q, with its
+  own embeddings. The two never see each other's tokens.
 - Interaction Module: K Interaction Blocks (Eq. 5-9), each query->document cross-attention, query
   self-attention, FFN, every one residual + LayerNorm; D stays fixed. Score = w^T CLS(H_K) (Eq. 10).
 
 Initialisation (Sec. 3.3, "BERT weight assisted"): document module = one copy of the pretrained weights;
-query module = first L-K layers of another copy, IBs = its last K layers, and each IB's cross-attention
-starts as a copy of that layer's self-attention (``cross_attention_init: copy``; ``random`` is the
-Table 3 ablation). Loss: pointwise (Dai & Callan 2019), i.e. ``pointwise_bce``.
+IBs = the last K layers of another copy, and each IB's cross-attention starts as a copy of that layer's
+self-attention (``cross_attention_init: copy``; ``random`` is the Table 3 ablation). Loss: pointwise
+(Dai & Callan 2019), i.e. ``pointwise_bce``.
+
+Config keys and the source each default follows:
+
+- ``interaction_blocks`` (K, default 2: the paper's main setting), ``max_query_len``, ``max_doc_len``,
+  ``cross_attention_init`` (``copy``: paper Sec. 3.3 / Table 3), ``reuse`` (``none``/``s1``/``s2``: paper
+  Sec. 3.2), ``encoder`` (see :mod:`longrank.models.encoders`).
+- ``tie_query_layers`` (default ``true``: the official code, luyug/MORES ``modeling.py``, where the
+  query encoder is a deep copy of BERT whose layer list is then replaced by the document encoder's own
+  first L-K layer objects). The query module's Transformer layers *are* the document module's first L-K
+  layers (one set of weights, trained by both paths); its embeddings stay a separate copy, as there.
+  ``false`` is the paper's wording (Sec. 3.3: the query module is initialised from "another copy" of
+  BERT) and this project's earlier behaviour: the query module owns a separate copy of those layers.
+  Checkpoints hold a tied layer once, under ``document_module.``; a checkpoint saved untied does not load
+  into a tied model (and the reverse), the error says which key to set.
+- ``doc_segment_id`` (default ``0``: the official code encodes documents as a single sequence, so their
+  token_type_ids are 0; the paper's lookup, Eq. 2/4, is word + position embeddings only). ``1`` is this
+  project's earlier behaviour (segment B, as in the BERT ranker's pair input). Queries always use 0.
 
 Reuse (Sec. 3.2): ``reuse: s1`` stores D per document, ``reuse: s2`` stores each IB's key/value
 projections D W_k, D W_v (Eq. 11-12). ``python -m longrank precompute`` writes the store
@@ -31,7 +48,39 @@ from longrank.io import InputError
 from longrank.models.base import Ranker
 from longrank.models.encoders import DEFAULT_ENCODER, encoder_layers, load_encoder, load_tokenizer, single_inputs
 
-DOC_SEGMENT = 1  # document tokens carry segment B, as in the BERT ranker's pair input
+DOC_SEGMENT = 0  # default doc_segment_id: documents are a single sequence (segment A), as in the official code
+QUERY_LAYERS = "query_module.encoder.layer."  # state-dict prefix of the query module's layers (tied: not saved)
+DOC_LAYERS = "document_module.encoder.layer."
+
+
+def _drop_tied_query_layers(module, state_dict, prefix, local_metadata) -> None:
+    """state_dict post-hook: a tied layer is saved once, under ``document_module.`` (safetensors refuses two
+    names for one storage, and one name per weight is what there is)."""
+    if module.tie_query_layers:
+        for key in [k for k in state_dict if k.startswith(prefix + QUERY_LAYERS)]:
+            del state_dict[key]
+
+
+def _load_query_layers(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs) -> None:
+    """load_state_dict pre-hook. Tied: the query module's layers read the document module's first L-K layers'
+    entries. A checkpoint saved with the other ``tie_query_layers`` is refused with the key to set."""
+    doc_keys = [k for k in state_dict if k.startswith(prefix + DOC_LAYERS)]
+    has_query_layers = any(k.startswith(prefix + QUERY_LAYERS) for k in state_dict)
+    if not module.tie_query_layers:
+        if doc_keys and not has_query_layers:
+            raise InputError("tie_query_layers: the checkpoint was saved with tied query layers (tie_query_layers: true); "
+                             "set tie_query_layers: true to load it")
+        return
+    split = len(module.query_module.encoder.layer)
+    for key in doc_keys:
+        index, rest = key[len(prefix + DOC_LAYERS):].split(".", 1)
+        if int(index) >= split:
+            continue
+        query_key = f"{prefix}{QUERY_LAYERS}{index}.{rest}"
+        if query_key in state_dict and not torch.equal(state_dict[query_key].to(state_dict[key].device), state_dict[key]):
+            raise InputError("tie_query_layers: the checkpoint has query-module layers of their own (it was saved with "
+                             "tie_query_layers: false); set tie_query_layers: false to load it")
+        state_dict[query_key] = state_dict[key]
 
 
 def attend(attention, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
@@ -79,26 +128,36 @@ class InteractionBlock(nn.Module):
 
 class MORES(Ranker):
     default_loss = "pointwise_bce"
+    parameter_groups = {"scoring": ("head.",)}  # train.scoring_lr: the new score head on a pretrained encoder
 
     def __init__(self, encoder, tokenizer, interaction_blocks: int = 2, max_query_len: int = 30, max_doc_len: int = 510,
-                 cross_attention_init: str = "copy", reuse: str = "none"):
+                 cross_attention_init: str = "copy", reuse: str = "none", tie_query_layers: bool = True,
+                 doc_segment_id: int = DOC_SEGMENT):
         super().__init__()
         n_layers = len(encoder_layers(encoder))
         if not 1 <= interaction_blocks < n_layers:
             raise InputError(f"interaction_blocks: expected 1..{n_layers - 1} for a {n_layers}-layer encoder, got {interaction_blocks!r}")
         if reuse not in {"none", "s1", "s2"}:
             raise InputError(f"reuse: expected 'none', 's1' or 's2', got {reuse!r}")
+        if not isinstance(tie_query_layers, bool):
+            raise InputError(f"tie_query_layers: expected true or false, got {tie_query_layers!r}")
+        n_segments = getattr(encoder.config, "type_vocab_size", 2)
+        if isinstance(doc_segment_id, bool) or not isinstance(doc_segment_id, int) or not 0 <= doc_segment_id < n_segments:
+            raise InputError(f"doc_segment_id: expected 0..{n_segments - 1} (the encoder's segment ids), got {doc_segment_id!r}")
         max_pos = getattr(encoder.config, "max_position_embeddings", 512)
         if max_doc_len + 2 > max_pos or max_query_len + 2 > max_pos:
             raise InputError(f"max_doc_len/max_query_len: + 2 special tokens must fit the encoder's {max_pos} positions")
         self.tokenizer = tokenizer
         self.max_query_len, self.max_doc_len, self.reuse = max_query_len, max_doc_len, reuse
+        self.tie_query_layers, self.doc_segment_id = tie_query_layers, doc_segment_id
         self.document_module = copy.deepcopy(encoder)  # copy 1: all L layers
         split = n_layers - interaction_blocks
-        layers = encoder_layers(encoder)  # copy 2: first L-K layers -> query module, last K -> IBs
+        layers = encoder_layers(encoder)  # copy 2: embeddings -> query module, last K layers -> IBs
         init_range = getattr(encoder.config, "initializer_range", 0.02)
         self.interaction_blocks = nn.ModuleList(InteractionBlock(layer, cross_attention_init, init_range) for layer in layers[split:])
-        encoder.encoder.layer = nn.ModuleList(layers[:split])
+        # query layers: the document module's own first L-K layer objects (tied, official code) or copy 2's (untied)
+        query_layers = encoder_layers(self.document_module)[:split] if tie_query_layers else layers[:split]
+        encoder.encoder.layer = nn.ModuleList(query_layers)
         encoder.config = copy.deepcopy(encoder.config)
         encoder.config.num_hidden_layers = split
         self.query_module = encoder
@@ -106,10 +165,13 @@ class MORES(Ranker):
         nn.init.normal_(self.head.weight, std=init_range)
         nn.init.zeros_(self.head.bias)
         self.store = None
+        self.register_state_dict_post_hook(_drop_tied_query_layers)
+        self.register_load_state_dict_pre_hook(_load_query_layers)
 
     @classmethod
     def from_config(cls, params, corpus=None):
-        known = {"encoder", "interaction_blocks", "max_query_len", "max_doc_len", "cross_attention_init", "reuse"}
+        known = {"encoder", "interaction_blocks", "max_query_len", "max_doc_len", "cross_attention_init", "reuse",
+                 "tie_query_layers", "doc_segment_id"}
         unknown = set(params) - known
         if unknown:
             raise InputError(f"mores: unknown keys {sorted(unknown)}; expected some of {sorted(known)}")
@@ -121,7 +183,7 @@ class MORES(Ranker):
         return single_inputs(self.tokenizer, queries, self.max_query_len, segment=0)
 
     def encode_docs(self, docs: list[str]) -> dict[str, torch.Tensor]:
-        return single_inputs(self.tokenizer, docs, self.max_doc_len, segment=DOC_SEGMENT)
+        return single_inputs(self.tokenizer, docs, self.max_doc_len, segment=self.doc_segment_id)
 
     def encode(self, queries, docs):
         q, d = self.encode_queries(queries), self.encode_docs(docs)

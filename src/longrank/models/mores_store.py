@@ -1,13 +1,17 @@
 """MORES reuse store: document representations computed offline (Sec. 3.2) in one memory-mapped array
 per collection, and the ``precompute`` stage that writes it.
 
+The store depends on the document module only (and for S2 on the IBs' K/V projections), so it is the
+same for ``tie_query_layers: true`` and ``false``: with tied layers the query module runs the document
+module's first L-K layers online, the store holds the document module's output as before.
+
 Two files, ``STORE.npy`` and ``STORE.json`` (``--out STORE.json``):
 
 - ``STORE.npy``: ``[total_tokens, slots, hidden]`` (float32 by default, the paper's "un-compressed"
   sizes; ``--dtype float16`` halves them). Reuse-S1 has one slot, D itself; Reuse-S2 has 2K slots, the
   key and value projections D W_k, D W_v of every Interaction Block (Eq. 11-12).
 - ``STORE.json``: doc ids with their row offset and token count, the settings the rows depend on
-  (``max_doc_len``, hidden size, K), a fingerprint of the weights that made them (attaching a store to
+  (``max_doc_len``, ``doc_segment_id``, hidden size, K), a fingerprint of the weights that made them (attaching a store to
   a model with other weights is refused), and the storage per document (Table 4, "Space").
   Written last: its presence marks a complete store.
 """
@@ -29,6 +33,7 @@ log = logging.getLogger(__name__)
 
 FORMAT = "longrank-mores-reuse/1"
 DTYPES = {"float32": np.float32, "float16": np.float16}
+LEGACY = {"doc_segment_id": 1}  # what a store written before the key was recorded was computed with
 
 
 def slots(reuse: str, interaction_blocks: int) -> int:
@@ -71,7 +76,7 @@ def write_store(model, doc_ids: list[str], docs: list[str] | list[list[int]], ou
     hidden, n_blocks = model.head.in_features, len(model.interaction_blocks)
     n_slots = slots(reuse, n_blocks)
     if docs and not isinstance(docs[0], str):
-        encode = lambda batch: token_inputs(batch, model.tokenizer.pad_token_id)  # noqa: E731
+        encode = lambda batch: token_inputs(batch, model.tokenizer.pad_token_id, model.doc_segment_id)  # noqa: E731
     else:
         encode = model.encode_docs
     lengths = [int(m.sum()) for start in range(0, len(docs), 4096) for m in encode(docs[start : start + 4096])["attention_mask"]]
@@ -93,7 +98,7 @@ def write_store(model, doc_ids: list[str], docs: list[str] | list[list[int]], ou
     meta = {
         "format": FORMAT, "reuse": reuse, "dtype": dtype, "array": array_path.name,
         "hidden_size": hidden, "interaction_blocks": n_blocks, "slots": n_slots, "max_doc_len": model.max_doc_len,
-        "fingerprint": weights_fingerprint(model, reuse),
+        "doc_segment_id": model.doc_segment_id, "fingerprint": weights_fingerprint(model, reuse),
         "documents": len(doc_ids), "tokens": int(sum(lengths)),
         "mb_per_document_mean": mb_per_document(float(np.mean(lengths)) if lengths else 0.0, n_slots, hidden, dtype),
         # Table 4 "Space": storage per document of exactly 128 / 512 tokens
@@ -104,13 +109,14 @@ def write_store(model, doc_ids: list[str], docs: list[str] | list[list[int]], ou
     return meta
 
 
-def token_inputs(seqs: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Document-module inputs from id lists that already carry [CLS] ... [SEP]."""
+def token_inputs(seqs: list[list[int]], pad_id: int, segment: int | None = None) -> dict[str, torch.Tensor]:
+    """Document-module inputs from id lists that already carry [CLS] ... [SEP]; ``segment``: the model's
+    ``doc_segment_id`` (default: MORES's default)."""
     from longrank.models.encoders import pad
     from longrank.models.mores import DOC_SEGMENT
 
     ids, mask = pad(seqs, pad_id)
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": mask * DOC_SEGMENT}
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": mask * (DOC_SEGMENT if segment is None else segment)}
 
 
 class ReuseStore:
@@ -135,10 +141,12 @@ class ReuseStore:
 
     def check(self, model, path) -> None:
         m = self.meta
-        expected = {"hidden_size": model.head.in_features, "interaction_blocks": len(model.interaction_blocks), "max_doc_len": model.max_doc_len}
+        expected = {"hidden_size": model.head.in_features, "interaction_blocks": len(model.interaction_blocks), "max_doc_len": model.max_doc_len,
+                    "doc_segment_id": model.doc_segment_id}
         for key, value in expected.items():
-            if m[key] != value:
-                raise InputError(f"reuse store {path}: {key} is {m[key]} but the model has {value}")
+            stored = m.get(key, LEGACY.get(key))
+            if stored != value:
+                raise InputError(f"reuse store {path}: {key} is {stored} but the model has {value}; rerun precompute")
         if m["fingerprint"] != weights_fingerprint(model, m["reuse"]):
             raise InputError(f"reuse store {path} was computed from other weights than this model's; rerun precompute")
 
