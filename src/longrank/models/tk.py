@@ -6,19 +6,24 @@ contextual vectors (``mix * raw + (1 - mix) * contextual``, initialised 0.5; the
 connection"), and the mixed vectors are matched by kernel pooling: cosine similarities, 11 RBF kernels,
 per-query-term saturation, query terms summed, kernel weights to the score.
 
-Choices, stated:
+Choices, stated, with the source each default follows (the official code is matchmaker's
+``models/published/ecai20_tk.py``):
 - Attention: post-norm Transformer encoder layers (ReLU feed-forward, as ``nn.TransformerEncoderLayer``, on
   ``scaled_dot_product_attention``) with ``n_heads`` heads that split the embedding width, so 50d GloVe
-  gives **10 heads of 5 dimensions** (300d GloVe: 10 of 30); FF width 300.
-  Sinusoidal position features are added to the Transformer's input only (not to the raw half of the mix),
-  as TK does. Dropout defaults to 0, as in the TK authors' code.
+  gives **10 heads of 5 dimensions** (300d GloVe: 10 of 30); FF width 300; dropout 0 (official code).
+- Positions (official code): sinusoids added to the Transformer's input only (not to the raw half of the
+  mix); query tokens take positions 0, 1, ..., document tokens ``doc_position_offset`` = 500, 501, ...
+  ``positions: learned`` makes them trainable (TKL's choice); ``doc_position_offset: 0`` shares them.
 - Kernels: mu = 1, 0.9, 0.7, ..., -0.9 with sigma 0.1 for *every* kernel (``exact_sigma: 0.1``): the TKL paper
   states "11 kernels from -1 to +1 and standard deviation of 0.1", and after contextualisation the same word
   in two places no longer has cosine exactly 1, so KNRM's sigma = 0.001 exact-match kernel would rarely fire.
-- Pooling: TK combines two kernel-pooled feature sets, log-saturated sums (KNRM's ``log(sum) * 0.01``) and
-  length-normalised sums (kernel mass per document token); both are kept (``length_norm: true``) and one
-  linear layer over the concatenation scores them (the same function family as TK's two dense layers plus
-  their learned combination). ``length_norm: false`` leaves only the log branch.
+- Pooling (official code): log-saturated kernel sums per query term (KNRM's ``log(sum) * 0.01``), summed
+  over query terms, one linear layer to the score. ``length_norm: true`` adds a second feature set, kernel
+  mass per document token (this project's first version; it invites a document-length shortcut).
+- Query terms and unknown words: see ``kernels.py`` (``remove_query_stopwords``, ``query_term_weights``;
+  OOV tokens are masked like padding, as the official ``pad_oov_mask``).
+- Learning rates: ``train.scoring_lr`` reaches ``dense`` (the official code gives its kernel weights 10x
+  the Transformer's rate), ``train.embedding_lr`` the word embeddings.
 """
 
 from __future__ import annotations

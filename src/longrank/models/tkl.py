@@ -1,11 +1,13 @@
 """TKL: Hofstätter, Zamani, Mitra, Craswell and Hanbury, "Local Self-Attention over Long Text for Efficient
 Document Retrieval" (SIGIR 2020). TK (``tk.py``) made to read thousands of document tokens.
 
-Equation by equation (the paper's numbering):
+Equation by equation (the paper's numbering). Where the paper is silent, defaults follow the official code
+(matchmaker's ``models/published/sigir20_tkl.py``); each such choice is a key, with this project's first
+reading still reachable.
 
-- Eq. 1, local self-attention. Our reading: the document is cut into chunks of ``window`` w = 40 tokens; each
-  chunk is contextualised together with ``overlap`` o = 10 tokens of context on each side (a w + 2o = 60 token
-  window, stride w) and only the chunk's own w output vectors are kept, so every token's vector comes from
+- Eq. 1, local self-attention. The document is cut into chunks of ``window`` w = 40 tokens; each
+  chunk is contextualised together with ``overlap`` o = 5 tokens of context on each side (a w + 2o = 50 token
+  window, stride w; official code; the first version used o = 10) and only the chunk's own w output vectors are kept, so every token's vector comes from
   exactly one window, the one in whose middle it sits. The first window has no left context: it sees
   d_1..d_{w+o} (the paper's ``TF(d_{1:w+o})``; implemented as o masked padding slots, so position features
   are the same for every window: a token of the kept chunk always sits at slots o..o+w-1). The paper's
@@ -16,10 +18,14 @@ Equation by equation (the paper's numbering):
   ``pack_windows: false`` runs every window of the padded batch (same scores, more work: the comparison the
   ``bench`` stage makes). ``window_passes`` counts the windows fed to the Transformer.
 - Eq. 2, kernels: as TK (11 kernels, sigma 0.1).
+  Positions (official code): trainable (``positions: learned``), initialised with sinusoids; the query's
+  start at 0, every document window's at ``doc_position_offset`` = 500 (``tk.Contextualizer``).
 - Eq. 3, regions: kernel activations summed over sliding regions of ``region_size`` r = 30 document tokens,
-  one region starting at every ``region_stride`` (default 1) token. A document of n tokens has regions
-  starting at 0 .. max(n - r, 0): the regions it would have if scored alone, so a score never depends on
-  the other documents of a batch; a document shorter than r has one region, shorter than r tokens.
+  one region starting at every ``region_stride`` = 2 tokens (official code; the first version used 1).
+  ``tail_regions: true`` (official code): a document of n tokens has regions starting at every stride
+  before n, the last ones running past its end and holding fewer than r tokens, which is what the
+  region-length input c_len of Eq. 5 is for; ``false`` keeps only full regions (starts 0 .. max(n - r, 0);
+  c_len is then the constant r). Either way a score never depends on the other documents of a batch.
 - Eq. 4-5, learned saturation ``a * x^(1/b) - c`` with a, b, c = [ReLU(e_i); c_len] W + bias per query term
   and region, e_i a one-dimensional query-term salience embedding initialised with the collection IDF and
   c_len the region's token count. Biases are initialised to 100 (a = b = c = 100: 100 x^(1/100) - 100 ~ ln x,
@@ -33,6 +39,10 @@ Equation by equation (the paper's numbering):
   of every region starting less than ``nms_radius`` (default r) tokens away, so selected regions never
   overlap and no term match counts twice; each maximum is taken with its f = ``neighbours`` left and right
   topography values (clamped to the document's regions), t (2f + 1) values that W_s weights into the score.
+  W_s starts at ones with no bias (``region_init: ones``, official code: the untrained score is the top
+  regions' summed topography); ``uniform`` is the first version's ±0.014 with a bias.
+- Learning rates: ``train.scoring_lr`` reaches W_k, W_s and the saturation layers and salience embedding;
+  ``train.embedding_lr`` the word embeddings (the official code trains kernel weights at 10x the rest).
   A document with fewer than t separable regions gets zeros for the missing ones (and start -1 in
   ``explain``).
 """
