@@ -13,7 +13,7 @@ from longrank.evaluate.metrics import test_queries as fold_test_queries
 from longrank.io import write_json, write_qrels, write_run, write_text
 from longrank.report import build
 
-SYSTEMS = ["bm25", "knrm", "tkl", "tkl_short", "tkl+bm25"]
+SYSTEMS = ["bm25", "query_term_matches", "knrm", "tkl", "tkl_short", "tkl+bm25"]
 
 
 def parse(module, argv):
@@ -43,6 +43,19 @@ def results(tmp_path):
         cands[q].update({d: float(rng.normal()) for d in qrels[q]})
     write_run(root / "candidates" / "bm25.run", cands, "bm25")
     write_run(root / "runs" / "bm25.run", cands, "bm25")
+    # Texts of the documents' lengths and queries over one small vocabulary, for the lexical sanity run and the
+    # diagnostics (their own generator: the runs above and below stay as they were).
+    words_rng = np.random.default_rng(1)
+    vocab = [f"w{i}" for i in range(400)]
+    write_text(root / "data" / "docs.jsonl", "".join(json.dumps({"doc_id": d, "text": " ".join(words_rng.choice(vocab, n))}) + "\n"
+                                                     for d, n in lengths.items()))
+    queries = {q: "the " + " ".join(words_rng.choice(vocab, 4, replace=False)) for q in qids}
+    write_text(root / "data" / "queries.tsv", "query_id\ttext\n" + "".join(f"{q}\t{t}\n" for q, t in queries.items()))
+    from longrank.data.corpus import Corpus
+    from longrank.retrieval.lexical import query_term_matches_run
+    corpus = Corpus(root / "data")
+    write_run(root / "runs" / "query_term_matches.run",
+              query_term_matches_run(corpus.queries, corpus.docs, cands, corpus.test_queries(), 40), "query_term_matches")
     boost = {"knrm": 0.3, "tkl": 3.0, "tkl_short": 1.0, "tkl+bm25": 2.0}
     for name, b in boost.items():
         run = {q: {d: s * 0.2 + b * qrels[q].get(d, 0) + float(rng.normal()) for d, s in cands[q].items()} for q in qids}
@@ -65,8 +78,8 @@ def results(tmp_path):
             if fold == 0:
                 write_text(model_dir / "training_log.tsv", "step\ttrain_loss\tdev_ndcg10\n" +
                            "".join(f"{st}\t{1 / st:.4f}\t{0.2 + 0.05 * i + st / 3000:.4f}\n" for st in (100, 200, 300)))
-    write_json(root / "config.json", {"dataset": "toy", "first_stage": {"top_k": 60},
-                                      "models": {"knrm": {"type": "knrm", "max_doc_len": 200},
+    write_json(root / "config.json", {"dataset": "toy", "first_stage": {"method": "bm25", "top_k": 60}, "rerank_depth": 40,
+                                      "models": {"knrm": {"type": "knrm", "max_doc_len": 200, "rerank_depth": 20},
                                                  "tkl": {"type": "tkl", "max_doc_len": 2000},
                                                  "tkl_short": {"type": "tkl", "max_doc_len": 500}}})
     folds = read_folds(root / "data" / "folds.json")
@@ -99,6 +112,59 @@ def test_full_report(results):
     for name in ["table.csv", "pairs.csv", "noninferiority.csv", "table.tex", "figures/fig_regions.png", "figures/fig_length_bias.png",
                  "figures/fig_training.png"]:
         assert (out / name).exists(), name
+
+
+def md_rows(md: str, after: str, key: int = 0) -> dict[str, list[str]]:
+    """Column ``key`` -> cells of the first table after the text ``after`` in report.md."""
+    lines = md.split(after, 1)[1].split("\n\n|", 1)[1].split("\n\n")[0].splitlines()
+    rows = [[c.strip() for c in ("|" + line if i == 0 else line).strip().strip("|").split(" | ")] for i, line in enumerate(lines)]
+    return {r[key]: r for r in rows[2:]}
+
+
+def test_sanity_rows_weights_and_diagnostics(results):
+    import pandas as pd
+
+    from longrank.report.sanity import random_order_expectations
+
+    out = results / "report"
+    build.build(results, out)
+    md = (out / "report.md").read_text()
+    eff = md_rows(md, "## 1. Effectiveness", key=1)
+    header = md.split("## 1. Effectiveness")[1].split("\n| ")[1].split(" | ")
+    assert "w (dev)" in header and eff["tkl+bm25"][header.index("w (dev)")] == "0.70"
+    # Reference rows at the config's rerank depths (global 40, knrm's 20): nDCG@10 alone, the exact expectation.
+    from longrank.io import read_qrels, read_run
+    from longrank.evaluate.metrics import evaluable_queries, read_folds, test_queries
+    qrels = read_qrels(results / "data" / "qrels.txt")
+    qids = evaluable_queries(qrels, test_queries(read_folds(results / "data" / "folds.json")))[0]
+    expected = random_order_expectations(read_run(results / "candidates" / "bm25.run"), qrels, qids, [20, 40])
+    for k in (20, 40):
+        row = eff[f"expected, random order of bm25's top {k}"]
+        assert row[header.index("nDCG@10")] == f"{expected[k]:.4f}"
+        assert row[header.index("RR@10")] == "–"
+    # Trained rerankers against query_term_matches and against the random order at their own depth.
+    sanity_rows = md_rows(md, "Trained rerankers against the sanity references")
+    assert set(sanity_rows) == {"knrm", "tkl", "tkl_short"}
+    means = pd.read_csv(results / "compare" / "table.csv").query("measure == 'nDCG@10'").set_index("system")["mean"]
+    for s, row in sanity_rows.items():
+        assert "query_term_matches" in row[1]
+        k = 20 if s == "knrm" else 40
+        assert row[4].startswith(("above" if means[s] > expected[k] else "NOT above") + f" random order of its top {k}")
+    # Diagnostics: every reranker and the references, over all 14 test queries.
+    diag = md_rows(md, "## 3. Diagnostics")
+    assert list(diag) == ["bm25", "query_term_matches", "knrm", "tkl", "tkl_short"]
+    assert diag["bm25"][6] == "1.0000" and diag["knrm"][1] == "20" and diag["tkl"][1] == "40"
+    assert all(r[3] == r[5] == r[7] == "14" for r in diag.values())
+    assert float(diag["query_term_matches"][4]) > 0.5  # its scores are the match counts, ties broken by BM25
+
+
+def test_interpolation_with_weight_zero_in_every_fold_is_bm25(results):
+    write_json(results / "runs" / "tkl.interpolation.json",
+               {"weight": 0.0, "folds": [{"fold": 0, "weight": 0.0}, {"fold": 1, "weight": 0.0}]})
+    build.build(results, results / "report5")
+    md = (results / "report5" / "report.md").read_text()
+    assert md_rows(md, "Each system against BM25")["tkl+bm25"][1] == "identical to BM25: weight 0 chosen on dev"
+    assert md_rows(md, "## 1. Effectiveness", key=1)["tkl+bm25"][4] == "0.00"  # the w (dev) column
 
 
 def test_partial_results_skip_gracefully(results):
@@ -162,6 +228,7 @@ def test_fine_tuned_encoders_are_read_against_the_zero_shot_floor(results):
     rows = [line for line in floor_table.splitlines() if line.startswith("| ") and not line.startswith("| System")]
     # Only the fine-tuned encoder row; knrm (no encoder), bm25 and tkl+bm25 (no tkl_short+bm25 to pair with) stay out.
     assert [r.split(" | ")[0] for r in rows] == ["| tkl"]
+    assert set(md_rows(md, "Trained rerankers against the sanity references")) == {"knrm", "tkl"}  # not the floor
     assert "better than the tkl_short floor" in rows[0] and "| +" in rows[0]  # tkl was built 3x as strong as tkl_short
     assert build.is_zero_shot(config["models"]["tkl_short"]) and not build.is_zero_shot(config["models"]["tkl"])
     assert not build.is_fine_tuned_encoder({"type": "knrm", "train": {"steps": 300}})

@@ -17,6 +17,7 @@ STAGES = {
     "config": ("longrank.config", "write the resolved config beside the results"),
     "data": ("longrank.data.prepare", "load a collection, formulate queries, split them, write results/{dataset}/data"),
     "candidates": ("longrank.retrieval.candidates", "first-stage retrieval (BM25) into a TREC run"),
+    "sanity": ("longrank.retrieval.lexical", "untrained lexical reranker: candidates by distinct query terms matched (a sanity baseline)"),
     "train": ("longrank.train.loop", "train one model on the training queries, early-stopping on dev nDCG@10"),
     "rerank": ("longrank.rerank", "rerank candidates of dev/test queries with a trained model; interpolate with the first stage"),
     "evaluate": ("longrank.evaluate.run_eval", "per-query measures of a run through ir-measures"),

@@ -15,7 +15,9 @@ CANDIDATES = f"{R}/candidates/{config['first_stage']['method']}.run"
 FIRST_STAGE = config["first_stage"]["method"]
 FOLDS = list(range(config["splits"]["k"] if config["splits"]["method"] == "kfold" else 1))
 MODELS = model_order(config["models"])
-SYSTEMS = [FIRST_STAGE] + [s for m in MODELS for s in ([m, f"{m}+{FIRST_STAGE}"] if config["models"][m]["interpolate"] else [m])]
+# The untrained lexical reranker (workflow/rules/sanity.smk): a sanity row every trained model must beat.
+SANITY = "query_term_matches"
+SYSTEMS = [FIRST_STAGE, SANITY] + [s for m in MODELS for s in ([m, f"{m}+{FIRST_STAGE}"] if config["models"][m]["interpolate"] else [m])]
 REPORT = f"{R}/report/index.html"
 # MORES's Table 4 (the dot keeps it apart from bench/{model}.json): only when a MORES model is configured.
 _WANTS_SPEED = config["mores_speed"]["enabled"] and any(config["models"][m]["type"] == "mores" for m in MODELS)

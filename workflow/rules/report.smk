@@ -20,6 +20,9 @@ rule build_report:
         expand(f"{R}/eval/{{system}}.tsv", system=SYSTEMS),
         config=f"{R}/config.json",
         stats=DATA["stats.json"],
+        # the sanity and diagnostics sections read the candidates' texts, lengths and the queries
+        texts=[DATA[name] for name in ("docs.jsonl", "queries.tsv", "doc_lengths.tsv")],
+        candidates=CANDIDATES,
     output:
         html=report(REPORT, caption="../report/report.rst", category="Report"),
         markdown=f"{R}/report/report.md",

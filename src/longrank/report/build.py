@@ -26,9 +26,11 @@ from longrank.evaluate.metrics import evaluable_queries, per_query, read_eval_ts
 from longrank.evaluate.significance import compare
 from longrank.io import InputError, read_json, read_qrels, read_run, write_text
 from longrank.models.registry import constructor_defaults, on_pretrained_encoder
-from longrank.report import plots
+from longrank.report import plots, sanity
+from longrank.report.diagnostics import diagnostics_section
 from longrank.report.html import Section, render_html, render_markdown
 from longrank.report.tables import LETTER_NOTE, Cell, effectiveness_rows, fmt, fmt_p
+from longrank.report.verdicts import is_zero_shot, verdict_rows
 
 log = logging.getLogger(__name__)
 
@@ -137,43 +139,9 @@ def docs_per_ms(inp: Inputs) -> tuple[dict[str, float], list[tuple[str, dict]]]:
     return rates, benches
 
 
-def is_zero_shot(spec: dict | None) -> bool:
-    """An untrained model (``train: {steps: 0}``), e.g. the bi-encoder floor every fine-tuned encoder is read against."""
-    return bool(spec) and not spec.get("checkpoint_of") and (spec.get("train") or {}).get("steps", 1) == 0
-
-
 def is_fine_tuned_encoder(spec: dict | None) -> bool:
     """A model on a pretrained WordPiece encoder whose weights were trained here (its own or ``checkpoint_of``'s)."""
     return bool(spec) and "type" in spec and on_pretrained_encoder(spec["type"]) and not is_zero_shot(spec)
-
-
-def verdict_rows(pairs: pd.DataFrame, measure: str, pairings: list[tuple[str, str]], label: str, alpha: float) -> list[list]:
-    """One row per (system, reference): better / worse / not significantly different, by Holm-corrected Wilcoxon."""
-    rows = []
-    for system, reference in pairings:
-        pr = pair_row(pairs, measure, system, reference)
-        if pr is None:
-            continue
-        diff, p_holm, _ = pr
-        if p_holm < alpha:
-            verdict = f"better than {label}" if diff > 0 else f"significantly WORSE than {label}"
-        else:
-            verdict = f"NOT significantly better than {label}" if diff > 0 else f"not better than {label} (lower on average)"
-        rows.append([system, Cell(verdict), Cell(f"{diff:+.4f}"), Cell(fmt_p(p_holm))])
-    return rows
-
-
-def pair_row(pairs: pd.DataFrame, measure: str, a: str, b: str):
-    """(mean a - b, Holm Wilcoxon p, raw Wilcoxon p) whichever order the pair was stored in."""
-    sel = pairs[(pairs.measure == measure) & (pairs.system_a == a) & (pairs.system_b == b)]
-    if len(sel):
-        r = sel.iloc[0]
-        return float(r.mean_diff), float(r.wilcoxon_p_holm), float(r.wilcoxon_p)
-    sel = pairs[(pairs.measure == measure) & (pairs.system_a == b) & (pairs.system_b == a)]
-    if len(sel):
-        r = sel.iloc[0]
-        return -float(r.mean_diff), float(r.wilcoxon_p_holm), float(r.wilcoxon_p)
-    return None
 
 
 def training_section(inp: Inputs, frames: dict[str, pd.DataFrame], fig_dir: Path) -> Section:
@@ -268,13 +236,17 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
         extra_cols = ["Max doc len"] + (["Docs/ms"] if rates else [])
         extra = {s: {"Max doc len": inp.max_doc_len(s) or "–", "Docs/ms": fmt(rates[s], 2) if s in rates else "–"}
                  for s in systems}
+        weights, expected = sanity.interpolation_weights(inp), sanity.random_order(inp)
+        extra_cols += sanity.weight_column(weights, extra)  # "w (dev)" beside every model+bm25 row
         headers, rows = effectiveness_rows(table, systems, measures, extra, extra_cols)
+        rows += sanity.random_order_rows(inp, expected, headers, measures, primary)  # reference rows: the nDCG@10 column only
         sec.howto(LETTER_NOTE.format(alpha=alpha) + " Confidence intervals are percentile bootstrap 95% intervals "
                   f"over queries ({settings.get('bootstrap', '?')} resamples, seed {settings.get('seed', '?')}). "
-                  f"All systems are evaluated on the same {settings.get('n_queries', '?')} test queries.")
+                  f"All systems are evaluated on the same {settings.get('n_queries', '?')} test queries. " + sanity.reference_note(inp))
         sec.table(headers, rows)
         if "bm25" in systems:
-            lines = verdict_rows(pairs, primary, [(s, "bm25") for s in systems if s != "bm25"], "BM25", alpha)
+            lines = verdict_rows(pairs, primary, [(s, "bm25") for s in systems if s != "bm25"], "BM25", alpha,
+                                 sanity.zero_weight_verdicts(weights, sanity.first_stage(inp).upper()))
             sec.table(["System", f"vs BM25 on {primary}", "Mean difference", "p (Wilcoxon, Holm)"], lines,
                       caption=f"Each system against BM25 ({primary})")
         # Each fine-tuned encoder row against the untrained encoder it starts from, interpolated against interpolated.
@@ -284,6 +256,8 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
             if lines:
                 sec.table(["System", f"vs {floor} on {primary}", "Mean difference", "p (Wilcoxon, Holm)"], lines,
                           caption=f"Fine-tuned encoders against the zero-shot floor {floor} ({primary}; +bm25 rows against {floor}+bm25)")
+        sec.table(*sanity.sanity_table(inp, table, pairs, systems, primary, alpha, expected),
+                  caption=f"Trained rerankers against the sanity references ({primary})")
         detail = []
         for _, r in pairs[pairs.measure == primary].iterrows():
             detail.append([f"{r.system_a} − {r.system_b}", Cell(f"{r.mean_diff:+.4f}"),
@@ -313,6 +287,8 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
         sec.text(f"Recall of the BM25 candidates over the {len(recall)} test queries: a re-ranker can only "
                  f"find relevant documents among the top {k} that BM25 hands it (R@{k} is its ceiling).")
         sec.table(["First stage", *recall.columns], [["bm25", *[float(recall[c].mean()) for c in recall.columns]]])
+
+    sections.append(diagnostics_section(inp, systems))  # what each reranker's scores follow
 
     # 3. CIs ---------------------------------------------------------------------------------------------
     sec = Section(f"{PRIMARY} with bootstrap 95% confidence intervals")

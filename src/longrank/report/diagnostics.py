@@ -1,0 +1,88 @@
+"""What a reranker's scores follow: per query, the Spearman correlation of its scores over the candidates it
+scored with document length, the number of distinct query terms matched, and the first-stage score.
+
+A model can beat nothing and still look busy; these correlations say what it ranks by. A model that
+learned "short documents first" shows a strongly negative length correlation and little match correlation.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from longrank.io import Run, read_tsv_dict
+from longrank.report.html import Section
+from longrank.report.sanity import SANITY, first_stage, rerank_depth
+from longrank.retrieval.lexical import match_counts, read_docs
+from longrank.scoring import top_candidates
+
+FEATURES = ["length", "matches", "first_stage"]
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman's rho; NaN where undefined (fewer than 2 pairs or a constant input)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.size < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return float("nan")
+    with warnings.catch_warnings():  # NaN stays NaN; nothing else to warn about
+        warnings.simplefilter("ignore")
+        return float(stats.spearmanr(a, b).statistic)
+
+
+def score_correlations(run: Run, candidates: Run, qids: Sequence[str], depth: int, lengths: pd.Series,
+                       matches: Mapping[str, Mapping[str, int]]) -> dict[str, tuple[float, int]]:
+    """Feature -> (mean per-query Spearman rho of the run's scores with it, queries it is defined on).
+
+    Only the query's top-``depth`` candidates count: the ones the system scored (below them a run keeps the
+    first stage's order, which would say nothing about the model)."""
+    per_query: dict[str, list[float]] = {f: [] for f in FEATURES}
+    for q in qids:
+        docs = [d for d in top_candidates(candidates, q, depth) if d in run.get(q, {})]
+        scores = [run[q][d] for d in docs]
+        with_len = [i for i, d in enumerate(docs) if d in lengths.index]  # lengths of every doc, normally
+        features = {
+            "length": ([scores[i] for i in with_len], [lengths[docs[i]] for i in with_len]),
+            "matches": (scores, [matches.get(q, {}).get(d, 0) for d in docs]),
+            "first_stage": (scores, [candidates[q][d] for d in docs]),
+        }
+        for f, (s, x) in features.items():
+            rho = spearman(s, x)
+            if not np.isnan(rho):
+                per_query[f].append(rho)
+    return {f: (float(np.mean(v)) if v else float("nan"), len(v)) for f, v in per_query.items()}
+
+
+def diagnostics_section(inp, systems: Sequence[str]) -> Section:
+    sec = Section("Diagnostics: what the scores follow")
+    cands, qids = inp.candidates(), inp.evaluated_qids
+    data = inp.root / "data"
+    if cands is None or qids is None or inp.lengths is None or not (data / "docs.jsonl").exists() \
+            or not (data / "queries.tsv").exists():
+        return sec.note("Skipped: needs the candidates, data/folds.json, data/qrels.txt, data/doc_lengths.tsv, "
+                        "data/docs.jsonl and data/queries.tsv.")
+    fs = first_stage(inp)
+    # Rerankers (not +interpolation rows), with the lexical sanity row and the first stage itself for reference.
+    names = [fs, SANITY] + [s for s in systems if s in inp.models]
+    runs = {s: cands if s == fs else inp.run(s) for s in dict.fromkeys(names)}
+    runs = {s: r for s, r in runs.items() if r is not None}
+    depths = {s: rerank_depth(inp, s) for s in runs}
+    wanted = {d for q in qids for d in top_candidates(cands, q, max(depths.values()))}
+    queries = read_tsv_dict(data / "queries.tsv")
+    matches = match_counts(queries, read_docs(data / "docs.jsonl", wanted), cands, qids, max(depths.values()))
+    rows = []
+    for s, run in runs.items():
+        corr = score_correlations(run, cands, qids, depths[s], inp.lengths, matches)
+        rows.append([s, depths[s], *[v for f in FEATURES for v in (corr[f][0], corr[f][1])]])
+    sec.howto("Mean over test queries of the Spearman correlation between a system's scores and a property of the "
+              "candidates it scored (its top rerank-depth first-stage candidates); a query where the correlation is "
+              "undefined (a constant score or property) is left out, and 'queries' says how many count. A strongly "
+              "negative length correlation with a near-zero match correlation means the model learned a length "
+              "shortcut (short documents first) rather than matching the query. "
+              f"Matched terms: distinct query terms (stop words removed) in the document, what {SANITY} ranks by.")
+    sec.table(["System", "Depth", "ρ length (words)", "queries", "ρ matched query terms", "queries",
+               f"ρ {fs} score", "queries"], rows)
+    return sec
