@@ -80,6 +80,19 @@ def test_prepare_local_collection_maps_gains_and_writes_every_file(tmp_path):
     assert corpus.doc_lengths == {"d1": 2, "d2": 1}
 
 
+def test_excluded_grades_leave_the_qrels_and_every_ranking(tmp_path):
+    from longrank.retrieval.candidates import without_excluded
+
+    dataset = write_local_collection(tmp_path / "src", {"d1": "wing lift", "d2": "wing", "d3": "lift"},
+                                     {"q1": "wing lift", "q2": "wing", "q3": "lift"},
+                                     [("q1", "d1", -1), ("q1", "d2", 1), ("q2", "d2", 1), ("q3", "d3", 1)])
+    prepare({**dataset, "exclude_grades": [-1]}, {"method": "full"}, {"method": "holdout", "dev": 0.3, "test": 0.3}, tmp_path / "data")
+    corpus = Corpus(tmp_path / "data")
+    assert corpus.qrels["q1"] == {"d2": 1} and corpus.excluded == {"q1": {"d1"}}
+    run = {"q1": {"d1": 3.0, "d2": 2.0, "d3": 1.0}}
+    assert without_excluded(run, corpus.excluded, top_k=2) == {"q1": {"d2": 2.0, "d3": 1.0}}
+
+
 def test_prepare_rejects_qrels_naming_unknown_documents_and_writes_nothing(tmp_path):
     dataset = write_local_collection(tmp_path / "src", {"d1": "alpha"}, {"q1": "alpha"}, [("q1", "d1", 1), ("q1", "ghost", 1)])
     with pytest.raises(InputError, match="'ghost'"):
@@ -103,4 +116,10 @@ def test_cranfield_through_ir_datasets(ir_datasets_home, tmp_path):
     corpus = Corpus(tmp_path / "data")
     assert len(corpus.docs) == 1398 and len(corpus.queries) == 225  # two Cranfield documents are empty
     grades = {g for judged in corpus.qrels.values() for g in judged.values()}
-    assert grades == {0, 1, 2, 3, 4}  # -1 ("of no interest") became gain 0; 4 = complete answer stays highest
+    assert grades == {0, 1, 2, 3, 4}  # -1 (the question's source paper) became gain 0; 4 = complete answer stays highest
+    # With the default config's exclude_grades: exactly one source paper per query, out of the qrels.
+    prepare({"name": "cranfield", "source": "ir_datasets", "id": "cranfield", "doc_fields": ["title", "text"], "exclude_grades": [-1]},
+            {"method": "full"}, {"method": "holdout"}, tmp_path / "excluding")
+    excluding = Corpus(tmp_path / "excluding")
+    assert len(excluding.excluded) == 225 and all(len(v) == 1 for v in excluding.excluded.values())
+    assert all(d not in excluding.qrels.get(q, {}) for q, ds in excluding.excluded.items() for d in ds)

@@ -10,7 +10,7 @@ except InputError as err:
     raise WorkflowError(str(err)) from None
 
 R = f"results/{config['dataset']['name']}"
-DATA = {name: f"{R}/data/{name}" for name in ("docs.jsonl", "queries.tsv", "qrels.txt", "folds.json", "doc_lengths.tsv", "stats.json")}
+DATA = {name: f"{R}/data/{name}" for name in ("docs.jsonl", "queries.tsv", "qrels.txt", "folds.json", "doc_lengths.tsv", "excluded.tsv", "stats.json")}
 CANDIDATES = f"{R}/candidates/{config['first_stage']['method']}.run"
 FIRST_STAGE = config["first_stage"]["method"]
 FOLDS = list(range(config["splits"]["k"] if config["splits"]["method"] == "kfold" else 1))

@@ -5,6 +5,7 @@
 - ``qrels.txt``: TREC qrels, gains already mapped (> 0 relevant)
 - ``folds.json``: ``[{"train": [...], "dev": [...], "test": [...]}, ...]`` (one entry unless k-fold)
 - ``doc_lengths.tsv``: ``doc_id<TAB>words``
+- ``excluded.tsv``: ``query_id<TAB>doc_id`` documents taken out of that query's rankings (``dataset.exclude_grades``)
 """
 
 from __future__ import annotations
@@ -44,6 +45,19 @@ class Corpus:
     @cached_property
     def doc_lengths(self) -> dict[str, int]:
         return {k: int(v) for k, v in read_tsv_dict(self.dir / "doc_lengths.tsv").items()}
+
+    @cached_property
+    def excluded(self) -> dict[str, set[str]]:
+        """Per query, the documents no ranking may contain (absent file: none, as data written before it)."""
+        path = self.dir / "excluded.tsv"
+        out: dict[str, set[str]] = {}
+        if path.exists():
+            with open(path, encoding="utf-8") as f:
+                next(f, None)
+                for line in f:
+                    qid, _, doc_id = line.rstrip("\n").partition("\t")
+                    out.setdefault(qid, set()).add(doc_id)
+        return out
 
     @cached_property
     def word_vocabulary(self):

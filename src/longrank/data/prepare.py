@@ -80,8 +80,12 @@ def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path)
         raise InputError("the collection has no non-empty documents")
     queries = dict(queries_iter)
 
-    # Grades -> gains (e.g. Cranfield's -1 "of no interest" -> 0); grades not listed keep their value.
+    # Grades -> gains; grades not listed keep their value. Judgments with an ``exclude_grades`` grade are not
+    # judgments of an answer but mark a document to take out of that query's rankings (Cranfield's -1: the
+    # paper the question was written from; see config/config.yaml).
     gain_map = {int(k): int(v) for k, v in (dataset.get("gains") or {}).items()}
+    exclude_grades = {int(g) for g in dataset.get("exclude_grades") or ()}
+    excluded: dict[str, set[str]] = {}
     qrels: dict[str, dict[str, int]] = {}
     unknown_docs, unknown_queries = set(), set()
     for qid, judged in raw_qrels.items():
@@ -91,6 +95,9 @@ def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path)
         for doc_id, grade in judged.items():
             if doc_id not in docs:
                 unknown_docs.add(doc_id)
+                continue
+            if grade in exclude_grades:
+                excluded.setdefault(qid, set()).add(doc_id)
                 continue
             qrels.setdefault(qid, {})[doc_id] = gain_map.get(grade, grade)
     if unknown_docs - set(empty):
@@ -124,6 +131,7 @@ def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path)
         "doc_words": {"mean": float(words.mean()), "median": float(np.median(words)), "p90": float(np.percentile(words, 90)), "max": int(words.max())},
         "query_words": {"mean": float(np.mean([len(t.split()) for t in formulated.values()]))},
         "gains": {str(k): v for k, v in gain_map.items()},
+        "excluded_judgments": sum(len(v) for v in excluded.values()),
         "qrels_defs": {str(k): v for k, v in (qrels_defs or {}).items()},
         "folds": [{k: len(v) for k, v in f.items()} for f in folds],
     }
@@ -134,6 +142,7 @@ def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path)
             f.write(json.dumps({"doc_id": doc_id, "text": text}) + "\n")
     write_text(out_dir / "queries.tsv", "query_id\ttext\n" + "".join(f"{q}\t{' '.join(t.split())}\n" for q, t in sorted(formulated.items())))
     write_qrels(out_dir / "qrels.txt", qrels)
+    write_text(out_dir / "excluded.tsv", "query_id\tdoc_id\n" + "".join(f"{q}\t{d}\n" for q in sorted(excluded) for d in sorted(excluded[q])))
     write_text(out_dir / "doc_lengths.tsv", "doc_id\twords\n" + "".join(f"{d}\t{n}\n" for d, n in lengths.items()))
     write_json(out_dir / "folds.json", folds)
     write_json(out_dir / "stats.json", stats)

@@ -23,6 +23,18 @@ def run(args):
         raise InputError(f"first_stage.method: {method!r} is not available; expected bm25")
     from longrank.retrieval.bm25 import bm25_run
 
+    top_k = cfg.get("top_k", 100)
+    excluded = corpus.excluded
+    extra = max((len(v) for v in excluded.values()), default=0)  # retrieve enough to keep top_k after exclusion
     result = bm25_run(corpus.docs, corpus.queries, k1=cfg.get("k1", 0.9), b=cfg.get("b", 0.4), stemmer=cfg.get("stemmer", "english"),
-                      stopwords=cfg.get("stopwords", "en"), top_k=cfg.get("top_k", 100))
-    write_run(Path(args.out), result, tag=method)
+                      stopwords=cfg.get("stopwords", "en"), top_k=top_k + extra)
+    write_run(Path(args.out), without_excluded(result, excluded, top_k), tag=method)
+
+
+def without_excluded(run: dict, excluded: dict[str, set[str]], top_k: int) -> dict:
+    """Each query's top ``top_k`` documents after taking out the ones excluded for it."""
+    out = {}
+    for qid, scores in run.items():
+        kept = [(d, s) for d, s in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0])) if d not in excluded.get(qid, ())]
+        out[qid] = dict(kept[:top_k])
+    return out
