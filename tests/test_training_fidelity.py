@@ -165,3 +165,27 @@ def test_tail_regions_cover_the_end_of_a_document(corpus):
         _, valid_tail = tail._topography(**batch)
     assert int(valid_full.sum()) == 8  # starts 0, 2, ..., 14 <= 45 - 30
     assert int(valid_tail.sum()) == 23  # starts 0, 2, ..., 44 < 45
+
+
+def test_scoring_rate_reaches_an_encoder_models_head_and_nothing_else():
+    from transformers import BertConfig
+
+    from longrank.models.bert_ranker import BertRanker
+    from longrank.models.bi_encoder import BiEncoder
+    from longrank.models.encoders import load_tokenizer, random_encoder
+    from longrank.models.mores import MORES
+
+    tokenizer = load_tokenizer("minilm")
+    small = lambda: random_encoder(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,  # noqa: E731
+                                              num_attention_heads=4, intermediate_size=64), seed=0)
+    hp = {**TRAIN_DEFAULTS, "scoring_lr": 1e-3}
+    for model in (BertRanker(small(), tokenizer, pooling="mean"), MORES(small(), tokenizer, interaction_blocks=1)):
+        groups = {g["name"]: g for g in parameter_groups(model, hp)}
+        assert {id(p) for p in groups["scoring"]["params"]} == {id(model.head.weight), id(model.head.bias)}
+        assert groups["scoring"]["lr"] == 1e-3 and len(groups["rest"]["params"]) > 10
+    # no head to reach: the segment-cosine cross-encoder and the bi-encoder refuse the key
+    for model in (BertRanker(small(), tokenizer, pooling="segment_cosine"), BiEncoder(small(), tokenizer)):
+        with pytest.raises(InputError, match="scoring_lr"):
+            parameter_groups(model, hp)
+        with pytest.raises(InputError, match="embedding_lr"):
+            parameter_groups(model, {**TRAIN_DEFAULTS, "embedding_lr": 1e-4})
