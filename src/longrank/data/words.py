@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from functools import lru_cache
+from itertools import islice
 from typing import Iterable
 
 import numpy as np
@@ -71,8 +72,9 @@ class Vocabulary:
         return len(self.words)
 
     def ids(self, text: str, max_len: int | None = None) -> list[int]:
-        ids = [self.index.get(w, OOV) for w in tokenize(text)]
-        return ids[:max_len] if max_len else ids
+        # Stop at max_len tokens: a 5,000-word judgment read to 200 words needs 200 regex matches, not 5,000.
+        words = (m.group().lower() for m in _TOKEN.finditer(text))
+        return [self.index.get(w, OOV) for w in islice(words, max_len or None)]
 
     def idf(self) -> torch.Tensor:
         """Smoothed IDF, log((N - df + 0.5) / (df + 0.5) + 1), as BM25 uses; 0 for padding."""
