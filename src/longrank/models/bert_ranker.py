@@ -40,7 +40,7 @@ from torch import nn
 
 from longrank.io import InputError
 from longrank.models.base import Ranker
-from longrank.models.encoders import DEFAULT_ENCODER, freeze_lower_layers, load_encoder, load_tokenizer, mean_pool, wordpiece_ids
+from longrank.models.encoders import encoder_choice, freeze_lower_layers, from_encoder_config, mean_pool, wordpiece_ids
 
 
 COSINE_SCALE = 20.0  # sentence-transformers' MultipleNegativesRankingLoss scale: cosines become logits
@@ -48,6 +48,7 @@ COSINE_SCALE = 20.0  # sentence-transformers' MultipleNegativesRankingLoss scale
 
 class BertRanker(Ranker):
     default_loss = "pointwise_bce"
+    config_parts = (encoder_choice,)
     parameter_groups = {"scoring": ("head.",)}  # train.scoring_lr: the new score head on a pretrained encoder
 
     def __init__(self, encoder, tokenizer, mode: str = "firstp", passage_len: int = 256, passage_stride: int | None = None,
@@ -79,12 +80,7 @@ class BertRanker(Ranker):
 
     @classmethod
     def from_config(cls, params, corpus=None):
-        name = params.get("encoder", DEFAULT_ENCODER)
-        known = {"encoder", "mode", "passage_len", "passage_stride", "max_passages", "max_query_len", "pooling", "freeze_layers", "maxp_training"}
-        unknown = set(params) - known
-        if unknown:
-            raise InputError(f"bert_ranker: unknown keys {sorted(unknown)}; expected some of {sorted(known)}")
-        return cls(load_encoder(name), load_tokenizer(name), **{k: v for k, v in params.items() if k != "encoder"})
+        return from_encoder_config(cls, "bert_ranker", params)
 
     def passages(self, doc_ids: list[int]) -> list[list[int]]:
         """Windows of ``passage_len`` tokens every ``passage_stride`` tokens; always at least one (maybe empty)."""

@@ -13,13 +13,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from longrank.io import InputError
 from longrank.models.base import Ranker
-from longrank.models.encoders import DEFAULT_ENCODER, load_encoder, load_tokenizer, mean_pool, single_inputs
+from longrank.models.encoders import encoder_choice, from_encoder_config, mean_pool, single_inputs
 
 
 class BiEncoder(Ranker):
     default_loss = "listwise_ce"
+    config_parts = (encoder_choice,)
 
     def __init__(self, encoder, tokenizer, max_query_len: int = 30, max_doc_len: int = 254, scale: float = 1.0):
         super().__init__()
@@ -28,12 +28,7 @@ class BiEncoder(Ranker):
 
     @classmethod
     def from_config(cls, params, corpus=None):
-        known = {"encoder", "max_query_len", "max_doc_len", "scale"}
-        unknown = set(params) - known
-        if unknown:
-            raise InputError(f"bi_encoder: unknown keys {sorted(unknown)}; expected some of {sorted(known)}")
-        name = params.get("encoder", DEFAULT_ENCODER)
-        return cls(load_encoder(name), load_tokenizer(name), **{k: v for k, v in params.items() if k != "encoder"})
+        return from_encoder_config(cls, "bi_encoder", params)
 
     def encode(self, queries, docs):
         q = single_inputs(self.tokenizer, queries, self.max_query_len)

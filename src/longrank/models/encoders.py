@@ -71,6 +71,21 @@ def random_encoder(config: BertConfig, seed: int = 0) -> BertModel:
         return BertModel(config, add_pooling_layer=False)
 
 
+def encoder_choice(encoder: str = DEFAULT_ENCODER) -> str:
+    """The ``encoder`` config key of every encoder model (its default lives here, once)."""
+    return encoder
+
+
+def from_encoder_config(cls, model: str, params: dict):
+    """Build an encoder model from its config entry: ``encoder`` picks the pretrained weights, every other key
+    goes to the constructor; a key neither takes is refused by name (``split_config``)."""
+    from longrank.models.base import split_config
+
+    choice, own = split_config(model, params, encoder_choice, cls.__init__)
+    name = encoder_choice(**choice)
+    return cls(load_encoder(name), load_tokenizer(name), **own)
+
+
 def load_encoder(name: str = DEFAULT_ENCODER) -> BertModel:
     """A fresh copy of the encoder's weights (callers that need two copies, like MORES, call twice or deepcopy)."""
     if not isinstance(name, str) or not name:

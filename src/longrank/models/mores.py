@@ -46,7 +46,7 @@ from torch import nn
 
 from longrank.io import InputError
 from longrank.models.base import Ranker
-from longrank.models.encoders import DEFAULT_ENCODER, encoder_layers, load_encoder, load_tokenizer, single_inputs
+from longrank.models.encoders import encoder_choice, encoder_layers, from_encoder_config, single_inputs
 
 DOC_SEGMENT = 0  # default doc_segment_id: documents are a single sequence (segment A), as in the official code
 QUERY_LAYERS = "query_module.encoder.layer."  # state-dict prefix of the query module's layers (tied: not saved)
@@ -128,6 +128,7 @@ class InteractionBlock(nn.Module):
 
 class MORES(Ranker):
     default_loss = "pointwise_bce"
+    config_parts = (encoder_choice,)
     parameter_groups = {"scoring": ("head.",)}  # train.scoring_lr: the new score head on a pretrained encoder
 
     def __init__(self, encoder, tokenizer, interaction_blocks: int = 2, max_query_len: int = 30, max_doc_len: int = 510,
@@ -170,13 +171,7 @@ class MORES(Ranker):
 
     @classmethod
     def from_config(cls, params, corpus=None):
-        known = {"encoder", "interaction_blocks", "max_query_len", "max_doc_len", "cross_attention_init", "reuse",
-                 "tie_query_layers", "doc_segment_id"}
-        unknown = set(params) - known
-        if unknown:
-            raise InputError(f"mores: unknown keys {sorted(unknown)}; expected some of {sorted(known)}")
-        name = params.get("encoder", DEFAULT_ENCODER)
-        return cls(load_encoder(name), load_tokenizer(name), **{k: v for k, v in params.items() if k != "encoder"})
+        return from_encoder_config(cls, "mores", params)
 
     # --- tokenisation -------------------------------------------------------------------------------
     def encode_queries(self, queries: list[str]) -> dict[str, torch.Tensor]:

@@ -35,7 +35,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from longrank.io import InputError
-from longrank.models.base import Ranker, split_config
+from longrank.models.base import Ranker, config_keys, split_config
 from longrank.models.kernels import WordEmbedder, cosine_matrix, kernel_centers, rbf_kernels
 
 
@@ -149,7 +149,8 @@ class TK(Ranker):
     def from_config(cls, params, corpus):
         embedder_keys, context_keys, kernel_keys, own = split_config("tk", params, WordEmbedder, Contextualizer, tk_kernels, cls.__init__)
         embedder = WordEmbedder(corpus.word_vocabulary, **embedder_keys)
-        longest = max(own.get("max_query_len", 30), own.get("max_doc_len", 200))
+        sizes = {**config_keys(cls.__init__), **own}  # the learned position table must hold the longest input
+        longest = max(sizes["max_query_len"], sizes["max_doc_len"])
         return cls(embedder, Contextualizer(embedder.dim, longest, **context_keys), *tk_kernels(**kernel_keys), **own)
 
     def encode(self, queries, docs):

@@ -54,7 +54,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from longrank.io import InputError
-from longrank.models.base import Ranker, split_config
+from longrank.models.base import Ranker, config_keys, split_config
 from longrank.models.kernels import WordEmbedder, cosine_matrix
 from longrank.models.tk import Contextualizer, tk_kernels
 
@@ -215,8 +215,9 @@ class TKL(Ranker):
     def from_config(cls, params, corpus):
         embedder_keys, context_keys, kernel_keys, own = split_config("tkl", params, WordEmbedder, Contextualizer, tk_kernels, cls.__init__)
         embedder = WordEmbedder(corpus.word_vocabulary, **embedder_keys)
-        window = own.get("window", 40) + 2 * own.get("overlap", 5)
-        contextualizer = Contextualizer(embedder.dim, max(own.get("max_query_len", 30), window), **{**cls.part_defaults, **context_keys})
+        sizes = {**config_keys(cls.__init__), **own}  # the learned position table must hold a query and a window
+        longest = max(sizes["max_query_len"], sizes["window"] + 2 * sizes["overlap"])
+        contextualizer = Contextualizer(embedder.dim, longest, **{**cls.part_defaults, **context_keys})
         return cls(embedder, contextualizer, *tk_kernels(**kernel_keys), corpus.word_vocabulary.idf(), **own)
 
     def encode(self, queries, docs):
