@@ -10,7 +10,7 @@ import torch
 from longrank.cli import main
 from longrank.io import read_json
 from longrank.models.registry import build_model
-from longrank.train.checkpoint import save_weights
+from longrank.models.checkpoint import save_weights
 from test_tk_tkl import write_tiny_corpus
 
 

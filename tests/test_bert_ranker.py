@@ -10,7 +10,7 @@ from transformers import BertConfig
 from longrank.io import InputError
 from longrank.models.bert_ranker import BertRanker
 from longrank.models.bi_encoder import BiEncoder
-from longrank.models.encoders import load_encoder, load_tokenizer, random_encoder
+from longrank.models.modules.encoders import load_encoder, load_tokenizer, random_encoder
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def test_maxp_is_the_max_over_firstp_scores_of_each_passage(tokenizer, device):
 
 def test_pair_input_layout(tokenizer):
     ranker = BertRanker(small_encoder(tokenizer), tokenizer, mode="firstp", passage_len=4, max_query_len=3)
-    batch = ranker.encode(["a b c d e"], ["one two three four five six"])
+    batch = ranker.encode(["a b c d e"], ["d1"], ["one two three four five six"])
     ids, types = batch["input_ids"][0, 0], batch["token_type_ids"][0, 0]
     assert ids[0] == tokenizer.cls_token_id and ids[4] == tokenizer.sep_token_id and ids[-1] == tokenizer.sep_token_id
     assert types.tolist() == [0] * 5 + [1] * 5
@@ -53,7 +53,7 @@ def test_pair_input_layout(tokenizer):
 
 def test_firstp_gradients_reach_the_encoder(tokenizer):
     ranker = BertRanker(small_encoder(tokenizer), tokenizer, mode="maxp", passage_len=8, max_passages=3, freeze_layers=1)
-    ranker(**ranker.encode(["q one", "q two"], ["some words here " * 6, "x"])).sum().backward()
+    ranker(**ranker.encode(["q one", "q two"], ["d1", "d2"], ["some words here " * 6, "x"])).sum().backward()
     assert ranker.encoder.encoder.layer[1].output.dense.weight.grad is not None
     assert ranker.encoder.encoder.layer[0].output.dense.weight.grad is None  # frozen
 
@@ -83,12 +83,13 @@ MAXP_DOCS = ["the boundary layer on a flat plate at high mach numbers shows tran
              "which experiments in the wind tunnel confirmed for several nose shapes",
              "short doc",
              "heat transfer to blunt bodies at hypersonic speeds measured in a shock tunnel facility for a range of enthalpies"]
+MAXP_IDS = ["long", "short", "medium"]
 
 
 def test_maxp_passage_training_scores_one_random_passage_and_eval_takes_the_max(tokenizer):
     ranker = maxp_ranker(tokenizer)
     assert ranker.maxp_training == "passage"  # the default: Dai & Callan
-    batch = ranker.encode(["boundary layer transition"] * 3, MAXP_DOCS)
+    batch = ranker.encode(["boundary layer transition"] * 3, MAXP_IDS, MAXP_DOCS)
     with torch.no_grad():
         per_passage = ranker.eval().passage_scores(**batch)
         assert per_passage[0].isfinite().sum() >= 4 and per_passage[1].isfinite().sum() == 1
@@ -115,7 +116,7 @@ def test_maxp_passage_training_scores_one_random_passage_and_eval_takes_the_max(
 
 def test_maxp_training_max_keeps_the_max_in_training(tokenizer):
     ranker = maxp_ranker(tokenizer, maxp_training="max")
-    batch = ranker.encode(["boundary layer transition"] * 3, MAXP_DOCS)
+    batch = ranker.encode(["boundary layer transition"] * 3, MAXP_IDS, MAXP_DOCS)
     with torch.no_grad():
         expected = ranker.eval().passage_scores(**batch).max(dim=1).values
         assert torch.allclose(ranker.train()(**batch), expected, atol=1e-5)
@@ -123,11 +124,11 @@ def test_maxp_training_max_keeps_the_max_in_training(tokenizer):
 
 def test_maxp_passage_training_gradients_reach_the_encoder_and_firstp_is_unaffected(tokenizer):
     ranker = maxp_ranker(tokenizer).train()
-    ranker(**ranker.encode(["q one", "q two"], MAXP_DOCS[:2])).sum().backward()
+    ranker(**ranker.encode(["q one", "q two"], MAXP_IDS[:2], MAXP_DOCS[:2])).sum().backward()
     assert ranker.encoder.encoder.layer[0].output.dense.weight.grad is not None
     firstp = BertRanker(ranker.encoder, tokenizer, mode="firstp", passage_len=8).train()
     firstp.head.load_state_dict(ranker.head.state_dict())
-    batch = firstp.encode(["q one"], MAXP_DOCS[:1])
+    batch = firstp.encode(["q one"], MAXP_IDS[:1], MAXP_DOCS[:1])
     with torch.no_grad():
         assert torch.equal(firstp(**batch), firstp.eval()(**batch))
 
@@ -137,7 +138,7 @@ def test_bi_encoder_is_mean_pooled_cosine():
     tok, enc = load_tokenizer("minilm"), load_encoder("minilm").eval()
     query, doc = "what is the boundary layer", "the boundary layer is the thin layer of fluid near a wall"
     with torch.no_grad():
-        got = model(**model.encode([query], [doc])).item()
+        got = model(**model.encode([query], ["d"], [doc])).item()
         vecs = []
         for text in (query, doc):
             ids = tok(text, return_tensors="pt")
@@ -146,7 +147,7 @@ def test_bi_encoder_is_mean_pooled_cosine():
     assert got == pytest.approx(F.cosine_similarity(vecs[0], vecs[1], dim=0).item(), abs=1e-5)
     # batching with padding changes nothing
     with torch.no_grad():
-        batched = model(**model.encode([query, "x"], [doc, doc + " " + doc]))
+        batched = model(**model.encode([query, "x"], ["d", "dd"], [doc, doc + " " + doc]))
     assert batched[0].item() == pytest.approx(got, abs=1e-5)
 
 
@@ -159,7 +160,7 @@ def test_segment_cosine_scores_the_cosine_of_the_two_segments_mean_states(tokeni
     seq = [tokenizer.cls_token_id, *q_ids, tokenizer.sep_token_id, *d_ids, tokenizer.sep_token_id]
     types = [0] * (len(q_ids) + 2) + [1] * (len(d_ids) + 1)
     with torch.no_grad():
-        got = ranker(**ranker.encode([query, query], [doc, "x " * 40]))[0]  # padded next to a longer document
+        got = ranker(**ranker.encode([query, query], ["d", "x"], [doc, "x " * 40]))[0]  # padded next to a longer document
         states = ranker.encoder(input_ids=torch.tensor([seq]), token_type_ids=torch.tensor([types])).last_hidden_state[0]
     split = len(q_ids) + 2
     expected = 20.0 * F.cosine_similarity(states[:split].mean(0), states[split:].mean(0), dim=0)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 
 from longrank.data.words import Vocabulary
-from longrank.models.kernels import WordEmbedder, kernel_centers, rbf_kernels
 from longrank.models.knrm import KNRM
+from longrank.models.modules.kernel_pooling import kernel_centers, rbf_kernels
+from longrank.models.modules.word_embedder import WordEmbedder
 
 
 def small_knrm() -> KNRM:
@@ -25,7 +26,7 @@ def test_kernel_centres_match_knrm():
 
 def test_forward_shapes_and_padding_invariance():
     model = small_knrm()
-    batch = model.encode(["wing lift", "heat"], ["propeller slipstream wing", "supersonic cone shock wave slab"])
+    batch = model.encode(["wing lift", "heat"], ["d1", "d2"], ["propeller slipstream wing", "supersonic cone shock wave slab"])
     assert batch["query"].shape == (2, 2) and batch["doc"].shape == (2, 5)
     scores = model(**batch)
     assert scores.shape == (2,) and torch.isfinite(scores).all()
@@ -37,7 +38,7 @@ def test_forward_shapes_and_padding_invariance():
 def test_gradient_check_and_every_parameter_learns():
     torch.manual_seed(0)
     model = small_knrm().double()
-    batch = model.encode(["wing lift slab"], ["propeller wing lift heat"])
+    batch = model.encode(["wing lift slab"], ["d1"], ["propeller wing lift heat"])
 
 
     # kernel features are smooth in the dense weights; gradcheck compares autograd with finite differences
@@ -52,7 +53,7 @@ def test_gradient_check_and_every_parameter_learns():
 
 def _features(model: KNRM, batch) -> torch.Tensor:
     """KNRM's kernel-pooled features, recomputed to feed gradcheck."""
-    from longrank.models.kernels import cosine_matrix
+    from longrank.models.modules.kernel_pooling import cosine_matrix
 
     q, qm = model.embedder(batch["query"])
     d, dm = model.embedder(batch["doc"])
@@ -65,6 +66,6 @@ def test_exact_matches_raise_the_exact_match_feature():
     with torch.no_grad():
         model.dense.weight.zero_()
         model.dense.weight[0, 0] = 1.0  # score = exact-match kernel feature
-    matching = model(**model.encode(["wing"], ["wing wing lift"]))
-    other = model(**model.encode(["wing"], ["heat slab lift"]))
+    matching = model(**model.encode(["wing"], ["d1"], ["wing wing lift"]))
+    other = model(**model.encode(["wing"], ["d2"], ["heat slab lift"]))
     assert matching > other

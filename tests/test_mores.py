@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from longrank.io import InputError
-from longrank.models.encoders import load_encoder, load_tokenizer, random_encoder
+from longrank.io import InputError, read_json
+from longrank.models.modules.encoders import load_encoder, load_tokenizer, random_encoder
 from longrank.models.mores import MORES
-from longrank.models.mores_store import write_store
+from longrank.models.registry import artifact_scopes
 from transformers import BertConfig
 
 QUERIES = ["boundary layer flow", "heat transfer at hypersonic speed", "boundary layer flow"]
@@ -20,6 +21,7 @@ DOCS = [
     "heat transfer to blunt bodies at hypersonic speeds in a shock tunnel",
 ]
 DOC_IDS = ["d1", "d2", "d3"]
+CORPUS = SimpleNamespace(docs=dict(zip(DOC_IDS, DOCS)))  # what build_artifacts reads of a corpus
 
 
 @pytest.fixture(scope="module")
@@ -35,15 +37,30 @@ def small_mores(tokenizer, blocks=2, **kw) -> MORES:
     return model.eval()
 
 
+def build_store(model, directory, doc_ids=DOC_IDS, **kw) -> dict:
+    """The model's fold artifacts (its reuse store) as the artifacts stage builds them; returns the store's index."""
+    directory.mkdir(parents=True, exist_ok=True)
+    model.build_artifacts("fold", CORPUS, doc_ids, directory, **kw)
+    return read_json(directory / "store.json")
+
+
+def test_reuse_s1_and_s2_declare_a_fold_store_and_no_reuse_nothing():
+    assert MORES.artifacts({"reuse": "s1"}) == MORES.artifacts({"reuse": "s2"}) == {"store": "fold"}
+    assert MORES.artifacts({}) == MORES.artifacts({"reuse": "none"}) == {}
+    assert artifact_scopes({"type": "mores", "reuse": "s2", "train": {"steps": 1}}) == ["fold"]
+    assert artifact_scopes({"type": "mores"}) == [] and artifact_scopes({"type": "knrm"}) == []
+
+
 @pytest.mark.parametrize("tie", [True, False])
 @pytest.mark.parametrize("reuse", ["s1", "s2"])
 def test_reuse_store_gives_the_same_scores(tokenizer, tmp_path, reuse, tie, device):
-    model = small_mores(tokenizer, tie_query_layers=tie).to(device)
+    model = small_mores(tokenizer, tie_query_layers=tie, reuse=reuse).to(device)
     with torch.no_grad():
-        reference = model(**{k: v.to(device) for k, v in model.encode(QUERIES, DOCS).items()})
+        reference = model(**{k: v.to(device) for k, v in model.encode(QUERIES, DOC_IDS, DOCS).items()})
     online = model.score_pairs(QUERIES, DOC_IDS, DOCS)
-    meta = write_store(model, DOC_IDS, DOCS, tmp_path / "store.json", reuse, batch_size=2, device=device)
-    model.attach_store(tmp_path / "store.json")
+    meta = build_store(model, tmp_path / "fold0", batch_size=2)
+    assert sorted(p.name for p in (tmp_path / "fold0").iterdir()) == ["store.json", "store.npy"]
+    model.attach_artifacts(tmp_path / "fold0")
     stored = model.score_pairs(QUERIES, DOC_IDS, ["(text is not read)"] * 3)
     model.store = model.store.resident(device)  # the speed table's GPU setting: the store held in device memory
     resident = model.score_pairs(QUERIES, DOC_IDS, ["(text is not read)"] * 3)
@@ -56,15 +73,17 @@ def test_reuse_store_gives_the_same_scores(tokenizer, tmp_path, reuse, tie, devi
 
 
 def test_store_refuses_other_weights_and_unknown_docs(tokenizer, tmp_path):
-    model = small_mores(tokenizer)
-    write_store(model, DOC_IDS, DOCS, tmp_path / "s.json", "s2")
-    model.attach_store(tmp_path / "s.json")
+    model = small_mores(tokenizer, reuse="s2")
+    build_store(model, tmp_path)
+    model.attach_artifacts(tmp_path)
     with pytest.raises(InputError, match="not in the reuse store"):
         model.score_pairs(QUERIES[:1], ["nope"], ["x"])
     with torch.no_grad():
         model.interaction_blocks[0].cross_attention.self.key.weight.add_(1.0)
     with pytest.raises(InputError, match="other weights"):
-        model.attach_store(tmp_path / "s.json")
+        model.attach_artifacts(tmp_path)
+    with pytest.raises(InputError, match="reuse"):  # no reuse: nothing to build
+        small_mores(tokenizer).build_artifacts("fold", CORPUS, DOC_IDS, tmp_path / "none")
 
 
 def test_modules_never_see_the_other_side(tokenizer):
@@ -158,7 +177,7 @@ def test_tied_query_layers_are_the_document_modules_first_layers(tokenizer):
     assert not ib_params & {id(p) for p in tied.document_module.parameters()}
     # a gradient through the query path reaches the shared layer
     tied.train()
-    batch = tied.encode(QUERIES[:2], DOCS[:2])
+    batch = tied.encode(QUERIES[:2], DOC_IDS[:2], DOCS[:2])
     tied.represent_queries(batch["q_input_ids"], batch["q_attention_mask"], batch["q_token_type_ids"]).sum().backward()
     assert doc_layers[0].output.dense.weight.grad is not None
 
@@ -167,8 +186,8 @@ def test_tied_query_layers_are_the_document_modules_first_layers(tokenizer):
 def test_saved_and_loaded_with_the_projects_checkpoints_gives_identical_scores(tmp_path, tie):
     from safetensors import safe_open
 
+    from longrank.models.checkpoint import load_model, save_weights
     from longrank.models.registry import build_model
-    from longrank.train.checkpoint import load_model, save_weights
 
     cfg = {"type": "mores", "encoder": "minilm", "interaction_blocks": 2, "max_query_len": 16, "max_doc_len": 40, "tie_query_layers": tie}
     model = build_model(cfg, None)
@@ -184,7 +203,7 @@ def test_saved_and_loaded_with_the_projects_checkpoints_gives_identical_scores(t
     loaded = load_model(tmp_path / "model.safetensors", cfg, None)
     if tie:
         assert loaded.query_module.encoder.layer[1].attention.self.query.weight is loaded.document_module.encoder.layer[1].attention.self.query.weight
-    batch = model.encode(QUERIES, DOCS)
+    batch = model.encode(QUERIES, DOC_IDS, DOCS)
     with torch.no_grad():
         before, after = model(**batch), loaded(**batch)
     assert torch.equal(before, after)
@@ -201,25 +220,25 @@ def test_doc_segment_id_is_what_the_document_module_sees(tokenizer, tmp_path):
         model = small_mores(tokenizer, doc_segment_id=segment)
         hook = model.document_module.register_forward_pre_hook(lambda m, a, kw: seen.append(kw["token_type_ids"].clone()), with_kwargs=True)
         with torch.no_grad():
-            model(**model.encode(QUERIES[:2], DOCS[:2]))
+            model(**model.encode(QUERIES[:2], DOC_IDS[:2], DOCS[:2]))
             model.score_pairs(QUERIES[:2], DOC_IDS[:2], DOCS[:2])
         hook.remove()
-        batch = model.encode(QUERIES[:2], DOCS[:2])
+        batch = model.encode(QUERIES[:2], DOC_IDS[:2], DOCS[:2])
         assert batch["q_token_type_ids"].max() == 0  # queries are always segment 0
     mask = small_mores(tokenizer).encode_docs(DOCS[:2])["attention_mask"]
     assert torch.equal(seen[0], torch.zeros_like(mask)) and torch.equal(seen[1], torch.zeros_like(mask))  # default: 0, official code
     assert torch.equal(seen[2], mask) and torch.equal(seen[3], mask)  # doc_segment_id: 1, the earlier behaviour
     # a store remembers the segment its rows were computed with; one written before the key existed used 1
-    meta = write_store(small_mores(tokenizer, doc_segment_id=1), DOC_IDS, DOCS, tmp_path / "s.json", "s1")
+    meta = build_store(small_mores(tokenizer, doc_segment_id=1, reuse="s1"), tmp_path)
     assert meta["doc_segment_id"] == 1
     with pytest.raises(InputError, match="doc_segment_id"):
-        small_mores(tokenizer).attach_store(tmp_path / "s.json")
-    small_mores(tokenizer, doc_segment_id=1).attach_store(tmp_path / "s.json")
+        small_mores(tokenizer, reuse="s1").attach_artifacts(tmp_path)
+    small_mores(tokenizer, doc_segment_id=1, reuse="s1").attach_artifacts(tmp_path)
     del meta["doc_segment_id"]
-    (tmp_path / "s.json").write_text(json.dumps(meta))
+    (tmp_path / "store.json").write_text(json.dumps(meta))
     with pytest.raises(InputError, match="doc_segment_id"):
-        small_mores(tokenizer).attach_store(tmp_path / "s.json")
-    small_mores(tokenizer, doc_segment_id=1).attach_store(tmp_path / "s.json")
+        small_mores(tokenizer, reuse="s1").attach_artifacts(tmp_path)
+    small_mores(tokenizer, doc_segment_id=1, reuse="s1").attach_artifacts(tmp_path)
 
 
 def test_speed_table_smoke(tmp_path):
@@ -239,15 +258,40 @@ def test_speed_table_smoke(tmp_path):
     assert table["measurements"][3]["space_mb_per_doc"] == pytest.approx(2 * table["measurements"][2]["space_mb_per_doc"])
 
 
-def test_precompute_reads_a_long_inline_model_config_and_names_a_bad_one(tmp_path):
-    from longrank.models.mores_store import read_model_config
+def test_artifacts_stage_builds_the_fold_store_that_rerank_reads(tiny_data):
+    """``artifacts --scope fold`` from a trained checkpoint, then ``rerank --fold-artifacts``: the Reuse-S1 run
+    has the scores of the same weights encoding the text (a ``checkpoint_of`` reuse variant)."""
+    from longrank import artifacts
+    from longrank.data.corpus import Corpus
+    from longrank.io import read_run
+    from longrank.models.checkpoint import save_weights
+    from longrank.models.registry import build_model
+    from longrank.rerank import rerank
 
-    entry = {"type": "mores", "encoder": "minilm", "train": {f"key_{i}": i for i in range(40)}}  # longer than a file name may be
-    assert read_model_config(json.dumps(entry)) == entry
-    path = tmp_path / "entry.json"
-    path.write_text(json.dumps(entry))
-    assert read_model_config(str(path)) == entry
-    with pytest.raises(InputError, match="not valid JSON"):
-        read_model_config('{"type": ')
-    with pytest.raises(InputError, match="missing.json"):
-        read_model_config(str(tmp_path / "missing.json"))
+    corpus = Corpus(tiny_data / "data")
+    candidates = tiny_data / "bm25.run"
+    base = {"type": "mores", "encoder": "minilm", "interaction_blocks": 2, "max_query_len": 16, "max_doc_len": 40}
+    reuse = {**base, "reuse": "s1", "checkpoint_of": "mores"}
+    torch.manual_seed(0)
+    model = build_model(base, corpus)
+    torch.nn.init.normal_(model.head.weight)  # scores far enough apart to compare
+    checkpoint = tiny_data / "mores" / "model.safetensors"
+    save_weights(model, checkpoint)
+    out = tiny_data / "artifacts" / "mores_s1" / "fold0"
+    with pytest.raises(InputError, match="checkpoint"):
+        artifacts.build(reuse, corpus, "fold", out, candidates=candidates)
+    with pytest.raises(InputError, match="no 'collection' artifacts"):
+        artifacts.build(reuse, corpus, "collection", out, candidates=candidates)
+    artifacts.build(reuse, corpus, "fold", out, checkpoint, candidates, batch_size=16)
+    index = read_json(out / "store.json")
+    assert index["documents"] == len({d for r in read_run(candidates).values() for d in r})
+    with pytest.raises(InputError, match="fold-artifact"):
+        rerank("mores_s1", reuse, corpus, read_run(candidates), [str(checkpoint)], 10, 16, torch.device("cpu"), tiny_data / "runs")
+    rerank("mores_s1", reuse, corpus, read_run(candidates), [str(checkpoint)], 10, 16, torch.device("cpu"), tiny_data / "runs",
+           fold_artifacts=[out])
+    rerank("mores", base, corpus, read_run(candidates), [str(checkpoint)], 10, 16, torch.device("cpu"), tiny_data / "runs")
+    stored, online = read_run(tiny_data / "runs" / "mores_s1.run"), read_run(tiny_data / "runs" / "mores.run")
+    assert stored.keys() == online.keys() and stored
+    for qid in online:
+        assert stored[qid].keys() == online[qid].keys()
+        assert all(abs(stored[qid][d] - online[qid][d]) < 1e-4 for d in online[qid])

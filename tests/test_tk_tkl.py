@@ -63,15 +63,16 @@ def small(model_type: str, **extra):
 
 def pairs(corpus: Corpus, n_docs: int = 6):
     """Mixed-length batch: every query with its own first documents and the next topic's documents."""
-    queries, docs = [], []
+    queries, doc_ids, docs = [], [], []
     qids = list(corpus.queries)
     for k, qid in enumerate(qids):
         other = qids[(k + 1) % len(qids)]
         for i in range(n_docs // 2):
             for doc_qid in (qid, other):
                 queries.append(corpus.queries[qid])
-                docs.append(corpus.docs[f"{doc_qid}_d{i}"])
-    return queries, docs
+                doc_ids.append(f"{doc_qid}_d{i}")
+                docs.append(corpus.docs[doc_ids[-1]])
+    return queries, doc_ids, docs
 
 
 # ---- Eq. 1 ------------------------------------------------------------------------------------------------
@@ -113,8 +114,8 @@ def test_window_split_and_merge_keep_every_token_once_in_place():
 def test_packing_skips_padding_windows_and_keeps_scores(corpus, device):
     torch.manual_seed(0)
     model = build_model(small("tkl"), corpus).eval().to(device)
-    queries, docs = pairs(corpus)
-    batch = {k: v.to(device) for k, v in model.encode(queries, docs).items()}
+    queries, doc_ids, docs = pairs(corpus)
+    batch = {k: v.to(device) for k, v in model.encode(queries, doc_ids, docs).items()}
     lengths = (batch["doc"] != 0).sum(dim=1)
     assert lengths.min() < 80 and lengths.max() > 150  # a mixed-length batch
     with torch.no_grad():
@@ -166,8 +167,8 @@ def test_top_local_max_picks_distinct_regions_with_neighbours():
 def test_explain_gives_non_overlapping_region_offsets(corpus):
     torch.manual_seed(0)
     model = build_model(small("tkl"), corpus).eval()
-    queries, docs = pairs(corpus)
-    batch = model.encode(queries, docs)
+    queries, doc_ids, docs = pairs(corpus)
+    batch = model.encode(queries, doc_ids, docs)
     with torch.no_grad():
         info = model.explain(**batch)
     starts = info["region_starts"]
@@ -186,8 +187,8 @@ def test_explain_gives_non_overlapping_region_offsets(corpus):
 def test_forward_shape_and_gradients(corpus, cfg):
     torch.manual_seed(0)
     model = build_model(cfg, corpus).train()
-    queries, docs = pairs(corpus)
-    scores = model(**model.encode(queries, docs))
+    queries, doc_ids, docs = pairs(corpus)
+    scores = model(**model.encode(queries, doc_ids, docs))
     assert scores.shape == (len(docs),) and torch.isfinite(scores).all()
     scores.sum().backward()
     for name, p in model.named_parameters():
@@ -214,13 +215,13 @@ def test_short_training_lowers_pairwise_loss(corpus, model_type):
     qids = list(corpus.queries)
 
     def sample(n=6):
-        queries, docs = [], []
+        queries, doc_ids = [], []
         for _ in range(n):
             qid = rng.choice(qids)
             neg = rng.choice([q for q in qids if q != qid])
             queries += [corpus.queries[qid]] * 2
-            docs += [corpus.docs[f"{qid}_d{rng.randrange(6)}"], corpus.docs[f"{neg}_d{rng.randrange(6)}"]]
-        return model.encode(queries, docs)
+            doc_ids += [f"{qid}_d{rng.randrange(6)}", f"{neg}_d{rng.randrange(6)}"]
+        return model.encode(queries, doc_ids, [corpus.docs[d] for d in doc_ids])
 
     def loss_of(batch):
         scores = model(**batch).view(-1, 2)
@@ -243,11 +244,11 @@ def test_short_training_lowers_pairwise_loss(corpus, model_type):
 def test_scores_do_not_depend_on_batch_mates_and_survive_empty_texts(corpus, model_type):
     torch.manual_seed(0)
     model = build_model(small(model_type), corpus).eval()
-    queries, docs = pairs(corpus)
+    queries, doc_ids, docs = pairs(corpus)
     with torch.no_grad():
-        together = model(**model.encode(queries, docs))
-        alone = torch.stack([model(**model.encode([q], [d]))[0] for q, d in zip(queries[:4], docs[:4])])
-        empty = model(**model.encode(["", queries[0]], [docs[0], ""]))
+        together = model(**model.encode(queries, doc_ids, docs))
+        alone = torch.stack([model(**model.encode([q], [i], [d]))[0] for q, i, d in zip(queries[:4], doc_ids[:4], docs[:4])])
+        empty = model(**model.encode(["", queries[0]], [doc_ids[0], "empty"], [docs[0], ""]))
     assert torch.allclose(together[:4], alone, atol=1e-4, rtol=1e-5)
     assert torch.isfinite(empty).all()
 

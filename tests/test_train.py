@@ -3,15 +3,21 @@ final output appears only when training finished, interpolation is chosen on dev
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from longrank import artifacts
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, read_run
-from longrank.rerank import interpolate, rerank, with_tail
+from longrank.io import InputError, read_json, read_run, write_json
+from longrank.models import registry
+from longrank.models.knrm import KNRM as KNRMModel
+from longrank.interpolate import interpolate
+from longrank.rerank import rerank
+from longrank.runs import with_tail
 from longrank.train import loop
 from longrank.train.losses import LOSSES
 from longrank.train.sampling import PairSampler
@@ -99,12 +105,116 @@ def test_interpolation_and_tail():
     assert sorted(full["q"], key=full["q"].get, reverse=True) == ["a", "b", "c"]
 
 
-def test_rerank_scores_test_queries_and_chooses_weight_on_dev(tiny_data):
+def test_rerank_scores_the_test_queries_with_the_first_stage_tail_below(tiny_data):
     checkpoint = train_knrm(tiny_data, "run")
     corpus = Corpus(tiny_data / "data")
-    rerank("knrm", KNRM, corpus, read_run(tiny_data / "bm25.run"), [str(checkpoint)], [read_run(checkpoint.parent / "dev.run")], 30, 16, torch.device("cpu"), tiny_data / "runs")
+    candidates = read_run(tiny_data / "bm25.run")
+    rerank("knrm", KNRM, corpus, candidates, [str(checkpoint)], 10, 16, torch.device("cpu"), tiny_data / "runs")
     run = read_run(tiny_data / "runs" / "knrm.run")
     assert set(run) == set(corpus.folds[0]["test"])
-    assert set(read_run(tiny_data / "runs" / "knrm+bm25.run")) == set(run)
-    choice = json.loads((tiny_data / "runs" / "knrm.interpolation.json").read_text())
-    assert 0.0 <= choice["weight"] <= 1.0 and len(choice["folds"][0]["dev_ndcg10_by_weight"]) == 11
+    for qid, scores in run.items():
+        ranked = sorted(scores, key=lambda d: (-scores[d], d))
+        first = sorted(candidates[qid], key=lambda d: (-candidates[qid][d], d))
+        assert set(ranked[:10]) == set(first[:10]) and ranked[10:] == first[10:]  # the model reorders its depth only
+    assert (tiny_data / "runs" / "knrm.details.jsonl").read_text() == ""  # KNRM explains nothing
+    with pytest.raises(InputError, match="one per fold"):
+        rerank("knrm", KNRM, corpus, candidates, [str(checkpoint)] * 2, 10, 16, torch.device("cpu"), tiny_data / "runs")
+
+
+# ---- per-document artifacts -------------------------------------------------------------------------------
+
+ATTACHED: list[str] = []
+
+
+class LengthKNRM(KNRMModel):
+    """KNRM declaring a collection artifact (each document's word count): ``encode`` reads it by document id, so
+    scoring fails unless the artifact was attached, and checks it against the text it was given."""
+
+    @classmethod
+    def artifacts(cls, params):
+        return {"lengths": "collection"}
+
+    def build_artifacts(self, scope, corpus, doc_ids, out_dir, *, batch_size=32):
+        write_json(out_dir / "lengths.json", {d: len(corpus.docs[d].split()) for d in doc_ids})
+
+    def attach_artifacts(self, directory):
+        self.lengths = read_json(directory / "lengths.json")
+        ATTACHED.append(str(directory))
+
+    def encode(self, queries, doc_ids, docs):
+        assert [self.lengths[d] for d in doc_ids] == [len(t.split()) for t in docs]
+        return super().encode(queries, doc_ids, docs)
+
+
+def artifacts_stage(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser()
+    artifacts.add_arguments(parser)
+    artifacts.run(parser.parse_args(argv))
+
+
+def test_a_collection_artifact_is_built_once_and_attached_in_training_and_reranking(tiny_data, monkeypatch):
+    monkeypatch.setitem(registry.MODEL_TYPES, "length_knrm", f"{__name__}:LengthKNRM")
+    cfg = {**KNRM, "type": "length_knrm", "train": {**KNRM["train"], "steps": 8}}
+    assert registry.artifact_scopes(cfg) == ["collection"]
+    corpus, candidates = Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run")
+    out = tiny_data / "artifacts" / "length_knrm" / "collection"
+    common = ["--model-config", json.dumps(cfg), "--data", str(tiny_data / "data"), "--candidates", str(tiny_data / "bm25.run"),
+              "--device", "cpu", "--out", str(out)]
+    with pytest.raises(InputError, match="no 'fold' artifacts"):
+        artifacts_stage([*common, "--scope", "fold", "--checkpoint", "x.safetensors"])
+    artifacts_stage([*common, "--scope", "collection"])
+    assert sorted(read_json(out / "lengths.json")) == sorted({d for r in candidates.values() for d in r})
+
+    model_out = tiny_data / "length_knrm" / "model.safetensors"
+    with pytest.raises(InputError, match="--collection-artifacts"):
+        loop.train("length_knrm", cfg, corpus, candidates, 0, 30, torch.device("cpu"), model_out)
+    ATTACHED.clear()
+    loop.train("length_knrm", cfg, corpus, candidates, 0, 30, torch.device("cpu"), model_out, collection_artifacts=out)
+    assert ATTACHED == [str(out)]
+    with pytest.raises(InputError, match="--collection-artifacts"):
+        rerank("length_knrm", cfg, corpus, candidates, [str(model_out)], 30, 16, torch.device("cpu"), tiny_data / "runs")
+    rerank("length_knrm", cfg, corpus, candidates, [str(model_out)], 30, 16, torch.device("cpu"), tiny_data / "runs", collection_artifacts=out)
+    assert ATTACHED == [str(out)] * 2
+    assert set(read_run(tiny_data / "runs" / "length_knrm.run")) == set(corpus.folds[0]["test"])
+    # a model without artifacts refuses a directory rather than ignoring it
+    with pytest.raises(InputError, match="declares no collection artifacts"):
+        loop.train("knrm", KNRM, corpus, candidates, 0, 30, torch.device("cpu"), tiny_data / "k" / "model.safetensors", collection_artifacts=out)
+
+
+def test_a_failed_artifact_build_leaves_the_earlier_output_and_no_temporary_directory(tiny_data, monkeypatch):
+    monkeypatch.setitem(registry.MODEL_TYPES, "length_knrm", f"{__name__}:LengthKNRM")
+    cfg = {**KNRM, "type": "length_knrm"}
+    corpus = Corpus(tiny_data / "data")
+    out = tiny_data / "artifacts" / "collection"
+    artifacts.build(cfg, corpus, "collection", out)  # no candidates: the whole collection
+    assert sorted(read_json(out / "lengths.json")) == sorted(corpus.docs)
+    before = (out / "lengths.json").read_text()
+
+    def half_written(self, scope, corpus, doc_ids, out_dir, *, batch_size=32):
+        (out_dir / "lengths.json").write_text("{")
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(LengthKNRM, "build_artifacts", half_written)
+    with pytest.raises(RuntimeError, match="killed"):
+        artifacts.build(cfg, corpus, "collection", out)
+    assert (out / "lengths.json").read_text() == before
+    assert sorted(p.name for p in out.parent.iterdir()) == ["collection"]
+    monkeypatch.undo()
+    monkeypatch.setitem(registry.MODEL_TYPES, "length_knrm", f"{__name__}:LengthKNRM")
+    (out / "stale").write_text("")  # a rebuild replaces the whole directory
+    artifacts.build(cfg, corpus, "collection", out, candidates=tiny_data / "bm25.run")
+    assert sorted(p.name for p in out.iterdir()) == ["lengths.json"] and sorted(p.name for p in out.parent.iterdir()) == ["collection"]
+
+
+def test_artifacts_stage_reads_a_long_inline_model_config_and_names_a_bad_one(tmp_path):
+    from longrank.artifacts import read_model_config
+
+    entry = {"type": "mores", "encoder": "minilm", "train": {f"key_{i}": i for i in range(40)}}  # longer than a file name may be
+    assert read_model_config(json.dumps(entry)) == entry
+    path = tmp_path / "entry.json"
+    path.write_text(json.dumps(entry))
+    assert read_model_config(str(path)) == entry
+    with pytest.raises(InputError, match="not valid JSON"):
+        read_model_config('{"type": ')
+    with pytest.raises(InputError, match="missing.json"):
+        read_model_config(str(tmp_path / "missing.json"))

@@ -10,8 +10,8 @@ import torch
 from longrank.data.corpus import Corpus
 from longrank.data.words import OOV, Vocabulary, query_terms
 from longrank.io import InputError, read_run
-from longrank.models.kernels import WordEmbedder
 from longrank.models.knrm import KNRM
+from longrank.models.modules.word_embedder import WordEmbedder
 from longrank.models.registry import build_model, constructor_defaults
 from longrank.train.loop import TRAIN_DEFAULTS, parameter_groups
 from longrank.train.sampling import PairSampler
@@ -102,7 +102,7 @@ def test_the_schema_lists_every_training_key():
 def test_two_different_unknown_words_never_match():
     vocab = Vocabulary.build(["wing lift drag"], min_doc_freq=2)  # every word is rare: all unknown
     model = KNRM(WordEmbedder(vocab, remove_query_stopwords=False), max_query_len=4, max_doc_len=4)
-    batch = model.encode(["flutter"], ["buckling"])
+    batch = model.encode(["flutter"], ["d1"], ["buckling"])
     assert batch["query"].tolist() == [[OOV]] and batch["doc"].tolist() == [[OOV]]
     with torch.no_grad():
         model.dense.weight.zero_()
@@ -123,7 +123,7 @@ def test_idf_weights_scale_each_query_term():
     plain = KNRM(WordEmbedder(vocab), max_query_len=4, max_doc_len=4)
     weighted = KNRM(WordEmbedder(vocab, query_term_weights="idf"), max_query_len=4, max_doc_len=4)
     weighted.load_state_dict(plain.state_dict())
-    ids = plain.encode(["wing lift"], ["wing"])["query"]
+    ids = plain.encode(["wing lift"], ["d1"], ["wing"])["query"]
     idf = vocab.idf()
     assert torch.equal(weighted.embedder.query_weights(ids, torch.ones_like(ids, dtype=torch.float32)), idf[ids])
     assert idf[vocab.index["lift"]] > idf[vocab.index["wing"]]  # the rarer word counts more
@@ -159,7 +159,7 @@ def test_unknown_model_keys_are_named(corpus, name):
 def test_tail_regions_cover_the_end_of_a_document(corpus):
     full = build_model({**WORD_MODELS["tkl"], "tail_regions": False}, corpus).eval()
     tail = build_model(WORD_MODELS["tkl"], corpus).eval()
-    batch = tail.encode(["wing lift"], [" ".join(["flow"] * 45)])
+    batch = tail.encode(["wing lift"], ["d1"], [" ".join(["flow"] * 45)])
     with torch.no_grad():
         _, valid_full = full._topography(**batch)
         _, valid_tail = tail._topography(**batch)
@@ -172,7 +172,7 @@ def test_scoring_rate_reaches_an_encoder_models_head_and_nothing_else():
 
     from longrank.models.bert_ranker import BertRanker
     from longrank.models.bi_encoder import BiEncoder
-    from longrank.models.encoders import load_tokenizer, random_encoder
+    from longrank.models.modules.encoders import load_tokenizer, random_encoder
     from longrank.models.mores import MORES
 
     tokenizer = load_tokenizer("minilm")

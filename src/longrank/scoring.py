@@ -1,4 +1,5 @@
-"""Scoring first-stage candidates with a model: shared by dev evaluation during training and by reranking."""
+"""Scoring first-stage candidates with a model: shared by dev evaluation during training and by reranking
+(the top of a ranked list and the mean of a measure are :mod:`longrank.runs`'s)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,7 @@ from tqdm import tqdm
 
 from longrank.io import Run
 from longrank.models.base import Ranker
-
-
-def top_candidates(candidates: Run, qid: str, depth: int) -> list[str]:
-    return [d for d, _ in sorted(candidates.get(qid, {}).items(), key=lambda kv: (-kv[1], kv[0]))[:depth]]
+from longrank.runs import top_candidates
 
 
 @torch.no_grad()
@@ -33,23 +31,9 @@ def score_candidates(model, corpus, candidates: Run, qids: list[str], depth: int
         for (q, d), s in zip(chunk, scores):
             out[q][d] = s
         if explains:
-            explained = model.explain(**{k: v.to(model.device) for k, v in model.encode(queries, docs).items()})
+            explained = model.explain(**{k: v.to(model.device) for k, v in model.encode(queries, doc_ids, docs).items()})
             if explained:
                 for i, (q, d) in enumerate(chunk):
                     details.append({"query_id": q, "doc_id": d, **{k: v[i].cpu().tolist() for k, v in explained.items()}})
     model.train(was_training)
     return out
-
-
-def mean_measure(run: Run, qrels: dict, qids: list[str], measure: str = "nDCG@10") -> float:
-    """Mean of ``measure`` over ``qids`` through ir-measures; a query missing from the run counts as 0."""
-    import ir_measures
-
-    parsed = ir_measures.parse_measure(measure)
-    qset = set(qids)
-    values = {m.query_id: m.value for m in ir_measures.iter_calc(
-        [parsed],
-        [ir_measures.Qrel(q, d, g) for q in qset for d, g in qrels.get(q, {}).items()],
-        [ir_measures.ScoredDoc(q, d, s) for q in qset for d, s in run.get(q, {}).items()],
-    )}
-    return sum(values.get(q, 0.0) for q in qids) / max(1, len(qids))

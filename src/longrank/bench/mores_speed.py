@@ -1,4 +1,4 @@
-"""Stage ``speed``: MORES Table 4 -- time to rank 1,000 candidates for one query (query length 16, documents
+"""Stage ``mores_speed``: MORES Table 4 -- time to rank 1,000 candidates for one query (query length 16, documents
 of 128 and 512 tokens) for the BERT ranker and MORES 1x/2x IB with no reuse, Reuse-S1 and Reuse-S2,
 measured side by side in one process, with the speed-up over the BERT ranker and, beside it, the bound
 the operation counts allow.
@@ -29,9 +29,10 @@ from pathlib import Path
 import torch
 
 from longrank.io import write_json
-from longrank.models.encoders import RANDOM_BERT_BASE, encoder_layers, load_encoder, load_tokenizer
+from longrank.models.modules.encoders import RANDOM_BERT_BASE, encoder_layers, load_encoder, load_tokenizer
 from longrank.models.mores import MORES
 from longrank.models.mores_store import ReuseStore, token_inputs, write_store
+from longrank.runtime import resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ def bench_size(encoder, tokenizer, size: str, args, store_dir: Path, device: tor
                 q_rep = model.represent_queries(**query)  # once per query
                 for b in batches:
                     if store is None:
-                        inputs = {k: v.to(device) for k, v in token_inputs([docs[i] for i in b], pad_id).items()}
+                        inputs = {k: v.to(device) for k, v in token_inputs([docs[i] for i in b], pad_id, model.doc_segment_id).items()}
                         kv, mask = model.project_docs(model.represent_docs(**inputs)), inputs["attention_mask"]
                     else:
                         kv, mask = store.doc_kv([doc_ids[i] for i in b], model, device)
@@ -170,8 +171,6 @@ def run(args) -> None:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    from longrank.runtime import resolve_device
-
     device = resolve_device(args.device)
     rows, shapes = [], {}
     with tempfile.TemporaryDirectory(prefix="mores-speed-") as tmp:

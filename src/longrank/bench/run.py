@@ -3,8 +3,9 @@ memory at given document lengths, and for models that pack windows (TKL) packed 
 
 How it measures (also written into the output's ``notes``):
 - Inputs are real collection text: the collection's words in document order form one stream (tiled if the
-  collection is shorter than needed), cut into ``batch_size`` documents of exactly ``length`` words; queries
-  are the collection's queries in id order. A model truncates to its ``max_doc_len``; the effective length
+  collection is shorter than needed), cut into ``batch_size`` documents of exactly ``length`` words, with
+  synthetic ids (``bench-0``, ...: they are no collection document); queries are the collection's queries in
+  id order. A model truncates to its ``max_doc_len``; the effective length
   is recorded, and the configured ``max_doc_len`` is always measured (it gives ``docs_per_ms``).
 - Speed: forward only, under ``torch.no_grad``, after one warm-up forward; the median of ``repeats`` timed
   forwards (CUDA synchronised) -> docs/ms = batch_size / median ms. Tokenisation is not timed.
@@ -41,6 +42,7 @@ import torch
 from longrank.data.corpus import Corpus
 from longrank.data.words import tokenize
 from longrank.io import InputError, write_json
+from longrank.models.checkpoint import load_model
 from longrank.runtime import resolve_device
 
 log = logging.getLogger(__name__)
@@ -71,8 +73,6 @@ def run(args: argparse.Namespace) -> None:
     job = {"model_cfg": model_cfg, "checkpoint": args.checkpoint, "data": args.data, "device": str(device),
            "batch_size": args.batch_size, "repeats": args.repeats}
     # Load once here: a checkpoint that does not fit the config fails now with the loader's clear message.
-    from longrank.train.checkpoint import load_model
-
     model = load_model(args.checkpoint, model_cfg, Corpus(args.data), "cpu")
     max_len = getattr(model, "max_doc_len", None)
     packs = hasattr(model, "pack_windows")
@@ -140,8 +140,6 @@ def worker_main() -> None:
 
 
 def measure(job: dict) -> dict:
-    from longrank.train.checkpoint import load_model
-
     device = torch.device(job["device"])
     corpus = Corpus(job["data"])
     model = load_model(job["checkpoint"], job["model_cfg"], corpus, device)
@@ -149,14 +147,15 @@ def measure(job: dict) -> dict:
     queries = _queries(corpus, batch_size)
     if job["kind"] == "uniform":
         docs = _documents(corpus, [length] * batch_size)
-        batch = {k: v.to(device) for k, v in model.encode(queries, docs).items()}
+        batch = {k: v.to(device) for k, v in model.encode(queries, _synthetic_ids(docs), docs).items()}
         max_len = getattr(model, "max_doc_len", None)
         result = {"length": length, "effective_length": min(length, max_len) if max_len else length}
         result.update(_timed(model, batch, job["repeats"], device))
         return result
     # packing: lengths spread evenly up to max_doc_len, both paths in this one process
     lengths = [max(1, round(length * (i + 1) / batch_size)) for i in range(batch_size)]
-    batch = {k: v.to(device) for k, v in model.encode(queries, _documents(corpus, lengths)).items()}
+    docs = _documents(corpus, lengths)
+    batch = {k: v.to(device) for k, v in model.encode(queries, _synthetic_ids(docs), docs).items()}
     result = {"min_length": min(lengths), "max_length": max(lengths)}
     scores, times = {}, {"packed": [], "unpacked": []}
     for mode, pack in (("packed", True), ("unpacked", False)):  # memory and window passes of each path
@@ -263,6 +262,12 @@ def _queries(corpus: Corpus, n: int) -> list[str]:
     if not texts:
         raise InputError(f"{corpus.dir}/queries.tsv has no queries to benchmark with")
     return [texts[i % len(texts)] for i in range(n)]
+
+
+def _synthetic_ids(docs: list[str]) -> list[str]:
+    """Ids for the benchmark's documents, which are cut from the collection's word stream and are no
+    collection document (a model that looks documents up by id finds none of them)."""
+    return [f"bench-{i}" for i in range(len(docs))]
 
 
 def _documents(corpus: Corpus, lengths: list[int]) -> list[str]:

@@ -5,14 +5,25 @@ A model is built by ``from_config(params, corpus)`` where ``params`` is the mode
 (architecture keys only; training keys live under ``train:``) and ``corpus`` gives access to the
 collection (documents, queries, document frequencies) for vocabularies and IDF initialisation.
 
-``encode`` turns raw (query, document) text pairs into CPU tensors (the model owns its tokeniser:
-words for the kernel models, WordPiece for the BERT family), ``forward`` turns those tensors into one
+``encode`` turns (query, document) pairs into CPU tensors (the model owns its tokeniser: words for the
+kernel models, WordPiece for the BERT family); it receives each document's id beside its text, so a model
+can look up what an artifact stage computed for that document. ``forward`` turns those tensors into one
 score per pair. Models that can say *why* (TKL's region positions) also implement ``explain``.
+
+Per-document artifacts: a model declares what it needs precomputed (``artifacts(params)``: name -> scope),
+the ``artifacts`` stage builds it (``build_artifacts`` into a directory) and training / reranking attach
+that directory before the model scores anything (``attach_artifacts``). Scopes:
+
+- ``collection``: built once from the data, without trained weights (MIR graphs, HDCT weights); attached
+  in training and in reranking.
+- ``fold``: built from one fold's trained weights (MORES Reuse-S1/S2 stores, an NDRM impact index);
+  attached in reranking.
 """
 
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
@@ -29,6 +40,10 @@ def config_keys(part: Callable) -> dict[str, Any]:
     Parameters without a default are wiring the model passes itself (a vocabulary, a width)."""
     return {name: p.default for name, p in inspect.signature(part).parameters.items()
             if p.default is not inspect.Parameter.empty}
+
+
+#: where a per-document artifact is built: once from the data, or from one fold's trained weights
+ARTIFACT_SCOPES = ("collection", "fold")
 
 
 def split_config(model: str, params: dict[str, Any], *parts: Callable) -> list[dict[str, Any]]:
@@ -57,8 +72,9 @@ class Ranker(nn.Module):
     def from_config(cls, params: dict[str, Any], corpus: "Corpus") -> "Ranker":
         raise NotImplementedError
 
-    def encode(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
-        """Tokenise ``len(queries) == len(docs)`` pairs into the keyword tensors ``forward`` takes."""
+    def encode(self, queries: list[str], doc_ids: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
+        """Tokenise ``len(queries) == len(doc_ids) == len(docs)`` pairs into the keyword tensors ``forward``
+        takes; ``doc_ids[i]`` is the id of ``docs[i]`` (for per-document artifacts)."""
         raise NotImplementedError
 
     def forward(self, **batch: torch.Tensor) -> torch.Tensor:  # noqa: D401 - shape [batch]
@@ -67,8 +83,26 @@ class Ranker(nn.Module):
     def score_pairs(self, queries: list[str], doc_ids: list[str], docs: list[str]) -> torch.Tensor:
         """Scores for reranking (no gradient). Models with precomputed document representations
         (MORES Reuse-S1/S2) override this to look documents up by id instead of encoding their text."""
-        batch = {k: v.to(self.device) for k, v in self.encode(queries, docs).items()}
+        batch = {k: v.to(self.device) for k, v in self.encode(queries, doc_ids, docs).items()}
         return self(**batch)
+
+    # --- per-document artifacts (see the module docstring) -------------------------------------------
+    @classmethod
+    def artifacts(cls, params: dict[str, Any]) -> dict[str, str]:
+        """The per-document artifacts the model configured by ``params`` (architecture keys) needs:
+        artifact name -> scope (``collection`` or ``fold``). Most models need none."""
+        return {}
+
+    def build_artifacts(self, scope: str, corpus: "Corpus", doc_ids: list[str], out_dir: Path, *, batch_size: int = 32) -> None:
+        """Write this model's artifacts of ``scope`` for ``doc_ids`` into the (existing, empty) ``out_dir``, on the
+        model's device, ``batch_size`` documents at a time where batches matter. For ``fold`` the model holds that
+        fold's trained weights."""
+        raise InputError(f"{type(self).__name__} declares no {scope!r} artifacts to build")
+
+    def attach_artifacts(self, directory: Path) -> None:
+        """Use the artifacts ``build_artifacts`` wrote into ``directory`` from now on. A model with artifacts of
+        both scopes is called once per scope's directory, the collection's first."""
+        raise InputError(f"{type(self).__name__} declares no artifacts; {directory} cannot be attached")
 
     def explain(self, **batch: torch.Tensor) -> dict[str, torch.Tensor] | None:
         """Optional per-pair details worth keeping beside the run (e.g. TKL's top region positions)."""

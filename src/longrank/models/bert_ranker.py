@@ -29,7 +29,7 @@ Config keys and the source each default follows: ``mode`` (``firstp``), ``passag
 ``passage_stride`` (= ``passage_len``), ``max_passages`` (16 for MaxP), ``max_query_len`` (30): this
 project's CPU-sized settings (the TREC DL configs set GPU-sized ones); ``maxp_training`` (``passage``:
 Dai & Callan's paper); ``pooling`` (``cls``: Nogueira & Cho's paper) and ``freeze_layers`` (0): this
-project's recipe switches; ``encoder`` (see :mod:`longrank.models.encoders`). Unknown keys are refused
+project's recipe switches; ``encoder`` (see :mod:`longrank.models.modules.encoders`). Unknown keys are refused
 by name.
 """
 
@@ -40,7 +40,7 @@ from torch import nn
 
 from longrank.io import InputError
 from longrank.models.base import Ranker
-from longrank.models.encoders import encoder_choice, freeze_lower_layers, from_encoder_config, mean_pool, wordpiece_ids
+from longrank.models.modules.encoders import encoder_choice, freeze_lower_layers, from_encoder_config, mean_pool, wordpiece_ids
 
 
 COSINE_SCALE = 20.0  # sentence-transformers' MultipleNegativesRankingLoss scale: cosines become logits
@@ -98,7 +98,7 @@ class BertRanker(Ranker):
         """Document tokens read at most: FirstP's one passage, MaxP's ``max_passages`` strided windows."""
         return self.passage_stride * (self.max_passages - 1) + self.passage_len
 
-    def encode(self, queries, docs):
+    def encode(self, queries, doc_ids, docs):
         tok = self.tokenizer
         q_ids = wordpiece_ids(tok, queries, self.max_query_len)
         d_ids = wordpiece_ids(tok, docs, self.max_doc_len)

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from longrank.models.base import Ranker
-from longrank.models.encoders import encoder_choice, from_encoder_config, mean_pool, single_inputs
+from longrank.models.modules.encoders import encoder_choice, from_encoder_config, mean_pool, single_inputs
 
 
 class BiEncoder(Ranker):
@@ -30,7 +30,7 @@ class BiEncoder(Ranker):
     def from_config(cls, params, corpus=None):
         return from_encoder_config(cls, "bi_encoder", params)
 
-    def encode(self, queries, docs):
+    def encode(self, queries, doc_ids, docs):
         q = single_inputs(self.tokenizer, queries, self.max_query_len)
         d = single_inputs(self.tokenizer, docs, self.max_doc_len)
         return {**{f"q_{k}": v for k, v in q.items()}, **{f"d_{k}": v for k, v in d.items()}}

@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from longrank.models.base import Ranker, split_config
-from longrank.models.kernels import WordEmbedder, cosine_matrix, kernel_centers, rbf_kernels
+from longrank.models.modules.kernel_pooling import cosine_matrix, kernel_centers, rbf_kernels
+from longrank.models.modules.word_embedder import WordEmbedder
 
 
 class KNRM(Ranker):
@@ -39,7 +40,7 @@ class KNRM(Ranker):
         embedder_keys, own = split_config("knrm", params, WordEmbedder, cls.__init__)
         return cls(WordEmbedder(corpus.word_vocabulary, **embedder_keys), **own)
 
-    def encode(self, queries, docs):
+    def encode(self, queries, doc_ids, docs):
         return {"query": self.embedder.encode_query(queries, self.max_query_len), "doc": self.embedder.encode(docs, self.max_doc_len)}
 
     def forward(self, query: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:

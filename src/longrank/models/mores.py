@@ -17,7 +17,7 @@ Config keys and the source each default follows:
 
 - ``interaction_blocks`` (K, default 2: the paper's main setting), ``max_query_len``, ``max_doc_len``,
   ``cross_attention_init`` (``copy``: paper Sec. 3.3 / Table 3), ``reuse`` (``none``/``s1``/``s2``: paper
-  Sec. 3.2), ``encoder`` (see :mod:`longrank.models.encoders`).
+  Sec. 3.2), ``encoder`` (see :mod:`longrank.models.modules.encoders`).
 - ``tie_query_layers`` (default ``true``: the official code, luyug/MORES ``modeling.py``, where the
   query encoder is a deep copy of BERT whose layer list is then replaced by the document encoder's own
   first L-K layer objects). The query module's Transformer layers *are* the document module's first L-K
@@ -31,26 +31,33 @@ Config keys and the source each default follows:
   project's earlier behaviour (segment B, as in the BERT ranker's pair input). Queries always use 0.
 
 Reuse (Sec. 3.2): ``reuse: s1`` stores D per document, ``reuse: s2`` stores each IB's key/value
-projections D W_k, D W_v (Eq. 11-12). ``python -m longrank precompute`` writes the store
-(:mod:`longrank.models.mores_store`); ``attach_store`` makes ``score_pairs`` read documents by id. All
-three paths compute the same scores (tests/test_mores.py).
+projections D W_k, D W_v (Eq. 11-12). The store is the model's ``store`` artifact of fold scope (it
+depends on a fold's trained weights): ``python -m longrank artifacts --scope fold`` builds it through
+``build_artifacts`` (:mod:`longrank.models.mores_store`'s format), and ``attach_artifacts`` makes
+``score_pairs`` read documents by id. All three paths compute the same scores (tests/test_mores.py).
 """
 
 from __future__ import annotations
 
 import copy
+import logging
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from longrank.io import InputError
-from longrank.models.base import Ranker
-from longrank.models.encoders import encoder_choice, encoder_layers, from_encoder_config, single_inputs
+from longrank.models.base import Ranker, config_keys
+from longrank.models.modules.encoders import encoder_choice, encoder_layers, from_encoder_config, single_inputs
+from longrank.models.mores_store import ReuseStore, write_store
+
+log = logging.getLogger(__name__)
 
 DOC_SEGMENT = 0  # default doc_segment_id: documents are a single sequence (segment A), as in the official code
 QUERY_LAYERS = "query_module.encoder.layer."  # state-dict prefix of the query module's layers (tied: not saved)
 DOC_LAYERS = "document_module.encoder.layer."
+STORE = "store.json"  # the reuse store in a fold's artifact directory (its array: store.npy beside it)
 
 
 def _drop_tied_query_layers(module, state_dict, prefix, local_metadata) -> None:
@@ -180,7 +187,7 @@ class MORES(Ranker):
     def encode_docs(self, docs: list[str]) -> dict[str, torch.Tensor]:
         return single_inputs(self.tokenizer, docs, self.max_doc_len, segment=self.doc_segment_id)
 
-    def encode(self, queries, docs):
+    def encode(self, queries, doc_ids, docs):
         q, d = self.encode_queries(queries), self.encode_docs(docs)
         return {**{f"q_{k}": v for k, v in q.items()}, **{f"d_{k}": v for k, v in d.items()}}
 
@@ -206,11 +213,24 @@ class MORES(Ranker):
         return self.interact(query, q_attention_mask, self.project_docs(doc), d_attention_mask)
 
     # --- reranking with precomputed documents -------------------------------------------------------
-    def attach_store(self, path) -> None:
-        """Read documents from a store that ``python -m longrank precompute`` wrote for this model's weights."""
-        from longrank.models.mores_store import ReuseStore
+    @classmethod
+    def artifacts(cls, params):
+        """Reuse-S1/S2 need the reuse store, built per fold from that fold's trained weights."""
+        reuse = params.get("reuse", config_keys(cls.__init__)["reuse"])
+        return {"store": "fold"} if reuse in ("s1", "s2") else {}
 
-        self.store = ReuseStore.open(path, self)
+    def build_artifacts(self, scope, corpus, doc_ids, out_dir, *, batch_size: int = 32) -> None:
+        """The reuse store of ``doc_ids`` (this model's ``reuse`` setting and weights) in ``out_dir``."""
+        if scope != "fold" or self.reuse not in ("s1", "s2"):
+            raise InputError(f"mores: reuse {self.reuse!r} has no {scope!r} artifacts (a reuse store needs reuse: s1 or s2)")
+        meta = write_store(self, doc_ids, [corpus.docs[d] for d in doc_ids], Path(out_dir) / STORE, self.reuse,
+                           batch_size=batch_size, device=self.device)
+        log.info("stored %d documents (%d tokens), %.3f MB per document on average", meta["documents"], meta["tokens"],
+                 meta["mb_per_document_mean"])
+
+    def attach_artifacts(self, directory) -> None:
+        """Read documents from the reuse store ``build_artifacts`` wrote into ``directory`` for these weights."""
+        self.store = ReuseStore.open(Path(directory) / STORE, self)
 
     @torch.no_grad()
     def score_pairs(self, queries, doc_ids, docs):

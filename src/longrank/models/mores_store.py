@@ -1,11 +1,12 @@
 """MORES reuse store: document representations computed offline (Sec. 3.2) in one memory-mapped array
-per collection, and the ``precompute`` stage that writes it.
+per collection. ``MORES.build_artifacts`` writes it (the ``artifacts`` stage, fold scope: it depends on a
+fold's trained weights) and ``MORES.attach_artifacts`` opens it; the speed benchmark writes its own.
 
 The store depends on the document module only (and for S2 on the IBs' K/V projections), so it is the
 same for ``tie_query_layers: true`` and ``false``: with tied layers the query module runs the document
 module's first L-K layers online, the store holds the document module's output as before.
 
-Two files, ``STORE.npy`` and ``STORE.json`` (``--out STORE.json``):
+Two files, ``STORE.npy`` and ``STORE.json`` (``store.npy`` and ``store.json`` in a fold's artifact directory):
 
 - ``STORE.npy``: ``[total_tokens, slots, hidden]`` (float32 by default, the paper's "un-compressed"
   sizes; ``--dtype float16`` halves them). Reuse-S1 has one slot, D itself; Reuse-S2 has 2K slots, the
@@ -18,16 +19,15 @@ Two files, ``STORE.npy`` and ``STORE.json`` (``--out STORE.json``):
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import logging
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from longrank.io import InputError, atomic_path, read_json, read_run, write_json
+from longrank.io import InputError, atomic_path, read_json, write_json
+from longrank.models.modules.encoders import pad
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +66,11 @@ def write_store(model, doc_ids: list[str], docs: list[str] | list[list[int]], ou
     """Run the document module (and for S2 the IB projections) over ``docs``; write STORE.npy + STORE.json.
     ``docs`` are texts, or WordPiece id lists with special tokens already in place (the speed benchmark)."""
     if reuse not in {"s1", "s2"}:
-        raise InputError(f"reuse: precompute needs 's1' or 's2', got {reuse!r}")
+        raise InputError(f"reuse: a reuse store needs 's1' or 's2', got {reuse!r}")
     if dtype not in DTYPES:
         raise InputError(f"dtype: expected one of {sorted(DTYPES)}, got {dtype!r}")
     if len(set(doc_ids)) != len(doc_ids):
-        raise InputError("precompute: duplicate document ids")
+        raise InputError("reuse store: duplicate document ids")
     out = Path(out)
     model = model.to(device).eval()
     hidden, n_blocks = model.head.in_features, len(model.interaction_blocks)
@@ -109,14 +109,11 @@ def write_store(model, doc_ids: list[str], docs: list[str] | list[list[int]], ou
     return meta
 
 
-def token_inputs(seqs: list[list[int]], pad_id: int, segment: int | None = None) -> dict[str, torch.Tensor]:
+def token_inputs(seqs: list[list[int]], pad_id: int, segment: int) -> dict[str, torch.Tensor]:
     """Document-module inputs from id lists that already carry [CLS] ... [SEP]; ``segment``: the model's
-    ``doc_segment_id`` (default: MORES's default)."""
-    from longrank.models.encoders import pad
-    from longrank.models.mores import DOC_SEGMENT
-
+    ``doc_segment_id``."""
     ids, mask = pad(seqs, pad_id)
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": mask * (DOC_SEGMENT if segment is None else segment)}
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": mask * segment}
 
 
 class ReuseStore:
@@ -130,7 +127,7 @@ class ReuseStore:
         try:
             meta = read_json(path)
         except FileNotFoundError:
-            raise InputError(f"reuse store {path} not found; run `longrank precompute` first") from None
+            raise InputError(f"reuse store {path} not found; build it with `longrank artifacts --scope fold`") from None
         if meta.get("format") != FORMAT:
             raise InputError(f"{path} is not a MORES reuse store (format {meta.get('format')!r})")
         array = np.load(path.with_name(meta["array"]), mmap_mode="r")
@@ -146,9 +143,9 @@ class ReuseStore:
         for key, value in expected.items():
             stored = m.get(key, LEGACY.get(key))
             if stored != value:
-                raise InputError(f"reuse store {path}: {key} is {stored} but the model has {value}; rerun precompute")
+                raise InputError(f"reuse store {path}: {key} is {stored} but the model has {value}; rebuild the fold's artifacts")
         if m["fingerprint"] != weights_fingerprint(model, m["reuse"]):
-            raise InputError(f"reuse store {path} was computed from other weights than this model's; rerun precompute")
+            raise InputError(f"reuse store {path} was computed from other weights than this model's; rebuild the fold's artifacts")
 
     def resident(self, device) -> "ReuseStore":
         """The store held in ``device`` memory. The paper's GPU timings prefetch documents to the GPU on a separate
@@ -161,7 +158,7 @@ class ReuseStore:
         try:
             rows = [self.rows[d] for d in doc_ids]
         except KeyError as err:
-            raise InputError(f"document {err.args[0]!r} is not in the reuse store; precompute it with the collection") from None
+            raise InputError(f"document {err.args[0]!r} is not in the reuse store; build the store from candidates that list it") from None
         width = max(n for _, n in rows)
         shape = (len(rows), width, self.meta["slots"], self.meta["hidden_size"])
         on_device = isinstance(self.array, torch.Tensor)
@@ -175,54 +172,3 @@ class ReuseStore:
         if self.meta["reuse"] == "s1":
             return model.project_docs(t[:, :, 0]), mask
         return [(t[:, :, 2 * k], t[:, :, 2 * k + 1]) for k in range(self.meta["interaction_blocks"])], mask
-
-
-# --- the ``precompute`` stage ---------------------------------------------------------------------------
-def read_model_config(text: str) -> dict:
-    """``--model-config``: inline JSON or a path to a JSON file."""
-    if text.lstrip().startswith("{"):  # inline: never ask the file system (a long entry is no valid file name)
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as err:
-            raise InputError(f"--model-config: not valid JSON ({err})") from None
-    try:
-        return json.loads(Path(text).read_text())
-    except (json.JSONDecodeError, OSError) as err:
-        raise InputError(f"--model-config: {text!r} is neither inline JSON nor a readable JSON file ({err})") from None
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model-config", required=True, help="the model's config entry as JSON (inline or a file)")
-    parser.add_argument("--checkpoint", required=True, help="trained MORES weights (safetensors)")
-    parser.add_argument("--data", required=True, help="results/{dataset}/data")
-    parser.add_argument("--out", required=True, help="STORE.json; the array goes to STORE.npy beside it")
-    parser.add_argument("--reuse", choices=["s1", "s2"], help="default: the config's reuse key")
-    parser.add_argument("--candidates", help="a TREC run: store only documents it lists (default: the whole collection)")
-    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--device", default="auto")
-
-
-def run(args) -> None:
-    from longrank.data.corpus import Corpus
-    from longrank.runtime import resolve_device
-    from longrank.train.checkpoint import load_model
-
-    cfg = read_model_config(args.model_config)
-    if cfg.get("type") != "mores":
-        raise InputError(f"precompute: the model config has type {cfg.get('type')!r}; only 'mores' has a reuse store")
-    reuse = args.reuse or cfg.get("reuse", "none")
-    if reuse not in {"s1", "s2"}:
-        raise InputError("reuse: set --reuse s1|s2 or the model's reuse key to precompute a store")
-    corpus = Corpus(args.data)
-    device = resolve_device(args.device)
-    model = load_model(args.checkpoint, cfg, corpus, device)
-    doc_ids = sorted(corpus.docs)
-    if args.candidates:
-        wanted = {d for ranking in read_run(args.candidates).values() for d in ranking}
-        missing = wanted - corpus.docs.keys()
-        if missing:
-            raise InputError(f"--candidates lists documents not in the collection, e.g. {sorted(missing)[:3]}")
-        doc_ids = sorted(wanted)
-    meta = write_store(model, doc_ids, [corpus.docs[d] for d in doc_ids], args.out, reuse, args.dtype, args.batch_size, device)
-    log.info("stored %d documents (%d tokens), %.3f MB per document on average", meta["documents"], meta["tokens"], meta["mb_per_document_mean"])

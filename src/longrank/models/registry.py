@@ -21,7 +21,7 @@ MODEL_TYPES = {
 }
 
 # Keys of a model's config entry that belong to the workflow, not to the model's constructor.
-WORKFLOW_KEYS = {"type", "train", "interpolate", "rerank_depth", "enabled", "checkpoint_of"}
+WORKFLOW_KEYS = {"type", "train", "interpolate", "rerank_depth", "enabled", "checkpoint_of", "first_stage"}
 
 
 def model_class(model_type: str):
@@ -51,6 +51,18 @@ def constructor_defaults(model_type: str) -> dict[str, Any]:
     for part in (*cls.config_parts, cls.__init__):
         defaults.update(config_keys(part))
     return {**defaults, **cls.part_defaults}
+
+
+def artifact_scopes(model_cfg: dict[str, Any]) -> list[str]:
+    """The sorted scopes (``collection``, ``fold``) of the per-document artifacts a configured model entry
+    needs (``Ranker.artifacts``); the workflow adds an ``artifacts`` job per scope (and per fold)."""
+    from longrank.models.base import ARTIFACT_SCOPES
+
+    declared = model_class(model_cfg["type"]).artifacts(architecture_params(model_cfg))
+    bad = {name: scope for name, scope in declared.items() if scope not in ARTIFACT_SCOPES}
+    if bad:
+        raise InputError(f"{model_cfg['type']}: artifacts {bad} have a scope other than {list(ARTIFACT_SCOPES)}")
+    return sorted(set(declared.values()))
 
 
 def on_pretrained_encoder(model_type: str) -> bool:

@@ -19,7 +19,7 @@ reading still reachable.
   ``bench`` stage makes). ``window_passes`` counts the windows fed to the Transformer.
 - Eq. 2, kernels: as TK (11 kernels, sigma 0.1).
   Positions (official code): trainable (``positions: learned``), initialised with sinusoids; the query's
-  start at 0, every document window's at ``doc_position_offset`` = 500 (``tk.Contextualizer``).
+  start at 0, every document window's at ``doc_position_offset`` = 500 (``modules.contextualizer.Contextualizer``).
 - Eq. 3, regions: kernel activations summed over sliding regions of ``region_size`` r = 30 document tokens,
   one region starting at every ``region_stride`` = 2 tokens (official code; the first version used 1).
   ``tail_regions: true`` (official code): a document of n tokens has regions starting at every stride
@@ -55,8 +55,9 @@ from torch.nn import functional as F
 
 from longrank.io import InputError
 from longrank.models.base import Ranker, config_keys, split_config
-from longrank.models.kernels import WordEmbedder, cosine_matrix
-from longrank.models.tk import Contextualizer, tk_kernels
+from longrank.models.modules.contextualizer import Contextualizer
+from longrank.models.modules.kernel_pooling import cosine_matrix, tk_kernels
+from longrank.models.modules.word_embedder import WordEmbedder
 
 SATURATIONS = ("embedding", "log", "linear")
 MIN_X = 1e-10
@@ -220,7 +221,7 @@ class TKL(Ranker):
         contextualizer = Contextualizer(embedder.dim, longest, **{**cls.part_defaults, **context_keys})
         return cls(embedder, contextualizer, *tk_kernels(**kernel_keys), corpus.word_vocabulary.idf(), **own)
 
-    def encode(self, queries, docs):
+    def encode(self, queries, doc_ids, docs):
         return {"query": self.embedder.encode_query(queries, self.max_query_len), "doc": self.embedder.encode(docs, self.max_doc_len)}
 
     def _saturate(self, sums: torch.Tensor, query: torch.Tensor, region_len: torch.Tensor) -> torch.Tensor:

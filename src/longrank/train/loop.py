@@ -22,10 +22,12 @@ from tqdm import tqdm
 
 from longrank.data.corpus import Corpus
 from longrank.io import InputError, read_json, read_run, write_json, write_run, write_text
-from longrank.models.registry import build_model, constructor_defaults, model_class
+from longrank.models.checkpoint import save_weights
+from longrank.models.registry import artifact_scopes, build_model, constructor_defaults, model_class
+from longrank.runs import mean_measure
 from longrank.runtime import resolve_device, seed_everything
-from longrank.scoring import mean_measure, score_candidates
-from longrank.train.checkpoint import load_training_state, save_training_state, save_weights
+from longrank.scoring import score_candidates
+from longrank.train.checkpoint import load_training_state, save_training_state
 from longrank.train.losses import get_loss
 from longrank.train.sampling import PairSampler
 
@@ -48,12 +50,14 @@ def add_arguments(parser):
     parser.add_argument("--fold", type=int, default=0)
     parser.add_argument("--rerank-depth", type=int, default=100)
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--collection-artifacts", nargs="?", help="the model's collection-scope artifacts (a directory the "
+                        "artifacts stage wrote), when the model declares any (the flag without a value: none)")
     parser.add_argument("--out", required=True, help="the trained weights (model.safetensors); its folder holds logs and state")
 
 
 def run(args):
     train(args.model, json.loads(args.model_config), Corpus(args.data), read_run(args.candidates), args.fold,
-          args.rerank_depth, resolve_device(args.device), Path(args.out))
+          args.rerank_depth, resolve_device(args.device), Path(args.out), args.collection_artifacts)
 
 
 def _lr_lambda(warmup: int, total: int):
@@ -97,7 +101,8 @@ def parameter_groups(model, hp: dict, name: str = "model") -> list[dict]:
     return [{"name": "rest", "params": rest}] + groups if rest else groups
 
 
-def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: int, depth: int, device: torch.device, out: Path) -> None:
+def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: int, depth: int, device: torch.device, out: Path,
+          collection_artifacts: str | Path | None = None) -> None:
     unknown = set(model_cfg.get("train", {})) - set(TRAIN_DEFAULTS)
     if unknown:
         raise InputError(f"models.{name}.train: unknown keys {sorted(unknown)}; expected {sorted(TRAIN_DEFAULTS)}")
@@ -106,8 +111,14 @@ def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: in
     if fold_index >= len(corpus.folds):
         raise InputError(f"fold {fold_index} does not exist; the data has {len(corpus.folds)} folds")
     fold = corpus.folds[fold_index]
+    needs_artifacts = "collection" in artifact_scopes(model_cfg)
+    if needs_artifacts != (collection_artifacts is not None):
+        raise InputError(f"models.{name}: " + ("the model needs its collection artifacts (--collection-artifacts DIR)" if needs_artifacts
+                                               else "the model declares no collection artifacts; drop --collection-artifacts"))
     seed_everything(hp["seed"])
     model = build_model(model_cfg, corpus).to(device)
+    if collection_artifacts is not None:
+        model.attach_artifacts(Path(collection_artifacts))
     loss_fn = get_loss(hp["loss"] or model_class(model_cfg["type"]).default_loss)
     out_dir = out.parent
     state_dir = out_dir / "train_state"
@@ -157,8 +168,9 @@ def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: in
         torch.manual_seed(hp["seed"] * 1_000_003 + step)  # dropout noise, reproducible across a resume
         qids, groups = sampler.batch(step, hp["batch_size"])
         queries = [corpus.queries[q] for q, g in zip(qids, groups) for _ in g]
-        docs = [corpus.docs[d] for g in groups for d in g]
-        batch = {k: v.to(device) for k, v in model.encode(queries, docs).items()}
+        doc_ids = [d for g in groups for d in g]
+        docs = [corpus.docs[d] for d in doc_ids]
+        batch = {k: v.to(device) for k, v in model.encode(queries, doc_ids, docs).items()}
         scores = model(**batch).view(len(groups), -1)
         loss = loss_fn(scores)
         if not torch.isfinite(loss):

@@ -5,7 +5,7 @@ Where examples come from matters more than any architecture choice on a small co
 
 - ``positives: candidates`` (default) draws positives from the query's top-``depth`` first-stage candidates,
   the documents the model will rerank; a query without a relevant candidate is skipped (logged).
-  ``positives: judged`` draws from every judged-relevant document, but the ones BM25 missed share fewer
+  ``positives: judged`` draws from every judged-relevant document, but the ones the first stage missed share fewer
   words with the query than the candidate negatives do: on Cranfield at depth 30 the positive had more
   distinct query words than its negative in only 41% of pairs and was the shorter one in 65%, and the
   models learned "few matches, short document => relevant" (scores correlated with length at -0.67).

@@ -1,5 +1,5 @@
-"""Pieces the kernel-pooling family shares (KNRM, TK, TKL): RBF kernels over cosine similarity,
-GloVe-initialised word embeddings over the collection vocabulary, and how query terms count.
+"""Word embeddings of the kernel-pooling family (KNRM, TK, TKL): GloVe-initialised vectors over the
+collection vocabulary, and how query terms count.
 
 Out-of-vocabulary tokens are masked like padding (matchmaker's ``pad_oov_mask``): every unknown word shares
 one vector, so unmasked, two different unknown words would match each other exactly (the classic KNRM bug).
@@ -17,28 +17,6 @@ from longrank.data.words import OOV, PAD, Vocabulary, embedding_matrix, query_te
 from longrank.io import InputError
 
 QUERY_TERM_WEIGHTS = ("uniform", "idf")
-
-
-def kernel_centers(n_kernels: int = 11, sigma: float = 0.1, exact_sigma: float = 0.001) -> tuple[torch.Tensor, torch.Tensor]:
-    """KNRM's kernels: one exact-match kernel at mu = 1 (sigma 0.001) and ``n_kernels - 1`` soft kernels
-    centred at 0.9, 0.7, ..., -0.9 (for 11 kernels) with ``sigma``. Returns (mu, sigma), each [K]."""
-    soft = n_kernels - 1
-    step = 2.0 / soft
-    mus = [1.0] + [1.0 - step / 2 - i * step for i in range(soft)]
-    sigmas = [exact_sigma] + [sigma] * soft
-    return torch.tensor(mus), torch.tensor(sigmas)
-
-
-def rbf_kernels(cosine: torch.Tensor, mu: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-    """[..., Lq, Ld] cosine similarities -> [..., Lq, Ld, K] kernel activations (Eq. 2 of TKL)."""
-    return torch.exp(-((cosine.unsqueeze(-1) - mu) ** 2) / (2 * sigma**2))
-
-
-def cosine_matrix(q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-    """[B, Lq, E] x [B, Ld, E] -> [B, Lq, Ld] cosine similarities (padding vectors give 0, not NaN)."""
-    qn = nn.functional.normalize(q, dim=-1, eps=1e-8)
-    dn = nn.functional.normalize(d, dim=-1, eps=1e-8)
-    return torch.bmm(qn, dn.transpose(1, 2))
 
 
 class WordEmbedder(nn.Module):

@@ -10,6 +10,8 @@
 - any Hugging Face checkpoint name or local directory (``bert-base-uncased`` in the TREC DL configs).
 
 Encoders are loaded without BERT's pooler: every model here scores from token states it owns.
+``transformers`` is imported only when an encoder or tokenizer is loaded, so declaring a model (its class,
+e.g. for ``registry.artifact_scopes`` while the workflow is parsed) stays cheap.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ from __future__ import annotations
 import logging
 import os
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import torch
-from transformers import logging as hf_logging
-from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerBase
 
 from longrank.io import InputError
+from longrank.models.base import split_config
+
+if TYPE_CHECKING:
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +53,8 @@ def _resolve(name: str) -> str:
 
 @lru_cache(maxsize=8)
 def load_tokenizer(name: str = DEFAULT_ENCODER) -> PreTrainedTokenizerBase:
+    from transformers import AutoTokenizer
+
     path = minilm_path() if name == RANDOM_BERT_BASE else _resolve(name)
     if name == RANDOM_BERT_BASE:
         os.environ["HF_HUB_OFFLINE"] = "1"
@@ -59,6 +66,8 @@ def load_tokenizer(name: str = DEFAULT_ENCODER) -> PreTrainedTokenizerBase:
 
 def bert_base_config(**overrides) -> BertConfig:
     """BERT-base dimensions (Devlin et al.; MORES Appendix A.2): 12 layers, 768 hidden, 12 heads, FFN 3072."""
+    from transformers import BertConfig
+
     cfg = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
     cfg.update(overrides)
     return BertConfig(**cfg)
@@ -66,6 +75,8 @@ def bert_base_config(**overrides) -> BertConfig:
 
 def random_encoder(config: BertConfig, seed: int = 0) -> BertModel:
     """A randomly initialised BERT of the given shape (no download): for timing and for tests."""
+    from transformers import BertModel
+
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         return BertModel(config, add_pooling_layer=False)
@@ -79,8 +90,6 @@ def encoder_choice(encoder: str = DEFAULT_ENCODER) -> str:
 def from_encoder_config(cls, model: str, params: dict):
     """Build an encoder model from its config entry: ``encoder`` picks the pretrained weights, every other key
     goes to the constructor; a key neither takes is refused by name (``split_config``)."""
-    from longrank.models.base import split_config
-
     choice, own = split_config(model, params, encoder_choice, cls.__init__)
     name = encoder_choice(**choice)
     return cls(load_encoder(name), load_tokenizer(name), **own)
@@ -88,6 +97,9 @@ def from_encoder_config(cls, model: str, params: dict):
 
 def load_encoder(name: str = DEFAULT_ENCODER) -> BertModel:
     """A fresh copy of the encoder's weights (callers that need two copies, like MORES, call twice or deepcopy)."""
+    from transformers import AutoModel
+    from transformers import logging as hf_logging
+
     if not isinstance(name, str) or not name:
         raise InputError(f"encoder: expected 'minilm', 'random-bert-base' or a Hugging Face model name/path, got {name!r}")
     if name == RANDOM_BERT_BASE:

@@ -1,0 +1,114 @@
+"""Stage ``artifacts``: build the per-document artifacts a model declares (``Ranker.artifacts``) for one scope.
+
+- ``--scope collection``: built once from the data, without trained weights (the model is built from its
+  config as training builds it); attached in training and reranking.
+- ``--scope fold``: built from one fold's trained weights (``--checkpoint``); attached in reranking.
+
+The documents are those of the candidates run (the documents the model will rerank), or the whole
+collection without ``--candidates``. The model writes into a fresh temporary directory beside ``--out``,
+which replaces ``--out`` only once the build has succeeded: a failed build leaves an earlier output as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from longrank.data.corpus import Corpus
+from longrank.io import InputError, read_run
+from longrank.models.base import ARTIFACT_SCOPES
+from longrank.models.checkpoint import load_model
+from longrank.models.registry import artifact_scopes, build_model
+from longrank.runtime import resolve_device
+
+log = logging.getLogger(__name__)
+
+
+def read_model_config(text: str) -> dict:
+    """``--model-config``: inline JSON or a path to a JSON file."""
+    if text.lstrip().startswith("{"):  # inline: never ask the file system (a long entry is no valid file name)
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InputError(f"--model-config: not valid JSON ({err})") from None
+    try:
+        return json.loads(Path(text).read_text())
+    except (json.JSONDecodeError, OSError) as err:
+        raise InputError(f"--model-config: {text!r} is neither inline JSON nor a readable JSON file ({err})") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model-config", required=True, help="the model's config entry as JSON (inline or a file)")
+    parser.add_argument("--data", required=True, help="results/{dataset}/data")
+    parser.add_argument("--candidates", help="a TREC run: build for the documents it lists (default: the whole collection)")
+    parser.add_argument("--scope", required=True, choices=ARTIFACT_SCOPES, help="collection: from the data; fold: from one fold's weights")
+    parser.add_argument("--checkpoint", help="the fold's trained weights (model.safetensors); --scope fold only")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--out", required=True, help="the artifact directory (artifacts/{model}/collection or .../fold{N})")
+
+
+def run(args) -> None:
+    cfg = read_model_config(args.model_config)
+    if args.batch_size < 1:
+        raise InputError("--batch-size must be a positive integer")
+    build(cfg, Corpus(args.data), args.scope, Path(args.out), args.checkpoint, args.candidates, args.batch_size,
+          resolve_device(args.device))
+
+
+def documents(corpus: Corpus, candidates: str | Path | None) -> list[str]:
+    """Sorted ids of the documents the candidates run lists (all of the collection's without one)."""
+    if candidates is None:
+        return sorted(corpus.docs)
+    wanted = {d for ranking in read_run(candidates).values() for d in ranking}
+    missing = wanted - corpus.docs.keys()
+    if missing:
+        raise InputError(f"--candidates lists documents not in the collection, e.g. {sorted(missing)[:3]}")
+    return sorted(wanted)
+
+
+def build(model_cfg: dict, corpus: Corpus, scope: str, out: Path, checkpoint: str | Path | None = None,
+          candidates: str | Path | None = None, batch_size: int = 32, device="cpu") -> None:
+    kind = model_cfg.get("type")
+    if scope not in artifact_scopes(model_cfg):
+        raise InputError(f"artifacts: a {kind!r} model configured so declares no {scope!r} artifacts")
+    if scope == "fold" and checkpoint is None:
+        raise InputError("artifacts: --scope fold builds from a fold's trained weights; give --checkpoint")
+    if scope == "collection" and checkpoint is not None:
+        raise InputError("artifacts: --scope collection builds without trained weights; drop --checkpoint")
+    model = load_model(checkpoint, model_cfg, corpus, device) if checkpoint else build_model(model_cfg, corpus).to(device).eval()
+    doc_ids = documents(corpus, candidates)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        model.build_artifacts(scope, corpus, doc_ids, tmp, batch_size=batch_size)
+        replace_directory(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("%s artifacts of a %s model for %d documents in %s", scope, kind, len(doc_ids), out)
+
+
+def replace_directory(new: Path, out: Path) -> None:
+    """Put the complete directory ``new`` at ``out``; an existing ``out`` is moved aside first and removed
+    only after the rename succeeded (put back if it failed)."""
+    old = None
+    if out.exists() or out.is_symlink():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+        os.rmdir(old)
+        os.replace(out, old)
+    try:
+        os.replace(new, out)
+    except BaseException:
+        if old is not None:
+            os.replace(old, out)
+        raise
+    if old is not None:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink()
