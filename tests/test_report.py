@@ -11,7 +11,9 @@ from longrank.evaluate import compare as compare_stage
 from longrank.evaluate.metrics import per_query, read_folds, write_eval_tsv
 from longrank.evaluate.metrics import test_queries as fold_test_queries
 from longrank.io import write_json, write_qrels, write_run, write_text
-from longrank.report import build
+from longrank.report import build, max_length
+from longrank.report.effectiveness import is_fine_tuned_encoder
+from longrank.report.verdicts import is_zero_shot
 
 SYSTEMS = ["bm25", "query_term_matches", "knrm", "tkl", "tkl_short", "tkl+bm25"]
 
@@ -52,7 +54,7 @@ def results(tmp_path):
     queries = {q: "the " + " ".join(words_rng.choice(vocab, 4, replace=False)) for q in qids}
     write_text(root / "data" / "queries.tsv", "query_id\ttext\n" + "".join(f"{q}\t{t}\n" for q, t in queries.items()))
     from longrank.data.corpus import Corpus
-    from longrank.retrieval.lexical import query_term_matches_run
+    from longrank.retrieval.sanity import query_term_matches_run
     corpus = Corpus(root / "data")
     write_run(root / "runs" / "query_term_matches.run",
               query_term_matches_run(corpus.queries, corpus.docs, cands, corpus.test_queries(), 40), "query_term_matches")
@@ -66,7 +68,8 @@ def results(tmp_path):
                 starts = sorted(rng.integers(0, lengths[d], 3).tolist())
                 f.write(json.dumps({"query_id": q, "doc_id": d, "region_starts": starts,
                                     "region_scores": rng.normal(size=3).tolist()}) + "\n")
-    write_json(root / "runs" / "tkl.interpolation.json", {"weight": 0.7, "dev_ndcg10_by_weight": {"0.5": 0.4, "0.7": 0.5}})
+    write_json(root / "runs" / "tkl+bm25.interpolation.json",
+               {"system": "tkl+bm25", "weight": 0.7, "dev_ndcg10_by_weight": {"0.5": 0.4, "0.7": 0.5}})
     write_json(root / "bench" / "speed.json", {"title": "Re-ranking speed", "columns": ["Model", "Docs/ms", "Peak MB"],
                                                "rows": [["knrm", 12.5, 300], ["tkl", 1.25, 2100]],
                                                "notes": "CPU, batch 32", "docs_per_ms": {"knrm": 12.5, "tkl": 1.25}})
@@ -78,10 +81,10 @@ def results(tmp_path):
             if fold == 0:
                 write_text(model_dir / "training_log.tsv", "step\ttrain_loss\tdev_ndcg10\n" +
                            "".join(f"{st}\t{1 / st:.4f}\t{0.2 + 0.05 * i + st / 3000:.4f}\n" for st in (100, 200, 300)))
-    write_json(root / "config.json", {"dataset": "toy", "first_stage": {"method": "bm25", "top_k": 60}, "rerank_depth": 40,
-                                      "models": {"knrm": {"type": "knrm", "max_doc_len": 200, "rerank_depth": 20},
-                                                 "tkl": {"type": "tkl", "max_doc_len": 2000},
-                                                 "tkl_short": {"type": "tkl", "max_doc_len": 500}}})
+    write_json(root / "config.json", {"dataset": "toy", "first_stages": {"bm25": {"method": "bm25", "top_k": 60}}, "rerank_depth": 40,
+                                      "models": {"knrm": {"type": "knrm", "max_doc_len": 200, "rerank_depth": 20, "first_stage": "bm25"},
+                                                 "tkl": {"type": "tkl", "max_doc_len": 2000, "first_stage": "bm25"},
+                                                 "tkl_short": {"type": "tkl", "max_doc_len": 500, "first_stage": "bm25"}}})
     folds = read_folds(root / "data" / "folds.json")
     from longrank.io import read_qrels, read_run
     q = read_qrels(root / "data" / "qrels.txt")
@@ -119,6 +122,12 @@ def md_rows(md: str, after: str, key: int = 0) -> dict[str, list[str]]:
     lines = md.split(after, 1)[1].split("\n\n|", 1)[1].split("\n\n")[0].splitlines()
     rows = [[c.strip() for c in ("|" + line if i == 0 else line).strip().strip("|").split(" | ")] for i, line in enumerate(lines)]
     return {r[key]: r for r in rows[2:]}
+
+
+def md_header(md: str, after: str) -> list[str]:
+    """The header cells of the first table after the text ``after`` in report.md."""
+    line = md.split(after, 1)[1].split("\n\n|", 1)[1].split("\n", 1)[0]
+    return [c.strip() for c in ("|" + line).strip().strip("|").split(" | ")]
 
 
 def test_sanity_rows_weights_and_diagnostics(results):
@@ -159,8 +168,8 @@ def test_sanity_rows_weights_and_diagnostics(results):
 
 
 def test_interpolation_with_weight_zero_in_every_fold_is_bm25(results):
-    write_json(results / "runs" / "tkl.interpolation.json",
-               {"weight": 0.0, "folds": [{"fold": 0, "weight": 0.0}, {"fold": 1, "weight": 0.0}]})
+    write_json(results / "runs" / "tkl+bm25.interpolation.json",
+               {"system": "tkl+bm25", "weight": 0.0, "folds": [{"fold": 0, "weight": 0.0}, {"fold": 1, "weight": 0.0}]})
     build.build(results, results / "report5")
     md = (results / "report5" / "report.md").read_text()
     assert md_rows(md, "Each system against BM25")["tkl+bm25"][1] == "identical to BM25: weight 0 chosen on dev"
@@ -209,7 +218,7 @@ def test_models_are_reported_by_family_then_length_whatever_the_config_order():
 
 
 def test_a_length_sweep_joins_entries_that_differ_in_max_doc_len_only():
-    key = build._sweep_key
+    key = max_length.sweep_key
     train = {"steps": 150}
     assert key({"type": "tkl", "max_doc_len": 2000, "saturation": "embedding", "train": train}) == \
         key({"type": "tkl", "max_doc_len": 200, "train": train})  # the default saturation, spelled out or not
@@ -230,9 +239,9 @@ def test_fine_tuned_encoders_are_read_against_the_zero_shot_floor(results):
     assert [r.split(" | ")[0] for r in rows] == ["| tkl"]
     assert set(md_rows(md, "Trained rerankers against the sanity references")) == {"knrm", "tkl"}  # not the floor
     assert "better than the tkl_short floor" in rows[0] and "| +" in rows[0]  # tkl was built 3x as strong as tkl_short
-    assert build.is_zero_shot(config["models"]["tkl_short"]) and not build.is_zero_shot(config["models"]["tkl"])
-    assert not build.is_fine_tuned_encoder({"type": "knrm", "train": {"steps": 300}})
-    assert build.is_fine_tuned_encoder({"type": "bert_ranker", "checkpoint_of": "x", "train": {"steps": 0}})
+    assert is_zero_shot(config["models"]["tkl_short"]) and not is_zero_shot(config["models"]["tkl"])
+    assert not is_fine_tuned_encoder({"type": "knrm", "train": {"steps": 300}})
+    assert is_fine_tuned_encoder({"type": "bert_ranker", "checkpoint_of": "x", "train": {"steps": 0}})
 
 
 def test_training_section_sets_dev_and_test_gains_against_the_floor(results):
@@ -259,3 +268,136 @@ def test_training_section_sets_dev_and_test_gains_against_the_floor(results):
             assert float(row[6]) == pytest.approx(mine.loc[test, "nDCG@10"].mean(), abs=1e-4)
             assert float(row[7]) == pytest.approx(mine.loc[test, "nDCG@10"].mean() - floor.loc[test, "nDCG@10"].mean(), abs=1e-4)
     assert "fig_training.png" in section
+
+
+def test_a_config_json_of_the_single_first_stage_block_reads_the_same(results):
+    """Results written before ``first_stages`` (one ``first_stage: {method: ...}`` block, the weights in
+    runs/{model}.interpolation.json) give the same report as the resolved config of today."""
+    build.build(results, results / "new")
+    config = json.loads((results / "config.json").read_text())
+    config["first_stage"] = config.pop("first_stages")["bm25"]
+    for spec in config["models"].values():
+        del spec["first_stage"]
+    write_json(results / "config.json", config)
+    info = json.loads((results / "runs" / "tkl+bm25.interpolation.json").read_text())
+    (results / "runs" / "tkl+bm25.interpolation.json").unlink()
+    write_json(results / "runs" / "tkl.interpolation.json", {k: v for k, v in info.items() if k != "system"})
+    build.build(results, results / "old")
+    before_provenance = [(results / d / "report.md").read_text().split("## 13. Provenance")[0] for d in ("new", "old")]
+    assert before_provenance[0] == before_provenance[1]
+    assert "Interpolation with BM25" in before_provenance[0] and "Each system against BM25" in before_provenance[0]
+
+
+def test_first_stage_names_come_from_the_config():
+    from types import SimpleNamespace
+
+    from longrank.report.inputs import base_model, first_stages, interpolated, is_reranker, stage_of
+
+    config = {"first_stages": {"lex": {"method": "bm25"}, "official": {"method": "scoreddocs"}},
+              "models": {"a": {"type": "knrm", "first_stage": "lex"}, "b": {"type": "knrm", "first_stage": "official"},
+                         "c": {"type": "knrm"}}}
+    inp = SimpleNamespace(config=config, models=config["models"])
+    assert list(first_stages(config)) == ["lex", "official"]
+    assert list(first_stages({"first_stages": [{"name": "x", "method": "bm25"}]})) == ["x"]  # the YAML list form
+    assert first_stages({"first_stage": {"method": "lex", "top_k": 5}}) == {"lex": {"method": "lex", "top_k": 5}}
+    assert first_stages({}) == {}
+    assert [interpolated(inp, m) for m in "abc"] == ["a+lex", "b+official", "c+lex"]  # c: the default, the first
+    assert base_model(inp, "b+official") == "b" and base_model(inp, "b+lex") == "b+lex"
+    assert [stage_of(inp, s) for s in ("lex", "official", "b", "b+official", "query_term_matches")] == \
+        ["lex", "official", "official", "official", "lex"]
+    assert [is_reranker(inp, s) for s in ("a", "query_term_matches", "official", "a+lex")] == [True, True, False, False]
+
+
+@pytest.fixture()
+def two_stages(results):
+    """The toy results with a second first stage, ``alt`` (a run file of better candidates, 50 per query), and a
+    model ``tkl_alt`` that reranks it with its interpolation ``tkl_alt+alt``."""
+    from longrank.io import read_qrels, read_run
+
+    rng = np.random.default_rng(2)
+    qrels = read_qrels(results / "data" / "qrels.txt")
+    bm25 = read_run(results / "candidates" / "bm25.run")
+    alt = {}
+    for q, docs in bm25.items():
+        scores = {d: s + 1.5 * qrels[q].get(d, 0) + float(rng.normal()) for d, s in docs.items()}
+        alt[q] = dict(sorted(scores.items(), key=lambda kv: -kv[1])[:50])
+    write_run(results / "candidates" / "alt.run", alt, "alt")
+    for name, b in (("tkl_alt", 2.5), ("tkl_alt+alt", 2.0)):
+        run = {q: {d: s * 0.2 + b * qrels[q].get(d, 0) + float(rng.normal()) for d, s in alt[q].items()} for q in alt}
+        write_run(results / "runs" / f"{name}.run", run, name)
+    write_json(results / "runs" / "tkl_alt+alt.interpolation.json",
+               {"system": "tkl_alt+alt", "weight": 0.4, "folds": [{"fold": 0, "weight": 0.3}, {"fold": 1, "weight": 0.5}],
+                "dev_ndcg10_by_weight": {"0.4": 0.6}})
+    config = json.loads((results / "config.json").read_text())
+    config["first_stages"]["alt"] = {"method": "run_file", "path": "runs/alt.trec", "top_k": 50}
+    config["models"]["tkl_alt"] = {"type": "tkl", "max_doc_len": 1000, "first_stage": "alt"}
+    write_json(results / "config.json", config)
+    folds = read_folds(results / "data" / "folds.json")
+    for name, path in (("alt", "candidates/alt.run"), ("tkl_alt", "runs/tkl_alt.run"), ("tkl_alt+alt", "runs/tkl_alt+alt.run")):
+        write_eval_tsv(results / "eval" / f"{name}.tsv", per_query(read_run(results / path), qrels, fold_test_queries(folds)))
+    systems = ["bm25", "alt", *SYSTEMS[1:], "tkl_alt", "tkl_alt+alt"]
+    for p in (results / "compare").iterdir():
+        p.unlink()
+    compare_stage.run(parse(compare_stage, ["--eval-dir", str(results / "eval"), "--systems", *systems,
+                                            "--bootstrap", "300", "--out-dir", str(results / "compare")]))
+    return results
+
+
+def test_two_first_stages_get_their_rows_and_a_comparison(two_stages):
+    import pandas as pd
+
+    from longrank.evaluate.metrics import read_folds
+    from longrank.io import read_qrels, read_run
+    from longrank.tables import fmt_p
+
+    build.build(two_stages, two_stages / "report")
+    md = (two_stages / "report" / "report.md").read_text()
+    table = pd.read_csv(two_stages / "compare" / "table.csv").query("measure == 'nDCG@10'").set_index("system")["mean"]
+    pairs = pd.read_csv(two_stages / "compare" / "pairs.csv").query("measure == 'nDCG@10'")
+
+    # Effectiveness: both first stages, the model on the second and its interpolation with the second.
+    eff = md_rows(md, "## 1. Effectiveness", key=1)
+    header = md.split("## 1. Effectiveness")[1].split("\n| ")[1].split(" | ")
+    for s in ("bm25", "alt", "tkl_alt", "tkl_alt+alt", "tkl+bm25"):
+        assert eff[s][header.index("nDCG@10")].startswith(f"{table[s]:.4f}")
+    assert eff["tkl_alt+alt"][header.index("w (dev)")] == "0.40 (0.30, 0.50)"
+    assert eff["tkl_alt"][header.index("Max doc len")] == "1000"
+    assert "expected, random order of alt's top 40" in eff and "expected, random order of bm25's top 20" in eff
+    # Each system against the first stage it reranks.
+    assert set(md_rows(md, "Each system against ALT")) == {"tkl_alt", "tkl_alt+alt"}
+    assert set(md_rows(md, "Each system against BM25")) == {"query_term_matches", "knrm", "tkl", "tkl_short", "tkl+bm25"}
+    assert md_rows(md, "Trained rerankers against the sanity references")["tkl_alt"][4].endswith(
+        ("> " if table["tkl_alt"] > float(eff["expected, random order of alt's top 40"][header.index("nDCG@10")]) else "≤ ")
+        + eff["expected, random order of alt's top 40"][header.index("nDCG@10")] + ")")
+
+    # The first stages compared: recall at both depths, nDCG@10, and what each beats (Holm-corrected Wilcoxon).
+    section = md.split("## 2. First stages compared")[1].split("\n## ")[0]
+    assert "Holm" in section
+    rows = md_rows(md, "## 2. First stages compared")
+    assert md_header(md, "## 2. First stages compared") == ["First stage", "Candidates", "R@10", "R@50", "R@60", "nDCG@10",
+                                                           "Better than (nDCG@10)"]
+    assert list(rows) == ["bm25", "alt"] and rows["bm25"][1] == "60" and rows["alt"][1] == "50"
+    qrels = read_qrels(two_stages / "data" / "qrels.txt")
+    qids = fold_test_queries(read_folds(two_stages / "data" / "folds.json"))
+    for stage in ("bm25", "alt"):
+        recall = per_query(read_run(two_stages / "candidates" / f"{stage}.run"), qrels, qids, ["R@10", "R@50", "R@60"])
+        assert rows[stage][2:5] == [f"{recall[c].mean():.4f}" for c in ("R@10", "R@50", "R@60")]
+        assert rows[stage][5] == f"{table[stage]:.4f}"
+    pair = pairs[((pairs.system_a == "bm25") & (pairs.system_b == "alt")) | ((pairs.system_a == "alt") & (pairs.system_b == "bm25"))].iloc[0]
+    alt_minus_bm25 = pair.mean_diff if pair.system_a == "alt" else -pair.mean_diff
+    significant = pair.wilcoxon_p_holm < 0.05
+    assert rows["alt"][6] == ("bm25" if significant and alt_minus_bm25 > 0 else "none")
+    assert rows["bm25"][6] == ("alt" if significant and alt_minus_bm25 < 0 else "none")
+    against = md_rows(md, "First stages against each other")["alt"]
+    assert against[1] == "bm25" and against[3] == f"{alt_minus_bm25:+.4f}" and against[4] == fmt_p(pair.wilcoxon_p_holm)
+    assert ("better than BM25" if significant else "BM25") in against[2]
+
+    # Interpolation: each model with the first stage it reranked.
+    interp = md_rows(md, "## 11. Interpolation with the first stage")
+    assert interp["tkl"][1] == "bm25" and interp["tkl_alt"][1] == "alt" and interp["tkl_alt"][2] == "0.400"
+    assert "(1 − w) · first stage, where the first stage is the one the model reranked" in md
+    # Diagnostics: every first stage, each model over its own first stage's candidates.
+    diag = md_rows(md, "## 3. Diagnostics")
+    assert list(diag) == ["bm25", "alt", "query_term_matches", "knrm", "tkl", "tkl_short", "tkl_alt"]
+    assert diag["alt"][6] == diag["bm25"][6] == "1.0000" and "ρ first-stage score" in md
+    assert "Skipped" not in md.split("## 9. Efficiency")[0]

@@ -20,7 +20,7 @@ from pathlib import Path
 from longrank.evaluate.metrics import read_eval_tsv
 from longrank.evaluate.significance import compare
 from longrank.io import InputError, atomic_path, write_json, write_text
-from longrank.report.tables import LETTER_NOTE, effectiveness_rows, to_latex, to_markdown
+from longrank.tables import LETTER_NOTE, effectiveness_rows, to_latex, to_markdown
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,12 @@ import pandas as pd
 from scipy import stats
 
 from longrank.io import Run, read_tsv_dict
+from longrank.report.context import Context
 from longrank.report.html import Section
-from longrank.report.sanity import SANITY, first_stage, rerank_depth
-from longrank.retrieval.lexical import match_counts, read_docs
-from longrank.scoring import top_candidates
+from longrank.report.inputs import rerank_depth
+from longrank.report.sanity import SANITY
+from longrank.retrieval.sanity import match_counts, read_docs
+from longrank.runs import top_candidates
 
 FEATURES = ["length", "matches", "first_stage"]
 
@@ -56,26 +58,31 @@ def score_correlations(run: Run, candidates: Run, qids: Sequence[str], depth: in
     return {f: (float(np.mean(v)) if v else float("nan"), len(v)) for f, v in per_query.items()}
 
 
-def diagnostics_section(inp, systems: Sequence[str]) -> Section:
+def section(ctx: Context) -> Section:
+    inp = ctx.inp
     sec = Section("Diagnostics: what the scores follow")
-    cands, qids = inp.candidates(), inp.evaluated_qids
-    data = inp.root / "data"
-    if cands is None or qids is None or inp.lengths is None or not (data / "docs.jsonl").exists() \
+    systems = ctx.cmp.systems if ctx.cmp is not None else []
+    stages = [fs for fs in inp.first_stages if inp.candidates(fs) is not None]
+    qids, data = inp.evaluated_qids, inp.root / "data"
+    if inp.candidates() is None or qids is None or inp.lengths is None or not (data / "docs.jsonl").exists() \
             or not (data / "queries.tsv").exists():
         return sec.note("Skipped: needs the candidates, data/folds.json, data/qrels.txt, data/doc_lengths.tsv, "
                         "data/docs.jsonl and data/queries.tsv.")
-    fs = first_stage(inp)
-    # Rerankers (not +interpolation rows), with the lexical sanity row and the first stage itself for reference.
-    names = [fs, SANITY] + [s for s in systems if s in inp.models]
-    runs = {s: cands if s == fs else inp.run(s) for s in dict.fromkeys(names)}
+    # Rerankers (not +interpolation rows), with the lexical sanity row and the first stages themselves for reference.
+    names = [*stages, SANITY] + [s for s in systems if s in inp.models]
+    runs = {s: inp.candidates(s) if s in stages else inp.run(s) for s in dict.fromkeys(names)}
     runs = {s: r for s, r in runs.items() if r is not None}
     depths = {s: rerank_depth(inp, s) for s in runs}
-    wanted = {d for q in qids for d in top_candidates(cands, q, max(depths.values()))}
+    stage = {s: inp.stage_of(s) for s in runs}
+    # Each system is read over the candidates of the first stage it ranks, with that first stage's scores.
+    deepest = {fs: max(depths[s] for s in runs if stage[s] == fs) for fs in dict.fromkeys(stage.values())}
+    wanted = {d for fs, depth in deepest.items() for q in qids for d in top_candidates(inp.candidates(fs), q, depth)}
     queries = read_tsv_dict(data / "queries.tsv")
-    matches = match_counts(queries, read_docs(data / "docs.jsonl", wanted), cands, qids, max(depths.values()))
+    docs = read_docs(data / "docs.jsonl", wanted)
+    matches = {fs: match_counts(queries, docs, inp.candidates(fs), qids, depth) for fs, depth in deepest.items()}
     rows = []
     for s, run in runs.items():
-        corr = score_correlations(run, cands, qids, depths[s], inp.lengths, matches)
+        corr = score_correlations(run, inp.candidates(stage[s]), qids, depths[s], inp.lengths, matches[stage[s]])
         rows.append([s, depths[s], *[v for f in FEATURES for v in (corr[f][0], corr[f][1])]])
     sec.howto("Mean over test queries of the Spearman correlation between a system's scores and a property of the "
               "candidates it scored (its top rerank-depth first-stage candidates); a query where the correlation is "
@@ -83,6 +90,7 @@ def diagnostics_section(inp, systems: Sequence[str]) -> Section:
               "negative length correlation with a near-zero match correlation means the model learned a length "
               "shortcut (short documents first) rather than matching the query. "
               f"Matched terms: distinct query terms (stop words removed) in the document, what {SANITY} ranks by.")
+    score = f"ρ {stages[0]} score" if len(stages) == 1 else "ρ first-stage score"
     sec.table(["System", "Depth", "ρ length (words)", "queries", "ρ matched query terms", "queries",
-               f"ρ {fs} score", "queries"], rows)
+               score, "queries"], rows)
     return sec

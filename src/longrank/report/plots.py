@@ -34,18 +34,23 @@ def _colors(names: Sequence[str]) -> dict[str, tuple]:
     return {n: cmap(i % cmap.N) for i, n in enumerate(names)}
 
 
-def ci_plot(table: pd.DataFrame, measure: str, systems: Sequence[str], path, letters: Mapping[str, str]) -> Path:
-    """Mean of ``measure`` per system with its bootstrap 95% CI (horizontal error bars)."""
+def ci_plot(table: pd.DataFrame, measure: str, systems: Sequence[str], path, letters: Mapping[str, str],
+            references: Mapping[str, str] | None = None) -> Path:
+    """Mean of ``measure`` per system with its bootstrap 95% CI (horizontal error bars); ``references`` (system ->
+    label, the first stages) are drawn in grey with their mean as a dashed line."""
     rows = table[table["measure"] == measure].set_index("system").loc[list(systems)]
+    references = {s: label for s, label in (references or {}).items() if s in rows.index}
     fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(rows) + 1.4))
     y = np.arange(len(rows))[::-1]
     err = np.vstack([rows["mean"] - rows["ci_low"], rows["ci_high"] - rows["mean"]])
+    greys = {s: f"{min(0.4 + 0.15 * i, 0.85):.2f}".rstrip("0") for i, s in enumerate(references)}  # 0.4, 0.55, ...
     for i, s in enumerate(rows.index):
-        color = "0.4" if s == "bm25" else "C0"
+        color = greys.get(s, "C0")
         ax.errorbar(rows["mean"].iloc[i], y[i], xerr=err[:, i:i + 1], fmt="o", color=color, ecolor=color,
                     capsize=3, lw=1.5)
-    if "bm25" in rows.index:
-        ax.axvline(rows.loc["bm25", "mean"], color="0.4", ls="--", lw=1, label="BM25 mean")
+    for s, label in references.items():
+        ax.axvline(rows.loc[s, "mean"], color=greys[s], ls="--", lw=1, label=f"{label} mean")
+    if references:
         ax.legend(loc="best", frameon=True, framealpha=0.9)
     ax.set_yticks(y, [f"({letters.get(s, '')}) {s}" for s in rows.index])
     ax.set_xlabel(f"mean {measure} (bootstrap 95% CI over queries)")
@@ -72,7 +77,7 @@ def length_bucket_plot(by_bucket: pd.DataFrame, systems: Sequence[str], path, me
 
 
 def length_bias_plot(dist: pd.DataFrame, models: Sequence[str], path, depth: int = 30,
-                     baseline: str | None = "bm25") -> Path:
+                     baseline: str | None = None) -> Path:
     """TKL Fig. 1: share of relevant vs retrieved-in-top-``depth`` documents per length bucket, one panel per model."""
     n = len(models)
     cols = min(3, n)
@@ -97,7 +102,8 @@ def length_bias_plot(dist: pd.DataFrame, models: Sequence[str], path, depth: int
     return _save(fig, path)
 
 
-def maxlen_plot(points: pd.DataFrame, path, measure: str = "nDCG@10", baseline: float | None = None) -> Path:
+def maxlen_plot(points: pd.DataFrame, path, measure: str = "nDCG@10", baseline: float | None = None,
+                baseline_label: str = "first stage") -> Path:
     """TKL Fig. 2 style: ``measure`` vs the maximum document length a model reads; one line per model type.
 
     ``points`` columns: type, system, max_doc_len, mean, ci_low, ci_high.
@@ -109,7 +115,7 @@ def maxlen_plot(points: pd.DataFrame, path, measure: str = "nDCG@10", baseline: 
         for _, r in grp.iterrows():
             ax.annotate(r["system"], (r["max_doc_len"], r["mean"]), textcoords="offset points", xytext=(4, 4), fontsize=7)
     if baseline is not None:
-        ax.axhline(baseline, color="0.4", ls="--", lw=1, label="BM25")
+        ax.axhline(baseline, color="0.4", ls="--", lw=1, label=baseline_label)
     ax.set_xscale("log", base=2)
     ticks = sorted(points["max_doc_len"].unique())
     ax.set_xticks(ticks, [str(int(t)) for t in ticks])
@@ -159,7 +165,7 @@ def efficiency_plot(points: pd.DataFrame, path, measure: str = "nDCG@10") -> Pat
 
 def training_plot(curves: Mapping[str, pd.DataFrame], path, references: Mapping[str, float], measure: str = "nDCG@10") -> Path:
     """Dev ``measure`` against training step, one line per trained model (fold 0), with the dev scores of
-    untrained references (BM25, a zero-shot floor) as dashed lines: where a curve peaks is the kept model."""
+    untrained references (the first stage, a zero-shot floor) as dashed lines: where a curve peaks is the kept model."""
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     colors = _colors(list(curves))
     for name, log in curves.items():

@@ -14,30 +14,25 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from longrank.io import Run, read_json
-from longrank.report.tables import Cell, fmt
+from longrank.io import Run
+from longrank.report.inputs import PRIMARY, default_first_stage, first_stages, interpolations, rerank_depth, stage_of
 from longrank.report.verdicts import is_zero_shot, verdict_rows
-from longrank.retrieval.lexical import NAME as SANITY
-from longrank.scoring import top_candidates
+from longrank.retrieval.sanity import NAME as SANITY
+from longrank.runs import top_candidates
+from longrank.tables import Cell, fmt
 
-CUTOFF, PRIMARY = 10, "nDCG@10"  # the report's primary measure
-
-
-def first_stage(inp) -> str:
-    # The schema fills in first_stage.method; a config.json without it comes from before the first stage had
-    # a choice, when it was BM25.
-    return (inp.config.get("first_stage") or {}).get("method") or "bm25"
+CUTOFF = 10  # of the primary measure
 
 
-def rerank_depth(inp, system: str) -> int:
-    """How many first-stage candidates ``system`` scored: its own rerank_depth, else the global one (schema default 100)."""
-    return int((inp.models.get(system) or {}).get("rerank_depth") or inp.config.get("rerank_depth") or 100)
-
-
-def config_depths(inp) -> list[int]:
-    """The global rerank depth and every enabled model's."""
-    models = [m for m, spec in inp.models.items() if spec.get("enabled", True)]
-    return sorted({rerank_depth(inp, "")} | {rerank_depth(inp, m) for m in models})
+def stage_depths(inp) -> dict[str, list[int]]:
+    """First stage -> the rerank depths of the enabled models on it (and the global depth, on the default one)."""
+    default = default_first_stage(inp.config)
+    depths: dict[str, set[int]] = {default: {rerank_depth(inp, "")}} if default else {}
+    for m, spec in inp.models.items():
+        if spec.get("enabled", True) and stage_of(inp, m) is not None:
+            depths.setdefault(stage_of(inp, m), set()).add(rerank_depth(inp, m))
+    order = list(first_stages(inp.config))
+    return {s: sorted(depths[s]) for s in sorted(depths, key=lambda s: order.index(s) if s in order else len(order))}
 
 
 def trained_rerankers(inp, systems: Sequence[str]) -> list[str]:
@@ -72,44 +67,52 @@ def random_order_expectations(candidates: Run, qrels: Mapping[str, Mapping[str, 
             for k in depths}
 
 
-def random_order(inp) -> dict[int, float]:
-    """The expectations on the report's evaluated test queries ({} when an input is missing)."""
-    cands = inp.candidates()
-    if cands is None or inp.qrels is None or inp.evaluated_qids is None:
+def random_order(inp) -> dict[str, dict[int, float]]:
+    """First stage -> depth -> the expectation on the report's evaluated test queries ({} when an input is missing)."""
+    if inp.qrels is None or inp.evaluated_qids is None:
         return {}
-    return random_order_expectations(cands, inp.qrels, inp.evaluated_qids, config_depths(inp))
+    out = {}
+    for stage, depths in stage_depths(inp).items():
+        cands = inp.candidates(stage)
+        if cands is not None:
+            out[stage] = random_order_expectations(cands, inp.qrels, inp.evaluated_qids, depths)
+    return out
 
 
-def random_order_label(inp, k) -> str:
-    return f"expected, random order of {first_stage(inp)}'s top {k}"
+def random_order_label(stage: str, k) -> str:
+    return f"expected, random order of {stage}'s top {k}"
 
 
-def random_order_rows(inp, expected: Mapping[int, float], headers: Sequence[str], measures: Sequence[str],
+def random_order_rows(expected: Mapping[str, Mapping[int, float]], headers: Sequence[str], measures: Sequence[str],
                       primary: str) -> list[list]:
     """Reference rows for the effectiveness table: only the nDCG@10 column is filled (– in the other measures)."""
-    def cell(h: str, k: int, v: float):
+    def cell(h: str, stage: str, k: int, v: float):
         if h == "System":
-            return random_order_label(inp, k)
+            return random_order_label(stage, k)
         return Cell(fmt(v) if h == primary else "–" if h in measures else "")
-    return [[cell(h, k, v) for h in headers] for k, v in sorted(expected.items())]
+    return [[cell(h, stage, k, v) for h in headers] for stage, by_k in expected.items() for k, v in sorted(by_k.items())]
 
 
 def reference_note(inp) -> str:
-    fs = first_stage(inp)
-    return (f"Rows '{random_order_label(inp, 'k')}' are no system: each is the exact expected {PRIMARY} if {fs}'s top k "
+    stages = list(first_stages(inp.config))
+    if len(stages) == 1:
+        fs = stages[0]
+        label, its, combined, own = random_order_label(fs, "k"), f"{fs}'s", f"model+{fs}", f"{fs}'s own ranking"
+    else:
+        label, its = random_order_label("{first stage}", "k"), "that first stage's"
+        combined, own = "model+{first stage}, the first stage it reranked", "the first stage's own ranking"
+    return (f"Rows '{label}' are no system: each is the exact expected {PRIMARY} if {its} top k "
             f"(k a rerank depth of the config) were shuffled at random, the floor a reranker at that depth must clear. "
-            f"'w (dev)' is the model's weight in model+{fs}, chosen on dev queries (the mean over folds, each fold's in "
-            f"brackets when they differ); w = 0 means the row is {fs}'s own ranking.")
+            f"'w (dev)' is the model's weight in {combined}, chosen on dev queries (the mean over folds, each fold's in "
+            f"brackets when they differ); w = 0 means the row is {own}.")
 
 
 def interpolation_weights(inp) -> dict[str, list[float]]:
-    """``{model}+{first stage}`` -> the weight chosen on dev in each fold (runs/{model}.interpolation.json)."""
-    runs = inp.root / "runs"
+    """``{model}+{its first stage}`` -> the weight chosen on dev in each fold (its runs/*.interpolation.json)."""
     out = {}
-    for path in sorted(runs.glob("*.interpolation.json")) if runs.exists() else []:
-        info = read_json(path)
+    for _, system, info in interpolations(inp):
         folds = [float(f["weight"]) for f in info.get("folds") or []]
-        out[f"{path.name[: -len('.interpolation.json')]}+{first_stage(inp)}"] = folds or [float(info["weight"])]
+        out[system] = folds or [float(info["weight"])]
     return out
 
 
@@ -127,15 +130,18 @@ def zero_weight_verdicts(weights: Mapping[str, list[float]], label: str) -> dict
 
 
 def sanity_table(inp, table: pd.DataFrame, pairs: pd.DataFrame, systems: Sequence[str], primary: str, alpha: float,
-                 expected: Mapping[int, float]) -> tuple[list[str], list[list]]:
+                 expected: Mapping[int, float], others: Mapping[str, Mapping[int, float]] | None = None
+                 ) -> tuple[list[str], list[list]]:
     """Each trained reranker against ``query_term_matches`` (Holm-corrected Wilcoxon from compare's pairs) and
-    against the random-order expectation at its own depth."""
+    against the random-order expectation at its own depth: ``expected`` (depth -> value) of the default first
+    stage's candidates, ``others[stage]`` of another first stage's."""
+    default = default_first_stage(inp.config)
     means = table[table.measure == primary].set_index("system")["mean"]
     rows = []
     for s in trained_rerankers(inp, systems):
         vs = verdict_rows(pairs, primary, [(s, SANITY)], SANITY, alpha) if SANITY in systems else []
-        k = rerank_depth(inp, s)
-        rand = expected.get(k)
+        k, stage = rerank_depth(inp, s), stage_of(inp, s)
+        rand = (expected if stage in (None, default) else (others or {}).get(stage, {})).get(k)
         if rand is None or s not in means.index:
             flag = "–"
         elif means[s] > rand:

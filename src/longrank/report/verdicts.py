@@ -1,7 +1,8 @@
 """Plain-words verdicts of one system against a reference, read from compare's ``pairs.csv``.
 
-Shared by the report's effectiveness section (against BM25, the zero-shot floor) and its sanity checks
-(against the untrained lexical reranker), so every verdict uses the same test and wording.
+Shared by the report's effectiveness section (against the first stage, the zero-shot floor), its comparison of
+first stages and its sanity checks (against the untrained lexical reranker), so every verdict uses the same
+test and wording.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from longrank.report.tables import Cell, fmt_p
+from longrank.tables import Cell, fmt_p
 
 
 def is_zero_shot(spec: dict | None) -> bool:

@@ -1,4 +1,6 @@
-"""Table rendering shared by ``compare`` (table.md / table.tex) and ``report`` (HTML / Markdown).
+"""Table rendering shared by ``evaluate.compare`` (table.md / table.tex) and ``report`` (HTML / Markdown).
+
+It imports neither of them, so both can use it without an import cycle.
 
 A table is (headers, rows) where each cell is a ``Cell``: a text plus optional superscript (the papers'
 significance letters). Renderers escape for their format; nothing here computes statistics.

@@ -1,0 +1,17 @@
+"""What every section of the report is built from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from longrank.report.comparison import Comparison
+from longrank.report.inputs import Inputs
+
+
+@dataclass
+class Context:
+    inp: Inputs
+    cmp: Comparison | None  # None when there are no per-query evaluations
+    fig_dir: Path  # one folder for every figure, so the workflow can declare the figures that exist
+    n_length_buckets: int = 4

@@ -1,0 +1,79 @@
+"""Section "Effectiveness": the systems' table with significance letters and the sanity reference rows, each
+system against the first stage it ranks, fine-tuned encoders against their zero-shot floor, trained rerankers
+against the sanity references, and every pair's differences."""
+
+from __future__ import annotations
+
+from longrank.models.registry import on_pretrained_encoder
+from longrank.report import sanity
+from longrank.report.context import Context
+from longrank.report.html import Section
+from longrank.report.inputs import interpolated, stage_label
+from longrank.report.verdicts import is_zero_shot, verdict_rows
+from longrank.tables import LETTER_NOTE, Cell, effectiveness_rows, fmt, fmt_p
+
+VERDICT_HEADERS = ["Mean difference", "p (Wilcoxon, Holm)"]
+
+
+def is_fine_tuned_encoder(spec: dict | None) -> bool:
+    """A model on a pretrained WordPiece encoder whose weights were trained here (its own or ``checkpoint_of``'s)."""
+    return bool(spec) and "type" in spec and on_pretrained_encoder(spec["type"]) and not is_zero_shot(spec)
+
+
+def section(ctx: Context) -> Section:
+    inp, cmp = ctx.inp, ctx.cmp
+    sec = Section("Effectiveness")
+    if cmp is None:
+        return sec.note(f"No per-query evaluations found in {inp.eval_dir}: run the evaluate and compare stages first.")
+    systems, pairs, primary, alpha = cmp.systems, cmp.pairs, cmp.primary, cmp.alpha
+    if cmp.note:
+        sec.note(cmp.note)
+    rates = inp.docs_per_ms
+    extra_cols = ["Max doc len"] + (["Docs/ms"] if rates else [])
+    extra = {s: {"Max doc len": inp.max_doc_len(s) or "–", "Docs/ms": fmt(rates[s], 2) if s in rates else "–"}
+             for s in systems}
+    weights, expected = sanity.interpolation_weights(inp), sanity.random_order(inp)
+    extra_cols += sanity.weight_column(weights, extra)  # "w (dev)" beside every model+{first stage} row
+    headers, rows = effectiveness_rows(cmp.table, systems, cmp.measures, extra, extra_cols)
+    rows += sanity.random_order_rows(expected, headers, cmp.measures, primary)  # reference rows: the nDCG@10 column only
+    settings = cmp.settings
+    sec.howto(LETTER_NOTE.format(alpha=alpha) + " Confidence intervals are percentile bootstrap 95% intervals "
+              f"over queries ({settings.get('bootstrap', '?')} resamples, seed {settings.get('seed', '?')}). "
+              f"All systems are evaluated on the same {settings.get('n_queries', '?')} test queries. " + sanity.reference_note(inp))
+    sec.table(headers, rows)
+
+    # Each system against the first stage whose candidates it ranks (the other first stages: their own section).
+    for stage in inp.first_stages:
+        if stage not in systems:
+            continue
+        label = stage_label(stage)
+        others = [s for s in systems if s not in inp.first_stages and inp.stage_of(s) == stage]
+        lines = verdict_rows(pairs, primary, [(s, stage) for s in others], label, alpha,
+                             sanity.zero_weight_verdicts(weights, label))
+        sec.table(["System", f"vs {label} on {primary}", *VERDICT_HEADERS], lines,
+                  caption=f"Each system against {label} ({primary})")
+
+    # Each fine-tuned encoder row against the untrained encoder it starts from (on the same first stage),
+    # interpolated against interpolated.
+    tuned = [s for s in systems if is_fine_tuned_encoder(inp.models.get(inp.base_model(s)))]
+    for floor in [s for s in systems if is_zero_shot(inp.models.get(s))]:
+        stage = inp.stage_of(floor)
+        pairings = [(s, floor if inp.base_model(s) == s else interpolated(inp, floor))
+                    for s in tuned if inp.stage_of(s) == stage]
+        lines = verdict_rows(pairs, primary, pairings, f"the {floor} floor", alpha)
+        if lines:
+            sec.table(["System", f"vs {floor} on {primary}", *VERDICT_HEADERS], lines,
+                      caption=f"Fine-tuned encoders against the zero-shot floor {floor} ({primary}; +{stage} rows "
+                              f"against {interpolated(inp, floor)})")
+
+    sec.table(*sanity.sanity_table(inp, cmp.table, pairs, systems, primary, alpha, expected.get(inp.default_first_stage, {}),
+                                   expected), caption=f"Trained rerankers against the sanity references ({primary})")
+    detail = []
+    for _, r in pairs[pairs.measure == primary].iterrows():
+        detail.append([f"{r.system_a} − {r.system_b}", Cell(f"{r.mean_diff:+.4f}"),
+                       Cell(f"[{r.diff_ci_low:+.4f}, {r.diff_ci_high:+.4f}]"), Cell(fmt(float(r.cohens_d), 2)),
+                       Cell(fmt_p(r.wilcoxon_p)), Cell(fmt_p(r.wilcoxon_p_holm)), Cell(fmt_p(r.ttest_p)),
+                       Cell(fmt_p(r.ttest_p_holm))])
+    sec.table(["Pair", "Mean diff", "95% CI", "Cohen's d", "Wilcoxon p", "Wilcoxon p (Holm)", "t-test p",
+               "t-test p (Holm)"], detail, caption=f"Pairwise differences on {primary}")
+    return sec

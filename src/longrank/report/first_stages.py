@@ -1,0 +1,100 @@
+"""Section on the first stages: the recall of their candidates (the ceiling of every reranker on them) and,
+when the config has several, their own effectiveness with paired significance between them."""
+
+from __future__ import annotations
+
+from longrank.evaluate.metrics import per_query
+from longrank.report.context import Context
+from longrank.report.html import Section
+from longrank.report.inputs import stage_label
+from longrank.report.verdicts import pair_row, verdict
+from longrank.tables import Cell, fmt, fmt_p
+
+CUTOFFS = (10, 100, 1000)
+
+
+def top_k(inp, stage: str, cands) -> int:
+    """The candidates' depth: the first stage's top_k, else the longest list in its run."""
+    depth = max((len(d) for d in cands.values()), default=0)
+    return int((inp.first_stages.get(stage) or {}).get("top_k") or depth)
+
+
+def recall(inp, stage: str, cands, cutoffs) -> tuple[dict[str, float], int]:
+    """(R@k -> mean over the test queries, the number of test queries) of the first stage's candidates."""
+    frame = per_query(cands, inp.qrels, inp.test_qids, [f"R@{c}" for c in cutoffs], name=f"{stage} candidates")
+    return {c: float(frame[c].mean()) for c in frame.columns}, len(frame)
+
+
+def section(ctx: Context) -> Section:
+    inp = ctx.inp
+    stages = {s: inp.candidates(s) for s in inp.first_stages}
+    if len(stages) > 1:
+        return comparison_section(ctx, {s: c for s, c in stages.items() if c is not None})
+    sec = Section("First-stage candidate recall")
+    stage = inp.default_first_stage
+    cands = stages.get(stage)
+    if cands is None or inp.qrels is None or inp.evaluated_qids is None:
+        where = f"candidates/{stage}.run (or runs/{stage}.run)" if stage else "a first stage in config.json, its candidates"
+        return sec.note(f"Skipped: needs {where}, data/qrels.txt and data/folds.json.")
+    k = top_k(inp, stage, cands)
+    means, n = recall(inp, stage, cands, sorted({c for c in CUTOFFS if c < k} | {k}))
+    label = stage_label(stage)
+    sec.text(f"Recall of the {label} candidates over the {n} test queries: a re-ranker can only "
+             f"find relevant documents among the top {k} that {label} hands it (R@{k} is its ceiling).")
+    sec.table(["First stage", *means], [[stage, *means.values()]])
+    return sec
+
+
+def comparison_section(ctx: Context, stages: dict) -> Section:
+    """Every first stage's recall at the candidate depths, its primary measure and the first stages it beats."""
+    inp, cmp = ctx.inp, ctx.cmp
+    sec = Section("First stages compared")
+    if not stages or inp.qrels is None or inp.evaluated_qids is None:
+        return sec.note("Skipped: needs candidates/{first stage}.run of the first stages, data/qrels.txt and data/folds.json.")
+    missing = [s for s in inp.first_stages if s not in stages]
+    if missing:
+        sec.note(f"No candidates for {', '.join(missing)}: left out.")
+    depths = {s: top_k(inp, s, c) for s, c in stages.items()}
+    cutoffs = sorted({c for c in CUTOFFS if c < max(depths.values())} | set(depths.values()))
+    recalls = {s: recall(inp, s, c, cutoffs) for s, c in stages.items()}
+    n = next(iter(recalls.values()))[1]
+    ranked = [s for s in stages if cmp is not None and s in cmp.systems]
+    primary = cmp.primary if cmp is not None else None
+    means = cmp.means(primary) if ranked else {}
+    better = {s: [o for o in ranked if o != s and beats(cmp, primary, s, o)] for s in ranked}
+    sec.howto(f"Recall of each first stage's candidates over the {n} test queries: a re-ranker can only find "
+              "relevant documents among the candidates its first stage hands it (R@k at the candidates' depth k is "
+              "its ceiling; a first stage with fewer than k candidates keeps its recall beyond its depth). "
+              + (f"{primary} is the first stage's own ranking; 'Better than' names the first stages it beats on "
+                 f"{primary}: two-sided paired Wilcoxon signed-rank test, Holm-corrected across all pairs of the "
+                 f"effectiveness table, p < {cmp.alpha}." if ranked else ""))
+    headers = ["First stage", "Candidates", *recalls[next(iter(recalls))][0]]
+    if ranked:
+        headers += [primary, f"Better than ({primary})"]
+    rows = []
+    for s, (rec, _) in recalls.items():
+        row = [s, depths[s], *rec.values()]
+        if ranked:
+            row += [Cell(fmt(float(means[s])) if s in ranked else "–"),
+                    Cell(", ".join(better.get(s, [])) or ("none" if s in ranked else "–"))]
+        rows.append(row)
+    sec.table(headers, rows)
+    if len(ranked) > 1:
+        lines = []
+        for i, a in enumerate(ranked):
+            for b in ranked[i + 1:]:
+                pr = pair_row(cmp.pairs, primary, b, a)
+                if pr is not None:
+                    diff, p_holm, _ = pr
+                    lines.append([b, a, Cell(verdict(diff, p_holm, stage_label(a), cmp.alpha)), Cell(f"{diff:+.4f}"),
+                                  Cell(fmt_p(p_holm))])
+        sec.table(["First stage", "Against", f"Verdict on {primary}", "Mean difference", "p (Wilcoxon, Holm)"], lines,
+                  caption=f"First stages against each other ({primary})")
+    elif cmp is None:
+        sec.note("No per-query evaluations: the first stages' effectiveness and significance need the evaluate and compare stages.")
+    return sec
+
+
+def beats(cmp, measure: str, a: str, b: str) -> bool:
+    pr = pair_row(cmp.pairs, measure, a, b)
+    return pr is not None and pr[0] > 0 and pr[1] < cmp.alpha

@@ -1,0 +1,45 @@
+"""Section: where the top-3 regions of TKL's scores start, against a uniform placement (TKL Fig. 3 style)."""
+
+from __future__ import annotations
+
+import math
+
+from longrank.evaluate.lengths import region_positions, uniform_region_share
+from longrank.models.registry import constructor_defaults
+from longrank.report import plots
+from longrank.report.context import Context
+from longrank.report.html import Section
+from longrank.tables import Cell
+
+
+def section(ctx: Context) -> Section:
+    inp = ctx.inp
+    sec = Section("Positions of the top-3 regions (TKL)")
+    # Every rerank writes a details file; only models that explain their scores (TKL) fill it.
+    runs_dir = inp.root / "runs"
+    details = [p for p in sorted(runs_dir.glob("*.details.jsonl")) if p.stat().st_size > 0] if runs_dir.exists() else []
+    if not details:
+        return sec.note("Skipped: no runs/*.details.jsonl (region positions are written by TKL reranking).")
+    positions = {}
+    for path in details:
+        model = path.name[: -len(".details.jsonl")]
+        positions[model] = region_positions(path, inp.run(model), inp.evaluated_qids, top_docs=10)
+    png = plots.region_plot(positions, ctx.fig_dir / "fig_regions.png")
+    sec.image(png, "Start offsets of the rank-1, -2 and -3 regions over each test query's top-10 documents "
+                   "(log-log; dotted line at token 500).")
+    rows = []
+    for model, pos in positions.items():
+        spec = inp.models.get(model) or {}
+        uniform = None
+        if inp.lengths is not None and spec.get("max_doc_len") and spec.get("type"):
+            region_size = spec.get("region_size", constructor_defaults(spec["type"]).get("region_size", 1))
+            uniform = uniform_region_share(inp.run(model), inp.evaluated_qids, inp.lengths, int(spec["max_doc_len"]),
+                                           int(region_size))
+        for r, ps in sorted(pos.items()):
+            share = sum(p >= 500 for p in ps) / len(ps) if ps else float("nan")
+            rows.append([model, f"rank-{r}", len(ps), Cell(f"{100 * share:.1f}%" if ps else "–"),
+                         Cell("–" if uniform is None or math.isnan(uniform) else f"{100 * uniform:.1f}%")])
+    sec.table(["Model", "Region", "Regions", "Starting at token ≥ 500", "Same, if regions were placed uniformly"], rows)
+    return sec.note("The last column is the share a region placed at random in the part of each document the model "
+                    "reads would have: on a collection of long documents most of the text lies beyond token 500, so "
+                    "compare the two columns rather than reading the first alone.")

@@ -1,0 +1,72 @@
+"""Section: how each model trained, where early stopping kept it, and whether its dev gain over an untrained
+reference (the zero-shot floor, the first stages) carried over to the test queries. On small collections the
+dev queries that pick the kept step are few, and this is where a fine-tuned row's shortfall shows."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from longrank.config import model_order
+from longrank.io import read_json
+from longrank.report import plots
+from longrank.report.context import Context
+from longrank.report.html import Section
+from longrank.report.inputs import PRIMARY
+from longrank.report.verdicts import is_zero_shot
+from longrank.runs import mean_measure
+from longrank.tables import Cell, fmt
+
+
+def section(ctx: Context) -> Section:
+    inp, frames = ctx.inp, ctx.cmp.frames if ctx.cmp is not None else {}
+    sec = Section("Training: dev curves and early stopping")
+    if inp.folds is None or inp.qrels is None:
+        return sec.note("Skipped: needs data/folds.json and data/qrels.txt.")
+    trained = [m for m in model_order(inp.models) if not inp.models[m].get("checkpoint_of")]
+    floors = [m for m in trained if is_zero_shot(inp.models[m])]
+    stages = {s: c for s in inp.first_stages if (c := inp.candidates(s)) is not None}
+    rows, curves = [], {}
+    for fold_index, fold in enumerate(inp.folds):
+        dev_refs = {s: mean_measure(c, inp.qrels, fold["dev"]) for s, c in stages.items()}
+        dev_refs.update({f: read_json(p)["best_dev_ndcg10"] for f in floors
+                         if (p := inp.root / "models" / f / f"fold{fold_index}" / "train_summary.json").exists()})
+
+        def test_mean(system: str):
+            frame = frames.get(system)
+            qids = [q for q in fold["test"] if frame is not None and q in frame.index]
+            return float(frame.loc[qids, PRIMARY].mean()) if qids and PRIMARY in frame.columns else None
+
+        floor = floors[0] if floors else None
+        floor_dev, floor_test = dev_refs.get(floor), test_mean(floor) if floor else None
+        for model in trained:
+            if model in floors:
+                continue
+            summary_path = inp.root / "models" / model / f"fold{fold_index}" / "train_summary.json"
+            if not summary_path.exists():
+                continue
+            summary = read_json(summary_path)
+            test = test_mean(model)
+            rows.append([model, fold_index, summary.get("steps_run", "–"), summary.get("best_step", "–"),
+                         Cell(fmt(summary["best_dev_ndcg10"])),
+                         Cell(f"{summary['best_dev_ndcg10'] - floor_dev:+.4f}" if floor_dev is not None else "–"),
+                         Cell(fmt(test) if test is not None else "–"),
+                         Cell(f"{test - floor_test:+.4f}" if test is not None and floor_test is not None else "–"),
+                         Cell(fmt(summary.get("seconds"), 0) if summary.get("seconds") is not None else "–")])
+            log_path = summary_path.with_name("training_log.tsv")
+            if fold_index == 0 and log_path.exists():
+                log = pd.read_csv(log_path, sep="\t")
+                if len(log):
+                    curves[model] = log
+        if fold_index == 0 and curves:
+            png = plots.training_plot(curves, ctx.fig_dir / "fig_training.png", dev_refs, PRIMARY)
+            sec.image(png, f"Dev {PRIMARY} during training (fold 0), against the untrained references' dev scores.")
+    if not rows:
+        return sec.note("Skipped: no models/*/fold*/train_summary.json of a trained model.")
+    vs = f" vs {floors[0]}" if floors else ""
+    sec.howto(f"Training keeps the weights with the best dev {PRIMARY} and stops after `patience` evaluations without "
+              f"improvement. The Δ columns compare with the zero-shot floor ({floors[0] if floors else 'none configured'}) "
+              "on the same fold's dev and test queries: a dev gain that does not reappear on test was chosen on noise "
+              "(few dev queries) or is overfitting.")
+    sec.table(["Model", "Fold", "Steps run", "Best step", f"Best dev {PRIMARY}", f"Δ dev{vs}", f"Test {PRIMARY}",
+               f"Δ test{vs}", "Seconds"], rows)
+    return sec
