@@ -1,4 +1,4 @@
-# LongRank: collection -> BM25 candidates -> trained re-rankers -> evaluation -> significance -> report.
+# LongRank: collection -> first-stage candidates -> trained re-rankers -> evaluation -> significance -> report.
 # Thin on purpose: validation and helpers live in workflow/rules/common.smk, one .smk per stage, and every
 # rule calls `python -m longrank <stage>` (the logic is in src/longrank/).
 from snakemake.utils import min_version
@@ -14,7 +14,9 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/candidates.smk"
 include: "workflow/rules/sanity.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/artifacts.smk"
 include: "workflow/rules/rerank.smk"
+include: "workflow/rules/interpolate.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/report.smk"

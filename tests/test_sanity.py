@@ -17,7 +17,7 @@ from longrank.report.diagnostics import score_correlations
 from longrank.report.sanity import (expected_random_ndcg, interpolation_weights, random_order_expectations, sanity_table,
                                     weight_column, zero_weight_verdicts)
 from longrank.report.verdicts import verdict_rows
-from longrank.retrieval import lexical
+from longrank.retrieval import sanity as lexical
 
 from conftest import REPO
 

@@ -84,24 +84,39 @@ def test_changing_one_model_reruns_only_that_model(workflow_run):
     assert planned_jobs(workflow_run) == {}, "a finished workflow has nothing to do"
     jobs = planned_jobs(workflow_run, {"models": {"knrm": {"max_doc_len": 150}}})
     assert jobs.get("train") == 1 and jobs.get("rerank") == 1 and jobs.get("bench") == 1
-    assert jobs.get("evaluate") == 2  # knrm and knrm+bm25; bm25 is untouched
+    assert jobs.get("interpolate") == 1 and jobs.get("evaluate") == 2  # knrm and knrm+bm25; bm25 is untouched
     assert "data" not in jobs and "candidates" not in jobs
     assert jobs.get("compare") == 1 and jobs.get("build_report") == 1
 
 
-def test_changing_bm25_reruns_everything_downstream_of_candidates(workflow_run):
-    jobs = planned_jobs(workflow_run, {"first_stage": {"k1": 1.2}})
+def test_changing_one_first_stage_reruns_only_what_reranks_it(workflow_run):
+    stages = yaml.safe_load(E2E_CONFIG.read_text())["first_stages"]
+    jobs = planned_jobs(workflow_run, {"first_stages": [{**stages[0], "k1": 1.2}, stages[1]]})
     config = read_json(workflow_run / "results" / "cranfield" / "config.json")
-    n_models = sum(1 for m in config["models"].values() if m.get("enabled", True))
+    on_first = [m for m, e in config["models"].items() if e.get("enabled", True) and e["first_stage"] == stages[0]["name"]]
+    assert 0 < len(on_first) < len(config["models"])  # the e2e config has a model on the second first stage
     assert "data" not in jobs and jobs.get("candidates") == 1
-    assert jobs.get("train") == n_models and jobs.get("rerank") == n_models
+    assert jobs.get("train") == len(on_first) and jobs.get("rerank") == len(on_first)
+
+
+def test_two_first_stages_give_rows_for_both_and_a_comparison(workflow_run):
+    results = workflow_run / "results" / "cranfield"
+    table = pd.read_csv(results / "compare" / "table.csv")
+    for system in ("bm25", "bm25_b75", "knrm_b75", "knrm_b75+bm25_b75"):
+        assert system in set(table.system), system
+    # knrm_b75 reranked the second first stage: below its rerank depth its run is that stage's order
+    ranked = ir_measures.read_trec_run(str(results / "runs" / "knrm_b75.run"))
+    assert {r.doc_id for r in ranked} <= {r.doc_id for r in ir_measures.read_trec_run(str(results / "candidates" / "bm25_b75.run"))}
+    html = (results / "report" / "index.html").read_text()
+    assert "First stages" in html and "bm25_b75" in html
 
 
 def test_bad_config_names_the_key_and_the_rule(tmp_path):
     (tmp_path / "config").symlink_to(REPO / "config")
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({"first_stage": {"top_k": "many"}, "models": {"knrm": {"train": {"epochs": 2}}}}))
+    bad.write_text(yaml.safe_dump({"first_stages": [{"name": "bm25", "method": "bm25", "top_k": "many"}],
+                                   "models": {"knrm": {"train": {"epochs": 2}}}}))
     done = snakemake(tmp_path, "-n", "--configfile", str(bad), check=False)
     assert done.returncode != 0
-    assert "config key first_stage.top_k: 'many' is not of type 'integer' (schema rule 'type')" in done.stderr + done.stdout
+    assert "config key first_stages.0.top_k: 'many' is not of type 'integer' (schema rule 'type')" in done.stderr + done.stdout
     assert "config key models.knrm.train" in done.stderr + done.stdout and "'epochs'" in done.stderr + done.stdout

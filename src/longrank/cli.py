@@ -1,7 +1,9 @@
 """``python -m longrank <stage> ...``: the one entry point every Snakemake rule calls.
 
 Each stage lives in its own module that exposes ``add_arguments(parser)`` and ``run(args)``; modules are
-imported lazily so that ``longrank evaluate`` never pays for importing torch or transformers.
+imported lazily so that ``longrank evaluate`` never pays for importing torch or transformers. A stage's
+module carries the stage's name, or its package does (``train`` -> ``longrank.train.loop``), and the
+Snakemake rule that runs it has the same name, in ``workflow/rules/<stage>.smk`` or beside related rules.
 """
 
 from __future__ import annotations
@@ -16,16 +18,17 @@ from longrank.io import InputError
 STAGES = {
     "config": ("longrank.config", "write the resolved config beside the results"),
     "data": ("longrank.data.prepare", "load a collection, formulate queries, split them, write results/{dataset}/data"),
-    "candidates": ("longrank.retrieval.candidates", "first-stage retrieval (BM25) into a TREC run"),
-    "sanity": ("longrank.retrieval.lexical", "untrained lexical reranker: candidates by distinct query terms matched (a sanity baseline)"),
+    "candidates": ("longrank.retrieval.candidates", "one first stage's candidates (bm25, the collection's scoreddocs or a run file) as a TREC run"),
+    "sanity": ("longrank.retrieval.sanity", "untrained lexical reranker: candidates by distinct query terms matched (a sanity baseline)"),
     "train": ("longrank.train.loop", "train one model on the training queries, early-stopping on dev nDCG@10"),
-    "rerank": ("longrank.rerank", "rerank candidates of dev/test queries with a trained model; interpolate with the first stage"),
-    "evaluate": ("longrank.evaluate.run_eval", "per-query measures of a run through ir-measures"),
+    "artifacts": ("longrank.artifacts", "what a model needs precomputed per document, per collection or per fold (MORES Reuse stores)"),
+    "rerank": ("longrank.rerank", "rerank the test queries' candidates with each fold's trained model"),
+    "interpolate": ("longrank.interpolate", "mix a reranked run with its first stage, the weight chosen on dev queries"),
+    "evaluate": ("longrank.evaluate.evaluate", "per-query measures of a run through ir-measures"),
     "compare": ("longrank.evaluate.compare", "significance tests, confidence intervals and non-inferiority across systems"),
     "report": ("longrank.report.build", "HTML / Markdown / CSV / LaTeX report from everything under results/{dataset}"),
-    "precompute": ("longrank.models.mores_store", "MORES Reuse-S1/S2 store: document representations or per-IB key/value projections, memory-mapped"),
-    "speed": ("longrank.bench.mores_speed", "MORES Table 4: time to rank 1,000 candidates, BERT ranker vs MORES with no reuse / Reuse-S1 / Reuse-S2"),
     "bench": ("longrank.bench.run", "efficiency of a trained model: docs/ms and peak memory at given document lengths"),
+    "mores_speed": ("longrank.bench.mores_speed", "MORES Table 4: time to rank 1,000 candidates, BERT ranker vs MORES with no reuse / Reuse-S1 / Reuse-S2"),
 }
 
 

@@ -10,6 +10,7 @@ import yaml
 from jsonschema import Draft202012Validator, validators
 
 from longrank.io import InputError, write_json
+from longrank.retrieval import bm25
 
 
 def _with_defaults(validator_class):
@@ -37,10 +38,41 @@ def validate_config(config: dict, schema_path: str) -> dict:
     ``config key a.b.c: <problem> (schema rule '<keyword>')``."""
     with open(schema_path, encoding="utf-8") as f:
         schema = yaml.safe_load(f)
+    if "first_stage" in config:  # the single first stage of versions before 0.3
+        raise InputError("config key first_stage: replaced by first_stages, a list of named candidate generators, "
+                         "e.g. first_stages: [{name: bm25, method: bm25, k1: 0.9, b: 0.4, top_k: 100}]")
     errors = sorted(_Validator(schema).iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         lines = [f"config key {_key(e.absolute_path)}: {e.message} (schema rule '{e.validator}')" for e in errors]
         raise InputError("the config does not match config/schema.yaml:\n  " + "\n  ".join(lines))
+    return resolve_first_stages(config)
+
+
+# first_stages[] keys that only one method reads (the schema lists them all, with their types)
+METHOD_KEYS = {bm25.METHOD: bm25.KEYS, "run_file": {"path"}}
+
+
+def resolve_first_stages(config: dict) -> dict:
+    """Turn the ``first_stages`` list into a mapping name -> spec (in the configured order, the first being the
+    default) and give every model entry the ``first_stage`` it reranks, checking the names on the way."""
+    stages: dict[str, dict] = {}
+    for i, spec in enumerate(config["first_stages"]):
+        for key in sorted(set(spec) - {"name", "method", "top_k"}):
+            owner = next(m for m, keys in METHOD_KEYS.items() if key in keys)
+            if owner != spec["method"]:
+                raise InputError(f"config key first_stages.{i}.{key}: a key of method {owner!r}; "
+                                 f"this first stage's method is {spec['method']!r}")
+        if spec["name"] in stages:
+            raise InputError(f"config key first_stages: the name {spec['name']!r} is used twice; names must be distinct")
+        stages[spec["name"]] = spec
+    for name, entry in config["models"].items():
+        if name in stages:
+            raise InputError(f"config key models.{name}: {name!r} is also a first stage's name; system names must be distinct")
+        entry.setdefault("first_stage", next(iter(stages)))
+        if entry["first_stage"] not in stages:
+            raise InputError(f"config key models.{name}.first_stage: {entry['first_stage']!r} is not a first stage; "
+                             f"expected one of {list(stages)}")
+    config["first_stages"] = stages
     return config
 
 

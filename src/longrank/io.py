@@ -81,7 +81,10 @@ def read_run(path: str | os.PathLike) -> Run:
                 continue
             if len(parts) != 6:
                 raise InputError(f"{path}:{lineno}: expected a TREC run line 'qid Q0 docid rank score tag', got {line.strip()!r}")
-            run[parts[0]][parts[2]] = float(parts[4])
+            try:
+                run[parts[0]][parts[2]] = float(parts[4])
+            except ValueError:
+                raise InputError(f"{path}:{lineno}: the score (5th column) must be a number, got {parts[4]!r}") from None
     return dict(run)
 
 

@@ -4,44 +4,48 @@ rule bench:
         data=list(DATA.values()),
     output:
         f"{R}/bench/{{model}}.json",
+    log:
+        f"{R}/logs/bench_{{model}}.log",
+    conda:
+        CONDA_ENV
+    threads: 2
+    resources:
+        mem_mb=12000,
+        gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
     params:
         model=model_config,
         lengths=config["bench"]["lengths"],
         batch_size=config["bench"]["batch_size"],
         repeats=config["bench"]["repeats"],
-        data=f"{R}/data",
-    log:
-        f"{R}/logs/bench_{{model}}.log",
-    threads: 2
-    resources:
-        mem_mb=12000,
-        gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
-    conda:
-        CONDA_ENV
+        data=data_dir,
+        device=config["device"],
     shell:
         "OMP_NUM_THREADS={threads} python -m longrank bench --model {wildcards.model} --model-config {params.model:q}"
         " --checkpoint {input.checkpoint} --data {params.data} --lengths {params.lengths} --batch-size {params.batch_size}"
-        " --repeats {params.repeats} --device " + config["device"] + " --out {output} 2> {log}"
+        " --repeats {params.repeats} --device {params.device} --out {output} 2> {log}"
 
 
 rule mores_speed:
     """MORES Table 4: time to rank 1,000 candidates, BERT ranker vs MORES under no reuse / Reuse-S1 / -S2."""
     output:
         f"{R}/bench/mores.speed.json",
+    log:
+        f"{R}/logs/mores_speed.log",
+    conda:
+        CONDA_ENV
+    threads: 1
+    resources:
+        gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
     params:
-        encoder=next((config["models"][m].get("encoder", "minilm") for m in MODELS if config["models"][m]["type"] == "mores"), "minilm"),
+        encoder=next(
+            (config["models"][m].get("encoder", "minilm") for m in MODELS if config["models"][m]["type"] == "mores"),
+            "minilm",
+        ),
         sizes=config["mores_speed"]["sizes"],
         lengths=config["mores_speed"]["lengths"],
         blocks=config["mores_speed"]["blocks"],
         candidates=config["mores_speed"]["candidates"],
-    log:
-        f"{R}/logs/mores_speed.log",
-    threads: 1
-    resources:
-        gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
-    conda:
-        CONDA_ENV
+        device=config["device"],
     shell:
-        "python -m longrank speed --encoder {params.encoder} --sizes {params.sizes} --lengths {params.lengths}"
-        " --blocks {params.blocks} --candidates {params.candidates} --threads {threads} --device " + config["device"] +
-        " --out {output} 2> {log}"
+        "python -m longrank mores_speed --encoder {params.encoder} --sizes {params.sizes} --lengths {params.lengths}"
+        " --blocks {params.blocks} --candidates {params.candidates} --threads {threads} --device {params.device} --out {output} 2> {log}"

@@ -1,19 +1,26 @@
 rule candidates:
+    """One first stage's candidates for every query (src/longrank/retrieval/candidates.py): bm25, the
+    collection's scoreddocs, or a run file the user brings."""
     input:
-        docs=DATA["docs.jsonl"],
-        queries=DATA["queries.tsv"],
+        data=[DATA[name] for name in ("docs.jsonl", "queries.tsv", "excluded.tsv")],
+        run_file=lambda wc: (
+            [config["first_stages"][wc.first_stage]["path"]]
+            if config["first_stages"][wc.first_stage]["method"] == "run_file"
+            else []
+        ),
     output:
-        CANDIDATES,
-    params:
-        first_stage=as_json(config["first_stage"]),
-        data=f"{R}/data",
+        f"{R}/candidates/{{first_stage}}.run",
     log:
-        f"{R}/logs/candidates.log",
+        f"{R}/logs/candidates_{{first_stage}}.log",
     benchmark:
-        f"{R}/benchmarks/candidates.tsv"
-    resources:
-        mem_mb=8000,
+        f"{R}/benchmarks/candidates_{{first_stage}}.tsv"
     conda:
         CONDA_ENV
+    resources:
+        mem_mb=8000,
+    params:
+        spec=lambda wc: as_json(config["first_stages"][wc.first_stage]),
+        dataset=as_json(config["dataset"]),
+        data=data_dir,
     shell:
-        "python -m longrank candidates --data {params.data} --first-stage {params.first_stage:q} --out {output} 2> {log}"
+        "python -m longrank candidates --data {params.data} --first-stage {params.spec:q} --dataset {params.dataset:q} --out {output} 2> {log}"

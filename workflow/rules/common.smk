@@ -1,7 +1,10 @@
 # Config validation (fails at parse time naming the key and the schema rule) and the helpers rules use.
 import json
+import os
+import re
 
 from longrank.config import model_order, validate_config
+from longrank.models.registry import artifact_scopes
 from longrank.io import InputError
 
 try:
@@ -10,24 +13,51 @@ except InputError as err:
     raise WorkflowError(str(err)) from None
 
 R = f"results/{config['dataset']['name']}"
-DATA = {name: f"{R}/data/{name}" for name in ("docs.jsonl", "queries.tsv", "qrels.txt", "folds.json", "doc_lengths.tsv", "excluded.tsv", "stats.json")}
-CANDIDATES = f"{R}/candidates/{config['first_stage']['method']}.run"
-FIRST_STAGE = config["first_stage"]["method"]
+DATA = {
+    name: f"{R}/data/{name}"
+    for name in (
+        "docs.jsonl",
+        "queries.tsv",
+        "qrels.txt",
+        "folds.json",
+        "doc_lengths.tsv",
+        "excluded.tsv",
+        "stats.json",
+    )
+}
 FOLDS = list(range(config["splits"]["k"] if config["splits"]["method"] == "kfold" else 1))
 MODELS = model_order(config["models"])
+FIRST_STAGES = list(config["first_stages"])  # a mapping once resolved (validate_config), the default first
 # The untrained lexical reranker (workflow/rules/sanity.smk): a sanity row every trained model must beat.
 SANITY = "query_term_matches"
-SYSTEMS = [FIRST_STAGE, SANITY] + [s for m in MODELS for s in ([m, f"{m}+{FIRST_STAGE}"] if config["models"][m]["interpolate"] else [m])]
+
+
+def first_stage_of(model):
+    return config["models"][model]["first_stage"]
+
+
+def candidates_of(model):
+    return f"{R}/candidates/{first_stage_of(model)}.run"
+
+
+SYSTEMS = (
+    FIRST_STAGES
+    + [SANITY]
+    + [s for m in MODELS for s in ([m, f"{m}+{first_stage_of(m)}"] if config["models"][m]["interpolate"] else [m])]
+)
 REPORT = f"{R}/report/index.html"
 # MORES's Table 4 (the dot keeps it apart from bench/{model}.json): only when a MORES model is configured.
 _WANTS_SPEED = config["mores_speed"]["enabled"] and any(config["models"][m]["type"] == "mores" for m in MODELS)
 MORES_SPEED = [f"{R}/bench/mores.speed.json"] if _WANTS_SPEED else []
 CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproject.toml
 
+
 wildcard_constraints:
-    model="[A-Za-z0-9_-]+",
+    model="|".join(map(re.escape, config["models"])),  # configured models only (not the sanity row)
     system="[A-Za-z0-9_+-]+",
     fold="[0-9]+",
+    first_stage="[A-Za-z0-9_-]+",
+    scope="collection|fold[0-9]+",
 
 
 def as_json(obj):
@@ -37,7 +67,9 @@ def as_json(obj):
 for _name in MODELS:
     _source = config["models"][_name].get("checkpoint_of")
     if _source is not None and (_source not in config["models"] or config["models"][_source].get("checkpoint_of")):
-        raise WorkflowError(f"config key models.{_name}.checkpoint_of: {_source!r} must name a model that trains its own weights")
+        raise WorkflowError(
+            f"config key models.{_name}.checkpoint_of: {_source!r} must name a model that trains its own weights"
+        )
 
 
 def weights_of(model):
@@ -53,11 +85,18 @@ def dev_runs(wildcards):
     return expand(f"{R}/models/{weights_of(wildcards.model)}/fold{{fold}}/dev.run", fold=FOLDS)
 
 
-def reuse_stores(wildcards):
-    """MORES Reuse-S1/S2: the per-fold document stores that rerank reads instead of encoding documents."""
-    if config["models"][wildcards.model].get("reuse", "none") == "none":
+def collection_artifacts(wildcards):
+    """Per-document artifacts built once from the data (workflow/rules/artifacts.smk), when the model declares any."""
+    if "collection" not in artifact_scopes(config["models"][wildcards.model]):
         return []
-    return expand(f"{R}/stores/{wildcards.model}/fold{{fold}}.json", fold=FOLDS)
+    return [f"{R}/artifacts/{wildcards.model}/collection"]
+
+
+def fold_artifacts(wildcards):
+    """Per-document artifacts built from each fold's trained weights (MORES Reuse stores), one directory per fold."""
+    if "fold" not in artifact_scopes(config["models"][wildcards.model]):
+        return []
+    return expand(f"{R}/artifacts/{wildcards.model}/fold{{fold}}", fold=FOLDS)
 
 
 def model_config(wildcards):
@@ -66,9 +105,14 @@ def model_config(wildcards):
 
 
 def run_file(wildcards):
-    if wildcards.system == FIRST_STAGE:
-        return CANDIDATES
+    if wildcards.system in config["first_stages"]:
+        return f"{R}/candidates/{wildcards.system}.run"
     return f"{R}/runs/{wildcards.system}.run"
+
+
+def data_dir(wildcards, input):
+    """results/{dataset}/data, read off the rule's inputs (a path derived from the inputs, not composed twice)."""
+    return os.path.dirname(input.data[0])
 
 
 def local_collection_files(wildcards):

@@ -5,12 +5,12 @@ rule evaluate:
         folds=DATA["folds.json"],
     output:
         f"{R}/eval/{{system}}.tsv",
-    params:
-        measures=config["evaluation"]["measures"],
     log:
         f"{R}/logs/evaluate_{{system}}.log",
     conda:
         CONDA_ENV
+    params:
+        measures=config["evaluation"]["measures"],
     shell:
         "python -m longrank evaluate --run {input.run} --qrels {input.qrels} --folds {input.folds}"
         " --measures {params.measures:q} --out {output} 2> {log}"
@@ -25,16 +25,22 @@ rule compare:
         markdown=f"{R}/compare/table.md",
         latex=f"{R}/compare/table.tex",
         settings=f"{R}/compare/settings.json",
-    params:
-        systems=SYSTEMS,
-        reference=lambda wc: ["--reference", config["evaluation"]["noninferiority_reference"]] if config["evaluation"]["noninferiority_reference"] else [],
-        margins=config["evaluation"]["margins"],
-        alpha=config["evaluation"]["alpha"],
-        bootstrap=config["evaluation"]["bootstrap"],
     log:
         f"{R}/logs/compare.log",
     conda:
         CONDA_ENV
+    params:
+        systems=SYSTEMS,
+        reference=lambda wc: (
+            ["--reference", config["evaluation"]["noninferiority_reference"]]
+            if config["evaluation"]["noninferiority_reference"]
+            else []
+        ),
+        margins=config["evaluation"]["margins"],
+        alpha=config["evaluation"]["alpha"],
+        bootstrap=config["evaluation"]["bootstrap"],
+        eval_dir=lambda wc, input: os.path.dirname(input[0]),
+        out_dir=lambda wc, output: os.path.dirname(output.table),
     shell:
-        "python -m longrank compare --eval-dir {R}/eval --systems {params.systems:q} {params.reference:q}"
-        " --margins {params.margins} --alpha {params.alpha} --bootstrap {params.bootstrap} --out-dir {R}/compare 2> {log}"
+        "python -m longrank compare --eval-dir {params.eval_dir} --systems {params.systems:q} {params.reference:q}"
+        " --margins {params.margins} --alpha {params.alpha} --bootstrap {params.bootstrap} --out-dir {params.out_dir} 2> {log}"

@@ -1,12 +1,14 @@
 rule resolved_config:
     output:
         f"{R}/config.json",
-    params:
-        config=as_json(config),
+    log:
+        f"{R}/logs/resolved_config.log",
     conda:
         CONDA_ENV
+    params:
+        config=as_json(config),
     shell:
-        "python -m longrank config --json {params.config:q} --out {output}"
+        "python -m longrank config --json {params.config:q} --out {output} 2> {log}"
 
 
 rule build_report:
@@ -14,15 +16,20 @@ rule build_report:
         rules.compare.output,
         expand(f"{R}/bench/{{model}}.json", model=MODELS),
         MORES_SPEED,
-        expand(f"{R}/runs/{{model}}.interpolation.json", model=MODELS),
+        [f"{R}/runs/{s}.interpolation.json" for s in SYSTEMS if "+" in s],
+        expand(f"{R}/runs/{{model}}.details.jsonl", model=MODELS),
         # training summaries (and the training_log.tsv beside each) for the report's training section
-        expand(f"{R}/models/{{model}}/fold{{fold}}/train_summary.json", model=[m for m in MODELS if weights_of(m) == m], fold=FOLDS),
+        expand(
+            f"{R}/models/{{model}}/fold{{fold}}/train_summary.json",
+            model=[m for m in MODELS if weights_of(m) == m],
+            fold=FOLDS,
+        ),
         expand(f"{R}/eval/{{system}}.tsv", system=SYSTEMS),
         config=f"{R}/config.json",
         stats=DATA["stats.json"],
         # the sanity and diagnostics sections read the candidates' texts, lengths and the queries
         texts=[DATA[name] for name in ("docs.jsonl", "queries.tsv", "doc_lengths.tsv")],
-        candidates=CANDIDATES,
+        candidates=expand(f"{R}/candidates/{{first_stage}}.run", first_stage=FIRST_STAGES),
     output:
         html=report(REPORT, caption="../report/report.rst", category="Report"),
         markdown=f"{R}/report/report.md",
@@ -39,8 +46,11 @@ rule build_report:
         f"{R}/logs/report.log",
     conda:
         CONDA_ENV
+    params:
+        results=lambda wc, input: os.path.dirname(input.config),
+        out_dir=lambda wc, output: os.path.dirname(output.html),
     shell:
-        "python -m longrank report --results {R} --out-dir {R}/report 2> {log}"
+        "python -m longrank report --results {params.results} --out-dir {params.out_dir} 2> {log}"
 
 
 rule report:

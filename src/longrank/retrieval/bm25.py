@@ -1,14 +1,17 @@
-"""BM25 first stage through bm25s (Lucene's BM25 variant), with a Snowball stemmer and stop words."""
+"""BM25 first stage through bm25s (Lucene's BM25 variant), with a Snowball stemmer and stop words: the
+``bm25`` method of ``first_stages`` (config/schema.yaml gives its keys' types and defaults)."""
 
 from __future__ import annotations
 
 import logging
 
-import bm25s
-
 from longrank.io import InputError, Run
 
 log = logging.getLogger(__name__)
+
+METHOD = "bm25"
+#: the first_stages[] keys only this method reads
+KEYS = {"k1", "b", "stemmer", "stopwords"}
 
 
 def _stemmer(language: str | None):
@@ -19,13 +22,15 @@ def _stemmer(language: str | None):
     try:
         return Stemmer.Stemmer(language)
     except KeyError:
-        raise InputError(f"first_stage.stemmer: no Snowball stemmer for {language!r}; try 'english' or null") from None
+        raise InputError(f"first_stages[].stemmer: no Snowball stemmer for {language!r}; try 'english' or null") from None
 
 
 def bm25_run(docs: dict[str, str], queries: dict[str, str], k1: float = 0.9, b: float = 0.4, stemmer: str | None = "english",
              stopwords: str | None = "en", top_k: int = 100) -> Run:
     """Retrieve the ``top_k`` documents of every query. Documents that match no query term (score 0)
     are not candidates; a query left with none is logged by name."""
+    import bm25s  # here, so that validating a config does not import it
+
     doc_ids = list(docs)
     stem = _stemmer(stemmer)
     corpus_tokens = bm25s.tokenize(list(docs.values()), stopwords=stopwords or [], stemmer=stem, show_progress=True)
@@ -48,3 +53,8 @@ def bm25_run(docs: dict[str, str], queries: dict[str, str], k1: float = 0.9, b: 
         log.warning("%d queries have no BM25 candidate (no query term occurs in the collection): %s", len(empty), ", ".join(empty[:10]))
     return run
 
+
+
+def candidates(spec: dict, corpus, depth: int) -> Run:
+    """The first stage ``spec`` (one resolved ``first_stages`` entry) over a prepared corpus."""
+    return bm25_run(corpus.docs, corpus.queries, k1=spec["k1"], b=spec["b"], stemmer=spec["stemmer"], stopwords=spec["stopwords"], top_k=depth)

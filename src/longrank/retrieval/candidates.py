@@ -1,34 +1,112 @@
-"""Stage ``candidates``: first-stage retrieval of every query into ``candidates/{first_stage}.run``."""
+"""Stage ``candidates``: one first stage's ranked candidates of every query, ``candidates/{name}.run``.
+
+Methods (``first_stages[].method``):
+
+- ``bm25``: bm25s over the prepared collection (:mod:`longrank.retrieval.bm25`);
+- ``scoreddocs``: the collection's own ranked lists from ir_datasets (TREC DL ships the official top 100 for
+  its test queries and for MS MARCO's training queries): the papers' candidates without indexing 3.2M documents;
+- ``run_file``: a TREC run the user brings (another system's output, a dense retriever's, ...).
+
+Every method keeps each query's top ``top_k`` after taking out the documents excluded for it
+(``dataset.exclude_grades``), so reranking and evaluation see the same candidates whatever produced them.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, write_run
+from longrank.io import InputError, Run, read_run, write_run
+from longrank.retrieval import bm25
+
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser):
     parser.add_argument("--data", required=True, help="results/{dataset}/data")
-    parser.add_argument("--first-stage", required=True, help="the config's first_stage block as JSON")
+    parser.add_argument("--first-stage", required=True, help="one entry of the config's first_stages as JSON")
+    parser.add_argument("--dataset", default="{}", help="the config's dataset block as JSON (scoreddocs reads its ir_datasets ids)")
     parser.add_argument("--out", required=True)
 
 
 def run(args):
-    cfg = json.loads(args.first_stage)
+    spec = json.loads(args.first_stage)
     corpus = Corpus(args.data)
-    method = cfg.get("method", "bm25")
-    if method != "bm25":
-        raise InputError(f"first_stage.method: {method!r} is not available; expected bm25")
-    from longrank.retrieval.bm25 import bm25_run
-
-    top_k = cfg.get("top_k", 100)
+    top_k = spec.get("top_k", 100)
     excluded = corpus.excluded
-    extra = max((len(v) for v in excluded.values()), default=0)  # retrieve enough to keep top_k after exclusion
-    result = bm25_run(corpus.docs, corpus.queries, k1=cfg.get("k1", 0.9), b=cfg.get("b", 0.4), stemmer=cfg.get("stemmer", "english"),
-                      stopwords=cfg.get("stopwords", "en"), top_k=top_k + extra)
-    write_run(Path(args.out), without_excluded(result, excluded, top_k), tag=method)
+    ranked = retrieve(spec, corpus, json.loads(args.dataset), depth=top_k + max((len(v) for v in excluded.values()), default=0))
+    write_run(Path(args.out), without_excluded(ranked, excluded, top_k), tag=spec["name"])
+
+
+def retrieve(spec: dict, corpus: Corpus, dataset: dict, depth: int) -> Run:
+    """The first stage's ranking of every query (at least ``depth`` documents each where the method allows)."""
+    methods = {bm25.METHOD: lambda: bm25.candidates(spec, corpus, depth),
+               "scoreddocs": lambda: scoreddocs_run(_scoreddocs_datasets(dataset), corpus.queries, corpus.docs, f"first stage {spec['name']!r}"),
+               "run_file": lambda: run_file(spec, corpus)}
+    if spec["method"] not in methods:
+        raise InputError(f"first stage {spec['name']!r}: unknown method {spec['method']!r}; expected one of {sorted(methods)}")
+    return methods[spec["method"]]()
+
+
+def run_file(spec: dict, corpus: Corpus) -> Run:
+    path = Path(spec["path"])
+    if not path.is_file():
+        raise InputError(f"first stage {spec['name']!r}: run file {path} not found (key path; relative to the working directory)")
+    return within_collection(read_run(path), corpus.queries, corpus.docs, source=str(path))
+
+
+def _scoreddocs_datasets(dataset: dict) -> list:
+    import ir_datasets
+
+    ids = [dataset[k] for k in ("id", "train_id") if dataset.get(k)]
+    if dataset.get("source") == "local" or not ids:
+        raise InputError("first stage method scoreddocs: needs dataset.source ir_datasets (a local collection has no scored documents; use run_file)")
+    loaded = []
+    for dataset_id in ids:
+        ds = ir_datasets.load(dataset_id)
+        if not ds.has_scoreddocs():
+            raise InputError(f"first stage method scoreddocs: ir_datasets {dataset_id!r} provides no scoreddocs; use bm25 or run_file")
+        loaded.append(ds)
+    return loaded
+
+
+def scoreddocs_run(datasets, queries: dict, docs: dict, source: str) -> Run:
+    """The ranked lists of ``datasets`` (ir_datasets objects: ``scoreddocs_iter()`` yields ``query_id, doc_id,
+    score``) restricted to the prepared queries and documents."""
+    ranked: Run = {}
+    for ds in datasets:
+        for sd in ds.scoreddocs_iter():
+            if sd.query_id in queries:
+                ranked.setdefault(sd.query_id, {})[sd.doc_id] = float(sd.score)
+    return within_collection(ranked, queries, docs, source)
+
+
+def within_collection(ranked: Run, queries: dict, docs: dict, source: str) -> Run:
+    """Keep what the prepared collection knows: queries it has, documents it has (empty documents were dropped).
+    A ranking that shares no query or no document with the collection is an error, not an empty run."""
+    known_queries = {q: scores for q, scores in ranked.items() if q in queries}
+    if not known_queries:
+        raise InputError(f"{source}: none of its {len(ranked)} query ids is a query of the collection "
+                         f"(e.g. {sorted(ranked)[:3]}; the collection has e.g. {sorted(queries)[:3]})")
+    out: Run = {}
+    unknown_docs: set[str] = set()
+    for q, scores in known_queries.items():
+        unknown_docs.update(d for d in scores if d not in docs)
+        kept = {d: s for d, s in scores.items() if d in docs}
+        if kept:
+            out[q] = kept
+    if not out:
+        raise InputError(f"{source}: none of its document ids is a document of the collection (e.g. {sorted(unknown_docs)[:3]})")
+    if unknown_docs:
+        log.warning("%s: %d document ids not in the collection dropped (e.g. %s)", source, len(unknown_docs), sorted(unknown_docs)[:3])
+    if len(known_queries) < len(ranked):
+        log.warning("%s: %d queries not in the collection ignored", source, len(ranked) - len(known_queries))
+    missing = len(queries) - len(out)
+    if missing:
+        log.warning("%s: %d of the collection's %d queries have no candidates (they score 0)", source, missing, len(queries))
+    return out
 
 
 def without_excluded(run: dict, excluded: dict[str, set[str]], top_k: int) -> dict:

@@ -3,7 +3,7 @@
 Each test query's top-``rerank_depth`` first-stage candidates are reranked by the number of *distinct*
 query terms (stop words removed, as the word models see them) that occur in the document, ties broken
 by the first-stage order; candidates below the depth keep first-stage order underneath, exactly as a
-model's run does (``rerank.with_tail``). It is the trivial baseline a trained reranker has to beat: a
+model's run does (``runs.with_tail``). It is the trivial baseline a trained reranker has to beat: a
 model below it has learned less than "count the query words".
 """
 
@@ -16,8 +16,7 @@ from typing import Iterable, Mapping
 from longrank.data.corpus import Corpus
 from longrank.data.words import query_terms, tokenize
 from longrank.io import Run, read_run, write_run
-from longrank.rerank import with_tail
-from longrank.scoring import top_candidates
+from longrank.runs import top_candidates, with_tail
 
 NAME = "query_term_matches"  # the system name in SYSTEMS (workflow/rules/common.smk) and the report
 

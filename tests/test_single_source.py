@@ -1,0 +1,58 @@
+"""One source of truth: what config/schema.yaml allows is what the code implements (model types, losses,
+the keys of a model entry), and every model type rejects a key it does not know, naming it. The schema's
+training keys against train.loop.TRAIN_DEFAULTS: tests/test_training_fidelity.py."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from longrank.io import InputError
+from longrank.models.registry import MODEL_TYPES, WORKFLOW_KEYS, build_model, constructor_defaults, model_class
+from longrank.train.losses import LOSSES
+
+from conftest import REPO, synthetic_collection, write_local_collection
+
+SCHEMA = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
+MODEL_ENTRY = SCHEMA["properties"]["models"]["additionalProperties"]
+
+
+def test_schema_model_types_are_the_registry():
+    assert set(MODEL_ENTRY["properties"]["type"]["enum"]) == set(MODEL_TYPES)
+
+
+def test_schema_losses_are_the_implemented_losses():
+    assert set(MODEL_ENTRY["properties"]["train"]["properties"]["loss"]["enum"]) == set(LOSSES)
+
+
+@pytest.mark.parametrize("model_type", sorted(MODEL_TYPES))
+def test_every_default_loss_is_implemented(model_type):
+    assert model_class(model_type).default_loss in LOSSES
+
+
+def test_schema_model_keys_are_workflow_or_architecture_keys():
+    """The schema's keys of a model entry: the workflow's (registry.WORKFLOW_KEYS, never passed to a model)
+    all listed, and every other one an architecture key some model type takes."""
+    listed = set(MODEL_ENTRY["properties"])
+    assert WORKFLOW_KEYS <= listed, f"workflow keys the schema does not list: {sorted(WORKFLOW_KEYS - listed)}"
+    architecture = {key for model_type in MODEL_TYPES for key in constructor_defaults(model_type)}
+    assert listed - WORKFLOW_KEYS <= architecture, f"schema keys no model takes: {sorted(listed - WORKFLOW_KEYS - architecture)}"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    from longrank.data.corpus import Corpus
+    from longrank.data.prepare import prepare
+
+    root = tmp_path_factory.mktemp("single_source")
+    docs, queries, qrels = synthetic_collection(n_queries=4, docs_per_query=3)
+    dataset = write_local_collection(root / "src", docs, queries, qrels)
+    prepare(dataset, {"method": "full"}, {"method": "holdout", "dev": 0.25, "test": 0.25}, root / "data")
+    return Corpus(root / "data")
+
+
+@pytest.mark.parametrize("model_type", sorted(MODEL_TYPES))
+def test_every_model_type_rejects_an_unknown_key_by_name(model_type, corpus):
+    # a plausible typo of max_doc_len: silently ignored, it would train a model other than the one configured
+    with pytest.raises(InputError, match="max_doc_length"):
+        build_model({"type": model_type, "max_doc_length": 100}, corpus)

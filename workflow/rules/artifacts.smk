@@ -1,0 +1,30 @@
+rule artifacts:
+    """What a model declares it needs precomputed per document (src/longrank/artifacts.py): once per collection
+    from the data, or per fold from that fold's trained weights (MORES Reuse-S1/S2 stores)."""
+    input:
+        checkpoint=lambda wc: (
+            [] if wc.scope == "collection" else f"{R}/models/{weights_of(wc.model)}/{wc.scope}/model.safetensors"
+        ),
+        candidates=lambda wc: candidates_of(wc.model),
+        data=list(DATA.values()),
+    output:
+        directory(f"{R}/artifacts/{{model}}/{{scope}}"),
+    log:
+        f"{R}/logs/artifacts_{{model}}_{{scope}}.log",
+    benchmark:
+        f"{R}/benchmarks/artifacts_{{model}}_{{scope}}.tsv"
+    conda:
+        CONDA_ENV
+    threads: 2
+    resources:
+        mem_mb=12000,
+        gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
+    params:
+        model=model_config,
+        data=data_dir,
+        device=config["device"],
+        checkpoint=lambda wc, input: ["--checkpoint", input.checkpoint] if input.checkpoint else [],
+        scope=lambda wc: "collection" if wc.scope == "collection" else "fold",
+    shell:
+        "OMP_NUM_THREADS={threads} python -m longrank artifacts --model-config {params.model:q} --scope {params.scope} {params.checkpoint:q}"
+        " --data {params.data} --candidates {input.candidates} --device {params.device} --out {output} 2> {log}"
