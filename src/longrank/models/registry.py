@@ -15,6 +15,7 @@ MODEL_TYPES = {
     "knrm": "longrank.models.knrm:KNRM",
     "tk": "longrank.models.tk:TK",
     "tkl": "longrank.models.tkl:TKL",
+    "ndrm": "longrank.models.ndrm:NDRM",
     "bert_ranker": "longrank.models.bert_ranker:BertRanker",
     "mores": "longrank.models.mores:MORES",
     "bi_encoder": "longrank.models.bi_encoder:BiEncoder",

@@ -28,7 +28,7 @@ from longrank.runs import mean_measure
 from longrank.runtime import resolve_device, seed_everything
 from longrank.scoring import score_candidates
 from longrank.train.checkpoint import load_training_state, save_training_state
-from longrank.train.losses import get_loss
+from longrank.train.losses import PAIRWISE, get_loss, with_negative_pairs
 from longrank.train.sampling import PairSampler
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ TRAIN_DEFAULTS = {
     "steps": 300, "batch_size": 8, "negatives": 1, "lr": 1e-3, "weight_decay": 0.0, "warmup_steps": 0,
     "loss": None, "eval_every": 50, "patience": 3, "grad_clip": 1.0, "seed": 0, "eval_batch_size": 32,
     "embedding_lr": None, "scoring_lr": None, "positives": "candidates", "negatives_from": "candidates",
+    "negative_pairs": False,
 }
 # Training keys that set the learning rate of one of a model's declared parameter groups (Ranker.parameter_groups).
 GROUP_LR_KEYS = {"embedding_lr": "embeddings", "scoring_lr": "scoring"}
@@ -119,7 +120,11 @@ def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: in
     model = build_model(model_cfg, corpus).to(device)
     if collection_artifacts is not None:
         model.attach_artifacts(Path(collection_artifacts))
-    loss_fn = get_loss(hp["loss"] or model_class(model_cfg["type"]).default_loss)
+    loss_name = hp["loss"] or model_class(model_cfg["type"]).default_loss
+    loss_fn = get_loss(loss_name)
+    if hp["negative_pairs"] and (hp["negatives_from"] != "both" or loss_name not in PAIRWISE):
+        raise InputError(f"models.{name}.train.negative_pairs pairs candidate negatives with collection negatives: it needs "
+                         f"negatives_from: both (got {hp['negatives_from']!r}) and a pairwise loss {list(PAIRWISE)} (got {loss_name!r})")
     out_dir = out.parent
     state_dir = out_dir / "train_state"
     best_path = state_dir / "best.safetensors"
@@ -140,6 +145,8 @@ def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: in
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(hp["warmup_steps"], hp["steps"]))
     sampler = PairSampler(fold["train"], corpus.qrels, candidates, depth, hp["negatives"], hp["seed"], hp["positives"],
                           hp["negatives_from"], list(corpus.docs) if hp["negatives_from"] != "candidates" else None)
+    if hp["negative_pairs"]:  # extra pairs in the loss only: the sampler draws exactly what it draws without them
+        loss_fn = with_negative_pairs(loss_fn, sampler.from_candidates)
 
     # A state left by a killed run resumes only if it was made for exactly this training problem.
     fingerprint = _fingerprint(model_cfg, fold, depth, candidates)

@@ -33,6 +33,31 @@ def pointwise_bce(scores: torch.Tensor) -> torch.Tensor:
 LOSSES = {"pairwise_hinge": pairwise_hinge, "ranknet": ranknet, "listwise_ce": listwise_ce, "pointwise_bce": pointwise_bce}
 
 
+#: losses that are a mean over (higher, lower) pairs, the only ones extra pairs can be added to
+PAIRWISE = ("pairwise_hinge", "ranknet")
+
+
+def with_negative_pairs(loss, from_candidates: int):
+    """The Conformer-Kernel paper's extra pairs (Sec. 4): besides (positive, negative) pairs, each candidate
+    negative is ranked above each collection negative (weak supervision: the first stage put it in the top
+    candidates). Groups are ``[positive, c candidate negatives, collection negatives]`` (``PairSampler``'s
+    order, ``c = from_candidates``); the returned loss is the pairwise ``loss`` averaged over all pairs,
+    old and new (RankNet over every labelled pair of a group, as the authors' code)."""
+
+    def loss_with_negative_pairs(scores: torch.Tensor) -> torch.Tensor:
+        candidates, collection = scores[:, 1 : 1 + from_candidates], scores[:, 1 + from_candidates :]
+        if not candidates.shape[1] or not collection.shape[1]:
+            return loss(scores)
+        # every (candidate negative, collection negative) pair as a two-column group, the first ranked higher
+        higher = candidates[:, :, None].expand(-1, -1, collection.shape[1]).reshape(-1, 1)
+        lower = collection[:, None, :].expand(-1, candidates.shape[1], -1).reshape(-1, 1)
+        main_pairs, extra_pairs = scores.shape[1] - 1, candidates.shape[1] * collection.shape[1]
+        extra = loss(torch.cat([higher, lower], dim=1))
+        return (loss(scores) * main_pairs + extra * extra_pairs) / (main_pairs + extra_pairs)
+
+    return loss_with_negative_pairs
+
+
 def get_loss(name: str):
     try:
         return LOSSES[name]

@@ -12,7 +12,9 @@ Where examples come from matters more than any architecture choice on a small co
 - ``negatives_from: candidates`` (default) draws negatives from the same top-``depth`` candidates;
   ``collection`` from any document not judged relevant for the query; ``both`` takes a third of them
   (rounded up) from the candidates and the rest from the collection: with 3 negatives, the
-  Conformer-Kernel paper's one candidate and two random negatives.
+  Conformer-Kernel paper's one candidate and two random negatives. A group is always ``[positive, candidate
+  negatives, collection negatives]``: ``train.negative_pairs`` (the paper's extra candidate-over-collection
+  pairs, :func:`longrank.train.losses.with_negative_pairs`) relies on that order and adds to the loss only.
 
 Sampling is a pure function of (seed, step), so a resumed run draws exactly the batches the killed run
 would have drawn.
