@@ -38,7 +38,7 @@ class KNRM(Ranker):
     @classmethod
     def from_config(cls, params, corpus):
         embedder_keys, own = split_config("knrm", params, WordEmbedder, cls.__init__)
-        return cls(WordEmbedder(corpus.word_vocabulary, **embedder_keys), **own)
+        return cls(WordEmbedder.for_corpus(corpus, **embedder_keys), **own)
 
     def encode(self, queries, doc_ids, docs):
         return {"query": self.embedder.encode_query(queries, self.max_query_len), "doc": self.embedder.encode(docs, self.max_doc_len)}

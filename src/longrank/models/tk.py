@@ -58,7 +58,7 @@ class TK(Ranker):
     @classmethod
     def from_config(cls, params, corpus):
         embedder_keys, context_keys, kernel_keys, own = split_config("tk", params, WordEmbedder, Contextualizer, tk_kernels, cls.__init__)
-        embedder = WordEmbedder(corpus.word_vocabulary, **embedder_keys)
+        embedder = WordEmbedder.for_corpus(corpus, **embedder_keys)
         sizes = {**config_keys(cls.__init__), **own}  # the learned position table must hold the longest input
         longest = max(sizes["max_query_len"], sizes["max_doc_len"])
         return cls(embedder, Contextualizer(embedder.dim, longest, **context_keys), *tk_kernels(**kernel_keys), **own)

@@ -215,7 +215,7 @@ class TKL(Ranker):
     @classmethod
     def from_config(cls, params, corpus):
         embedder_keys, context_keys, kernel_keys, own = split_config("tkl", params, WordEmbedder, Contextualizer, tk_kernels, cls.__init__)
-        embedder = WordEmbedder(corpus.word_vocabulary, **embedder_keys)
+        embedder = WordEmbedder.for_corpus(corpus, **embedder_keys)
         sizes = {**config_keys(cls.__init__), **own}  # the learned position table must hold a query and a window
         longest = max(sizes["max_query_len"], sizes["window"] + 2 * sizes["overlap"])
         contextualizer = Contextualizer(embedder.dim, longest, **{**cls.part_defaults, **context_keys})

@@ -1,9 +1,13 @@
 """Section on the first stages: the recall of their candidates (the ceiling of every reranker on them) and,
-when the config has several, their own effectiveness with paired significance between them."""
+when the config has several, their own effectiveness with paired significance between them. Where the
+candidates stage left ``candidates/{name}.stats.json``, what each first stage costs joins its row: query
+latency, index size and index build time (BM25's indexing, or a model's impact index built from its trained
+weights: the Conformer-Kernel paper's fullrank setting)."""
 
 from __future__ import annotations
 
 from longrank.evaluate.metrics import per_query
+from longrank.io import InputError, read_json
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import stage_label
@@ -25,6 +29,43 @@ def recall(inp, stage: str, cands, cutoffs) -> tuple[dict[str, float], int]:
     return {c: float(frame[c].mean()) for c in frame.columns}, len(frame)
 
 
+COST_HEADERS = ["Latency (ms/query)", "Index size (MB)", "Build time (s)"]
+
+
+def costs(inp, stages) -> dict[str, list]:
+    """First stage -> [latency ms/query, index MB, build/index seconds] from candidates/{stage}.stats.json (``–`` for
+    what a stage did not measure, e.g. a run file's cost); empty when no first stage has a stats file, so reports
+    of results without them keep their tables as they were."""
+    found = {}
+    for stage in stages:
+        path = inp.root / "candidates" / f"{stage}.stats.json"
+        if path.exists():
+            try:
+                found[stage] = read_json(path)
+            except ValueError as err:
+                raise InputError(f"{path}: not valid JSON ({err})") from None
+    if not found:
+        return {}
+
+    def num(value, scale=1.0, digits=2):
+        return Cell(f"{float(value) * scale:,.{digits}f}") if isinstance(value, (int, float)) else Cell("–")
+
+    out = {}
+    for stage in stages:
+        st = found.get(stage, {})
+        # bm25 times its indexing (index_seconds); a model's impact index its per-fold build (build_seconds)
+        build = st.get("build_seconds", st.get("index_seconds"))
+        out[stage] = [num(st.get("query_ms_per_query"), digits=3), num(st.get("index_bytes"), 1e-6), num(build, digits=1)]
+    return out
+
+
+COST_NOTE = ("Latency: retrieval time per query with the index in memory (BM25: its batched retrieval of all queries "
+             "divided by their number; a model: scoring and cutting each query's ranking from its impact index). Index "
+             "size: the index in memory, 10⁶ bytes (a model's impact index: the sparse arrays of one fold's index). Build "
+             "time: indexing the collection (a model: building one fold's impact index from its trained weights, "
+             "training not included). – : not measured.")
+
+
 def section(ctx: Context) -> Section:
     inp = ctx.inp
     stages = {s: inp.candidates(s) for s in inp.first_stages}
@@ -41,7 +82,10 @@ def section(ctx: Context) -> Section:
     label = stage_label(stage)
     sec.text(f"Recall of the {label} candidates over the {n} test queries: a re-ranker can only "
              f"find relevant documents among the top {k} that {label} hands it (R@{k} is its ceiling).")
-    sec.table(["First stage", *means], [[stage, *means.values()]])
+    cost = costs(inp, [stage])
+    sec.table(["First stage", *means, *(COST_HEADERS if cost else [])], [[stage, *means.values(), *cost.get(stage, [])]])
+    if cost:
+        sec.note(COST_NOTE)
     return sec
 
 
@@ -71,14 +115,18 @@ def comparison_section(ctx: Context, stages: dict) -> Section:
     headers = ["First stage", "Candidates", *recalls[next(iter(recalls))][0]]
     if ranked:
         headers += [primary, f"Better than ({primary})"]
+    cost = costs(inp, list(stages))
+    headers += COST_HEADERS if cost else []
     rows = []
     for s, (rec, _) in recalls.items():
         row = [s, depths[s], *rec.values()]
         if ranked:
             row += [Cell(fmt(float(means[s])) if s in ranked else "–"),
                     Cell(", ".join(better.get(s, [])) or ("none" if s in ranked else "–"))]
-        rows.append(row)
+        rows.append(row + cost.get(s, []))
     sec.table(headers, rows)
+    if cost:
+        sec.note(COST_NOTE)
     if len(ranked) > 1:
         lines = []
         for i, a in enumerate(ranked):

