@@ -13,8 +13,9 @@ import logging
 from pathlib import Path
 
 from longrank.io import InputError, write_text
-from longrank.report import (confidence, diagnostics, effectiveness, efficiency, first_stages, interpolation,
-                             length_bias, length_buckets, max_length, noninferiority, provenance, regions, training)
+from longrank.report import (attention_scaling, confidence, diagnostics, effectiveness, efficiency, first_stages,
+                             interpolation, length_bias, length_buckets, max_length, noninferiority, provenance, regions,
+                             training)
 from longrank.report.comparison import copy_tables, load_comparison
 from longrank.report.context import Context
 from longrank.report.html import Section, render_html, render_markdown
@@ -22,9 +23,10 @@ from longrank.report.inputs import Inputs
 
 log = logging.getLogger(__name__)
 
-# The report's sections, in order.
+# The report's sections, in order. A section may return None to be left out (attention_scaling: only when its
+# optional stage ran).
 SECTIONS = [effectiveness, first_stages, diagnostics, confidence, length_buckets, length_bias, max_length, regions,
-            efficiency, noninferiority, interpolation, training, provenance]
+            efficiency, attention_scaling, noninferiority, interpolation, training, provenance]
 
 __all__ = ["Inputs", "SECTIONS", "add_arguments", "build", "run"]
 
@@ -52,7 +54,7 @@ def build(results: Path, out_dir: Path, eval_dir: Path | None = None, compare_di
     cmp = load_comparison(inp)
     copy_tables(inp, cmp, out_dir)
     ctx = Context(inp, cmp, fig_dir, n_length_buckets)
-    sections = [module.section(ctx) for module in SECTIONS]
+    sections = [s for s in (module.section(ctx) for module in SECTIONS) if s is not None]
     write_text(out_dir / "index.html", render_html(title, sections))
     write_text(out_dir / "report.md", render_markdown(title, sections))
     return sections

@@ -14,9 +14,10 @@ from longrank.tables import Cell, fmt
 def section(ctx: Context) -> Section:
     inp, cmp = ctx.inp, ctx.cmp
     sec = Section("Efficiency")
-    if not inp.benches:
+    tables = [(name, b) for name, b in inp.benches if b.get("columns")]  # attention_scaling.json has its own section
+    if not tables:
         sec.note("Skipped: no bench/*.json.")
-    for name, b in inp.benches:
+    for name, b in tables:
         cols = list(b.get("columns") or [])
         rows = [[Cell(fmt(v, 3) if isinstance(v, float) else ("" if v is None else str(v))) for v in row]
                 for row in b.get("rows") or []]

@@ -179,3 +179,37 @@ def training_plot(curves: Mapping[str, pd.DataFrame], path, references: Mapping[
     ax.set_title(f"Dev {measure} during training (star: the kept weights)")
     ax.legend(frameon=False, fontsize=7, ncol=2)
     return _save(fig, path)
+
+
+def attention_scaling_plot(measured: Sequence[Mapping], skipped: Sequence[Mapping], path, labels: Mapping[str, str]) -> Path:
+    """NDRM Fig. 2 brought up to date: peak training memory (left) and forward+backward time (right) against
+    sequence length, one curve per attention (rows of bench/attention_scaling.json). Log-log axes, so growth
+    as n^k is a straight line of slope k; dotted guides of slope 1 and 2 start at the smallest length's lowest
+    point. Configurations skipped (by the memory estimate, or out of memory) are named in the legend."""
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8))
+    names = [a for a in labels if any(r["attention"] == a for r in measured)]
+    colors = _colors(list(labels))
+    for ax, key, ylabel in ((axes[0], "peak_mb", "peak training memory (MB, log)"),
+                            (axes[1], "seconds", "forward+backward time (s, log)")):
+        for a in names:
+            pts = sorted((r["length"], r[key]) for r in measured if r["attention"] == a and r[key] and r[key] > 0)
+            gone = sorted(r["length"] for r in skipped if r["attention"] == a)
+            label = labels[a] + (f" (skipped at {', '.join(f'{n:,}' for n in gone)})" if gone else "")
+            if pts:
+                ax.plot([x for x, _ in pts], [y for _, y in pts], "-o", ms=4, color=colors[a], label=label)
+        lengths = sorted({r["length"] for r in measured})
+        lows = [r[key] for r in measured if r["length"] == lengths[0] and r[key] and r[key] > 0]
+        if len(lengths) > 1 and lows:
+            x = np.array([lengths[0], lengths[-1]], dtype=float)
+            for k, style in ((1, ":"), (2, "-.")):
+                ax.plot(x, min(lows) * (x / x[0]) ** k, style, color="0.6", lw=1, label=f"∝ n{'²' if k == 2 else ''}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(lengths, [f"{n:,}" for n in lengths])
+        ax.minorticks_off()
+        ax.set_xlabel("sequence length n (positions, log)")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7, frameon=False)
+    axes[0].set_title("Memory by length")
+    axes[1].set_title("Time by length")
+    return _save(fig, path)
