@@ -11,6 +11,7 @@ configfile: "config/config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/word2vec.smk"
 include: "workflow/rules/candidates.smk"
 include: "workflow/rules/sanity.smk"
 include: "workflow/rules/train.smk"
@@ -19,6 +20,7 @@ include: "workflow/rules/rerank.smk"
 include: "workflow/rules/interpolate.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/bench.smk"
+include: "workflow/rules/attention_scaling.smk"
 include: "workflow/rules/report.smk"
 
 

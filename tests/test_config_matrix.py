@@ -30,12 +30,14 @@ COMBINATIONS: list[tuple[str, ...]] = [
     ("audit.yaml",),
     ("encoder-recipes.yaml",),
     ("mores.yaml",),
+    ("ndrm.yaml",),
     ("trec-dl-2019.yaml",),
     ("trec-dl-2020.yaml",),
     ("irled.yaml", "tkl.yaml"),
     ("irled.yaml", "mores.yaml"),
     ("irled.yaml", "encoder-recipes.yaml"),
     ("irled.yaml", "tkl.yaml", "mores.yaml"),
+    ("irled.yaml", "ndrm.yaml"),
 ]
 
 

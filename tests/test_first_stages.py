@@ -42,6 +42,10 @@ def test_first_stages_resolve_in_order_with_method_defaults_and_each_model_names
     ([{"name": "mine", "method": "scoreddocs", "k1": 1.2}], "config key first_stages.0.k1: a key of method 'bm25'; "
                                                             "this first stage's method is 'scoreddocs'"),
     ([{"name": "bm25", "method": "bm25", "path": "x"}], "config key first_stages.0.path: a key of method 'run_file'"),
+    ([{"name": "bm25", "method": "bm25"}, {"name": "mine", "method": "model", "model": "nope"}],
+     "config key first_stages.mine.model: 'nope' is not a configured model"),
+    ([{"name": "bm25", "method": "bm25"}, {"name": "mine", "method": "model", "model": "tk"}],
+     "config key models.tk.first_stage: 'mine' depends on the model's own ranking (tk -> tk)"),
 ])
 def test_bad_first_stages_name_the_key(first_stages, message):
     with pytest.raises(InputError) as err:
@@ -56,7 +60,8 @@ def test_the_old_single_first_stage_key_says_what_replaced_it():
 
 def candidates(tiny_data, spec, dataset=None):
     out = tiny_data / f"{spec['name']}.run"
-    stage.run(argparse.Namespace(data=str(tiny_data / "data"), first_stage=json.dumps(spec), dataset=json.dumps(dataset or {}), out=str(out)))
+    stage.run(argparse.Namespace(data=str(tiny_data / "data"), first_stage=json.dumps(spec), dataset=json.dumps(dataset or {}),
+                                 artifacts=[], out=str(out)))
     return read_run(out)
 
 
@@ -71,6 +76,14 @@ def test_run_file_keeps_the_collections_queries_and_documents_top_k_each(tiny_da
         worst_bm25 = sorted(bm25[q], key=lambda d: (bm25[q][d], d))[:5]
         assert sorted(scores) == sorted(worst_bm25) and len(scores) == min(5, len(bm25[q]))
     assert "1 document ids not in the collection dropped" in caplog.text
+    assert json.loads((tiny_data / "theirs.stats.json").read_text()) == {"method": "run_file"}  # nothing timed: it came ready-made
+
+
+def test_bm25_candidates_record_index_and_query_time(tiny_data):
+    run = candidates(tiny_data, {"name": "lexical", "method": "bm25", "k1": 0.9, "b": 0.4, "stemmer": "english", "stopwords": "en", "top_k": 30})
+    assert run == read_run(tiny_data / "bm25.run")  # what the fixture's bm25_run gives with the same settings
+    stats = json.loads((tiny_data / "lexical.stats.json").read_text())
+    assert stats["method"] == "bm25" and stats["index_seconds"] > 0 and stats["query_ms_per_query"] > 0
 
 
 def test_a_run_file_of_another_collection_is_an_error_naming_the_file(tiny_data):

@@ -56,3 +56,14 @@ def test_every_model_type_rejects_an_unknown_key_by_name(model_type, corpus):
     # a plausible typo of max_doc_len: silently ignored, it would train a model other than the one configured
     with pytest.raises(InputError, match="max_doc_length"):
         build_model({"type": model_type, "max_doc_length": 100}, corpus)
+
+
+def test_schema_word2vec_defaults_are_the_stages():
+    """The word2vec stage's keyword defaults (used from the command line) and the schema's (used by the workflow)."""
+    import inspect
+
+    from longrank.data.word2vec import train_word2vec
+
+    stage = {k: p.default for k, p in inspect.signature(train_word2vec).parameters.items() if p.default is not p.empty}
+    schema = {k: v["default"] for k, v in SCHEMA["properties"]["word2vec"]["properties"].items()}
+    assert schema == {k: stage[k] for k in schema}

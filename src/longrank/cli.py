@@ -18,6 +18,7 @@ from longrank.io import InputError
 STAGES = {
     "config": ("longrank.config", "write the resolved config beside the results"),
     "data": ("longrank.data.prepare", "load a collection, formulate queries, split them, write results/{dataset}/data"),
+    "word2vec": ("longrank.data.word2vec", "word2vec on the collection (IN and OUT vectors concatenated) for `embeddings: word2vec`"),
     "candidates": ("longrank.retrieval.candidates", "one first stage's candidates (bm25, the collection's scoreddocs or a run file) as a TREC run"),
     "sanity": ("longrank.retrieval.sanity", "untrained lexical reranker: candidates by distinct query terms matched (a sanity baseline)"),
     "train": ("longrank.train.loop", "train one model on the training queries, early-stopping on dev nDCG@10"),
@@ -28,6 +29,7 @@ STAGES = {
     "compare": ("longrank.evaluate.compare", "significance tests, confidence intervals and non-inferiority across systems"),
     "report": ("longrank.report.build", "HTML / Markdown / CSV / LaTeX report from everything under results/{dataset}"),
     "bench": ("longrank.bench.run", "efficiency of a trained model: docs/ms and peak memory at given document lengths"),
+    "attention_scaling": ("longrank.bench.attention_scaling", "peak memory and time of materialised, fused and separable attention by sequence length"),
     "mores_speed": ("longrank.bench.mores_speed", "MORES Table 4: time to rank 1,000 candidates, BERT ranker vs MORES with no reuse / Reuse-S1 / Reuse-S2"),
 }
 

@@ -49,7 +49,7 @@ def validate_config(config: dict, schema_path: str) -> dict:
 
 
 # first_stages[] keys that only one method reads (the schema lists them all, with their types)
-METHOD_KEYS = {bm25.METHOD: bm25.KEYS, "run_file": {"path"}}
+METHOD_KEYS = {bm25.METHOD: bm25.KEYS, "run_file": {"path"}, "model": {"model"}}
 
 
 def resolve_first_stages(config: dict) -> dict:
@@ -72,8 +72,27 @@ def resolve_first_stages(config: dict) -> dict:
         if entry["first_stage"] not in stages:
             raise InputError(f"config key models.{name}.first_stage: {entry['first_stage']!r} is not a first stage; "
                              f"expected one of {list(stages)}")
+    for name, spec in stages.items():
+        if spec["method"] == "model" and spec["model"] not in config["models"]:
+            raise InputError(f"config key first_stages.{name}.model: {spec['model']!r} is not a configured model")
+    for name in config["models"]:
+        _check_no_cycle(name, config["models"], stages)
     config["first_stages"] = stages
     return config
+
+
+def _check_no_cycle(model: str, models: dict, stages: dict) -> None:
+    """A model cannot rerank candidates that it produces itself, directly or through other models' stages."""
+    seen, current = [model], model
+    while True:
+        stage = stages[models[current]["first_stage"]]
+        if stage["method"] != "model":
+            return
+        current = stage["model"]
+        if current in seen:
+            raise InputError(f"config key models.{model}.first_stage: {models[model]['first_stage']!r} depends on the model's own "
+                             f"ranking ({' -> '.join(seen + [current])}); a model cannot rerank candidates it produces")
+        seen.append(current)
 
 
 def document_budget(entry: dict) -> int | None:

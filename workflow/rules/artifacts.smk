@@ -7,6 +7,7 @@ rule artifacts:
         ),
         candidates=lambda wc: candidates_of(wc.model),
         data=list(DATA.values()),
+        embeddings=model_embeddings,
     output:
         directory(f"{R}/artifacts/{{model}}/{{scope}}"),
     log:

@@ -2,6 +2,7 @@ rule bench:
     input:
         checkpoint=lambda wc: f"{R}/models/{weights_of(wc.model)}/fold0/model.safetensors",
         data=list(DATA.values()),
+        embeddings=model_embeddings,
     output:
         f"{R}/bench/{{model}}.json",
     log:

@@ -8,8 +8,10 @@ rule candidates:
             if config["first_stages"][wc.first_stage]["method"] == "run_file"
             else []
         ),
+        artifacts=stage_artifacts,
     output:
-        f"{R}/candidates/{{first_stage}}.run",
+        run=f"{R}/candidates/{{first_stage}}.run",
+        stats=f"{R}/candidates/{{first_stage}}.stats.json",
     log:
         f"{R}/logs/candidates_{{first_stage}}.log",
     benchmark:
@@ -22,5 +24,7 @@ rule candidates:
         spec=lambda wc: as_json(config["first_stages"][wc.first_stage]),
         dataset=as_json(config["dataset"]),
         data=data_dir,
+        artifacts=lambda wc, input: ["--artifacts", *input.artifacts] if input.artifacts else [],
     shell:
-        "python -m longrank candidates --data {params.data} --first-stage {params.spec:q} --dataset {params.dataset:q} --out {output} 2> {log}"
+        "python -m longrank candidates --data {params.data} --first-stage {params.spec:q} --dataset {params.dataset:q}"
+        " {params.artifacts:q} --out {output.run} 2> {log}"

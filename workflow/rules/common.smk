@@ -46,6 +46,7 @@ SYSTEMS = (
     + [s for m in MODELS for s in ([m, f"{m}+{first_stage_of(m)}"] if config["models"][m]["interpolate"] else [m])]
 )
 REPORT = f"{R}/report/index.html"
+WORD2VEC = f"{R}/data/word2vec.txt"
 # MORES's Table 4 (the dot keeps it apart from bench/{model}.json): only when a MORES model is configured.
 _WANTS_SPEED = config["mores_speed"]["enabled"] and any(config["models"][m]["type"] == "mores" for m in MODELS)
 MORES_SPEED = [f"{R}/bench/mores.speed.json"] if _WANTS_SPEED else []
@@ -97,6 +98,19 @@ def fold_artifacts(wildcards):
     if "fold" not in artifact_scopes(config["models"][wildcards.model]):
         return []
     return expand(f"{R}/artifacts/{wildcards.model}/fold{{fold}}", fold=FOLDS)
+
+
+def stage_artifacts(wildcards):
+    """A first stage a trained model produces (method model) reads that model's per-fold artifacts (its impact index)."""
+    spec = config["first_stages"][wildcards.first_stage]
+    if spec["method"] != "model":
+        return []
+    return expand(f"{R}/artifacts/{spec['model']}/fold{{fold}}", fold=FOLDS)
+
+
+def model_embeddings(wildcards):
+    """The collection's word2vec vectors (workflow/rules/word2vec.smk) for a model configured with them."""
+    return [WORD2VEC] if config["models"][wildcards.model].get("embeddings") == "word2vec" else []
 
 
 def model_config(wildcards):

@@ -16,6 +16,7 @@ rule build_report:
         rules.compare.output,
         expand(f"{R}/bench/{{model}}.json", model=MODELS),
         MORES_SPEED,
+        ATTENTION_SCALING,
         [f"{R}/runs/{s}.interpolation.json" for s in SYSTEMS if "+" in s],
         expand(f"{R}/runs/{{model}}.details.jsonl", model=MODELS),
         # training summaries (and the training_log.tsv beside each) for the report's training section

@@ -5,6 +5,7 @@ rule rerank:
         fold_artifacts=fold_artifacts,
         candidates=lambda wc: candidates_of(wc.model),
         data=list(DATA.values()),
+        embeddings=model_embeddings,
     output:
         run=f"{R}/runs/{{model}}.run",
         details=f"{R}/runs/{{model}}.details.jsonl",

@@ -1,6 +1,7 @@
 rule train:
     input:
         data=list(DATA.values()),
+        embeddings=model_embeddings,
         candidates=lambda wc: candidates_of(wc.model),
         artifacts=collection_artifacts,
     output:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from longrank.io import InputError, Run
 
@@ -26,21 +27,26 @@ def _stemmer(language: str | None):
 
 
 def bm25_run(docs: dict[str, str], queries: dict[str, str], k1: float = 0.9, b: float = 0.4, stemmer: str | None = "english",
-             stopwords: str | None = "en", top_k: int = 100) -> Run:
+             stopwords: str | None = "en", top_k: int = 100, timings: dict | None = None) -> Run:
     """Retrieve the ``top_k`` documents of every query. Documents that match no query term (score 0)
-    are not candidates; a query left with none is logged by name."""
+    are not candidates; a query left with none is logged by name. ``timings``, when given, receives the
+    seconds spent indexing and querying (``index_seconds``, ``query_seconds``)."""
     import bm25s  # here, so that validating a config does not import it
 
     doc_ids = list(docs)
+    started = time.perf_counter()
     stem = _stemmer(stemmer)
     corpus_tokens = bm25s.tokenize(list(docs.values()), stopwords=stopwords or [], stemmer=stem, show_progress=True)
     retriever = bm25s.BM25(k1=k1, b=b, method="lucene")
     retriever.index(corpus_tokens, show_progress=True)
+    indexed = time.perf_counter()
     qids = sorted(queries)
     # Tokenise queries with the corpus vocabulary so unknown words are dropped rather than mis-mapped.
     query_tokens = bm25s.tokenize([queries[q] for q in qids], stopwords=stopwords or [], stemmer=stem, return_ids=False, show_progress=False)
     k = min(top_k, len(doc_ids))
     results, scores = retriever.retrieve(query_tokens, k=k, show_progress=True)
+    if timings is not None:
+        timings.update(index_seconds=indexed - started, query_seconds=time.perf_counter() - indexed)
     run: Run = {}
     empty = []
     for row, qid in enumerate(qids):
@@ -55,6 +61,9 @@ def bm25_run(docs: dict[str, str], queries: dict[str, str], k1: float = 0.9, b: 
 
 
 
-def candidates(spec: dict, corpus, depth: int) -> Run:
-    """The first stage ``spec`` (one resolved ``first_stages`` entry) over a prepared corpus."""
-    return bm25_run(corpus.docs, corpus.queries, k1=spec["k1"], b=spec["b"], stemmer=spec["stemmer"], stopwords=spec["stopwords"], top_k=depth)
+def candidates(spec: dict, corpus, depth: int) -> tuple[Run, dict]:
+    """The first stage ``spec`` (one resolved ``first_stages`` entry) over a prepared corpus, and its timings."""
+    timings: dict = {}
+    run = bm25_run(corpus.docs, corpus.queries, k1=spec["k1"], b=spec["b"], stemmer=spec["stemmer"], stopwords=spec["stopwords"],
+                   top_k=depth, timings=timings)
+    return run, {**timings, "query_ms_per_query": 1000 * timings["query_seconds"] / max(1, len(corpus.queries))}

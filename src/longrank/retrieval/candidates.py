@@ -5,7 +5,13 @@ Methods (``first_stages[].method``):
 - ``bm25``: bm25s over the prepared collection (:mod:`longrank.retrieval.bm25`);
 - ``scoreddocs``: the collection's own ranked lists from ir_datasets (TREC DL ships the official top 100 for
   its test queries and for MS MARCO's training queries): the papers' candidates without indexing 3.2M documents;
-- ``run_file``: a TREC run the user brings (another system's output, a dense retriever's, ...).
+- ``run_file``: a TREC run the user brings (another system's output, a dense retriever's, ...);
+- ``model``: a trained model ranks the whole collection through its per-fold impact index (a query-term-
+  independent model such as NDRM: :mod:`longrank.retrieval.impact`); each query is ranked by the model of the
+  fold that tests it.
+
+Beside the run, ``candidates/{name}.stats.json`` keeps what the first stage cost (index and query time,
+index size) for the report.
 
 Every method keeps each query's top ``top_k`` after taking out the documents excluded for it
 (``dataset.exclude_grades``), so reranking and evaluation see the same candidates whatever produced them.
@@ -18,8 +24,9 @@ import logging
 from pathlib import Path
 
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, Run, read_run, write_run
+from longrank.io import InputError, Run, read_run, write_json, write_run
 from longrank.retrieval import bm25
+from longrank.retrieval.impact import impact_run
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +35,8 @@ def add_arguments(parser):
     parser.add_argument("--data", required=True, help="results/{dataset}/data")
     parser.add_argument("--first-stage", required=True, help="one entry of the config's first_stages as JSON")
     parser.add_argument("--dataset", default="{}", help="the config's dataset block as JSON (scoreddocs reads its ir_datasets ids)")
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--artifacts", nargs="*", default=[], help="method model: the model's per-fold artifact directories, in fold order")
+    parser.add_argument("--out", required=True, help="candidates/{name}.run; the stats go beside it as {name}.stats.json")
 
 
 def run(args):
@@ -36,15 +44,19 @@ def run(args):
     corpus = Corpus(args.data)
     top_k = spec.get("top_k", 100)
     excluded = corpus.excluded
-    ranked = retrieve(spec, corpus, json.loads(args.dataset), depth=top_k + max((len(v) for v in excluded.values()), default=0))
+    ranked, stats = retrieve(spec, corpus, json.loads(args.dataset), depth=top_k + max((len(v) for v in excluded.values()), default=0),
+                             artifacts=[Path(p) for p in args.artifacts])
     write_run(Path(args.out), without_excluded(ranked, excluded, top_k), tag=spec["name"])
+    write_json(Path(args.out).with_suffix(".stats.json"), {"method": spec["method"], **stats})
 
 
-def retrieve(spec: dict, corpus: Corpus, dataset: dict, depth: int) -> Run:
-    """The first stage's ranking of every query (at least ``depth`` documents each where the method allows)."""
+def retrieve(spec: dict, corpus: Corpus, dataset: dict, depth: int, artifacts: list[Path] = ()) -> tuple[Run, dict]:
+    """The first stage's ranking of every query (at least ``depth`` documents each where the method allows) and
+    what it cost (timings, index size; empty where the ranking came ready-made)."""
     methods = {bm25.METHOD: lambda: bm25.candidates(spec, corpus, depth),
-               "scoreddocs": lambda: scoreddocs_run(_scoreddocs_datasets(dataset), corpus.queries, corpus.docs, f"first stage {spec['name']!r}"),
-               "run_file": lambda: run_file(spec, corpus)}
+               "scoreddocs": lambda: (scoreddocs_run(_scoreddocs_datasets(dataset), corpus.queries, corpus.docs, f"first stage {spec['name']!r}"), {}),
+               "run_file": lambda: (run_file(spec, corpus), {}),
+               "model": lambda: impact_run(artifacts, corpus.folds, corpus.queries, depth)}
     if spec["method"] not in methods:
         raise InputError(f"first stage {spec['name']!r}: unknown method {spec['method']!r}; expected one of {sorted(methods)}")
     return methods[spec["method"]]()
