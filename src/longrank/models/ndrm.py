@@ -74,6 +74,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm import tqdm
 from torch import nn
 from torch.nn import functional as F
 
@@ -395,7 +396,7 @@ class NDRM(Ranker):
         floors = np.full(n_terms, np.inf)
         values = [np.zeros((n_terms, 0), dtype=np.float32)]
         columns = [np.zeros((n_terms, 0), dtype=np.int64)]
-        for start in range(0, len(docs), batch_size):
+        for start in tqdm(range(0, len(docs), batch_size), desc=f"impact index ({n_terms} terms)", unit="batch", mininterval=5):
             scores = self.term_scores(terms, [], docs[start : start + batch_size], batch_size).numpy()  # [T, D]
             floors = np.minimum(floors, scores.min(axis=1, initial=np.inf))
             values.append(scores)
