@@ -91,7 +91,7 @@ def test_changing_one_model_reruns_only_that_model(workflow_run):
 
 def test_changing_one_first_stage_reruns_only_what_reranks_it(workflow_run):
     stages = yaml.safe_load(E2E_CONFIG.read_text())["first_stages"]
-    jobs = planned_jobs(workflow_run, {"first_stages": [{**stages[0], "k1": 1.2}, stages[1]]})
+    jobs = planned_jobs(workflow_run, {"first_stages": [{**stages[0], "k1": 1.2}, *stages[1:]]})
     config = read_json(workflow_run / "results" / "cranfield" / "config.json")
     on_first = [m for m, e in config["models"].items() if e.get("enabled", True) and e["first_stage"] == stages[0]["name"]]
     assert 0 < len(on_first) < len(config["models"])  # the e2e config has a model on the second first stage
