@@ -48,6 +48,8 @@ def section(ctx: Context) -> Section:
             continue
         label = stage_label(stage)
         others = [s for s in systems if s not in inp.first_stages and inp.stage_of(s) == stage]
+        if not others:  # a first stage nothing reranks (e.g. a model's fullrank run): compared in "First stages"
+            continue
         lines = verdict_rows(pairs, primary, [(s, stage) for s in others], label, alpha,
                              sanity.zero_weight_verdicts(weights, label))
         sec.table(["System", f"vs {label} on {primary}", *VERDICT_HEADERS], lines,
