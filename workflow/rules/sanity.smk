@@ -1,6 +1,6 @@
 rule sanity:
     """The untrained lexical reranker: each test query's top rerank_depth candidates by distinct query terms
-    matched, first-stage order below (src/longrank/retrieval/lexical.py). Evaluated and compared like a model."""
+    matched, first-stage order below (src/longrank/retrieval/sanity.py). Evaluated and compared like a model."""
     input:
         data=[DATA[name] for name in ("docs.jsonl", "queries.tsv", "folds.json")],
         candidates=f"{R}/candidates/{FIRST_STAGES[0]}.run",  # the default first stage
