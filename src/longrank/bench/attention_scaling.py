@@ -36,15 +36,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import signal
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
 
+from longrank.bench.run import run_worker
 from longrank.io import InputError, write_json
 from longrank.runtime import resolve_device
 
@@ -140,10 +139,7 @@ def run(args: argparse.Namespace) -> None:
 # ---- one configuration in a fresh process -------------------------------------------------------------------
 
 def _in_fresh_process(job: dict) -> dict:
-    # glibc's mmap threshold fixed at 64 KiB: tensors are mapped and unmapped, not kept in the heap (as bench).
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
-    code = "from longrank.bench.attention_scaling import worker_main; worker_main()"
-    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(job), capture_output=True, text=True, env=env)
+    proc = run_worker("longrank.bench.attention_scaling", job)
     if proc.returncode == -signal.SIGKILL:  # the kernel's OOM killer: the estimate was too low for this machine
         return {"oom": "killed by SIGKILL while running (out of memory?)"}
     if proc.returncode != 0:

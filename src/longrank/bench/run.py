@@ -125,10 +125,16 @@ def _row(label: str, asked, result: dict) -> list:
 
 # ---- measurement in a fresh process -------------------------------------------------------------------------
 
-def _in_fresh_process(job: dict) -> dict:
+def run_worker(module: str, job: dict) -> subprocess.CompletedProcess:
+    """``module.worker_main()`` in a fresh Python process, ``job`` as JSON on its stdin; glibc's mmap threshold
+    fixed at 64 KiB so that tensors are mapped and unmapped, not kept in the heap (peak memory per job)."""
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
-    code = "from longrank.bench.run import worker_main; worker_main()"
-    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(job), capture_output=True, text=True, env=env)
+    code = f"from {module} import worker_main; worker_main()"
+    return subprocess.run([sys.executable, "-c", code], input=json.dumps(job), capture_output=True, text=True, env=env)
+
+
+def _in_fresh_process(job: dict) -> dict:
+    proc = run_worker("longrank.bench.run", job)
     if proc.returncode != 0:
         raise RuntimeError(f"bench measurement {job['kind']} at length {job['length']} failed:\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
