@@ -37,7 +37,7 @@ COMBINATIONS: list[tuple[str, ...]] = [
     ("irled.yaml", "mores.yaml"),
     ("irled.yaml", "encoder-recipes.yaml"),
     ("irled.yaml", "tkl.yaml", "mores.yaml"),
-    ("irled.yaml", "ndrm.yaml"),
+    ("irled.yaml", "irled-ndrm.yaml"),
 ]
 
 
