@@ -1,10 +1,10 @@
-"""Shared fixtures. Tests may read the real collections in ../shared/data (product code never does)."""
+"""Shared fixtures. Cranfield ships with the package; IRLeD, where a test needs it, is read from ../shared/data
+(LONGRANK_SHARED) and the test is skipped with the reason where that is absent. Product code never reads ../shared."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -14,20 +14,16 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("LONGRANK_SHARED", REPO.parent / "shared"))
 
 
-def _seed_ir_datasets_home() -> Path:
-    """An IR_DATASETS_HOME seeded with Cranfield exactly as ir_datasets caches it, so the real
-    ir_datasets.load("cranfield") path runs offline. Set at import: ir_datasets reads it once."""
+def _empty_ir_datasets_home() -> Path:
+    """An empty IR_DATASETS_HOME, set at import (ir_datasets reads it once): the tests never touch the user's
+    ~/.ir_datasets, and Cranfield reaches ir_datasets the way it does on a fresh clone offline, copied from the
+    package's bundled files by the data stage (longrank/data/bundled.py) before the real ir_datasets.load."""
     home = Path(tempfile.mkdtemp(prefix="ir_datasets_"))
-    source = SHARED / "data" / "ir_datasets" / "cranfield"
-    if source.is_dir():
-        shutil.copytree(source, home / "cranfield")
-        for f in (home / "cranfield").iterdir():
-            f.chmod(0o644)
     os.environ["IR_DATASETS_HOME"] = str(home)
     return home
 
 
-IR_DATASETS_HOME = _seed_ir_datasets_home()
+IR_DATASETS_HOME = _empty_ir_datasets_home()
 
 # Model invariants run on the CPU everywhere and on the GPU too where one is visible (CI has none, so the
 # CUDA cases are not generated there rather than skipped).
@@ -41,8 +37,22 @@ def device(request):
 
 @pytest.fixture(scope="session")
 def ir_datasets_home() -> Path:
-    assert (IR_DATASETS_HOME / "cranfield" / "docs.txt").exists(), f"the Cranfield copy is missing under {SHARED} (set LONGRANK_SHARED)"
+    """ir_datasets' cache for the tests, with Cranfield in it (seeded from the package, as the data stage does)."""
+    from longrank.data.bundled import seed_ir_datasets_cache
+
+    seed_ir_datasets_cache("cranfield")
+    assert (IR_DATASETS_HOME / "cranfield" / "docs.txt").exists()
     return IR_DATASETS_HOME
+
+
+@pytest.fixture(scope="session")
+def irled_dir() -> Path:
+    """The FIRE 2017 IRLeD files (not downloadable: see config/irled.yaml); tests that need them are skipped,
+    saying why, where they are absent. CI has them."""
+    path = SHARED / "data" / "irled"
+    if not (path / "docs.jsonl.gz").exists():
+        pytest.skip(f"IRLeD is not at {path} (set LONGRANK_SHARED to the directory holding data/irled)")
+    return path
 
 
 def write_local_collection(root: Path, docs: dict[str, str], queries: dict[str, str], qrels: list[tuple[str, str, int]]) -> dict:

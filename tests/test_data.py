@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +124,55 @@ def test_cranfield_through_ir_datasets(ir_datasets_home, tmp_path):
     excluding = Corpus(tmp_path / "excluding")
     assert len(excluding.excluded) == 225 and all(len(v) == 1 for v in excluding.excluded.values())
     assert all(d not in excluding.qrels.get(q, {}) for q, ds in excluding.excluded.items() for d in ds)
+
+
+def test_the_bundled_cranfield_is_ir_datasets_copy():
+    from longrank.data.bundled import BUNDLED, SHA256, sha256
+
+    assert sorted(p.name for p in (BUNDLED / "cranfield").iterdir()) == sorted(SHA256["cranfield"])
+    for name, digest in SHA256["cranfield"].items():
+        assert sha256(BUNDLED / "cranfield" / name) == digest, f"bundled/cranfield/{name} differs from the copy ir_datasets extracts"
+
+
+def test_seeding_copies_what_the_cache_lacks_and_keeps_what_it_has(tmp_path, monkeypatch):
+    from longrank.data.bundled import SHA256, seed_ir_datasets_cache, sha256
+
+    monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path))
+    (tmp_path / "cranfield").mkdir()
+    (tmp_path / "cranfield" / "qrels.txt").write_text("the user's own copy")
+    copied = seed_ir_datasets_cache("cranfield")
+    assert sorted(p.name for p in copied) == ["docs.txt", "queries.txt"]
+    assert (tmp_path / "cranfield" / "qrels.txt").read_text() == "the user's own copy"
+    assert sha256(tmp_path / "cranfield" / "docs.txt") == SHA256["cranfield"]["docs.txt"]
+    assert seed_ir_datasets_cache("cranfield") == []
+    assert seed_ir_datasets_cache("vaswani") == [] and not (tmp_path / "vaswani").exists()  # not bundled: ir_datasets downloads it
+
+
+def test_a_collection_that_cannot_be_downloaded_names_the_dataset_and_where_its_files_go(ir_datasets_home, tmp_path, monkeypatch):
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):  # offline: every request is refused at once
+        monkeypatch.setenv(var, "http://127.0.0.1:9")
+    for var in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(InputError) as err:
+        prepare({"name": "vaswani", "source": "ir_datasets", "id": "vaswani"}, {"method": "full"}, {"method": "holdout"}, tmp_path / "data")
+    message = str(err.value)
+    assert "could not download 'vaswani'" in message and str(ir_datasets_home / "vaswani") in message and "IR_DATASETS_HOME" in message
+    assert not (tmp_path / "data").exists()
+
+
+def test_irled_through_its_config(irled_dir, tmp_path):
+    """config/irled.yaml's data stage on the real files: whole-case queries cut to 25 tf-idf terms, judgments
+    of thousands of words, empty judgments dropped with their ids logged."""
+    import yaml
+
+    from conftest import REPO
+
+    config = yaml.safe_load((REPO / "config" / "irled.yaml").read_text())
+    dataset = {**config["dataset"], **{key: str(irled_dir / Path(config["dataset"][key]).name) for key in ("docs", "queries", "qrels")}}
+    prepare(dataset, config["query_formulation"], config["splits"], tmp_path / "data")
+    corpus = Corpus(tmp_path / "data")
+    assert len(corpus.queries) == 200 and 1990 <= len(corpus.docs) < 2000
+    assert all(1 <= len(text.split()) <= 25 for text in corpus.queries.values())
+    lengths = sorted(len(text.split()) for text in corpus.docs.values())
+    assert lengths[len(lengths) // 2] > 4000
+    assert all(doc in corpus.docs for judged in corpus.qrels.values() for doc in judged)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 
 import pytest
 import torch
@@ -186,8 +188,13 @@ def test_a_failed_artifact_build_leaves_the_earlier_output_and_no_temporary_dire
     cfg = {**KNRM, "type": "length_knrm"}
     corpus = Corpus(tiny_data / "data")
     out = tiny_data / "artifacts" / "collection"
-    artifacts.build(cfg, corpus, "collection", out)  # no candidates: the whole collection
+    old_umask = os.umask(0o022)
+    try:
+        artifacts.build(cfg, corpus, "collection", out)  # no candidates: the whole collection
+    finally:
+        os.umask(old_umask)
     assert sorted(read_json(out / "lengths.json")) == sorted(corpus.docs)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755  # readable by the group on a shared file system, not mkdtemp's 0700
     before = (out / "lengths.json").read_text()
 
     def half_written(self, scope, corpus, doc_ids, out_dir, *, batch_size=32):

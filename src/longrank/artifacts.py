@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, read_run
+from longrank.io import InputError, read_run, umask_mode
 from longrank.models.base import ARTIFACT_SCOPES
 from longrank.models.checkpoint import load_model
 from longrank.models.registry import artifact_scopes, build_model
@@ -87,6 +87,7 @@ def build(model_cfg: dict, corpus: Corpus, scope: str, out: Path, checkpoint: st
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         model.build_artifacts(scope, corpus, doc_ids, tmp, batch_size=batch_size)
+        tmp.chmod(umask_mode(0o777))  # mkdtemp makes it 0700: others in a shared results tree could not read it
         replace_directory(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -22,9 +22,19 @@ class InputError(Exception):
     """Bad user input: the message names the offending key, file or id and what was expected."""
 
 
+def umask_mode(base: int = 0o666) -> int:
+    """The mode ``open()`` (base 0666) or ``mkdir`` (base 0777) gives a new file: ``base`` less the process
+    umask (read by setting it, so set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return base & ~mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it over ``path`` only if the block succeeds."""
+    """Yield a temporary path beside ``path``; rename it over ``path`` only if the block succeeds. The file
+    gets the umask's permissions like any other output (``mkstemp`` makes it 0600, which would leave a report
+    on a shared cluster file system readable by its writer only)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -32,6 +42,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tmp)
     try:
         yield tmp
+        os.chmod(tmp, umask_mode())
         os.replace(tmp, path)
     finally:
         if tmp.exists():

@@ -10,12 +10,14 @@ Local formats, chosen by file name:
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import re
 from pathlib import Path
 from typing import Iterator
 
+from longrank.data.bundled import ir_datasets_cache, seed_ir_datasets_cache
 from longrank.io import InputError, read_qrels
 
 
@@ -93,10 +95,33 @@ def read_local_queries(path: str, id_field: str | None = None, text_fields: list
     raise InputError(f"dataset.queries: {path} must be .jsonl(.gz) or .tsv")
 
 
+@contextlib.contextmanager
+def ir_datasets_downloads(dataset_id: str):
+    """ir_datasets downloads a collection's files the first time they are read; offline, that ends in its raw
+    ``RuntimeError('All download sources failed', ...)``. Say instead which collection, where its files go,
+    and how to provide them."""
+    try:
+        yield
+    except RuntimeError as err:
+        if not err.args or err.args[0] != "All download sources failed":
+            raise
+        cache = ir_datasets_cache(dataset_id)
+        failures = err.args[1] if len(err.args) > 1 and isinstance(err.args[1], list) else []
+        sources = ", ".join(getattr(source, "url", str(source)) for source, *_ in failures) or "its sources"
+        raise InputError(
+            f"dataset.id: ir_datasets could not download {dataset_id!r} from {sources} (no network?). "
+            f"Put its files in {cache} as ir_datasets caches them (https://ir-datasets.com/{dataset_id.split('/')[0]}.html "
+            "lists the downloads), or set IR_DATASETS_HOME to a directory that holds them, then run again"
+        ) from None
+
+
 def load_ir_datasets(dataset_id: str, doc_fields: list[str] | None, query_field: str | None):
-    """(docs iterator, queries iterator, qrels dict, qrels definitions) for an ir_datasets id."""
+    """(docs iterator, queries iterator, qrels dict, qrels definitions) for an ir_datasets id. A collection
+    shipped with the package (``data/bundled.py``: Cranfield) is copied into ir_datasets' cache first, so it
+    is read offline."""
     import ir_datasets
 
+    seed_ir_datasets_cache(dataset_id)
     try:
         ds = ir_datasets.load(dataset_id)
     except KeyError:
@@ -115,16 +140,19 @@ def load_ir_datasets(dataset_id: str, doc_fields: list[str] | None, query_field:
         raise InputError(f"dataset.query_field: {qf!r} not in {dataset_id!r} queries; available: {list(q_fields)}")
 
     def docs():
-        for d in ds.docs_iter():
-            yield d.doc_id, "\n".join(getattr(d, f) for f in fields if getattr(d, f))
+        with ir_datasets_downloads(dataset_id):
+            for d in ds.docs_iter():
+                yield d.doc_id, "\n".join(getattr(d, f) for f in fields if getattr(d, f))
 
     def queries():
-        for q in ds.queries_iter():
-            yield q.query_id, getattr(q, qf)
+        with ir_datasets_downloads(dataset_id):
+            for q in ds.queries_iter():
+                yield q.query_id, getattr(q, qf)
 
     qrels: dict[str, dict[str, int]] = {}
-    for qr in ds.qrels_iter():
-        qrels.setdefault(qr.query_id, {})[qr.doc_id] = qr.relevance
+    with ir_datasets_downloads(dataset_id):
+        for qr in ds.qrels_iter():
+            qrels.setdefault(qr.query_id, {})[qr.doc_id] = qr.relevance
     return docs(), queries(), qrels, ds.qrels_defs(), ds.docs_count()
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from longrank.data.collections import load_ir_datasets, load_local
+from longrank.data.collections import ir_datasets_downloads, load_ir_datasets, load_local
 from longrank.data.queries import formulate
 from longrank.data.splits import make_folds
 from longrank.io import InputError, atomic_path, write_json, write_qrels, write_text
@@ -47,14 +47,15 @@ def _add_training_queries(dataset: dict, queries: dict, qrels: dict, docs: dict,
         raise InputError(f"dataset.train_id: {dataset['train_id']!r} is not an ir_datasets id") from None
     field = dataset.get("query_field") or ("text" if "text" in train_ds.queries_cls()._fields else "title")
     added = set()
-    for q in tqdm(train_ds.queries_iter(), desc="reading training queries", unit="query", mininterval=5):
-        if q.query_id in queries:
-            raise InputError(f"dataset.train_id: query id {q.query_id!r} also exists in {dataset.get('id')!r}; ids must be distinct")
-        queries[q.query_id] = getattr(q, field)
-        added.add(q.query_id)
-    for qr in train_ds.qrels_iter():
-        if qr.query_id in added and qr.doc_id in docs:
-            qrels.setdefault(qr.query_id, {})[qr.doc_id] = gain_map.get(qr.relevance, qr.relevance)
+    with ir_datasets_downloads(dataset["train_id"]):
+        for q in tqdm(train_ds.queries_iter(), desc="reading training queries", unit="query", mininterval=5):
+            if q.query_id in queries:
+                raise InputError(f"dataset.train_id: query id {q.query_id!r} also exists in {dataset.get('id')!r}; ids must be distinct")
+            queries[q.query_id] = getattr(q, field)
+            added.add(q.query_id)
+        for qr in train_ds.qrels_iter():
+            if qr.query_id in added and qr.doc_id in docs:
+                qrels.setdefault(qr.query_id, {})[qr.doc_id] = gain_map.get(qr.relevance, qr.relevance)
     return added
 
 

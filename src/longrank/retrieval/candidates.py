@@ -23,6 +23,7 @@ import json
 import logging
 from pathlib import Path
 
+from longrank.data.collections import ir_datasets_downloads
 from longrank.data.corpus import Corpus
 from longrank.io import InputError, Run, read_run, write_json, write_run
 from longrank.retrieval import bm25
@@ -89,9 +90,10 @@ def scoreddocs_run(datasets, queries: dict, docs: dict, source: str) -> Run:
     score``) restricted to the prepared queries and documents."""
     ranked: Run = {}
     for ds in datasets:
-        for sd in ds.scoreddocs_iter():
-            if sd.query_id in queries:
-                ranked.setdefault(sd.query_id, {})[sd.doc_id] = float(sd.score)
+        with ir_datasets_downloads(ds.dataset_id()):
+            for sd in ds.scoreddocs_iter():
+                if sd.query_id in queries:
+                    ranked.setdefault(sd.query_id, {})[sd.doc_id] = float(sd.score)
     return within_collection(ranked, queries, docs, source)
 
 
