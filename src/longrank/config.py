@@ -4,6 +4,7 @@ the results it produced (the report prints it)."""
 
 from __future__ import annotations
 
+import difflib
 import json
 
 import yaml
@@ -45,7 +46,23 @@ def validate_config(config: dict, schema_path: str) -> dict:
     if errors:
         lines = [f"config key {_key(e.absolute_path)}: {e.message} (schema rule '{e.validator}')" for e in errors]
         raise InputError("the config does not match config/schema.yaml:\n  " + "\n  ".join(lines))
+    check_model_keys(config["models"])
     return resolve_first_stages(config)
+
+
+def check_model_keys(models: dict) -> None:
+    """Each model entry's architecture keys must be keys its type takes (the schema cannot know them: they are
+    the model's constructor parameters). Checked when the workflow parses the config, not when a training
+    job starts an hour later."""
+    from longrank.models.registry import architecture_params, constructor_defaults
+
+    for name, entry in models.items():
+        known = set(constructor_defaults(entry["type"]))
+        for key in sorted(set(architecture_params(entry)) - known):
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise InputError(f"config key models.{name}.{key}: not a key of a {entry['type']!r} model; {hint}"
+                             f"it takes {sorted(known)} (documented in src/longrank/models/)")
 
 
 # first_stages[] keys that only one method reads (the schema lists them all, with their types)

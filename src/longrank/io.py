@@ -10,9 +10,12 @@ Formats (all under ``results/{dataset}/``):
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
+import math
 import os
 import tempfile
+import zlib
 from collections import defaultdict
 from pathlib import Path
 from typing import Iterator, Mapping
@@ -47,6 +50,25 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def numbered_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a UTF-8 text file, gzip-compressed if it ends in ``.gz``. A line that is not
+    UTF-8 or a file that is not gzip is an InputError naming the file and line (each line is decoded on its
+    own, so the number is exact)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"file {path} not found")
+    lineno = 0
+    try:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as f:
+            for lineno, raw in enumerate(f, start=1):
+                yield lineno, raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}:{lineno}: not UTF-8 text (byte {err.object[err.start]:#04x} at column {err.start + 1}); "
+                         "convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+        raise InputError(f"{path}: not a complete gzip file ({err}); its name ends in .gz") from None
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
@@ -85,33 +107,40 @@ def write_run(path: str | os.PathLike, run: Mapping[str, Mapping[str, float]], t
 
 def read_run(path: str | os.PathLike) -> Run:
     run: Run = defaultdict(dict)
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 6:
-                raise InputError(f"{path}:{lineno}: expected a TREC run line 'qid Q0 docid rank score tag', got {line.strip()!r}")
-            try:
-                run[parts[0]][parts[2]] = float(parts[4])
-            except ValueError:
-                raise InputError(f"{path}:{lineno}: the score (5th column) must be a number, got {parts[4]!r}") from None
+    for lineno, line in numbered_lines(path):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 6:
+            raise InputError(f"{path}:{lineno}: expected a TREC run line 'qid Q0 docid rank score tag', got {line.strip()!r}")
+        try:
+            score = float(parts[4])
+        except ValueError:
+            raise InputError(f"{path}:{lineno}: the score (5th column) must be a number, got {parts[4]!r}") from None
+        if not math.isfinite(score):
+            raise InputError(f"{path}:{lineno}: the score (5th column) must be a finite number, got {parts[4]!r}")
+        if parts[2] in run[parts[0]]:
+            raise InputError(f"{path}:{lineno}: document {parts[2]!r} is ranked twice for query {parts[0]!r}")
+        run[parts[0]][parts[2]] = score
     return dict(run)
 
 
 def read_qrels(path: str | os.PathLike) -> dict[str, dict[str, int]]:
     qrels: dict[str, dict[str, int]] = defaultdict(dict)
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 4:
-                raise InputError(f"{path}:{lineno}: expected a TREC qrels line 'qid iter docid grade', got {line.strip()!r}")
-            try:
-                qrels[parts[0]][parts[2]] = int(parts[3])
-            except ValueError:
-                raise InputError(f"{path}:{lineno}: relevance grade {parts[3]!r} is not an integer") from None
+    for lineno, line in numbered_lines(path):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 4:
+            raise InputError(f"{path}:{lineno}: expected a TREC qrels line 'qid iter docid grade', got {line.strip()!r}")
+        try:
+            grade = int(parts[3])
+        except ValueError:
+            raise InputError(f"{path}:{lineno}: relevance grade {parts[3]!r} is not an integer") from None
+        if parts[2] in qrels[parts[0]] and qrels[parts[0]][parts[2]] != grade:
+            raise InputError(f"{path}:{lineno}: document {parts[2]!r} is judged twice for query {parts[0]!r}, "
+                             f"with grades {qrels[parts[0]][parts[2]]} and {grade}")
+        qrels[parts[0]][parts[2]] = grade
     return dict(qrels)
 
 

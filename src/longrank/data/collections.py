@@ -11,20 +11,13 @@ Local formats, chosen by file name:
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 import re
 from pathlib import Path
 from typing import Iterator
 
 from longrank.data.bundled import ir_datasets_cache, seed_ir_datasets_cache
-from longrank.io import InputError, read_qrels
-
-
-def _open(path: Path):
-    if not path.exists():
-        raise InputError(f"file {path} not found")
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+from longrank.io import InputError, numbered_lines, read_qrels
 
 
 def _stem_suffix(path: Path) -> str:
@@ -32,32 +25,32 @@ def _stem_suffix(path: Path) -> str:
 
 
 def _read_jsonl(path: Path, id_keys: list[str], text_keys: list[str]) -> Iterator[tuple[str, str]]:
-    with _open(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
-            rid = next((rec[k] for k in id_keys if k in rec), None)
-            if rid is None:
-                raise InputError(f"{path}:{lineno}: no id field; expected one of {id_keys}")
-            missing = [k for k in text_keys if k not in rec]
-            if len(missing) == len(text_keys):
-                raise InputError(f"{path}:{lineno}: no text field; expected {text_keys}")
-            yield str(rid), "\n".join(str(rec[k]) for k in text_keys if rec.get(k))
+    for lineno, line in numbered_lines(path):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InputError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+        if not isinstance(rec, dict):
+            raise InputError(f"{path}:{lineno}: expected a JSON object with an id and a text field, got {type(rec).__name__}")
+        rid = next((rec[k] for k in id_keys if k in rec), None)
+        if rid is None:
+            raise InputError(f"{path}:{lineno}: no id field; expected one of {id_keys}")
+        missing = [k for k in text_keys if k not in rec]
+        if len(missing) == len(text_keys):
+            raise InputError(f"{path}:{lineno}: no text field; expected {text_keys}")
+        yield str(rid), "\n".join(str(rec[k]) for k in text_keys if rec.get(k))
 
 
 def _read_tsv(path: Path) -> Iterator[tuple[str, str]]:
-    with _open(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            rid, sep, text = line.rstrip("\n").partition("\t")
-            if not sep:
-                raise InputError(f"{path}:{lineno}: expected 'id<TAB>text'")
-            yield rid, text
+    for lineno, line in numbered_lines(path):
+        if not line.strip():
+            continue
+        rid, sep, text = line.rstrip("\n").partition("\t")
+        if not sep:
+            raise InputError(f"{path}:{lineno}: expected 'id<TAB>text'")
+        yield rid, text
 
 
 _DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S | re.I)
@@ -66,8 +59,7 @@ _TAG = re.compile(r"<[^>]+>")
 
 
 def _read_trec(path: Path) -> Iterator[tuple[str, str]]:
-    with _open(path) as f:
-        content = f.read()
+    content = "".join(line for _, line in numbered_lines(path))
     for block in _DOC.findall(content):
         m = _DOCNO.search(block)
         if not m:

@@ -79,7 +79,11 @@ def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path)
         log.warning("dropping %d empty documents: %s", len(empty), _examples(empty))
     if not docs:
         raise InputError("the collection has no non-empty documents")
-    queries = dict(queries_iter)
+    queries: dict[str, str] = {}
+    for qid, text in queries_iter:
+        if qid in queries:
+            raise InputError(f"duplicate query id {qid!r} in the queries (texts {queries[qid][:40]!r} and {text[:40]!r})")
+        queries[qid] = text
 
     # Grades -> gains; grades not listed keep their value. Judgments with an ``exclude_grades`` grade are not
     # judgments of an answer but mark a document to take out of that query's rankings (Cranfield's -1: the
@@ -111,7 +115,10 @@ def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path)
     formulated = formulate(queries, docs, query_formulation.get("method", "full"), query_formulation.get("n", 25))
     empty_queries = [q for q, t in formulated.items() if not t.strip()]
     if empty_queries:
-        raise InputError(f"{len(empty_queries)} queries are empty after query formulation: {_examples(empty_queries)}")
+        method = query_formulation.get("method", "full")
+        raise InputError(f"{len(empty_queries)} queries are empty after query formulation ({method}): {_examples(empty_queries)}; "
+                         "their text has no term it keeps (tfidf_terms drops stop words and tokens without a letter). "
+                         "Fix or remove these queries, or set query_formulation.method: full")
 
     evaluable = [q for q in formulated if q not in train_only and any(g > 0 for g in qrels.get(q, {}).values())]
     if len(formulated) - len(train_only) > len(evaluable):
