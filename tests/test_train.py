@@ -225,3 +225,29 @@ def test_artifacts_stage_reads_a_long_inline_model_config_and_names_a_bad_one(tm
         read_model_config('{"type": ')
     with pytest.raises(InputError, match="missing.json"):
         read_model_config(str(tmp_path / "missing.json"))
+
+
+def test_the_same_config_and_seed_give_byte_identical_runs_from_fresh_processes(tiny_data, tmp_path):
+    """Train and rerank KNRM twice, each stage in a fresh interpreter with another hash seed (as Snakemake runs
+    them): the checkpoints and the run files are byte-identical."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    entry = json.dumps({**KNRM, "train": {"steps": 12, "batch_size": 4, "eval_every": 6, "patience": 2, "seed": 7}})
+    outputs = []
+    for attempt, hash_seed in enumerate(("1", "2")):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+        out = tmp_path / f"attempt{attempt}"
+        common = ["--model", "knrm", "--model-config", entry, "--data", str(tiny_data / "data"), "--candidates",
+                  str(tiny_data / "bm25.run"), "--rerank-depth", "30", "--device", "cpu"]
+        subprocess.run([sys.executable, "-m", "longrank", "train", *common, "--fold", "0", "--out", str(out / "fold0" / "model.safetensors")],
+                       env=env, check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "longrank", "rerank", *common, "--checkpoints", str(out / "fold0" / "model.safetensors"),
+                        "--out-dir", str(out / "runs")], env=env, check=True, capture_output=True)
+        outputs.append({p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file() and p.suffix in (".safetensors", ".run")})
+    assert any(name.suffix == ".run" for name in outputs[0]) and any(name.suffix == ".safetensors" for name in outputs[0])
+    assert outputs[0].keys() == outputs[1].keys()
+    for name in outputs[0]:
+        assert outputs[0][name] == outputs[1][name], f"{name} differs between two runs of the same config and seed"

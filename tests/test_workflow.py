@@ -62,6 +62,7 @@ def test_report_is_built_with_every_system(workflow_run):
     for model in config["models"]:
         assert model in html
     assert "bm25" in html and "data:image/png;base64" in html
+    assert "split 0; word2vec 0; training 0 (" in html and "gensim" in html  # the seeds and versions a rerun needs
     assert (results / "report" / "report.md").exists()
 
 
