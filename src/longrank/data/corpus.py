@@ -1,6 +1,6 @@
 """The prepared collection of one dataset, as the ``data`` stage wrote it under ``results/{dataset}/data/``:
 
-- ``docs.jsonl``: one ``{"doc_id", "text"}`` per line
+- ``docs.jsonl``: one ``{"doc_id", "text"}`` per line, and ``docs.index.sqlite``: its lines by doc id
 - ``queries.tsv``: ``query_id<TAB>text`` (already formulated: long queries cut to terms)
 - ``qrels.txt``: TREC qrels, gains already mapped (> 0 relevant)
 - ``folds.json``: ``[{"train": [...], "dev": [...], "test": [...]}, ...]`` (one entry unless k-fold)
@@ -10,10 +10,10 @@
 
 from __future__ import annotations
 
-import json
 from functools import cached_property
 from pathlib import Path
 
+from longrank.data.docstore import DocStore
 from longrank.io import read_json, read_qrels, read_tsv_dict
 
 
@@ -22,13 +22,9 @@ class Corpus:
         self.dir = Path(data_dir)
 
     @cached_property
-    def docs(self) -> dict[str, str]:
-        docs = {}
-        with open(self.dir / "docs.jsonl", encoding="utf-8") as f:
-            for line in f:
-                d = json.loads(line)
-                docs[d["doc_id"]] = d["text"]
-        return docs
+    def docs(self) -> DocStore:
+        """doc id -> text, read from disk by id (``data/docstore.py``): never the whole collection in memory."""
+        return DocStore(self.dir / "docs.jsonl")
 
     @cached_property
     def queries(self) -> dict[str, str]:

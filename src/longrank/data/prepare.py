@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from longrank.data.collections import ir_datasets_downloads, load_ir_datasets, load_local
+from longrank.data.docstore import DocStore, write_docs
 from longrank.data.queries import formulate
 from longrank.data.splits import make_folds
-from longrank.io import InputError, atomic_path, write_json, write_qrels, write_text
+from longrank.io import InputError, write_json, write_qrels, write_text
 
 log = logging.getLogger(__name__)
 
@@ -60,24 +64,48 @@ def _add_training_queries(dataset: dict, queries: dict, qrels: dict, docs: dict,
 
 
 def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path) -> None:
+    """Write the data directory, or nothing: every file is made in a staging directory beside ``out_dir`` and
+    moved in only when all checks passed. Documents stream from the source to ``docs.jsonl`` and its index
+    (``data/docstore.py``); what stays in memory is per document an id and a length, not its text."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    try:
+        _prepare(dataset, query_formulation, splits, staging)
+        out_dir.mkdir(exist_ok=True)
+        for path in sorted(staging.iterdir()):
+            os.replace(path, out_dir / path.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path) -> None:
     if dataset.get("source", "ir_datasets") == "ir_datasets":
         docs_iter, queries_iter, raw_qrels, qrels_defs, doc_count = load_ir_datasets(dataset["id"], dataset.get("doc_fields"), dataset.get("query_field"))
     else:
         docs_iter, queries_iter, raw_qrels, qrels_defs, doc_count = load_local(dataset)
 
-    docs, empty = {}, []
-    for doc_id, text in tqdm(docs_iter, total=doc_count, desc="reading documents", unit="doc", mininterval=2):
-        if doc_id in docs:
-            raise InputError(f"duplicate document id {doc_id!r} in the collection")
-        if text.strip():
-            docs[doc_id] = text
-        else:
-            empty.append(doc_id)
+    lengths: dict[str, int] = {}  # doc id -> words, of the documents kept
+    empty: dict[str, None] = {}
+
+    def non_empty():
+        for doc_id, text in tqdm(docs_iter, total=doc_count, desc="reading documents", unit="doc", mininterval=2):
+            if doc_id in empty:
+                raise InputError(f"duplicate document id {doc_id!r} in the collection")
+            if text.strip():
+                lengths[doc_id] = len(text.split())
+                yield doc_id, text
+            else:
+                empty[doc_id] = None
+
+    write_docs(out_dir / "docs.jsonl", non_empty())
+    docs = DocStore(out_dir / "docs.jsonl")
+    if empty.keys() & lengths.keys():
+        raise InputError(f"duplicate document id {_examples(empty.keys() & lengths.keys())} in the collection")
     if empty:
         if dataset.get("empty_documents", "drop") == "error":
             raise InputError(f"{len(empty)} empty documents: {_examples(empty)} (set dataset.empty_documents: drop to skip them)")
         log.warning("dropping %d empty documents: %s", len(empty), _examples(empty))
-    if not docs:
+    if not lengths:
         raise InputError("the collection has no non-empty documents")
     queries: dict[str, str] = {}
     for qid, text in queries_iter:
@@ -127,10 +155,9 @@ def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path)
     for fold in folds:  # queries of dataset.train_id train every fold and are never evaluated
         fold["train"] = sorted(fold["train"] + [q for q in train_only if any(g > 0 for g in qrels.get(q, {}).values())])
 
-    lengths = {d: len(t.split()) for d, t in docs.items()}
     words = np.array(list(lengths.values()))
     stats = {
-        "num_docs": len(docs),
+        "num_docs": len(lengths),
         "empty_docs_dropped": len(empty),
         "num_queries": len(formulated),
         "num_evaluable_queries": len(evaluable),
@@ -144,14 +171,10 @@ def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path)
         "folds": [{k: len(v) for k, v in f.items()} for f in folds],
     }
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out_dir / "docs.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as f:
-        for doc_id, text in docs.items():
-            f.write(json.dumps({"doc_id": doc_id, "text": text}) + "\n")
     write_text(out_dir / "queries.tsv", "query_id\ttext\n" + "".join(f"{q}\t{' '.join(t.split())}\n" for q, t in sorted(formulated.items())))
     write_qrels(out_dir / "qrels.txt", qrels)
     write_text(out_dir / "excluded.tsv", "query_id\tdoc_id\n" + "".join(f"{q}\t{d}\n" for q in sorted(excluded) for d in sorted(excluded[q])))
     write_text(out_dir / "doc_lengths.tsv", "doc_id\twords\n" + "".join(f"{d}\t{n}\n" for d, n in lengths.items()))
     write_json(out_dir / "folds.json", folds)
     write_json(out_dir / "stats.json", stats)
-    log.info("%d documents (median %d words), %d queries, %d evaluable, folds %s", len(docs), stats["doc_words"]["median"], len(formulated), len(evaluable), stats["folds"])
+    log.info("%d documents (median %d words), %d queries, %d evaluable, folds %s", len(lengths), stats["doc_words"]["median"], len(formulated), len(evaluable), stats["folds"])
