@@ -6,6 +6,16 @@ weights with the best dev nDCG@10 are kept (test queries are never looked at her
 ``patience`` evaluations without improvement. The full state is checkpointed at every evaluation into
 ``train_state/`` so a killed job resumes where it stopped; the final ``model.safetensors`` appears only
 when training has finished.
+
+Several processes (``train.processes``, or ``torchrun --nproc-per-node N -m longrank train ...``) train one
+model with DistributedDataParallel, one GPU each (``gloo`` on the CPU). ``train.batch_size`` is the global
+batch: every process draws the same batch from the seeded sampler and trains on its own contiguous share of
+``batch_size / N`` queries; every loss is a mean over equal-size shares, so DDP's average of the processes'
+gradients is the gradient of the whole batch and N processes take the steps one process would take (up to
+float summation order; dropout noise differs, and batch norm statistics are the global batch's on CUDA only,
+SyncBatchNorm having no CPU kernel). Rank 0 alone evaluates on dev and writes logs, checkpoints, the
+training state and the outputs; it hands every rank the position (step, patience count), so all stop
+together.
 """
 
 from __future__ import annotations
@@ -18,6 +28,8 @@ import time
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from longrank.data.corpus import Corpus
@@ -25,7 +37,7 @@ from longrank.io import InputError, read_json, read_run, write_json, write_run, 
 from longrank.models.checkpoint import save_weights
 from longrank.models.registry import artifact_scopes, build_model, constructor_defaults, model_class
 from longrank.runs import mean_measure
-from longrank.runtime import resolve_device, seed_everything
+from longrank.runtime import distributed_env, init_process_group, launch_processes, process_device, resolve_device, seed_everything
 from longrank.scoring import score_candidates
 from longrank.train.checkpoint import load_training_state, save_training_state
 from longrank.train.losses import PAIRWISE, get_loss, with_negative_pairs
@@ -37,10 +49,13 @@ TRAIN_DEFAULTS = {
     "steps": 300, "batch_size": 8, "negatives": 1, "lr": 1e-3, "weight_decay": 0.0, "warmup_steps": 0,
     "loss": None, "eval_every": 50, "patience": 3, "grad_clip": 1.0, "seed": 0, "eval_batch_size": 32,
     "embedding_lr": None, "scoring_lr": None, "positives": "candidates", "negatives_from": "candidates",
-    "negative_pairs": False,
+    "negative_pairs": False, "processes": 1,
 }
 # Training keys that set the learning rate of one of a model's declared parameter groups (Ranker.parameter_groups).
 GROUP_LR_KEYS = {"embedding_lr": "embeddings", "scoring_lr": "scoring"}
+# How long a collective may wait: the other ranks wait in one while rank 0 alone evaluates on dev and writes the
+# checkpoints, which on a large dev set with a long-document model takes many minutes (NCCL's default is 10).
+PROCESS_GROUP_TIMEOUT_S = 2 * 3600
 
 
 def add_arguments(parser):
@@ -57,8 +72,51 @@ def add_arguments(parser):
 
 
 def run(args):
-    train(args.model, json.loads(args.model_config), Corpus(args.data), read_run(args.candidates), args.fold,
-          args.rerank_depth, resolve_device(args.device), Path(args.out), args.collection_artifacts)
+    model_cfg = json.loads(args.model_config)
+    hp = _hyperparameters(args.model, model_cfg)
+    device = resolve_device(args.device)
+    if hp["steps"] and hp["processes"] > 1 and distributed_env() is None:
+        # train.processes: this command becomes torchrun for itself (the Snakemake rule's command line is the same
+        # for any number of processes); the workers are this same command, each seeing RANK / WORLD_SIZE.
+        _check_processes(args.model, hp, None)
+        if device.type == "cuda" and torch.cuda.device_count() < hp["processes"]:
+            raise InputError(f"models.{args.model}.train.processes: {hp['processes']} processes need a GPU each; "
+                             f"{torch.cuda.device_count()} visible")
+        log.info("launching %d training processes (train.processes)", hp["processes"])
+        launch_processes(hp["processes"], "longrank", ["train", *_cli_arguments(args)])
+        return
+    train(args.model, model_cfg, Corpus(args.data), read_run(args.candidates), args.fold,
+          args.rerank_depth, device, Path(args.out), args.collection_artifacts)
+
+
+def _cli_arguments(args) -> list[str]:
+    """The train command's arguments, as ``add_arguments`` parsed them, for the processes it launches."""
+    argv = ["--model", args.model, "--model-config", args.model_config, "--data", str(args.data), "--candidates", str(args.candidates),
+            "--fold", str(args.fold), "--rerank-depth", str(args.rerank_depth), "--device", args.device, "--out", str(args.out)]
+    if args.collection_artifacts is not None:
+        argv += ["--collection-artifacts", str(args.collection_artifacts)]
+    return argv
+
+
+def _hyperparameters(name: str, model_cfg: dict) -> dict:
+    unknown = set(model_cfg.get("train", {})) - set(TRAIN_DEFAULTS)
+    if unknown:
+        raise InputError(f"models.{name}.train: unknown keys {sorted(unknown)}; expected {sorted(TRAIN_DEFAULTS)}")
+    return {**TRAIN_DEFAULTS, **model_cfg.get("train", {})}
+
+
+def _check_processes(name: str, hp: dict, env: tuple[int, int, int] | None) -> int:
+    """The number of training processes, checked against the launcher's WORLD_SIZE and the global batch."""
+    processes = hp["processes"]
+    if not isinstance(processes, int) or isinstance(processes, bool) or processes < 1:
+        raise InputError(f"models.{name}.train.processes: {processes!r} is not a number of processes (an integer >= 1)")
+    if env is not None and env[2] != processes:
+        raise InputError(f"models.{name}.train.processes is {processes} but this process is one of WORLD_SIZE={env[2]} started by "
+                         f"torchrun; set train.processes: {env[2]} or start {processes} (torchrun --nproc-per-node {processes})")
+    if hp["batch_size"] % processes:
+        raise InputError(f"models.{name}.train.batch_size: {hp['batch_size']} is the global batch, shared by train.processes: "
+                         f"{processes} processes; it must be divisible by {processes}")
+    return processes
 
 
 def _lr_lambda(warmup: int, total: int):
@@ -73,6 +131,11 @@ def _fingerprint(model_cfg: dict, fold: dict, depth: int, candidates) -> str:
     ranked = {q: sorted(candidates.get(q, {}).items()) for q in fold["train"] + fold["dev"]}
     # With the model's defaults resolved: a state left before a default changed must not resume under the new one.
     resolved = {**constructor_defaults(model_cfg["type"]), **model_cfg}
+    if "processes" in resolved.get("train", {}):
+        # Not part of the recipe: the global batch and the update are the same on any number of processes (float
+        # summation order aside, as the device, which is not fingerprinted either), so a state left by a run on 4
+        # GPUs resumes on 2 or 1, and a config that only changes train.processes finds its finished state.
+        resolved["train"] = {k: v for k, v in resolved["train"].items() if k != "processes"}
     payload = json.dumps([resolved, fold["train"], fold["dev"], depth, ranked], sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -83,6 +146,8 @@ def parameter_groups(model, hp: dict, name: str = "model") -> list[dict]:
     higher rate than a Transformer or a pretrained encoder), and everything else at ``lr``. A key that would
     reach no trainable parameter is an error: a silently ignored learning rate is how KNRM, TK and TKL once
     trained their scoring layers at the Transformer's rate."""
+    if isinstance(model, DistributedDataParallel):  # the wrapper names parameters "module.<name>" and declares no groups
+        model = model.module
     declared = type(model).parameter_groups
     trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     taken: set[str] = set()
@@ -102,12 +167,63 @@ def parameter_groups(model, hp: dict, name: str = "model") -> list[dict]:
     return [{"name": "rest", "params": rest}] + groups if rest else groups
 
 
+def _on_rank0(work, rank: int, world: int):
+    """``work()`` on rank 0 only, its result handed to every rank. A failure on rank 0 fails every rank at once,
+    rather than leaving the others waiting in a collective until the process group times out."""
+    result, error = None, None
+    if rank == 0:
+        try:
+            result = work()
+        except BaseException as err:
+            if world == 1:
+                raise
+            error = err
+    if world > 1:
+        box = [(result, None if error is None else f"{type(error).__name__}: {error}")]
+        dist.broadcast_object_list(box, src=0)
+        result, notice = box[0]
+        if error is not None:
+            raise error
+        if notice is not None:
+            raise RuntimeError(f"rank 0 failed: {notice}")
+    return result
+
+
+def _step_seed(seed: int, step: int, rank: int) -> int:
+    """The seed of one step's dropout noise: rank 0's is a single process's (so one process trains as it always
+    has), the other ranks' are independent of it (their shares hold other queries)."""
+    base = seed * 1_000_003 + step
+    if rank == 0:
+        return base
+    return int.from_bytes(hashlib.sha256(f"{base}/{rank}".encode()).digest()[:8], "little")
+
+
 def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: int, depth: int, device: torch.device, out: Path,
           collection_artifacts: str | Path | None = None) -> None:
-    unknown = set(model_cfg.get("train", {})) - set(TRAIN_DEFAULTS)
-    if unknown:
-        raise InputError(f"models.{name}.train: unknown keys {sorted(unknown)}; expected {sorted(TRAIN_DEFAULTS)}")
-    hp = {**TRAIN_DEFAULTS, **model_cfg.get("train", {})}
+    """Train in this process, or as one of the processes torchrun (or ``run``'s own launch for ``train.processes``)
+    started: then in the process group the launcher's environment describes, torn down at the end or on error."""
+    hp = _hyperparameters(name, model_cfg)
+    env = distributed_env()
+    _check_processes(name, hp, env)
+    if hp["steps"] and hp["processes"] > 1 and env is None:
+        raise InputError(f"models.{name}.train.processes: {hp['processes']} processes are started by the train command "
+                         "(python -m longrank train) or by torchrun; train() in this process runs one of them")
+    if env is None or env[2] == 1 or not hp["steps"]:  # steps: 0 trains nothing: rank 0 alone writes the outputs
+        if env is None or env[0] == 0:
+            _train(name, model_cfg, hp, corpus, candidates, fold_index, depth, device, out, collection_artifacts, 0, 1)
+        return
+    rank, local_rank, world = env
+    device = process_device(device, local_rank, world, f"models.{name}.train.processes")
+    init_process_group(device, PROCESS_GROUP_TIMEOUT_S)
+    try:
+        _train(name, model_cfg, hp, corpus, candidates, fold_index, depth, device, out, collection_artifacts, rank, world)
+    finally:
+        dist.destroy_process_group()
+
+
+def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fold_index: int, depth: int, device: torch.device,
+           out: Path, collection_artifacts: str | Path | None, rank: int, world: int) -> None:
+    lead, distributed = rank == 0, world > 1
     depth = model_cfg.get("rerank_depth", depth)
     if fold_index >= len(corpus.folds):
         raise InputError(f"fold {fold_index} does not exist; the data has {len(corpus.folds)} folds")
@@ -140,6 +256,12 @@ def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: in
         save_weights(model, out)
         return
 
+    if distributed and any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+        if device.type == "cuda":  # batch statistics of the global batch, as one process computes them
+            model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        else:
+            log.warning("models.%s: batch norm statistics are each process's share's on the CPU (SyncBatchNorm needs "
+                        "CUDA): %d processes do not train exactly as one", name, world)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameter_groups(model, hp, name), lr=hp["lr"], weight_decay=hp["weight_decay"])
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(hp["warmup_steps"], hp["steps"]))
@@ -148,19 +270,38 @@ def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: in
     if hp["negative_pairs"]:  # extra pairs in the loss only: the sampler draws exactly what it draws without them
         loss_fn = with_negative_pairs(loss_fn, sampler.from_candidates)
 
-    # A state left by a killed run resumes only if it was made for exactly this training problem.
+    # A state left by a killed run resumes only if it was made for exactly this training problem. Rank 0 alone
+    # judges and discards it; then every rank loads the same files (weights, optimiser moments, scheduler,
+    # position), which leaves them bit-identical without sending the optimiser state around.
     fingerprint = _fingerprint(model_cfg, fold, depth, candidates)
     saved = state_dir / "position.json"
-    if saved.exists() and read_json(saved).get("fingerprint") != fingerprint:
+    if lead and saved.exists() and read_json(saved).get("fingerprint") != fingerprint:
         log.info("discarding the training state in %s: it was made for another config, split or candidates", state_dir)
         shutil.rmtree(state_dir)
+    if distributed:
+        dist.barrier()
     position = load_training_state(state_dir, model, optimizer, scheduler)
+    if distributed:
+        found = [None] * world
+        dist.all_gather_object(found, position and position["step"])
+        if len(set(found)) > 1:
+            raise RuntimeError(f"the training processes found different states in {state_dir} (steps by rank: {found}); "
+                               "the output directory must be one shared by all of them")
     if position:
-        log.info("resuming %s fold %d at step %d (best dev nDCG@10 %.4f)", name, fold_index, position["step"], position["best_dev_ndcg10"])
+        if lead:
+            log.info("resuming %s fold %d at step %d (best dev nDCG@10 %.4f)", name, fold_index, position["step"], position["best_dev_ndcg10"])
     else:
         position = {"step": 0, "best_dev_ndcg10": -1.0, "best_step": 0, "evals_without_improvement": 0, "history": [],
                     "seconds": 0.0, "fingerprint": fingerprint}
-        shutil.rmtree(state_dir, ignore_errors=True)
+        if lead:
+            shutil.rmtree(state_dir, ignore_errors=True)
+    # DDP after the state is loaded: it starts every rank from rank 0's weights and averages gradients in backward.
+    # Unused parameters are looked for (a model may leave some out of a forward pass), as one process skips them.
+    forward = model
+    if distributed:
+        forward = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                          find_unused_parameters=True)
+    share = hp["batch_size"] // world  # this rank's contiguous share of the global batch
 
     def evaluate_dev() -> tuple[float, dict]:
         dev_run = score_candidates(model, corpus, candidates, fold["dev"], depth, hp["eval_batch_size"], desc="dev rerank")
@@ -169,19 +310,26 @@ def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: in
     model.train()
     started = time.time() - position["seconds"]
     losses: list[float] = []
-    bar = tqdm(total=hp["steps"], initial=position["step"], desc=f"train {name} fold {fold_index}", unit="step", mininterval=5)
+    bar = tqdm(total=hp["steps"], initial=position["step"], desc=f"train {name} fold {fold_index}", unit="step", mininterval=5,
+               disable=not lead)
     while position["step"] < hp["steps"] and position["evals_without_improvement"] < hp["patience"]:
         step = position["step"]
-        torch.manual_seed(hp["seed"] * 1_000_003 + step)  # dropout noise, reproducible across a resume
-        qids, groups = sampler.batch(step, hp["batch_size"])
+        torch.manual_seed(_step_seed(hp["seed"], step, rank))  # dropout noise, reproducible across a resume
+        qids, groups = sampler.batch(step, hp["batch_size"])  # the global batch, the same on every rank
+        qids, groups = qids[rank * share : (rank + 1) * share], groups[rank * share : (rank + 1) * share]
         queries = [corpus.queries[q] for q, g in zip(qids, groups) for _ in g]
         doc_ids = [d for g in groups for d in g]
         docs = [corpus.docs[d] for d in doc_ids]
         batch = {k: v.to(device) for k, v in model.encode(queries, doc_ids, docs).items()}
-        scores = model(**batch).view(len(groups), -1)
-        loss = loss_fn(scores)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"models.{name}: loss is {loss.item()} at step {step}; the last good state is in {state_dir} "
+        scores = forward(**batch).view(len(groups), -1)
+        loss = loss_fn(scores)  # a mean over this share: DDP's mean over equal shares is the global batch's mean
+        batch_loss = loss.detach()
+        if distributed:  # the global batch's loss, for the log and for every rank to agree on stopping when not finite
+            batch_loss = batch_loss.clone()
+            dist.all_reduce(batch_loss)
+            batch_loss /= world
+        if not torch.isfinite(batch_loss):
+            raise FloatingPointError(f"models.{name}: loss is {batch_loss.item()} at step {step}; the last good state is in {state_dir} "
                                      f"(lower train.lr or raise train.grad_clip)")
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -189,33 +337,41 @@ def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: in
             torch.nn.utils.clip_grad_norm_(params, hp["grad_clip"])
         optimizer.step()
         scheduler.step()
-        losses.append(loss.item())
+        losses.append(batch_loss.item())
         position["step"] = step + 1
         bar.update(1)
         bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.4f}", refresh=False)
 
         if position["step"] % hp["eval_every"] == 0 or position["step"] == hp["steps"]:
-            dev_ndcg, dev_run = evaluate_dev()
             mean_loss = sum(losses) / len(losses)
             losses.clear()
-            improved = dev_ndcg > position["best_dev_ndcg10"]
-            if improved:
-                position.update(best_dev_ndcg10=dev_ndcg, best_step=position["step"], evals_without_improvement=0)
-                save_weights(model, best_path)
-                write_run(state_dir / "best_dev.run", dev_run, tag=name)
-            else:
-                position["evals_without_improvement"] += 1
-            position["history"].append({"step": position["step"], "train_loss": mean_loss, "dev_ndcg10": dev_ndcg})
-            position["seconds"] = time.time() - started
-            log.info("%s fold %d step %d: loss %.4f, dev nDCG@10 %.4f%s", name, fold_index, position["step"], mean_loss, dev_ndcg, " (best)" if improved else "")
-            save_training_state(state_dir, model, optimizer, scheduler, position)
+
+            def evaluate_and_checkpoint(position=position, mean_loss=mean_loss) -> dict:
+                dev_ndcg, dev_run = evaluate_dev()
+                improved = dev_ndcg > position["best_dev_ndcg10"]
+                if improved:
+                    position.update(best_dev_ndcg10=dev_ndcg, best_step=position["step"], evals_without_improvement=0)
+                    save_weights(model, best_path)
+                    write_run(state_dir / "best_dev.run", dev_run, tag=name)
+                else:
+                    position["evals_without_improvement"] += 1
+                position["history"].append({"step": position["step"], "train_loss": mean_loss, "dev_ndcg10": dev_ndcg})
+                position["seconds"] = time.time() - started
+                log.info("%s fold %d step %d: loss %.4f, dev nDCG@10 %.4f%s", name, fold_index, position["step"], mean_loss, dev_ndcg,
+                         " (best)" if improved else "")
+                save_training_state(state_dir, model, optimizer, scheduler, position)
+                return position
+
+            position = _on_rank0(evaluate_and_checkpoint, rank, world)  # every rank continues (or stops) at rank 0's position
     bar.close()
+    if not lead:
+        return
 
     if not best_path.exists():
         raise InputError(f"models.{name}: training ended before any dev evaluation; set train.eval_every <= train.steps")
     write_text(log_path, "step\ttrain_loss\tdev_ndcg10\n" + "".join(f"{h['step']}\t{h['train_loss']:.6f}\t{h['dev_ndcg10']:.6f}\n" for h in position["history"]))
     write_json(out_dir / "train_summary.json", {
-        "model": name, "fold": fold_index, "device": str(device), "steps_run": position["step"], "best_step": position["best_step"],
+        "model": name, "fold": fold_index, "device": str(device), "processes": world, "steps_run": position["step"], "best_step": position["best_step"],
         "best_dev_ndcg10": position["best_dev_ndcg10"], "stopped_early": position["step"] < hp["steps"], "seconds": time.time() - started,
         "parameters": sum(p.numel() for p in model.parameters()), "trainable_parameters": sum(p.numel() for p in params),
         "hyperparameters": hp,
