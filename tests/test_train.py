@@ -251,3 +251,20 @@ def test_the_same_config_and_seed_give_byte_identical_runs_from_fresh_processes(
     assert outputs[0].keys() == outputs[1].keys()
     for name in outputs[0]:
         assert outputs[0][name] == outputs[1][name], f"{name} differs between two runs of the same config and seed"
+
+
+def test_dataloader_workers_prepare_the_same_batches_in_step_order(tiny_data):
+    """train.num_workers: sampling, reading and tokenising in two worker processes gives the weights and the
+    dev scores that preparing each batch in the training process gives, also through an early stop."""
+    corpus = Corpus(tiny_data / "data")
+    candidates = read_run(tiny_data / "bm25.run")
+    outputs = {}
+    for workers in (0, 2):
+        cfg = {**KNRM, "train": {**KNRM["train"], "steps": 10, "eval_every": 2, "patience": 1, "num_workers": workers}}
+        out = tiny_data / f"workers{workers}" / "model.safetensors"
+        loop.train("knrm", cfg, corpus, candidates, 0, 30, torch.device("cpu"), out)
+        outputs[workers] = (load_file(str(out)), (out.parent / "dev.run").read_text(), read_json(out.parent / "train_summary.json"))
+    (w0, run0, summary0), (w2, run2, summary2) = outputs[0], outputs[2]
+    assert w0.keys() == w2.keys() and all(torch.equal(w0[k], w2[k]) for k in w0)
+    assert run0 == run2 and summary0["steps_run"] == summary2["steps_run"]
+    assert summary2["hyperparameters"]["num_workers"] == 2

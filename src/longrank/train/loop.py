@@ -49,7 +49,7 @@ TRAIN_DEFAULTS = {
     "steps": 300, "batch_size": 8, "negatives": 1, "lr": 1e-3, "weight_decay": 0.0, "warmup_steps": 0,
     "loss": None, "eval_every": 50, "patience": 3, "grad_clip": 1.0, "seed": 0, "eval_batch_size": 32,
     "embedding_lr": None, "scoring_lr": None, "positives": "candidates", "negatives_from": "candidates",
-    "negative_pairs": False, "processes": 1,
+    "negative_pairs": False, "num_workers": 0, "processes": 1,
 }
 # Training keys that set the learning rate of one of a model's declared parameter groups (Ranker.parameter_groups).
 GROUP_LR_KEYS = {"embedding_lr": "embeddings", "scoring_lr": "scoring"}
@@ -131,11 +131,10 @@ def _fingerprint(model_cfg: dict, fold: dict, depth: int, candidates) -> str:
     ranked = {q: sorted(candidates.get(q, {}).items()) for q in fold["train"] + fold["dev"]}
     # With the model's defaults resolved: a state left before a default changed must not resume under the new one.
     resolved = {**constructor_defaults(model_cfg["type"]), **model_cfg}
-    if "processes" in resolved.get("train", {}):
-        # Not part of the recipe: the global batch and the update are the same on any number of processes (float
-        # summation order aside, as the device, which is not fingerprinted either), so a state left by a run on 4
-        # GPUs resumes on 2 or 1, and a config that only changes train.processes finds its finished state.
-        resolved["train"] = {k: v for k, v in resolved["train"].items() if k != "processes"}
+    # Not part of the recipe: the global batch and the update are the same on any number of processes (float
+    # summation order aside, as the device, which is not fingerprinted either) and of DataLoader workers, so a
+    # state left by a run on 4 GPUs resumes on 2 or 1, and a config that only changes them finds its finished state.
+    resolved["train"] = {k: v for k, v in resolved.get("train", {}).items() if k not in ("processes", "num_workers")}
     payload = json.dumps([resolved, fold["train"], fold["dev"], depth, ranked], sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -187,6 +186,37 @@ def _on_rank0(work, rank: int, world: int):
         if notice is not None:
             raise RuntimeError(f"rank 0 failed: {notice}")
     return result
+
+
+class TrainingBatches(torch.utils.data.IterableDataset):
+    """The training steps ``start .. stop - 1`` as ``(step, groups, encoded batch)``: the sampler's global batch
+    of each step (a function of the seed and the step only), this rank's ``share`` of it from ``offset``, its
+    queries and documents read and encoded by ``encode`` (the model's tokenisation: no weights involved).
+
+    With ``num_workers`` W > 0, worker k prepares steps start + k, start + k + W, ... and the DataLoader hands
+    them back in step order, so a GPU is not kept waiting on Python tokenisation. Workers are forked: the
+    document store reopens its files per process."""
+
+    def __init__(self, sampler, corpus, encode, start: int, stop: int, batch_size: int, offset: int, share: int):
+        self.sampler, self.corpus, self.encode = sampler, corpus, encode
+        self.start, self.stop, self.batch_size, self.offset, self.share = start, stop, batch_size, offset, share
+
+    def __iter__(self):
+        worker = torch.utils.data.get_worker_info()
+        first, stride = (0, 1) if worker is None else (worker.id, worker.num_workers)
+        for step in range(self.start + first, self.stop, stride):
+            qids, groups = self.sampler.batch(step, self.batch_size)  # the global batch, the same on every rank
+            qids, groups = qids[self.offset : self.offset + self.share], groups[self.offset : self.offset + self.share]
+            queries = [self.corpus.queries[q] for q, g in zip(qids, groups) for _ in g]
+            doc_ids = [d for g in groups for d in g]
+            yield step, len(groups), self.encode(queries, doc_ids, [self.corpus.docs[d] for d in doc_ids])
+
+    @staticmethod
+    def loader(batches: "TrainingBatches", num_workers: int) -> torch.utils.data.DataLoader:
+        if not num_workers:
+            return torch.utils.data.DataLoader(batches, batch_size=None)
+        return torch.utils.data.DataLoader(batches, batch_size=None, num_workers=num_workers, prefetch_factor=2,
+                                           multiprocessing_context="fork")
 
 
 def _step_seed(seed: int, step: int, rank: int) -> int:
@@ -307,6 +337,10 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
         dev_run = score_candidates(model, corpus, candidates, fold["dev"], depth, hp["eval_batch_size"], desc="dev rerank")
         return mean_measure(dev_run, corpus.qrels, fold["dev"]), dev_run
 
+    # Sampling, reading the documents and tokenising run in train.num_workers DataLoader workers, ahead of the
+    # steps that need them (0: in this process); the batches are the same either way, in step order.
+    batches = iter(TrainingBatches.loader(TrainingBatches(sampler, corpus, model.encode, position["step"], hp["steps"],
+                                                          hp["batch_size"], rank * share, share), hp["num_workers"]))
     model.train()
     started = time.time() - position["seconds"]
     losses: list[float] = []
@@ -315,13 +349,10 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
     while position["step"] < hp["steps"] and position["evals_without_improvement"] < hp["patience"]:
         step = position["step"]
         torch.manual_seed(_step_seed(hp["seed"], step, rank))  # dropout noise, reproducible across a resume
-        qids, groups = sampler.batch(step, hp["batch_size"])  # the global batch, the same on every rank
-        qids, groups = qids[rank * share : (rank + 1) * share], groups[rank * share : (rank + 1) * share]
-        queries = [corpus.queries[q] for q, g in zip(qids, groups) for _ in g]
-        doc_ids = [d for g in groups for d in g]
-        docs = [corpus.docs[d] for d in doc_ids]
-        batch = {k: v.to(device) for k, v in model.encode(queries, doc_ids, docs).items()}
-        scores = forward(**batch).view(len(groups), -1)
+        prepared_step, n_groups, encoded = next(batches)
+        assert prepared_step == step, f"the batches arrived out of order ({prepared_step} for step {step})"
+        batch = {k: v.to(device) for k, v in encoded.items()}
+        scores = forward(**batch).view(n_groups, -1)
         loss = loss_fn(scores)  # a mean over this share: DDP's mean over equal shares is the global batch's mean
         batch_loss = loss.detach()
         if distributed:  # the global batch's loss, for the log and for every rank to agree on stopping when not finite
@@ -364,6 +395,7 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
 
             position = _on_rank0(evaluate_and_checkpoint, rank, world)  # every rank continues (or stops) at rank 0's position
     bar.close()
+    del batches  # stops the workers preparing steps that early stopping made unnecessary
     if not lead:
         return
 
