@@ -118,6 +118,11 @@ def model_config(wildcards):
     return as_json(config["models"][wildcards.model])
 
 
+def training_gpus(wildcards):
+    """GPUs a training job asks for: one per training process (train.processes), none with device: cpu."""
+    return 0 if config["device"] == "cpu" else config["models"][wildcards.model].get("train", {}).get("processes", 1)
+
+
 def run_file(wildcards):
     if wildcards.system in config["first_stages"]:
         return f"{R}/candidates/{wildcards.system}.run"

@@ -18,7 +18,7 @@ rule train:
     resources:
         mem_mb=12000,
         runtime=720,
-        gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
+        gpu=training_gpus,
     params:
         model=model_config,
         artifacts=lambda wc, input: ["--collection-artifacts", *input.artifacts] if input.artifacts else [],
