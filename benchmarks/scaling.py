@@ -1,0 +1,555 @@
+"""How each pipeline stage's cost grows with the collection (issue "Running at scale").
+
+    nice -n 19 env OMP_NUM_THREADS=1 python benchmarks/scaling.py --sizes 2000 10000 --out benchmarks/scaling
+
+For every size N: generate a synthetic collection shaped like MS MARCO documents (``generate_collection``), run
+the real stages ``data``, ``candidates`` (BM25), ``train`` (KNRM), ``rerank`` (KNRM) and ``evaluate`` through
+``python -m longrank <stage>`` with the arguments the Snakemake rules give them (workflow/rules/*.smk), each in
+its own fresh process under a small wrapper that reads the stage's peak RSS (``RUSAGE_CHILDREN``), then write
+
+- ``<out>/scaling.tsv``: size, stage, seconds (wall), peak_rss_mb, steps_per_second (train), cpu_seconds, ndcg10
+  (KNRM) and bm25_ndcg10 (for context) on the evaluate row, the collection's words / word types, generation seconds
+- ``<out>/scaling.png``: peak RSS and wall time against N per stage, log-log
+- ``<out>/extrapolation.md``: per stage a least-squares fit a + b*N of memory and time, extrapolated to
+  3,200,000 documents (MS MARCO documents), beside the SLURM profile's mem_mb / runtime for the same rule.
+
+The collections and the stages' outputs go to ``--work-dir`` (a temporary directory, removed at the end unless
+``--keep-work``). Nothing here is imported by the package; the test imports this file by path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+TARGET_DOCS = 3_200_000  # MS MARCO documents (3.2M; the TREC DL 2019/2020 document collection)
+STAGES = ("data", "candidates", "train", "rerank", "evaluate")
+RULE_OF_STAGE = {stage: stage for stage in STAGES}  # each stage's Snakemake rule has the stage's name (cli.py)
+
+# --- the synthetic collection -------------------------------------------------------------------------------
+# Document lengths (words): log-normal with median 580 and mean 1,100 words, the MS MARCO document collection's
+# shape as the issue states it (body + title, whitespace words; a long right tail of documents of tens of
+# thousands of words). These two numbers are the assumption; the parameters follow from them:
+#   median = exp(mu)              -> mu    = ln(580)                 = 6.363
+#   mean   = exp(mu + sigma^2/2)  -> sigma = sqrt(2 ln(1100 / 580))  = 1.131
+# Clipped to [10, 100,000] words (P(L > 100k) ~ 3e-6 under this law: ~9 documents of 3.2M). Not fitted here to
+# the real length file: the benchmark must run offline, and MS MARCO is not on this machine.
+LENGTH_MEDIAN, LENGTH_MEAN = 580.0, 1100.0
+LOGNORMAL_MU = math.log(LENGTH_MEDIAN)
+LOGNORMAL_SIGMA = math.sqrt(2.0 * math.log(LENGTH_MEAN / LENGTH_MEDIAN))
+MIN_DOC_WORDS, MAX_DOC_WORDS = 10, 100_000
+# Words: a finite Zipf law, P(rank r) ~ r^-s over VOCAB_SIZE synthetic word types (English text: s ~ 1.0-1.1).
+# A finite vocabulary saturates (~150k types are all seen by ~10k documents): real text keeps adding types with
+# more documents (Heaps' law), so anything sized by the vocabulary grows less here than on the real collection.
+VOCAB_SIZE = 150_000
+ZIPF_EXPONENT = 1.05
+# Queries: 3-8 words of middle frequency (ranks 100..20,000: rare enough to discriminate, common enough that
+# other documents contain them too), each with 1-3 relevant documents (grade 1, as MS MARCO's binary document
+# qrels) that contain every query word 1-3 times. So that ranking is not trivial, 3-8 unjudged "distractor"
+# documents per query contain all its words but one, 1-3 times each.
+QUERY_WORDS = (3, 8)
+QUERY_RANKS = (100, 20_000)
+RELEVANT_PER_QUERY = (1, 3)
+DISTRACTORS_PER_QUERY = (3, 8)
+OCCURRENCES = (1, 3)
+
+_CONSONANTS = "bcdfghjklmnprstvwz"
+_VOWELS = "aeiou"
+_SYLLABLES = [c + v for c in _CONSONANTS for v in _VOWELS]  # 90 syllables
+
+
+def synthetic_word(rank: int) -> str:
+    """The word type of Zipf rank ``rank`` (0 = most frequent): consonant-vowel syllables in bijective base 90, so
+    every rank has its own word and frequent words are short (2 letters up to rank 89, 4 up to 8,189, then 6)."""
+    n, syllables = rank + 1, []
+    while n > 0:
+        n -= 1
+        syllables.append(_SYLLABLES[n % len(_SYLLABLES)])
+        n //= len(_SYLLABLES)
+    return "".join(reversed(syllables))
+
+
+def vocabulary(size: int = VOCAB_SIZE) -> np.ndarray:
+    """The word types by rank, as an object array (indexing it with a rank array gives the words)."""
+    return np.array([synthetic_word(r) for r in range(size)], dtype=object)
+
+
+def zipf_cdf(size: int = VOCAB_SIZE, exponent: float = ZIPF_EXPONENT) -> np.ndarray:
+    weights = np.arange(1, size + 1, dtype=np.float64) ** -exponent
+    cdf = np.cumsum(weights)
+    return cdf / cdf[-1]
+
+
+def sample_ranks(rng: np.random.Generator, cdf: np.ndarray, n: int) -> np.ndarray:
+    """``n`` word ranks drawn from the Zipf law ``cdf`` (inverse transform)."""
+    return np.minimum(np.searchsorted(cdf, rng.random(n), side="right"), len(cdf) - 1)
+
+
+def sample_doc_lengths(rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` document lengths in words from the MS MARCO-shaped log-normal (see LOGNORMAL_MU / _SIGMA)."""
+    lengths = rng.lognormal(LOGNORMAL_MU, LOGNORMAL_SIGMA, size=n)
+    return np.clip(np.rint(lengths), MIN_DOC_WORDS, MAX_DOC_WORDS).astype(np.int64)
+
+
+def _occurrences(rng: np.random.Generator, terms: list[int]) -> list[int]:
+    """Each of ``terms`` repeated 1-3 times (OCCURRENCES)."""
+    return [t for t in terms for _ in range(int(rng.integers(OCCURRENCES[0], OCCURRENCES[1] + 1)))]
+
+
+def generate_collection(out_dir: str | os.PathLike, n_docs: int, n_queries: int = 1000, seed: int = 0,
+                        vocab_size: int = VOCAB_SIZE, zipf_exponent: float = ZIPF_EXPONENT) -> dict:
+    """Write ``docs.jsonl`` ({"doc_id", "text"} per line), ``queries.tsv`` (id<TAB>text, no header) and
+    ``qrels.txt`` (TREC: qid 0 docid grade) under ``out_dir``. Documents are written one at a time: memory is
+    the vocabulary, the queries and their relevant documents (O(queries)), never the collection.
+    Deterministic for a given (n_docs, n_queries, seed, vocab_size, zipf_exponent). Returns the paths and counts."""
+    if n_docs < RELEVANT_PER_QUERY[1]:
+        raise ValueError(f"n_docs must be at least {RELEVANT_PER_QUERY[1]}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    words = vocabulary(vocab_size)
+    cdf = zipf_cdf(vocab_size, zipf_exponent)
+    low, high = QUERY_RANKS[0], min(QUERY_RANKS[1], vocab_size)
+
+    inserts_of_doc: dict[int, list[int]] = {}  # doc index -> the ranks of the query words it must contain (O(queries))
+    judgments = 0
+    with open(out / "queries.tsv", "w", encoding="utf-8") as qf, open(out / "qrels.txt", "w", encoding="utf-8") as rf:
+        for q in range(n_queries):
+            k = int(rng.integers(QUERY_WORDS[0], QUERY_WORDS[1] + 1))
+            terms = rng.choice(np.arange(low, high), size=k, replace=False).tolist()
+            qf.write(f"q{q}\t{' '.join(words[terms].tolist())}\n")
+            n_rel = int(rng.integers(RELEVANT_PER_QUERY[0], RELEVANT_PER_QUERY[1] + 1))
+            rel: set[int] = set()
+            while len(rel) < n_rel:
+                rel.add(int(rng.integers(n_docs)))
+            for d in sorted(rel):
+                inserts_of_doc.setdefault(d, []).extend(_occurrences(rng, terms))
+                rf.write(f"q{q} 0 D{d} 1\n")
+                judgments += 1
+            n_distractors = int(rng.integers(DISTRACTORS_PER_QUERY[0], DISTRACTORS_PER_QUERY[1] + 1))
+            for d in rng.integers(n_docs, size=n_distractors).tolist():
+                if d not in rel:
+                    left_out = int(rng.integers(k))
+                    inserts_of_doc.setdefault(d, []).extend(_occurrences(rng, terms[:left_out] + terms[left_out + 1:]))
+
+    total_words, seen = 0, np.zeros(vocab_size, dtype=bool)  # seen: the word types that occur (O(vocabulary))
+    with open(out / "docs.jsonl", "w", encoding="utf-8") as df:
+        chunk = 4096  # lengths drawn a block at a time: bounded memory at any collection size
+        for start in range(0, n_docs, chunk):
+            lengths = sample_doc_lengths(rng, min(chunk, n_docs - start))
+            for offset, length in enumerate(lengths):
+                d = start + offset
+                inserts = inserts_of_doc.pop(d, [])
+                length = max(int(length), 2 * len(inserts))
+                ranks = sample_ranks(rng, cdf, length)
+                if inserts:  # the query's words replace words at random positions (the length stays drawn)
+                    ranks[rng.choice(length, size=len(inserts), replace=False)] = inserts
+                seen[ranks] = True
+                total_words += length
+                df.write(json.dumps({"doc_id": f"D{d}", "text": " ".join(words[ranks].tolist())}) + "\n")
+    return {"docs": str(out / "docs.jsonl"), "queries": str(out / "queries.tsv"), "qrels": str(out / "qrels.txt"),
+            "n_docs": n_docs, "n_queries": n_queries, "judgments": judgments,
+            "words": total_words, "word_types": int(seen.sum())}
+
+
+# --- running the stages -------------------------------------------------------------------------------------
+# The wrapper: a fresh process whose only child is the stage, so RUSAGE_CHILDREN's ru_maxrss (KiB on Linux) is
+# the stage's own peak (the largest of the stage and any process it waited for), not an earlier stage's.
+_WRAPPER = """
+import json, resource, subprocess, sys, time
+started = time.perf_counter()
+rc = subprocess.call(sys.argv[1:], stdout=sys.stderr)
+seconds = time.perf_counter() - started
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": rc, "seconds": seconds, "maxrss_kib": usage.ru_maxrss, "cpu_seconds": usage.ru_utime + usage.ru_stime}))
+"""
+
+
+def measure(argv: list[str], log_path: Path, env: dict | None = None, cwd: str | os.PathLike = REPO) -> dict:
+    """Run ``argv`` in a fresh process under the wrapper; its stdout and stderr go to ``log_path``."""
+    with open(log_path, "w", encoding="utf-8") as log:
+        done = subprocess.run([sys.executable, "-c", _WRAPPER, *argv], stdout=subprocess.PIPE, stderr=log, env=env, cwd=cwd,
+                              text=True, check=False)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise RuntimeError(f"wrapper failed ({done.returncode}) for {argv[:4]}; see {log_path}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if result["rc"] != 0:
+        tail = "".join(Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines(True)[-20:])
+        raise RuntimeError(f"stage {' '.join(argv[2:4])} exited {result['rc']}; last lines of {log_path}:\n{tail}")
+    return result
+
+
+def knrm_config(steps: int) -> dict:
+    """The KNRM entry the benchmark trains: CPU-sized, one dev evaluation at the end (eval_every = steps)."""
+    return {"type": "knrm", "max_doc_len": 200, "train": {"steps": steps, "batch_size": 8, "eval_every": steps, "patience": 1}}
+
+
+def stage_commands(collection: dict, work: Path, steps: int, device: str = "cpu", rerank_depth: int = 100) -> list[tuple[str, list[str]]]:
+    """Each stage's command line as its rule writes it (workflow/rules/{data,candidates,train,rerank,evaluate}.smk),
+    with the config's defaults (config/config.yaml: query_formulation full, holdout splits 0.15 / 0.35, seed 0;
+    the bm25 first stage with schema.yaml's defaults, top 100; rerank_depth 100)."""
+    py = [sys.executable, "-m", "longrank"]
+    dataset = {"name": "synthetic", "source": "local", "docs": collection["docs"], "queries": collection["queries"],
+               "qrels": collection["qrels"]}
+    first_stage = {"name": "bm25", "method": "bm25", "top_k": 100, "k1": 0.9, "b": 0.4, "stemmer": "english", "stopwords": "en"}
+    model = json.dumps(knrm_config(steps), sort_keys=True)
+    data, candidates = work / "data", work / "candidates" / "bm25.run"
+    checkpoint = work / "models" / "knrm" / "fold0" / "model.safetensors"
+    return [
+        ("data", py + ["data", "--dataset", json.dumps(dataset, sort_keys=True),
+                       "--query-formulation", json.dumps({"method": "full"}),
+                       "--splits", json.dumps({"method": "holdout", "dev": 0.15, "test": 0.35, "seed": 0}, sort_keys=True),
+                       "--out-dir", str(data)]),
+        ("candidates", py + ["candidates", "--data", str(data), "--first-stage", json.dumps(first_stage, sort_keys=True),
+                             "--dataset", json.dumps(dataset, sort_keys=True), "--out", str(candidates)]),
+        ("train", py + ["train", "--model", "knrm", "--model-config", model, "--data", str(data), "--candidates", str(candidates),
+                        "--fold", "0", "--rerank-depth", str(rerank_depth), "--device", device, "--out", str(checkpoint)]),
+        ("rerank", py + ["rerank", "--model", "knrm", "--model-config", model, "--data", str(data), "--candidates", str(candidates),
+                         "--checkpoints", str(checkpoint), "--rerank-depth", str(rerank_depth), "--device", device,
+                         "--out-dir", str(work / "runs")]),
+        ("evaluate", py + ["evaluate", "--run", str(work / "runs" / "knrm.run"), "--qrels", str(data / "qrels.txt"),
+                           "--folds", str(data / "folds.json"), "--measures", "nDCG@10", "--out", str(work / "eval" / "knrm.tsv")]),
+    ]
+
+
+def run_size(size: int, args, work_root: Path, log=print) -> list[dict]:
+    work = work_root / f"n{size}"
+    shutil.rmtree(work, ignore_errors=True)
+    started = time.perf_counter()
+    collection = generate_collection(work / "collection", size, args.queries, args.seed)
+    generate_seconds = time.perf_counter() - started
+    log(f"[n={size}] generated {collection['n_docs']} documents ({collection['words']} words, {collection['word_types']} word types), "
+        f"{collection['n_queries']} queries in {generate_seconds:.1f}s")
+    for sub in ("candidates", "runs", "eval", "logs"):
+        (work / sub).mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    rows = []
+    for stage, argv in stage_commands(collection, work, args.steps, args.device):
+        result = measure(argv, work / "logs" / f"{stage}.log", env)
+        row = {"size": size, "stage": stage, "seconds": result["seconds"], "peak_rss_mb": result["maxrss_kib"] / 1024.0,
+               "steps_per_second": "", "cpu_seconds": result["cpu_seconds"], "ndcg10": "", "words": collection["words"],
+               "word_types": collection["word_types"], "generate_seconds": generate_seconds}
+        if stage == "train":
+            summary = json.loads((work / "models" / "knrm" / "fold0" / "train_summary.json").read_text())
+            row["steps_per_second"] = summary["steps_run"] / summary["seconds"] if summary["seconds"] > 0 else float("nan")
+        if stage == "evaluate":
+            row["ndcg10"] = mean_column(work / "eval" / "knrm.tsv", "nDCG@10")
+        log(f"[n={size}] {stage:<10} {row['seconds']:8.1f}s  {row['peak_rss_mb']:8.1f} MB")
+        rows.append(row)
+    # For context, not measured: BM25's own nDCG@10 on the same test queries (what KNRM reranked).
+    bm25_eval = work / "eval" / "bm25.tsv"
+    subprocess.run([sys.executable, "-m", "longrank", "evaluate", "--run", str(work / "candidates" / "bm25.run"),
+                    "--qrels", str(work / "data" / "qrels.txt"), "--folds", str(work / "data" / "folds.json"),
+                    "--measures", "nDCG@10", "--out", str(bm25_eval)], env=env, cwd=REPO, check=True, capture_output=True)
+    rows[-1]["bm25_ndcg10"] = mean_column(bm25_eval, "nDCG@10")
+    return rows
+
+
+def mean_column(path: Path, column: str) -> float:
+    with open(path, encoding="utf-8") as f:
+        values = [float(r[column]) for r in csv.DictReader(f, delimiter="\t")]
+    return sum(values) / len(values) if values else float("nan")
+
+
+# --- fits, the profile, the outputs -------------------------------------------------------------------------
+def fit_linear(sizes, values) -> tuple[float, float]:
+    """Least-squares a + b*N through (sizes, values). With two sizes the line passes through both points exactly."""
+    x, y = np.asarray(sizes, dtype=float), np.asarray(values, dtype=float)
+    if len(set(x.tolist())) < 2:
+        raise ValueError("a fit against N needs at least two different sizes")
+    b, a = np.polyfit(x, y, 1)
+    return float(a), float(b)
+
+
+def extrapolate(fit: tuple[float, float], n: float = TARGET_DOCS) -> float:
+    a, b = fit
+    return a + b * n
+
+
+def profile_resources(path: str | os.PathLike, rule: str, attempt: int = 1) -> dict:
+    """The SLURM profile's ``mem_mb`` and ``runtime`` (minutes) for ``rule`` on its first submission: the rule's
+    ``set-resources`` entry, else ``default-resources``; values that are Python expressions of ``attempt`` are
+    evaluated. A value that needs more than ``attempt`` (``input``, ``wildcards``) is left as its text."""
+    import yaml
+
+    profile = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    default = _resource_dict(profile.get("default-resources"))
+    own = (profile.get("set-resources") or {}).get(rule) or {}
+    out = {}
+    for key in ("mem_mb", "runtime"):
+        value = own.get(key, default.get(key))
+        out[key] = _evaluate(value, attempt)
+    return out
+
+
+def _resource_dict(value) -> dict:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, list):  # the command-line form: ["mem_mb=4000", ...]
+        return dict(item.split("=", 1) for item in value if "=" in item)
+    return {}
+
+
+def _evaluate(value, attempt: int):
+    if value is None or isinstance(value, (int, float)):
+        return value
+    try:
+        return eval(str(value), {"__builtins__": {}}, {"attempt": attempt})  # noqa: S307 - the repository's own profile
+    except Exception:  # noqa: BLE001
+        return str(value)
+
+
+def write_tsv(path: Path, rows: list[dict]) -> None:
+    columns = ["size", "stage", "seconds", "peak_rss_mb", "steps_per_second", "cpu_seconds", "ndcg10", "bm25_ndcg10", "words",
+               "word_types", "generate_seconds"]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\t".join(columns) + "\n")
+        for r in rows:
+            f.write("\t".join(_fmt(r.get(c, "")) for c in columns) + "\n")
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 1000 else f"{value:.1f}"
+    return str(value)
+
+
+def plot(path: Path, rows: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_mem, ax_time) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for stage in STAGES:
+        points = sorted((r["size"], r["peak_rss_mb"], r["seconds"]) for r in rows if r["stage"] == stage)
+        if not points:
+            continue
+        n, mem, sec = zip(*points)
+        ax_mem.plot(n, mem, marker="o", label=stage)
+        ax_time.plot(n, sec, marker="o", label=stage)
+    for ax, label in ((ax_mem, "peak RSS (MB)"), (ax_time, "wall time (s)")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("documents N")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+    ax_mem.legend()
+    ax_mem.set_title("Peak RSS of each stage's process")
+    ax_time.set_title("Wall time of each stage (nice 19, shared machine)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def extrapolation_report(rows: list[dict], profile_path: Path, target: int = TARGET_DOCS, steps: int | None = None,
+                         threads: int = 1, queries: int | None = None) -> str:
+    sizes = sorted({r["size"] for r in rows})
+    exact = len(sizes) == 2
+    try:
+        shown_profile = profile_path.resolve().relative_to(REPO)
+    except ValueError:
+        shown_profile = profile_path
+    lines = [
+        f"# Extrapolation to {target:,} documents",
+        "",
+        f"Measured at N = {', '.join(f'{s:,}' for s in sizes)} synthetic MS MARCO-shaped documents "
+        f"(benchmarks/scaling.py; {queries if queries is not None else '?'} queries at every size; KNRM, {steps} training steps "
+        f"at batch 8; CPU, OMP_NUM_THREADS={threads}; nice 19 on a shared 2-core machine, so wall times are upper bounds).",
+        "",
+        "Fit per stage: least squares `a + b*N` of peak RSS (MB) and of wall time (s)"
+        + (". **With only two sizes the line passes exactly through both points: a weak fit** that cannot tell linear "
+           "growth from any other curve through the same two points" if exact else "")
+        + ". A negative slope (noise) is taken as flat at the largest measured value.",
+        f"Profile: `{shown_profile}`, `set-resources.<rule>` else `default-resources`, evaluated at attempt = 1 "
+        "(the first submission; retries get more).",
+        "",
+        f"| stage (rule) | peak RSS {sizes[0]:,} -> {sizes[-1]:,} | mem fit a + b·N | mem at {target:,} (MB) | profile mem_mb "
+        f"| wall s {sizes[0]:,} -> {sizes[-1]:,} | time fit a + b·N | time at {target:,} (min) | profile runtime (min) | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for stage in STAGES:
+        points = sorted((r["size"], r["peak_rss_mb"], r["seconds"]) for r in rows if r["stage"] == stage)
+        if len({p[0] for p in points}) < 2:
+            continue
+        n, mem, sec = zip(*points)
+        mem_fit, time_fit = fit_linear(n, mem), fit_linear(n, sec)
+        mem_at = extrapolate(mem_fit, target) if mem_fit[1] > 0 else max(mem)
+        seconds_at = extrapolate(time_fit, target) if time_fit[1] > 0 else max(sec)
+        resources = profile_resources(profile_path, RULE_OF_STAGE[stage])
+        verdict = _verdict(mem_at, seconds_at / 60.0, resources)
+        lines.append(
+            f"| {stage} | {mem[0]:,.0f} -> {mem[-1]:,.0f} MB | {mem_fit[0]:,.0f} MB + {mem_fit[1] * 1e6:,.0f} MB per 1M docs | "
+            f"{mem_at:,.0f} | {_num(resources['mem_mb'])} | {sec[0]:,.1f} -> {sec[-1]:,.1f} s | "
+            f"{time_fit[0]:,.1f} s + {time_fit[1] * 1e6 / 60:,.1f} min per 1M docs | {seconds_at / 60:,.1f} | "
+            f"{_num(resources['runtime'])} | {verdict} |")
+    lines += ["", "Measured points (size: peak RSS MB / wall s / CPU s):", ""]
+    for stage in STAGES:
+        points = sorted((r["size"], r["peak_rss_mb"], r["seconds"], r["cpu_seconds"]) for r in rows if r["stage"] == stage)
+        lines.append(f"- {stage}: " + "; ".join(f"{n:,}: {m:,.0f} MB / {s:,.1f} s / {c:,.1f} s" for n, m, s, c in points))
+    steps_rate = [(r["size"], r["steps_per_second"]) for r in rows if r["stage"] == "train" and r.get("steps_per_second", "") != ""]
+    if steps_rate:
+        lines.append("- train steps per second (train_summary.json steps_run / seconds, which includes the one dev evaluation at "
+                     "the end): " + "; ".join(f"{n:,}: {v:.2f}" for n, v in sorted(steps_rate)))
+    types = sorted({(r["size"], r.get("word_types"), r.get("words")) for r in rows if r.get("word_types") is not None})
+    lines += ["", "Collections: " + "; ".join(f"{n:,} docs = {w:,} words, {t:,} word types" for n, t, w in types)
+              + f" (of a {VOCAB_SIZE:,}-type synthetic vocabulary: anything sized by the vocabulary saturates here, while "
+              "real text keeps adding word types, so a fit in N understates it)."]
+    if len(types) >= 2 and types[-1][1] != types[0][1]:
+        per_type = []
+        for stage in ("train", "rerank"):
+            mem = {r["size"]: r["peak_rss_mb"] for r in rows if r["stage"] == stage}
+            if types[0][0] in mem and types[-1][0] in mem:
+                kb = (mem[types[-1][0]] - mem[types[0][0]]) * 1024 / (types[-1][1] - types[0][1])
+                per_type.append(f"{stage} {kb:.2f} KB")
+        if per_type:
+            lines.append("Peak RSS growth per added word type between the smallest and largest collection (the word-level "
+                         "models' vocabulary and embedding matrix are sized by it): " + ", ".join(per_type) + ".")
+    lines += ["", _run_estimates(rows, (10_000, 100_000, 300_000)), "", *NOTES, ""]
+    return "\n".join(lines)
+
+
+NOTES = [
+    "Notes:",
+    "",
+    "- `train` and `rerank` do fixed work at every N (the training steps and one dev evaluation; the test queries' candidates) "
+    "plus what the collection costs them: the word vocabulary is built by a pass over every document (Corpus.word_vocabulary). "
+    "Their time at 3.2M is that setup plus this benchmark's few steps; a configured training run adds its own steps "
+    "(steps / steps per second, on its own device and batch size).",
+    "- The number of queries is fixed here. Costs in the number of queries (BM25 retrieval of every query, the candidate "
+    "run that train and rerank read whole) are not varied; a config with `dataset.train_id` (TREC DL: MS MARCO's training "
+    "queries) has hundreds of thousands.",
+    "- Wall times come from a shared machine at nice 19 and vary between repeated runs by several seconds; peak RSS of "
+    "the torch stages varies by some tens of MB. Differences of that size are noise, not growth.",
+]
+
+
+def _run_estimates(rows: list[dict], sizes) -> str:
+    """What this benchmark would take at other sizes, from the same fits (generation included)."""
+    out = ["Estimated cost of this benchmark at other sizes (same fits; wall time on this machine):", "",
+           "| N | generate (s) | stages (s) | total (min) | largest peak RSS (MB) |", "|---|---|---|---|---|"]
+    gen = sorted({(r["size"], r["generate_seconds"]) for r in rows if r.get("generate_seconds") is not None})
+    gen_fit = fit_linear(*zip(*gen)) if len({n for n, _ in gen}) >= 2 else None
+    fits = {}
+    for stage in STAGES:
+        points = sorted((r["size"], r["peak_rss_mb"], r["seconds"]) for r in rows if r["stage"] == stage)
+        if len({p[0] for p in points}) >= 2:
+            n, mem, sec = zip(*points)
+            fits[stage] = (fit_linear(n, mem), fit_linear(n, sec), max(mem), max(sec))
+    for n in sizes:
+        generate = max(0.0, extrapolate(gen_fit, n)) if gen_fit else 0.0
+        seconds = sum(extrapolate(t, n) if t[1] > 0 else top_s for _, t, _, top_s in fits.values())
+        memory = max((extrapolate(m, n) if m[1] > 0 else top_m for m, _, top_m, _ in fits.values()), default=0.0)
+        out.append(f"| {n:,} | {generate:,.0f} | {seconds:,.0f} | {(generate + seconds) / 60:,.1f} | {memory:,.0f} |")
+    return "\n".join(out)
+
+
+def _num(value) -> str:
+    return f"{value:,.0f}" if isinstance(value, (int, float)) else f"`{value}`"
+
+
+def _verdict(mem_mb: float, minutes: float, resources: dict) -> str:
+    problems = []
+    if isinstance(resources["mem_mb"], (int, float)) and mem_mb > resources["mem_mb"]:
+        problems.append(f"memory {mem_mb / resources['mem_mb']:.1f}x the profile")
+    if isinstance(resources["runtime"], (int, float)) and minutes > resources["runtime"]:
+        problems.append(f"time {minutes / resources['runtime']:.1f}x the profile")
+    if problems:
+        return "**does not fit** (" + ", ".join(problems) + ")"
+    return "fits"
+
+
+def print_table(rows: list[dict], out=sys.stdout) -> None:
+    header = f"{'size':>8} {'stage':<11} {'seconds':>9} {'peak_rss_mb':>12} {'cpu_s':>8} {'steps/s':>8} {'nDCG@10':>8} {'BM25':>7}"
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    for r in rows:
+        sps = f"{r['steps_per_second']:.2f}" if r["steps_per_second"] != "" else ""
+        ndcg = f"{r['ndcg10']:.4f}" if r["ndcg10"] != "" else ""
+        bm25 = f"{r['bm25_ndcg10']:.4f}" if r.get("bm25_ndcg10", "") != "" else ""
+        print(f"{r['size']:>8} {r['stage']:<11} {r['seconds']:>9.1f} {r['peak_rss_mb']:>12.1f} {r['cpu_seconds']:>8.1f} {sps:>8} {ndcg:>8} "
+              f"{bm25:>7}", file=out)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 10000], help="collection sizes (documents)")
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "scaling"), help="folder for scaling.tsv / .png / extrapolation.md")
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--steps", type=int, default=30, help="KNRM training steps (one dev evaluation, at the end)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")),
+                        help="OMP_NUM_THREADS of the stages (the rules use their threads: 2; default: this shell's, else 1)")
+    parser.add_argument("--profile", default=str(REPO / "profiles" / "slurm" / "config.yaml"))
+    parser.add_argument("--target", type=int, default=TARGET_DOCS, help="extrapolate to this many documents")
+    parser.add_argument("--work-dir", help="collections and stage outputs (default: a temporary directory)")
+    parser.add_argument("--keep-work", action="store_true", help="keep the work directory")
+    parser.add_argument("--from-tsv", help="run nothing: redo the plot, extrapolation and table from this scaling.tsv")
+    return parser.parse_args(argv)
+
+
+def read_tsv(path: str | os.PathLike) -> list[dict]:
+    """Rows as ``write_tsv`` wrote them (numbers back to numbers, empty cells to "")."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for record in csv.DictReader(f, delimiter="\t"):
+            row = {}
+            for key, value in record.items():
+                if key == "stage" or value == "":
+                    row[key] = value
+                elif key in ("size", "words", "word_types"):
+                    row[key] = int(value)
+                else:
+                    row[key] = float(value)
+            rows.append(row)
+    return rows
+
+
+def measure_sizes(args, out: Path) -> list[dict]:
+    work_root = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="longrank_scaling_"))
+    work_root.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    try:
+        for size in sorted(args.sizes):
+            rows += run_size(size, args, work_root)
+            write_tsv(out / "scaling.tsv", rows)  # after every size: a run stopped later keeps what it measured
+    finally:
+        if args.keep_work or args.work_dir:
+            print(f"stage outputs and logs kept in {work_root}")
+        else:
+            shutil.rmtree(work_root, ignore_errors=True)
+    return rows
+
+
+def main(argv=None) -> list[dict]:
+    args = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.from_tsv:
+        rows = read_tsv(args.from_tsv)
+    else:
+        rows = measure_sizes(args, out)
+    plot(out / "scaling.png", rows)
+    if len({r["size"] for r in rows}) >= 2:
+        (out / "extrapolation.md").write_text(extrapolation_report(rows, Path(args.profile), args.target, args.steps, args.threads,
+                                                                   args.queries),
+                                              encoding="utf-8")
+    print_table(rows)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

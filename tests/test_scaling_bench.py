@@ -1,0 +1,122 @@
+"""benchmarks/scaling.py: the synthetic MS MARCO-shaped collection and the fit / extrapolation, not the slow stages."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "scaling.py"
+
+
+@pytest.fixture(scope="module")
+def scaling():
+    spec = importlib.util.spec_from_file_location("longrank_bench_scaling", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def collection(scaling, tmp_path_factory):
+    out = tmp_path_factory.mktemp("synthetic")
+    info = scaling.generate_collection(out, n_docs=200, n_queries=20, seed=3)
+    docs = {}
+    with open(out / "docs.jsonl", encoding="utf-8") as f:
+        for line in f:
+            record = json.loads(line)
+            assert set(record) == {"doc_id", "text"}
+            docs[record["doc_id"]] = record["text"]
+    queries = dict(line.rstrip("\n").split("\t") for line in open(out / "queries.tsv", encoding="utf-8"))
+    qrels = [line.split() for line in open(out / "qrels.txt", encoding="utf-8")]
+    return out, info, docs, queries, qrels
+
+
+def test_counts_and_formats(collection):
+    _, info, docs, queries, qrels = collection
+    assert len(docs) == info["n_docs"] == 200
+    assert len(queries) == info["n_queries"] == 20
+    assert len(qrels) == info["judgments"]
+    assert all(len(row) == 4 and row[1] == "0" and row[3] == "1" for row in qrels)
+    per_query = Counter(row[0] for row in qrels)
+    assert set(per_query) == set(queries) and all(1 <= n <= 3 for n in per_query.values())
+    assert all(3 <= len(text.split()) <= 8 for text in queries.values())
+    assert all(not qid.startswith("query") for qid in queries)  # no header line
+
+
+def test_relevant_documents_exist_and_contain_the_query(collection):
+    _, _, docs, queries, qrels = collection
+    for qid, _, doc_id, _ in qrels:
+        assert doc_id in docs
+        assert set(queries[qid].split()) <= set(docs[doc_id].split()), (qid, doc_id)
+
+
+def test_deterministic(scaling, collection, tmp_path):
+    out, *_ = collection
+    scaling.generate_collection(tmp_path, n_docs=200, n_queries=20, seed=3)
+    for name in ("docs.jsonl", "queries.tsv", "qrels.txt"):
+        assert (tmp_path / name).read_bytes() == (out / name).read_bytes()
+
+
+def test_length_distribution_is_ms_marco_shaped(scaling):
+    lengths = scaling.sample_doc_lengths(np.random.default_rng(0), 200_000)
+    assert 550 <= np.median(lengths) <= 610  # the log-normal's median: 580 words
+    assert 1000 <= lengths.mean() <= 1200  # its mean: 1,100 words
+    assert np.percentile(lengths, 99) > 8000  # a long tail
+    assert lengths.min() >= scaling.MIN_DOC_WORDS and lengths.max() <= scaling.MAX_DOC_WORDS
+
+
+def test_words_follow_zipf(collection, scaling):
+    _, info, docs, _, _ = collection
+    counts = Counter(word for text in docs.values() for word in text.split())
+    ranked = [n for _, n in counts.most_common()]
+    assert ranked[0] > 30 * ranked[99]  # Zipf s ~ 1.05: about 100^1.05 = 126 times
+    assert counts.most_common(1)[0][0] == scaling.synthetic_word(0)
+    assert len(counts) == info["word_types"] < scaling.VOCAB_SIZE
+    assert len({scaling.synthetic_word(r) for r in range(20_000)}) == 20_000  # one word per rank
+
+
+def test_fit_and_extrapolation(scaling):
+    a, b = scaling.fit_linear([1000, 2000, 4000], [5 + 0.01 * n for n in (1000, 2000, 4000)])
+    assert a == pytest.approx(5) and b == pytest.approx(0.01)
+    assert scaling.extrapolate((a, b), 3_200_000) == pytest.approx(32_005)
+    a, b = scaling.fit_linear([2000, 10000], [100, 180])  # two sizes: exactly through both points
+    assert (a, b) == (pytest.approx(80), pytest.approx(0.01))
+    a, b = scaling.fit_linear([1, 2, 3], [1, 3, 2])  # least squares, not interpolation
+    assert (a, b) == (pytest.approx(1), pytest.approx(0.5))
+    with pytest.raises(ValueError):
+        scaling.fit_linear([1000, 1000], [1, 2])
+
+
+def test_profile_and_verdict(scaling, tmp_path):
+    profile = tmp_path / "config.yaml"
+    profile.write_text(
+        'default-resources:\n  mem_mb: "4000 * attempt"\n  runtime: "60 * attempt"\n'
+        'set-resources:\n  train:\n    mem_mb: "32000 * 2 ** (attempt - 1)"\n    runtime: "1440 + 720 * (attempt - 1)"\n'
+        '  candidates:\n    mem_mb: 64000\n',
+        encoding="utf-8")
+    assert scaling.profile_resources(profile, "train") == {"mem_mb": 32000, "runtime": 1440}
+    assert scaling.profile_resources(profile, "train", attempt=2) == {"mem_mb": 64000, "runtime": 2160}
+    assert scaling.profile_resources(profile, "candidates") == {"mem_mb": 64000, "runtime": 60}  # runtime from the default
+    assert scaling.profile_resources(profile, "evaluate") == {"mem_mb": 4000, "runtime": 60}
+    rows = [{"size": n, "stage": stage, "seconds": sec, "peak_rss_mb": mem, "cpu_seconds": sec, "words": 10 * n, "word_types": n}
+            for n in (2000, 10000)
+            for stage, mem, sec in (("train", 500 + 0.02 * n, 10.0), ("evaluate", 100.0, 1.0))]
+    report = scaling.extrapolation_report(rows, profile, target=3_200_000, steps=30, queries=1000)
+    train_line = next(line for line in report.splitlines() if line.startswith("| train"))
+    assert "64,500" in train_line and "does not fit" in train_line  # 500 + 0.02 * 3.2M = 64,500 MB > 32,000
+    evaluate_line = next(line for line in report.splitlines() if line.startswith("| evaluate"))
+    assert evaluate_line.endswith("| fits |")
+    assert "exactly through both points" in report
+    assert "| 300,000 |" in report  # the estimate of a larger run
+
+
+def test_tsv_round_trip(scaling, tmp_path):
+    rows = [{"size": 2000, "stage": "train", "seconds": 14.381, "peak_rss_mb": 829.496, "steps_per_second": 4.031, "cpu_seconds": 13.8,
+             "ndcg10": "", "bm25_ndcg10": "", "words": 2185339, "word_types": 121368, "generate_seconds": 0.702}]
+    scaling.write_tsv(tmp_path / "scaling.tsv", rows)
+    assert scaling.read_tsv(tmp_path / "scaling.tsv") == rows
