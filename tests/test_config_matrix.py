@@ -33,6 +33,7 @@ COMBINATIONS: list[tuple[str, ...]] = [
     ("ndrm.yaml",),
     ("trec-dl-2019.yaml",),
     ("trec-dl-2020.yaml",),
+    ("tkl.yaml", "mores.yaml"),
     ("irled.yaml", "tkl.yaml"),
     ("irled.yaml", "mores.yaml"),
     ("irled.yaml", "encoder-recipes.yaml"),
