@@ -105,14 +105,20 @@ def write_run(path: str | os.PathLike, run: Mapping[str, Mapping[str, float]], t
     write_text(path, "".join(lines))
 
 
-def read_run(path: str | os.PathLike) -> Run:
-    run: Run = defaultdict(dict)
+def _fields(path: str | os.PathLike, expected: str, columns: int) -> Iterator[tuple[int, list[str]]]:
+    """``(line number, whitespace-separated fields)`` of each non-blank line; a line with another number of
+    fields is an InputError naming the file, the line and ``expected``."""
     for lineno, line in numbered_lines(path):
         parts = line.split()
-        if not parts:
-            continue
-        if len(parts) != 6:
-            raise InputError(f"{path}:{lineno}: expected a TREC run line 'qid Q0 docid rank score tag', got {line.strip()!r}")
+        if parts and len(parts) != columns:
+            raise InputError(f"{path}:{lineno}: expected {expected}, got {line.strip()!r}")
+        if parts:
+            yield lineno, parts
+
+
+def read_run(path: str | os.PathLike) -> Run:
+    run: Run = defaultdict(dict)
+    for lineno, parts in _fields(path, "a TREC run line 'qid Q0 docid rank score tag'", 6):
         try:
             score = float(parts[4])
         except ValueError:
@@ -127,12 +133,7 @@ def read_run(path: str | os.PathLike) -> Run:
 
 def read_qrels(path: str | os.PathLike) -> dict[str, dict[str, int]]:
     qrels: dict[str, dict[str, int]] = defaultdict(dict)
-    for lineno, line in numbered_lines(path):
-        parts = line.split()
-        if not parts:
-            continue
-        if len(parts) != 4:
-            raise InputError(f"{path}:{lineno}: expected a TREC qrels line 'qid iter docid grade', got {line.strip()!r}")
+    for lineno, parts in _fields(path, "a TREC qrels line 'qid iter docid grade'", 4):
         try:
             grade = int(parts[3])
         except ValueError:

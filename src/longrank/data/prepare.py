@@ -85,7 +85,7 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
         docs_iter, queries_iter, raw_qrels, qrels_defs, doc_count = load_local(dataset)
 
     lengths: dict[str, int] = {}  # doc id -> words, of the documents kept
-    empty: dict[str, None] = {}
+    empty: set[str] = set()  # ids of empty documents, dropped
 
     def non_empty():
         for doc_id, text in tqdm(docs_iter, total=doc_count, desc="reading documents", unit="doc", mininterval=2):
@@ -95,12 +95,12 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
                 lengths[doc_id] = len(text.split())
                 yield doc_id, text
             else:
-                empty[doc_id] = None
+                empty.add(doc_id)
 
     write_docs(out_dir / "docs.jsonl", non_empty())
     docs = DocStore(out_dir / "docs.jsonl")
-    if empty.keys() & lengths.keys():
-        raise InputError(f"duplicate document id {_examples(empty.keys() & lengths.keys())} in the collection")
+    if empty & lengths.keys():
+        raise InputError(f"duplicate document id {_examples(empty & lengths.keys())} in the collection")
     if empty:
         if dataset.get("empty_documents", "drop") == "error":
             raise InputError(f"{len(empty)} empty documents: {_examples(empty)} (set dataset.empty_documents: drop to skip them)")
