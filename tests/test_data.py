@@ -11,7 +11,7 @@ from longrank.data.corpus import Corpus
 from longrank.data.prepare import prepare
 from longrank.data.queries import formulate
 from longrank.data.splits import make_folds
-from longrank.data.words import OOV, PAD, Vocabulary, tokenize
+from longrank.data.words import OOV, PAD, Vocabulary, count_doc_freq, tokenize, write_doc_freq
 from longrank.io import InputError, read_qrels
 
 from conftest import write_local_collection
@@ -31,6 +31,26 @@ def test_vocabulary_ids_padding_and_idf():
     idf = vocab.idf()
     # b occurs in both documents, a in one: rarer words weigh more; padding weighs nothing
     assert idf[vocab.index["a"]] > idf[vocab.index["b"]] > 0 and idf[PAD] == 0
+
+
+def test_vocabulary_file_round_trip_and_caps(tmp_path):
+    docs = ["a b b c", "b d", "b c e", "c f"]  # document frequencies: b 3, c 3, a 1, d 1, e 1, f 1
+    write_doc_freq(tmp_path / "df.tsv", count_doc_freq(docs))
+    full = Vocabulary.load(tmp_path / "df.tsv", len(docs), extra_texts=["zeta"])
+    built = Vocabulary.build(docs, extra_texts=["zeta"])
+    assert (full.words, full.doc_freq, full.num_docs) == (built.words, built.doc_freq, 4)
+    assert Vocabulary.load(tmp_path / "df.tsv", 4, min_doc_freq=2).words[2:] == ["b", "c"]
+    # the 3 most frequent: b and c, then the first word (in word order) of the df-1 tie: a; query words always stay
+    capped = Vocabulary.load(tmp_path / "df.tsv", 4, extra_texts=["zeta f"], max_words=3)
+    assert capped.words[2:] == ["a", "b", "c", "f", "zeta"] and capped.doc_freq[2:] == [1, 3, 3, 1, 0]
+    assert built.restricted(max_words=3).words[2:] == ["a", "b", "c", "zeta"]
+    assert built.restricted() is built
+    assert capped.idf()[capped.index["b"]] == pytest.approx(full.idf()[full.index["b"]])  # same N and df
+    (tmp_path / "bad.tsv").write_text("word\tdoc_freq\nb\tthree\n")
+    with pytest.raises(InputError, match="bad.tsv:2"):
+        Vocabulary.load(tmp_path / "bad.tsv", 4)
+    with pytest.raises(InputError, match="must be positive"):
+        Vocabulary.load(tmp_path / "df.tsv", 4, max_words=0)
 
 
 def test_holdout_split_is_deterministic_disjoint_and_complete():
@@ -79,6 +99,8 @@ def test_prepare_local_collection_maps_gains_and_writes_every_file(tmp_path):
     stats = json.loads((tmp_path / "data" / "stats.json").read_text())
     assert stats["num_docs"] == 2 and stats["empty_docs_dropped"] == 1
     assert corpus.doc_lengths == {"d1": 2, "d2": 1}
+    vocab = corpus.word_vocabulary()  # documents' words with their document frequency, and the queries' words
+    assert vocab.words[2:] == ["alpha", "beta", "delta", "gamma"] and vocab.doc_freq[2:] == [1, 1, 0, 1] and vocab.num_docs == 2
 
 
 def test_excluded_grades_leave_the_qrels_and_every_ranking(tmp_path):

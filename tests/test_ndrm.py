@@ -243,7 +243,7 @@ def test_the_papers_settings_are_the_defaults(corpus):
 
 def test_the_papers_word2vec_embeddings_of_the_hidden_width_are_used_as_they_are(corpus):
     rng = np.random.default_rng(0)
-    words = corpus.word_vocabulary.words[2:]  # past <pad> and <oov>
+    words = corpus.word_vocabulary().words[2:]  # past <pad> and <oov>
     vectors = rng.normal(size=(len(words), 16))  # IN ‖ OUT of 2 × 8 = hidden_dim 16: no projection
     (corpus.dir / "word2vec.txt").write_text(f"{len(words)} 16\n" + "".join(w + " " + " ".join(f"{v:.6f}" for v in row) + "\n"
                                                                     for w, row in zip(words, vectors)))

@@ -117,6 +117,22 @@ def test_profile_and_verdict(scaling, tmp_path):
 
 def test_tsv_round_trip(scaling, tmp_path):
     rows = [{"size": 2000, "stage": "train", "seconds": 14.381, "peak_rss_mb": 829.496, "steps_per_second": 4.031, "cpu_seconds": 13.8,
-             "ndcg10": "", "bm25_ndcg10": "", "words": 2185339, "word_types": 121368, "generate_seconds": 0.702}]
+             "ndcg10": "", "bm25_ndcg10": "", "words": 2185339, "word_types": 121368, "generate_seconds": 0.702, "model_words": 90512}]
     scaling.write_tsv(tmp_path / "scaling.tsv", rows)
     assert scaling.read_tsv(tmp_path / "scaling.tsv") == rows
+
+
+def test_word_model_memory_is_taken_at_the_vocabulary_cap(scaling, tmp_path):
+    import yaml
+
+    knrm = yaml.safe_load((scaling.REPO / "config" / "trec-dl-2019.yaml").read_text())["models"]["knrm"]
+    assert (knrm["min_doc_freq"], knrm["max_vocabulary"]) == (scaling.MIN_DOC_FREQ, scaling.MAX_VOCABULARY)
+    cap = scaling.MAX_VOCABULARY
+    below = [{"size": n, "stage": "train", "peak_rss_mb": 500 + 0.001 * w, "model_words": w} for n, w in ((10, cap // 4), (20, cap // 2))]
+    mem, text = scaling.vocabulary_memory(below, "train")
+    assert mem == pytest.approx(500 + 0.001 * cap) and "per 1k vocabulary words" in text  # the line in words, at the cap
+    reached = below + [{"size": 30, "stage": "train", "peak_rss_mb": 1400.0, "model_words": cap}]
+    assert scaling.vocabulary_memory(reached, "train") == (1400.0, f"at the {cap:,}-word cap (measured)")
+    assert scaling.vocabulary_memory(reached, "evaluate") is None
+    (tmp_path / "df.tsv").write_text("word\tdoc_freq\na\t4\nb\t5\nc\t9\n")
+    assert scaling.model_words(tmp_path / "df.tsv") == 2 and scaling.model_words(tmp_path / "df.tsv", max_words=1) == 1

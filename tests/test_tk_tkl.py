@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from longrank.data.corpus import Corpus
+from longrank.data.words import count_doc_freq, write_doc_freq
 from longrank.models.registry import build_model
 from longrank.models.tkl import contextualize_windows, merge_windows, saturate, split_windows, top_local_max
 
@@ -45,6 +46,8 @@ def write_tiny_corpus(directory, docs_per_topic: int = 6, seed: int = 0, long_ev
     (directory / "qrels.txt").write_text("".join(qrels))
     (directory / "folds.json").write_text(json.dumps([{"train": list(TOPICS), "dev": list(TOPICS), "test": list(TOPICS)}]))
     (directory / "doc_lengths.tsv").write_text("doc_id\twords\n" + "".join(f"{d['doc_id']}\t{len(d['text'].split())}\n" for d in docs))
+    write_doc_freq(directory / "word_doc_freq.tsv", count_doc_freq(d["text"] for d in docs))
+    (directory / "stats.json").write_text(json.dumps({"num_docs": len(docs)}))
     return Corpus(directory)
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from longrank.data import word2vec as stage
 from longrank.data.corpus import Corpus
+from longrank.data.words import count_doc_freq, write_doc_freq
 from longrank.io import InputError, write_text
 from longrank.models.modules.word_embedder import WordEmbedder
 
@@ -36,6 +37,8 @@ def data_dir(tmp_path):
     directory = tmp_path / "data"
     write_text(directory / "docs.jsonl", "".join(lines))
     write_text(directory / "queries.tsv", "query_id\ttext\nq1\twing lift\nq2\tunseenword heat\n")
+    write_doc_freq(directory / "word_doc_freq.tsv", count_doc_freq(json.loads(line)["text"] for line in lines))
+    write_text(directory / "stats.json", json.dumps({"num_docs": len(lines)}))
     return directory
 
 
@@ -92,7 +95,7 @@ def test_the_embedder_loads_the_collections_vectors(data_dir):
     _, rows = read_vectors(data_dir / "word2vec.txt")
     corpus = Corpus(data_dir)
     embedder = WordEmbedder.for_corpus(corpus, embeddings="word2vec", train_embeddings=False)
-    vocab = corpus.word_vocabulary
+    vocab = corpus.word_vocabulary()
     assert embedder.dim == 2 * KEYS["dim"]
     for word in ("wing", "heat", "results"):
         np.testing.assert_array_equal(embedder.embedding.weight[vocab.index[word]].numpy(), rows[word])
@@ -107,7 +110,7 @@ def test_a_missing_word2vec_file_names_the_file_and_the_stage(data_dir):
         WordEmbedder.for_corpus(Corpus(data_dir), embeddings="word2vec")
     assert str(data_dir / "word2vec.txt") in str(err.value) and "word2vec stage" in str(err.value)
     with pytest.raises(InputError, match="for_corpus"):  # the bare constructor cannot know the collection
-        WordEmbedder(Corpus(data_dir).word_vocabulary, embeddings="word2vec")
+        WordEmbedder(Corpus(data_dir).word_vocabulary(), embeddings="word2vec")
 
 
 def test_the_stage_refuses_a_missing_collection_and_an_empty_vocabulary(tmp_path):

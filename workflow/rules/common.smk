@@ -21,6 +21,7 @@ DATA = {
         "qrels.txt",
         "folds.json",
         "doc_lengths.tsv",
+        "word_doc_freq.tsv",
         "excluded.tsv",
         "stats.json",
     )

@@ -6,6 +6,8 @@
 - ``folds.json``: ``[{"train": [...], "dev": [...], "test": [...]}, ...]`` (one entry unless k-fold)
 - ``doc_lengths.tsv``: ``doc_id<TAB>words``
 - ``excluded.tsv``: ``query_id<TAB>doc_id`` documents taken out of that query's rankings (``dataset.exclude_grades``)
+- ``word_doc_freq.tsv``: ``word<TAB>doc_freq``, every word of the documents (the word models' vocabulary)
+- ``stats.json``: counts and length statistics
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from longrank.io import read_json, read_qrels, read_tsv_dict
 class Corpus:
     def __init__(self, data_dir: str | Path):
         self.dir = Path(data_dir)
+        self._vocabularies: dict = {}
 
     @cached_property
     def docs(self) -> DocStore:
@@ -56,11 +59,19 @@ class Corpus:
         return out
 
     @cached_property
-    def word_vocabulary(self):
-        """The word vocabulary of documents + queries (shared by every word-level model of the dataset)."""
+    def stats(self) -> dict:
+        return read_json(self.dir / "stats.json")
+
+    def word_vocabulary(self, min_doc_freq: int = 1, max_words: int | None = None):
+        """The word vocabulary of documents + queries, read from ``word_doc_freq.tsv`` with the filters of
+        ``Vocabulary.from_doc_freq`` (one per filter setting; models of the same setting share it)."""
         from longrank.data.words import Vocabulary
 
-        return Vocabulary.build(self.docs.values(), self.queries.values())
+        key = (min_doc_freq, max_words)
+        if key not in self._vocabularies:
+            self._vocabularies[key] = Vocabulary.load(self.dir / "word_doc_freq.tsv", self.stats["num_docs"],
+                                                      self.queries.values(), min_doc_freq, max_words)
+        return self._vocabularies[key]
 
     def test_queries(self) -> list[str]:
         """Every query some fold tests on (all folds together cover the evaluated query set)."""

@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from longrank.data.collections import ir_datasets_downloads, load_ir_datasets, l
 from longrank.data.docstore import DocStore, write_docs
 from longrank.data.queries import formulate
 from longrank.data.splits import make_folds
+from longrank.data.words import tokenize, write_doc_freq
 from longrank.io import InputError, write_json, write_qrels, write_text
 
 log = logging.getLogger(__name__)
@@ -86,6 +88,7 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
 
     lengths: dict[str, int] = {}  # doc id -> words, of the documents kept
     empty: set[str] = set()  # ids of empty documents, dropped
+    word_doc_freq: Counter[str] = Counter()  # the word-level models' vocabulary, counted here once for every job
 
     def non_empty():
         for doc_id, text in tqdm(docs_iter, total=doc_count, desc="reading documents", unit="doc", mininterval=2):
@@ -93,6 +96,7 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
                 raise InputError(f"duplicate document id {doc_id!r} in the collection")
             if text.strip():
                 lengths[doc_id] = len(text.split())
+                word_doc_freq.update(set(tokenize(text)))
                 yield doc_id, text
             else:
                 empty.add(doc_id)
@@ -175,6 +179,7 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
     write_qrels(out_dir / "qrels.txt", qrels)
     write_text(out_dir / "excluded.tsv", "query_id\tdoc_id\n" + "".join(f"{q}\t{d}\n" for q in sorted(excluded) for d in sorted(excluded[q])))
     write_text(out_dir / "doc_lengths.tsv", "doc_id\twords\n" + "".join(f"{d}\t{n}\n" for d, n in lengths.items()))
+    write_doc_freq(out_dir / "word_doc_freq.tsv", word_doc_freq)
     write_json(out_dir / "folds.json", folds)
     write_json(out_dir / "stats.json", stats)
     log.info("%d documents (median %d words), %d queries, %d evaluable, folds %s", len(lengths), stats["doc_words"]["median"], len(formulated), len(evaluable), stats["folds"])

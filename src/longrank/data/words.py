@@ -11,10 +11,13 @@ import re
 from collections import Counter
 from functools import lru_cache
 from itertools import islice
-from typing import Iterable
+from pathlib import Path
+from typing import Callable, Iterable
 
 import numpy as np
 import torch
+
+from longrank.io import InputError, atomic_path, numbered_lines
 
 PAD, OOV = 0, 1
 _TOKEN = re.compile(r"\w+")
@@ -44,6 +47,28 @@ def query_terms(text: str, remove_stopwords: bool = True) -> list[str]:
     return content or words
 
 
+_NUM_DOCS = "\0num_docs"  # the document count's key in count_doc_freq's Counter (no token contains NUL)
+
+
+def count_doc_freq(doc_texts: Iterable[str]) -> Counter:
+    """Document frequency of every word of ``doc_texts``, and the number of documents under ``_NUM_DOCS``."""
+    df: Counter[str] = Counter()
+    num_docs = 0
+    for text in doc_texts:
+        df.update(set(tokenize(text)))
+        num_docs += 1
+    df[_NUM_DOCS] = num_docs
+    return df
+
+
+def write_doc_freq(path: str | Path, df: Counter) -> None:
+    """``word<TAB>doc_freq`` lines in word order under a header (what ``Vocabulary.load`` reads)."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write("word\tdoc_freq\n")
+        for word in sorted(w for w in df if w != _NUM_DOCS):
+            f.write(f"{word}\t{df[word]}\n")
+
+
 class Vocabulary:
     """Maps words to ids (0 = padding, 1 = out of vocabulary) and keeps each word's document frequency."""
 
@@ -54,19 +79,70 @@ class Vocabulary:
         self.num_docs = num_docs
 
     @classmethod
-    def build(cls, doc_texts: Iterable[str], extra_texts: Iterable[str] = (), min_doc_freq: int = 1) -> "Vocabulary":
-        """Words of the documents (kept if in ``min_doc_freq`` docs or more) plus every word of ``extra_texts``
-        (queries), sorted for a deterministic id assignment."""
-        df: Counter[str] = Counter()
-        num_docs = 0
-        for text in doc_texts:
-            df.update(set(tokenize(text)))
-            num_docs += 1
-        keep = {w for w, n in df.items() if n >= min_doc_freq}
-        for text in extra_texts:
-            keep.update(tokenize(text))
-        words = sorted(keep)
-        return cls(words, [df.get(w, 0) for w in words], num_docs)
+    def build(cls, doc_texts: Iterable[str], extra_texts: Iterable[str] = (), min_doc_freq: int = 1,
+              max_words: int | None = None) -> "Vocabulary":
+        """Words of the documents (``from_doc_freq``'s filters) plus every word of ``extra_texts`` (queries)."""
+        df = count_doc_freq(doc_texts)
+        num_docs = df.pop(_NUM_DOCS)
+        return cls.from_doc_freq(lambda: sorted(df.items()), num_docs, extra_texts, min_doc_freq, max_words)
+
+    @classmethod
+    def load(cls, path: str | Path, num_docs: int, extra_texts: Iterable[str] = (), min_doc_freq: int = 1,
+             max_words: int | None = None) -> "Vocabulary":
+        """The vocabulary from a ``word<TAB>doc_freq`` file (``write_doc_freq``; the data stage's
+        ``word_doc_freq.tsv``), read line by line: memory is the words kept, not the collection's word types."""
+
+        def pairs():
+            for line_no, line in numbered_lines(path):
+                if line_no == 1:  # the header
+                    continue
+                word, _, df = line.rstrip("\n").partition("\t")
+                if not df.isdigit():
+                    raise InputError(f"{path}:{line_no}: expected word<TAB>document frequency, got {line[:60]!r}")
+                yield word, int(df)
+
+        return cls.from_doc_freq(pairs, num_docs, extra_texts, min_doc_freq, max_words)
+
+    @classmethod
+    def from_doc_freq(cls, pairs: Callable[[], Iterable[tuple[str, int]]], num_docs: int, extra_texts: Iterable[str] = (),
+                      min_doc_freq: int = 1, max_words: int | None = None) -> "Vocabulary":
+        """Keep the document words in ``min_doc_freq`` documents or more and, with ``max_words``, only the
+        ``max_words`` most frequent of those (ties: the first in word order, so the cut is deterministic), plus
+        every word of ``extra_texts`` (with its document frequency), sorted for a deterministic id assignment. ``pairs()`` yields (word, df) in
+        word order; it is called twice when ``max_words`` cuts (first for the cut-off frequency), so a file is
+        streamed twice rather than held: memory stays at the words kept however many the collection has."""
+        if min_doc_freq < 1 or (max_words is not None and max_words < 1):
+            raise InputError(f"vocabulary: min_doc_freq ({min_doc_freq}) and max_words ({max_words}) must be positive")
+        threshold, ties = min_doc_freq, None  # keep df > threshold, and the first `ties` words with df == threshold
+        if max_words is not None:
+            histogram: Counter[int] = Counter(df for _, df in pairs() if df >= min_doc_freq)
+            above = 0
+            for df in sorted(histogram, reverse=True):
+                if above + histogram[df] > max_words:
+                    threshold, ties = df, max_words - above
+                    break
+                above += histogram[df]
+        query_words = {word for text in extra_texts for word in tokenize(text)}
+        kept: dict[str, int] = {}
+        for word, df in pairs():
+            if df > threshold or (df == threshold and (ties is None or ties > 0)):
+                kept[word] = df
+                if df == threshold and ties is not None:
+                    ties -= 1
+            elif word in query_words:  # kept beyond the cut, with its true document frequency (its IDF)
+                kept[word] = df
+        for word in query_words:
+            kept.setdefault(word, 0)
+        words = sorted(kept)
+        return cls(words, [kept[w] for w in words], num_docs)
+
+    def restricted(self, min_doc_freq: int = 1, max_words: int | None = None) -> "Vocabulary":
+        """This vocabulary cut by ``from_doc_freq``'s filters; words with document frequency 0 (query words) stay."""
+        pairs = [(w, df) for w, df in zip(self.words[2:], self.doc_freq[2:]) if df > 0]
+        if all(df >= min_doc_freq for _, df in pairs) and (max_words is None or len(pairs) <= max_words):
+            return self  # nothing to cut (a vocabulary read with these filters already)
+        extra = [w for w, df in zip(self.words[2:], self.doc_freq[2:]) if df == 0]
+        return Vocabulary.from_doc_freq(lambda: pairs, self.num_docs, extra, min_doc_freq, max_words)
 
     def __len__(self) -> int:
         return len(self.words)
@@ -121,8 +197,6 @@ def embedding_matrix(vocab: Vocabulary, source: str = "glove-6b-50d", seed: int 
     try:
         index, vectors = _glove_table(None if source == "glove-6b-50d" else source)
     except FileNotFoundError:
-        from longrank.io import InputError
-
         raise InputError(f"embeddings: file {source!r} not found; expected 'glove-6b-50d' or a word-vector text file") from None
     dim = vectors.shape[1]
     rng = np.random.default_rng(seed)

@@ -240,7 +240,7 @@ class NDRM(Ranker):
     def from_config(cls, params, corpus):
         embedder_keys, conformer_keys, kernel_keys, own = split_config("ndrm", params, WordEmbedder, ConformerLayer, ndrm_kernels, cls.__init__)
         embedder = WordEmbedder.for_corpus(corpus, **embedder_keys)  # resolves ``embeddings: word2vec`` (the paper's)
-        return cls(embedder, *ndrm_kernels(**kernel_keys), corpus.word_vocabulary.idf(), conformer=conformer_keys, **own)
+        return cls(embedder, *ndrm_kernels(**kernel_keys), embedder.vocab.idf(), conformer=conformer_keys, **own)
 
     @classmethod
     def artifacts(cls, params):

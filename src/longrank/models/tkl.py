@@ -219,7 +219,7 @@ class TKL(Ranker):
         sizes = {**config_keys(cls.__init__), **own}  # the learned position table must hold a query and a window
         longest = max(sizes["max_query_len"], sizes["window"] + 2 * sizes["overlap"])
         contextualizer = Contextualizer(embedder.dim, longest, **{**cls.part_defaults, **context_keys})
-        return cls(embedder, contextualizer, *tk_kernels(**kernel_keys), corpus.word_vocabulary.idf(), **own)
+        return cls(embedder, contextualizer, *tk_kernels(**kernel_keys), embedder.vocab.idf(), **own)
 
     def encode(self, queries, doc_ids, docs):
         return {"query": self.embedder.encode_query(queries, self.max_query_len), "doc": self.embedder.encode(docs, self.max_doc_len)}

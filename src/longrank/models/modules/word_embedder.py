@@ -7,6 +7,10 @@ Query terms: ``remove_query_stopwords`` drops scikit-learn's English stop words 
 17-word questions are half stop words, and every query term counts equally in kernel pooling), and
 ``query_term_weights: idf`` multiplies each query term's pooled features by its IDF (the query-weight slot
 of the original K-NRM code; ``uniform`` is the papers' plain sum).
+Vocabulary size: ``min_doc_freq`` keeps the words of that many documents or more, ``max_vocabulary`` the most
+frequent that many (query words are always kept). The embedding matrix, its optimiser state and the word index
+are sized by it, so on a web collection (MS MARCO: millions of word types, most seen once) these keep training
+and reranking memory flat in the collection's size; unset, every word of the collection is kept.
 
 Initial vectors (``embeddings``): ``glove-6b-50d`` (the PyPI package), a path to a word-vector text file (the
 papers' 300d GloVe), or ``word2vec``: the collection's own word2vec vectors, IN ‖ OUT, that the ``word2vec``
@@ -50,8 +54,13 @@ class WordEmbedder(nn.Module):
     tokenisation into padded id tensors and the query-term options above."""
 
     def __init__(self, vocab: Vocabulary, embeddings: str = "glove-6b-50d", train_embeddings: bool = True,
-                 remove_query_stopwords: bool = True, query_term_weights: str = "uniform"):
+                 remove_query_stopwords: bool = True, query_term_weights: str = "uniform", min_doc_freq: int = 1,
+                 max_vocabulary: int | None = None):
         super().__init__()
+        if min_doc_freq > 1 or max_vocabulary is not None:
+            # for_corpus reads the collection's words with these filters already (memory: only the words kept);
+            # a vocabulary given here directly is cut the same way, so the keys mean one thing either way.
+            vocab = vocab.restricted(min_doc_freq, max_vocabulary)
         if query_term_weights not in QUERY_TERM_WEIGHTS:
             raise InputError(f"query_term_weights: {query_term_weights!r} is not one of {list(QUERY_TERM_WEIGHTS)}")
         if embeddings == WORD2VEC:
@@ -69,7 +78,7 @@ class WordEmbedder(nn.Module):
         arguments); ``embeddings: word2vec`` becomes the collection's ``<data dir>/word2vec.txt``."""
         if keys.get("embeddings") == WORD2VEC:
             keys = {**keys, "embeddings": str(word2vec_path(corpus.dir))}
-        return cls(corpus.word_vocabulary, **keys)
+        return cls(corpus.word_vocabulary(keys.get("min_doc_freq", 1), keys.get("max_vocabulary")), **keys)
 
     @property
     def dim(self) -> int:
