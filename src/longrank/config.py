@@ -92,8 +92,12 @@ def resolve_first_stages(config: dict) -> dict:
     for name, spec in stages.items():
         if spec["method"] == "model" and spec["model"] not in config["models"]:
             raise InputError(f"config key first_stages.{name}.model: {spec['model']!r} is not a configured model")
-    for name in config["models"]:
+    for name, entry in config["models"].items():
         _check_no_cycle(name, config["models"], stages)
+        queries = (entry.get("train", {}).get("pretrain") or {}).get("queries")
+        if queries is not None and queries not in config.get("pseudo_queries", {}):
+            raise InputError(f"config key models.{name}.train.pretrain.queries: {queries!r} is not a set under pseudo_queries "
+                             f"(configured: {sorted(config.get('pseudo_queries', {}))})")
     config["first_stages"] = stages
     return config
 

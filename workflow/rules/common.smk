@@ -60,6 +60,7 @@ wildcard_constraints:
     fold="[0-9]+",
     first_stage="[A-Za-z0-9_-]+",
     scope="collection|fold[0-9]+",
+    pseudo_set="[A-Za-z0-9_-]+",
 
 
 def as_json(obj):
@@ -112,6 +113,27 @@ def stage_artifacts(wildcards):
 def model_embeddings(wildcards):
     """The collection's word2vec vectors (workflow/rules/word2vec.smk) for a model configured with them."""
     return [WORD2VEC] if config["models"][wildcards.model].get("embeddings") == "word2vec" else []
+
+
+def pseudo_queries_of(model):
+    """The pseudo-query set a model pre-trains on (train.pretrain.queries), or None."""
+    return (config["models"][model].get("train", {}).get("pretrain") or {}).get("queries")
+
+
+def pretrained_weights(wildcards):
+    """A model with train.pretrain fine-tunes from its pre-trained weights (rule pretrain), one file for all folds."""
+    return [f"{R}/models/{wildcards.model}/pretrained/model.safetensors"] if pseudo_queries_of(wildcards.model) else []
+
+
+def pseudo_query_source(wildcards):
+    """What a pseudo-query set reads beside the data: the source collection for titles, the query formulation
+    for formulated (only these, so that changing neither reruns the other sources' sets)."""
+    source = config["pseudo_queries"][wildcards.pseudo_set].get("source", "ict")
+    if source == "titles":
+        return ["--dataset", as_json(config["dataset"])]
+    if source == "formulated":
+        return ["--query-formulation", as_json(config["query_formulation"])]
+    return []
 
 
 def model_config(wildcards):

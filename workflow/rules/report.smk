@@ -25,6 +25,7 @@ rule build_report:
             model=[m for m in MODELS if weights_of(m) == m],
             fold=FOLDS,
         ),
+        [f"{R}/models/{m}/pretrained/train_summary.json" for m in MODELS if weights_of(m) == m and pseudo_queries_of(m)],
         expand(f"{R}/eval/{{system}}.tsv", system=SYSTEMS),
         config=f"{R}/config.json",
         stats=DATA["stats.json"],

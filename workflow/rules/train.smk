@@ -4,6 +4,7 @@ rule train:
         embeddings=model_embeddings,
         candidates=lambda wc: candidates_of(wc.model),
         artifacts=collection_artifacts,
+        pretrained=pretrained_weights,
     output:
         model=f"{R}/models/{{model}}/fold{{fold}}/model.safetensors",
         dev_run=f"{R}/models/{{model}}/fold{{fold}}/dev.run",
@@ -22,10 +23,43 @@ rule train:
     params:
         model=model_config,
         artifacts=lambda wc, input: ["--collection-artifacts", *input.artifacts] if input.artifacts else [],
+        init=lambda wc, input: ["--init", *input.pretrained] if input.pretrained else [],
         rerank_depth=config["rerank_depth"],
         data=data_dir,
         device=config["device"],
     shell:
         "OMP_NUM_THREADS={threads} python -m longrank train --model {wildcards.model} --model-config {params.model:q}"
-        " --data {params.data} --candidates {input.candidates} {params.artifacts:q} --fold {wildcards.fold}"
+        " --data {params.data} --candidates {input.candidates} {params.artifacts:q} {params.init:q} --fold {wildcards.fold}"
         " --rerank-depth {params.rerank_depth} --device {params.device} --out {output.model} 2> {log}"
+
+
+rule pretrain:
+    """train.pretrain: the model trained on a pseudo-query set (rule pseudo_queries) before its supervised training,
+    early-stopped on held-out pseudo-queries. One job for all folds: it sees no real query."""
+    input:
+        data=list(DATA.values()),
+        embeddings=model_embeddings,
+        pseudo_queries=lambda wc: f"{R}/pseudo_queries/{pseudo_queries_of(wc.model)}",
+    output:
+        model=f"{R}/models/{{model}}/pretrained/model.safetensors",
+        summary=f"{R}/models/{{model}}/pretrained/train_summary.json",
+    log:
+        f"{R}/logs/pretrain_{{model}}.log",
+    benchmark:
+        f"{R}/benchmarks/pretrain_{{model}}.tsv"
+    conda:
+        CONDA_ENV
+    threads: 2
+    resources:
+        mem_mb=12000,
+        runtime=720,
+        gpu=training_gpus,
+    params:
+        model=model_config,
+        rerank_depth=config["rerank_depth"],
+        data=data_dir,
+        device=config["device"],
+    shell:
+        "OMP_NUM_THREADS={threads} python -m longrank train --model {wildcards.model} --model-config {params.model:q}"
+        " --data {params.data} --pretrain-queries {input.pseudo_queries} --candidates {input.pseudo_queries}/candidates.run"
+        " --fold 0 --rerank-depth {params.rerank_depth} --device {params.device} --out {output.model} 2> {log}"

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 
@@ -69,10 +71,67 @@ class Corpus:
 
         key = (min_doc_freq, max_words)
         if key not in self._vocabularies:
+            # the collection's own queries, also under a pseudo-query view: pre-trained weights fit the fine-tuned model
+            queries = read_tsv_dict(self.dir / "queries.tsv")
             self._vocabularies[key] = Vocabulary.load(self.dir / "word_doc_freq.tsv", self.stats["num_docs"],
-                                                      self.queries.values(), min_doc_freq, max_words)
+                                                      queries.values(), min_doc_freq, max_words)
         return self._vocabularies[key]
 
     def test_queries(self) -> list[str]:
         """Every query some fold tests on (all folds together cover the evaluated query set)."""
         return sorted({q for fold in self.folds for q in fold["test"]})
+
+
+class PseudoQueryCorpus(Corpus):
+    """The collection with a pseudo-query set (stage ``pseudo_queries``, ``data/pseudo_queries.py``) in place of
+    its queries, judgments and folds, and each pseudo-query's positive read without the text the query came
+    from (``overrides.jsonl``): what pre-training trains on. The vocabulary stays the collection's own."""
+
+    def __init__(self, data_dir: str | Path, pseudo_dir: str | Path):
+        super().__init__(data_dir)
+        self.pseudo_dir = Path(pseudo_dir)
+
+    @cached_property
+    def docs(self) -> Mapping[str, str]:
+        overrides = {}
+        with open(self.pseudo_dir / "overrides.jsonl", encoding="utf-8") as f:
+            for line in f:
+                record = json.loads(line)
+                overrides[record["doc_id"]] = record["text"]
+        return _Overridden(DocStore(self.dir / "docs.jsonl"), overrides)
+
+    @cached_property
+    def queries(self) -> dict[str, str]:
+        return read_tsv_dict(self.pseudo_dir / "queries.tsv")
+
+    @cached_property
+    def qrels(self) -> dict[str, dict[str, int]]:
+        return read_qrels(self.pseudo_dir / "qrels.txt")
+
+    @cached_property
+    def folds(self) -> list[dict[str, list[str]]]:
+        return read_json(self.pseudo_dir / "folds.json")
+
+    @cached_property
+    def excluded(self) -> dict[str, set[str]]:
+        return {}
+
+
+class _Overridden(Mapping):
+    """A document store with some documents' texts replaced."""
+
+    def __init__(self, store: Mapping[str, str], overrides: dict[str, str]):
+        self.store, self.overrides = store, overrides
+
+    def __getitem__(self, doc_id: str) -> str:
+        text = self.overrides.get(doc_id)
+        return self.store[doc_id] if text is None else text
+
+    def __contains__(self, doc_id) -> bool:
+        return doc_id in self.store
+
+    def __iter__(self):
+        return iter(self.store)
+
+    def __len__(self) -> int:
+        return len(self.store)

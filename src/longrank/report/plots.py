@@ -163,7 +163,8 @@ def efficiency_plot(points: pd.DataFrame, path, measure: str = "nDCG@10") -> Pat
     return _save(fig, path)
 
 
-def training_plot(curves: Mapping[str, pd.DataFrame], path, references: Mapping[str, float], measure: str = "nDCG@10") -> Path:
+def training_plot(curves: Mapping[str, pd.DataFrame], path, references: Mapping[str, float], measure: str = "nDCG@10",
+                  dev: str = "dev") -> Path:
     """Dev ``measure`` against training step, one line per trained model (fold 0), with the dev scores of
     untrained references (the first stage, a zero-shot floor) as dashed lines: where a curve peaks is the kept model."""
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
@@ -175,8 +176,8 @@ def training_plot(curves: Mapping[str, pd.DataFrame], path, references: Mapping[
     for i, (name, value) in enumerate(references.items()):
         ax.axhline(value, color=f"{0.2 + 0.25 * i:.2f}", ls="--", lw=1, label=f"{name} (untrained)")
     ax.set_xlabel("training step")
-    ax.set_ylabel(f"dev {measure}")
-    ax.set_title(f"Dev {measure} during training (star: the kept weights)")
+    ax.set_ylabel(f"{dev} {measure}")
+    ax.set_title(f"{dev[0].upper() + dev[1:]} {measure} during training (star: the kept weights)")
     ax.legend(frameon=False, fontsize=7, ncol=2)
     return _save(fig, path)
 

@@ -62,6 +62,7 @@ def section(ctx: Context) -> Section:
             sec.image(png, f"Dev {PRIMARY} during training (fold 0), against the untrained references' dev scores.")
     if not rows:
         return sec.note("Skipped: no models/*/fold*/train_summary.json of a trained model.")
+    _pretraining(ctx, sec, trained)
     vs = f" vs {floors[0]}" if floors else ""
     sec.howto(f"Training keeps the weights with the best dev {PRIMARY} and stops after `patience` evaluations without "
               f"improvement. The Δ columns compare with the zero-shot floor ({floors[0] if floors else 'none configured'}) "
@@ -70,3 +71,36 @@ def section(ctx: Context) -> Section:
     sec.table(["Model", "Fold", "Steps run", "Best step", f"Best dev {PRIMARY}", f"Δ dev{vs}", f"Test {PRIMARY}",
                f"Δ test{vs}", "Seconds"], rows)
     return sec
+
+
+def _pretraining(ctx: Context, sec: Section, trained: list[str]) -> None:
+    """Models with ``train.pretrain``: the pre-training on pseudo-queries (one run for all folds), its curve on the
+    held-out pseudo-queries, and what the supervised training then started from."""
+    inp = ctx.inp
+    rows, curves = [], {}
+    for model in trained:
+        pretrain = (inp.models[model].get("train") or {}).get("pretrain")
+        path = inp.root / "models" / model / "pretrained" / "train_summary.json"
+        if not pretrain or not path.exists():
+            continue
+        summary = read_json(path)
+        stats_path = inp.root / "pseudo_queries" / pretrain["queries"] / "stats.json"
+        stats = read_json(stats_path) if stats_path.exists() else {}
+        rows.append([model, pretrain["queries"], stats.get("source", "–"), stats.get("train", "–"), stats.get("dev", "–"),
+                     summary.get("steps_run", "–"), summary.get("best_step", "–"), Cell(fmt(summary["best_dev_ndcg10"])),
+                     Cell(fmt(summary.get("seconds"), 0) if summary.get("seconds") is not None else "–")])
+        log_path = path.with_name("training_log.tsv")
+        if log_path.exists() and len(log := pd.read_csv(log_path, sep="\t")):
+            curves[model] = log
+    if not rows:
+        return
+    sec.howto("Pre-training (`train.pretrain`): each model first trains on pseudo-queries made from the documents alone "
+              "(`pseudo_queries`: titles, the Inverse Cloze Task, or the collection's query formulation applied to a "
+              "passage; the positive is the document without the text the query came from), early-stopped on held-out "
+              f"pseudo-queries, and its supervised training above starts from the kept weights. The pseudo-dev {PRIMARY} "
+              "says how well the pseudo task was learnt, not how well real queries are answered.")
+    sec.table(["Model", "Pseudo-queries", "Source", "Train", "Held out", "Steps run", "Best step", f"Best pseudo-dev {PRIMARY}",
+               "Seconds"], rows)
+    if curves:
+        png = plots.training_plot(curves, ctx.fig_dir / "fig_pretraining.png", {}, PRIMARY, dev="pseudo-dev")
+        sec.image(png, f"Held-out pseudo-queries' {PRIMARY} during pre-training.")

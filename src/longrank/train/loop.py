@@ -32,9 +32,9 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from longrank.data.corpus import Corpus
+from longrank.data.corpus import Corpus, PseudoQueryCorpus
 from longrank.io import InputError, read_json, read_run, write_json, write_run, write_text
-from longrank.models.checkpoint import save_weights
+from longrank.models.checkpoint import load_weights, save_weights
 from longrank.models.registry import artifact_scopes, build_model, constructor_defaults, model_class
 from longrank.runs import mean_measure
 from longrank.runtime import distributed_env, init_process_group, launch_processes, process_device, resolve_device, seed_everything
@@ -49,7 +49,7 @@ TRAIN_DEFAULTS = {
     "steps": 300, "batch_size": 8, "negatives": 1, "lr": 1e-3, "weight_decay": 0.0, "warmup_steps": 0,
     "loss": None, "eval_every": 50, "patience": 3, "grad_clip": 1.0, "seed": 0, "eval_batch_size": 32,
     "embedding_lr": None, "scoring_lr": None, "positives": "candidates", "negatives_from": "candidates",
-    "negative_pairs": False, "num_workers": 0, "processes": 1,
+    "negative_pairs": False, "num_workers": 0, "processes": 1, "pretrain": None,
 }
 # Training keys that set the learning rate of one of a model's declared parameter groups (Ranker.parameter_groups).
 GROUP_LR_KEYS = {"embedding_lr": "embeddings", "scoring_lr": "scoring"}
@@ -68,6 +68,9 @@ def add_arguments(parser):
     parser.add_argument("--device", default="auto")
     parser.add_argument("--collection-artifacts", nargs="?", help="the model's collection-scope artifacts (a directory the "
                         "artifacts stage wrote), when the model declares any (the flag without a value: none)")
+    parser.add_argument("--pretrain-queries", help="pre-train: train on this pseudo-query set (a directory the pseudo_queries "
+                        "stage wrote; its candidates.run replaces --candidates) with the model's train.pretrain settings")
+    parser.add_argument("--init", help="start from these weights (the model's pre-trained model.safetensors) rather than its initialisation")
     parser.add_argument("--out", required=True, help="the trained weights (model.safetensors); its folder holds logs and state")
 
 
@@ -85,8 +88,22 @@ def run(args):
         log.info("launching %d training processes (train.processes)", hp["processes"])
         launch_processes(hp["processes"], "longrank", ["train", *_cli_arguments(args)])
         return
-    train(args.model, model_cfg, Corpus(args.data), read_run(args.candidates), args.fold,
-          args.rerank_depth, device, Path(args.out), args.collection_artifacts)
+    corpus, candidates = Corpus(args.data), args.candidates
+    if args.pretrain_queries:
+        model_cfg = pretraining_config(args.model, model_cfg)
+        corpus, candidates = PseudoQueryCorpus(args.data, args.pretrain_queries), Path(args.pretrain_queries) / "candidates.run"
+    train(args.model, model_cfg, corpus, read_run(candidates), args.fold, args.rerank_depth, device, Path(args.out),
+          args.collection_artifacts, args.init)
+
+
+def pretraining_config(name: str, model_cfg: dict) -> dict:
+    """The model's entry for pre-training on pseudo-queries: its ``train`` keys overridden by ``train.pretrain``'s
+    (steps, lr, ...; ``queries`` names the set). The positive is the document a pseudo-query came from, which
+    its BM25 candidates may miss, so positives are the judged ones."""
+    settings = dict(_hyperparameters(name, model_cfg)["pretrain"] or {})
+    settings.pop("queries", None)
+    own = {k: v for k, v in model_cfg.get("train", {}).items() if k != "pretrain"}
+    return {**model_cfg, "train": {**own, "positives": "judged", **settings}}
 
 
 def _cli_arguments(args) -> list[str]:
@@ -95,6 +112,9 @@ def _cli_arguments(args) -> list[str]:
             "--fold", str(args.fold), "--rerank-depth", str(args.rerank_depth), "--device", args.device, "--out", str(args.out)]
     if args.collection_artifacts is not None:
         argv += ["--collection-artifacts", str(args.collection_artifacts)]
+    for flag, value in (("--pretrain-queries", args.pretrain_queries), ("--init", args.init)):
+        if value:
+            argv += [flag, str(value)]
     return argv
 
 
@@ -102,7 +122,17 @@ def _hyperparameters(name: str, model_cfg: dict) -> dict:
     unknown = set(model_cfg.get("train", {})) - set(TRAIN_DEFAULTS)
     if unknown:
         raise InputError(f"models.{name}.train: unknown keys {sorted(unknown)}; expected {sorted(TRAIN_DEFAULTS)}")
-    return {**TRAIN_DEFAULTS, **model_cfg.get("train", {})}
+    hp = {**TRAIN_DEFAULTS, **model_cfg.get("train", {})}
+    pretrain = hp["pretrain"]
+    if pretrain is not None:
+        if not isinstance(pretrain, dict) or not isinstance(pretrain.get("queries"), str):
+            raise InputError(f"models.{name}.train.pretrain: expected a mapping with `queries` (a set under pseudo_queries) "
+                             f"and training keys to override, got {pretrain!r}")
+        unknown = set(pretrain) - set(TRAIN_DEFAULTS) - {"queries"} | ({"pretrain"} & set(pretrain))
+        if unknown:
+            raise InputError(f"models.{name}.train.pretrain: unknown keys {sorted(unknown)}; expected `queries` and training "
+                             f"keys {sorted(set(TRAIN_DEFAULTS) - {'pretrain'})}")
+    return hp
 
 
 def _check_processes(name: str, hp: dict, env: tuple[int, int, int] | None) -> int:
@@ -127,7 +157,7 @@ def _lr_lambda(warmup: int, total: int):
     return factor
 
 
-def _fingerprint(model_cfg: dict, fold: dict, depth: int, candidates) -> str:
+def _fingerprint(model_cfg: dict, fold: dict, depth: int, candidates, init: str | Path | None = None) -> str:
     ranked = {q: sorted(candidates.get(q, {}).items()) for q in fold["train"] + fold["dev"]}
     # With the model's defaults resolved: a state left before a default changed must not resume under the new one.
     resolved = {**constructor_defaults(model_cfg["type"]), **model_cfg}
@@ -135,7 +165,9 @@ def _fingerprint(model_cfg: dict, fold: dict, depth: int, candidates) -> str:
     # summation order aside, as the device, which is not fingerprinted either) and of DataLoader workers, so a
     # state left by a run on 4 GPUs resumes on 2 or 1, and a config that only changes them finds its finished state.
     resolved["train"] = {k: v for k, v in resolved.get("train", {}).items() if k not in ("processes", "num_workers")}
-    payload = json.dumps([resolved, fold["train"], fold["dev"], depth, ranked], sort_keys=True, default=str)
+    # The starting weights by content: a state fine-tuned from an earlier pre-training must not resume from a new one.
+    start = hashlib.sha256(Path(init).read_bytes()).hexdigest() if init is not None else None
+    payload = json.dumps([resolved, fold["train"], fold["dev"], depth, ranked, start], sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -229,7 +261,7 @@ def _step_seed(seed: int, step: int, rank: int) -> int:
 
 
 def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: int, depth: int, device: torch.device, out: Path,
-          collection_artifacts: str | Path | None = None) -> None:
+          collection_artifacts: str | Path | None = None, init: str | Path | None = None) -> None:
     """Train in this process, or as one of the processes torchrun (or ``run``'s own launch for ``train.processes``)
     started: then in the process group the launcher's environment describes, torn down at the end or on error."""
     hp = _hyperparameters(name, model_cfg)
@@ -240,19 +272,19 @@ def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: in
                          "(python -m longrank train) or by torchrun; train() in this process runs one of them")
     if env is None or env[2] == 1 or not hp["steps"]:  # steps: 0 trains nothing: rank 0 alone writes the outputs
         if env is None or env[0] == 0:
-            _train(name, model_cfg, hp, corpus, candidates, fold_index, depth, device, out, collection_artifacts, 0, 1)
+            _train(name, model_cfg, hp, corpus, candidates, fold_index, depth, device, out, collection_artifacts, init, 0, 1)
         return
     rank, local_rank, world = env
     device = process_device(device, local_rank, world, f"models.{name}.train.processes")
     init_process_group(device, PROCESS_GROUP_TIMEOUT_S)
     try:
-        _train(name, model_cfg, hp, corpus, candidates, fold_index, depth, device, out, collection_artifacts, rank, world)
+        _train(name, model_cfg, hp, corpus, candidates, fold_index, depth, device, out, collection_artifacts, init, rank, world)
     finally:
         dist.destroy_process_group()
 
 
 def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fold_index: int, depth: int, device: torch.device,
-           out: Path, collection_artifacts: str | Path | None, rank: int, world: int) -> None:
+           out: Path, collection_artifacts: str | Path | None, init: str | Path | None, rank: int, world: int) -> None:
     lead, distributed = rank == 0, world > 1
     depth = model_cfg.get("rerank_depth", depth)
     if fold_index >= len(corpus.folds):
@@ -263,7 +295,10 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
         raise InputError(f"models.{name}: " + ("the model needs its collection artifacts (--collection-artifacts DIR)" if needs_artifacts
                                                else "the model declares no collection artifacts; drop --collection-artifacts"))
     seed_everything(hp["seed"])
-    model = build_model(model_cfg, corpus).to(device)
+    model = build_model(model_cfg, corpus)
+    if init is not None:  # fine-tuning a pre-trained model (train.pretrain): every rank loads the same file
+        load_weights(model, init)
+    model = model.to(device)
     if collection_artifacts is not None:
         model.attach_artifacts(Path(collection_artifacts))
     loss_name = hp["loss"] or model_class(model_cfg["type"]).default_loss
@@ -303,7 +338,7 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
     # A state left by a killed run resumes only if it was made for exactly this training problem. Rank 0 alone
     # judges and discards it; then every rank loads the same files (weights, optimiser moments, scheduler,
     # position), which leaves them bit-identical without sending the optimiser state around.
-    fingerprint = _fingerprint(model_cfg, fold, depth, candidates)
+    fingerprint = _fingerprint(model_cfg, fold, depth, candidates, init)
     saved = state_dir / "position.json"
     if lead and saved.exists() and read_json(saved).get("fingerprint") != fingerprint:
         log.info("discarding the training state in %s: it was made for another config, split or candidates", state_dir)

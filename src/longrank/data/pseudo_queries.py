@@ -1,0 +1,208 @@
+"""Stage ``pseudo_queries``: training queries made from the documents alone, for pre-training the re-rankers
+(``train.pretrain``) where the collection has too few real training queries (Cranfield: 120, IRLeD: 80).
+
+A set is configured by name under ``pseudo_queries:`` in the config and built once per collection:
+
+- ``source: titles``: a document's title (``title_field``, read from the source collection) is the query and the
+  rest of the document the positive (the BERT-era trial that lifted a MiniLM cross-encoder on Cranfield by +0.11);
+- ``source: ict``: the Inverse Cloze Task (Lee et al., 2019): a random span of ``query_words`` words is the query
+  and its document, with the span taken out, the positive;
+- ``source: formulated``: the collection's own query formulation (``query_formulation`` of the config) applied to
+  a random passage of ``passage_words`` words (IRLeD: its top-25 tf-idf terms, as IRLeD's queries are formed from
+  a whole case), the document without that passage the positive.
+
+In every source the text the query came from is taken out of its positive (``overrides.jsonl``: the positive's
+text as pre-training reads it), so a model cannot learn to find the query copied verbatim. Documents are drawn
+without replacement (``count`` of them, ``seed``), so each document has at most one such text. Negatives come
+from each pseudo-query's BM25 top ``depth`` (``candidates.run``), as for real queries. No pseudo-query contains
+a real query's text (any real query: test, dev or train), and ``drop_easy`` drops those whose positive BM25
+already ranks first. ``dev`` of them are held out for early stopping of the pre-training.
+
+Output directory: ``queries.tsv``, ``qrels.txt``, ``folds.json`` (one fold: train and dev pseudo-queries, no
+test), ``candidates.run``, ``overrides.jsonl``, ``stats.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from longrank.data.corpus import Corpus
+from longrank.data.queries import formulate
+from longrank.io import InputError, umask_mode, write_json, write_qrels, write_run, write_text
+
+log = logging.getLogger(__name__)
+
+SOURCES = ("titles", "ict", "formulated")
+DEFAULTS = {"source": "ict", "count": 1000, "seed": 0, "query_words": 20, "passage_words": 200, "title_field": "title",
+            "depth": 100, "dev": 0.1, "drop_easy": False}
+
+
+def settings(name: str, cfg: dict) -> dict:
+    """The set's configuration with defaults, checked: errors name ``pseudo_queries.<name>.<key>``."""
+    unknown = set(cfg) - set(DEFAULTS)
+    if unknown:
+        raise InputError(f"pseudo_queries.{name}: unknown keys {sorted(unknown)}; expected some of {sorted(DEFAULTS)}")
+    out = {**DEFAULTS, **cfg}
+    if out["source"] not in SOURCES:
+        raise InputError(f"pseudo_queries.{name}.source: {out['source']!r} is not one of {list(SOURCES)}")
+    for key in ("count", "query_words", "passage_words", "depth"):
+        if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 1:
+            raise InputError(f"pseudo_queries.{name}.{key}: {out[key]!r} is not a positive integer")
+    if not 0 < out["dev"] < 1:
+        raise InputError(f"pseudo_queries.{name}.dev: {out['dev']!r} is not a fraction between 0 and 1")
+    return out
+
+
+def _normalise(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def _span(words: list[str], length: int, rng: np.random.Generator) -> tuple[int, int]:
+    """A random span of ``length`` words (the whole document if it is shorter than twice that: then no span,
+    since taking it out would leave too little to match)."""
+    if len(words) < 2 * length:
+        return 0, 0
+    start = int(rng.integers(0, len(words) - length + 1))
+    return start, start + length
+
+
+def make_pseudo_queries(corpus: Corpus, cfg: dict, titles: dict[str, str] | None = None,
+                        query_formulation: dict | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """(pseudo-query id -> text, pseudo-query id -> its positive's text without what the query came from), before
+    the filters. Deterministic for a fixed seed. Ids are ``p<doc id>``: one per document at most."""
+    rng = np.random.default_rng(cfg["seed"])
+    doc_ids = sorted(corpus.docs)
+    if cfg["source"] == "titles":
+        if not titles:
+            raise InputError(f"pseudo_queries: source titles needs document titles; the collection has none in field "
+                             f"{cfg['title_field']!r} (set title_field, or use source: ict or formulated)")
+        doc_ids = [d for d in doc_ids if titles.get(d, "").strip()]
+    order = rng.permutation(len(doc_ids))
+    queries, positives, passages = {}, {}, {}
+    for i in order:
+        if len(queries) >= cfg["count"]:
+            break
+        doc_id = doc_ids[int(i)]
+        text = corpus.docs[doc_id]
+        if cfg["source"] == "titles":
+            title = " ".join(titles[doc_id].split())
+            rest = re.sub(r"\s+".join(map(re.escape, title.split())), " ", text, flags=re.IGNORECASE)
+            query, positive = title, rest
+        else:
+            words = text.split()
+            length = cfg["query_words"] if cfg["source"] == "ict" else cfg["passage_words"]
+            start, end = _span(words, length, rng)
+            if end == 0:
+                continue
+            query, positive = " ".join(words[start:end]), " ".join(words[:start] + words[end:])
+        if not _normalise(positive) or not _normalise(query):
+            continue
+        queries[f"p{doc_id}"], positives[f"p{doc_id}"] = query, positive
+        passages[f"p{doc_id}"] = query
+    if cfg["source"] == "formulated":
+        qf = query_formulation or {"method": "full"}
+        queries = formulate(passages, corpus.docs, qf.get("method", "full"), qf.get("n", 25))
+        queries = {q: t for q, t in queries.items() if t.strip()}
+        positives = {q: positives[q] for q in queries}
+    return queries, positives
+
+
+def without_real_queries(queries: dict[str, str], real: dict[str, str]) -> dict[str, str]:
+    """``queries`` without any that contains a real query's text (words, lower-cased; a real query of fewer
+    than 3 words is compared whole rather than as a substring, or a common word would drop everything)."""
+    real_texts = {_normalise(t) for t in real.values()}
+    long_texts = [t for t in real_texts if len(t.split()) >= 3]
+    kept = {}
+    for qid, text in queries.items():
+        norm = _normalise(text)
+        if norm in real_texts or any(t in norm for t in long_texts):
+            continue
+        kept[qid] = text
+    return kept
+
+
+def build(corpus: Corpus, name: str, cfg: dict, out: Path, titles: dict[str, str] | None = None,
+          query_formulation: dict | None = None) -> dict:
+    from longrank.retrieval.bm25 import bm25_run
+
+    cfg = settings(name, cfg)
+    queries, positives = make_pseudo_queries(corpus, cfg, titles, query_formulation)
+    made = len(queries)
+    queries = without_real_queries(queries, corpus.queries)
+    containing_real = made - len(queries)
+    # Candidates from the collection as it is (the positive with its query text inside, as a first stage sees it).
+    run = bm25_run(corpus.docs, queries, top_k=cfg["depth"])
+    qrels = {q: {q[1:]: 1} for q in queries}
+    easy = [q for q in queries if run.get(q) and max(run[q], key=lambda d: (run[q][d], d)) == q[1:]]
+    if cfg["drop_easy"]:
+        queries = {q: t for q, t in queries.items() if q not in set(easy)}
+    if len(queries) < 2:
+        raise InputError(f"pseudo_queries.{name}: {len(queries)} pseudo-queries left of {made} (documents too short for "
+                         f"{cfg['source']} spans, or filtered); lower query_words / passage_words or raise count")
+    ids = sorted(queries)
+    rng = np.random.default_rng(cfg["seed"] + 1)
+    dev = set(rng.choice(ids, size=max(1, round(cfg["dev"] * len(ids))), replace=False).tolist())
+    fold = {"train": [q for q in ids if q not in dev], "dev": sorted(dev), "test": []}
+    stats = {"name": name, **cfg, "made": made, "containing_real_query": containing_real,
+             "positive_ranked_first_by_bm25": len(easy), "dropped_easy": len(easy) if cfg["drop_easy"] else 0,
+             "pseudo_queries": len(ids), "train": len(fold["train"]), "dev": len(fold["dev"]),
+             "query_words": {"mean": float(np.mean([len(queries[q].split()) for q in ids]))},
+             "positive_in_candidates": sum(q[1:] in run.get(q, {}) for q in ids) / len(ids)}
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        write_text(staging / "queries.tsv", "query_id\ttext\n" + "".join(f"{q}\t{' '.join(queries[q].split())}\n" for q in ids))
+        write_qrels(staging / "qrels.txt", {q: qrels[q] for q in ids})
+        write_json(staging / "folds.json", [fold])
+        write_run(staging / "candidates.run", {q: run[q] for q in ids if q in run}, tag="bm25")
+        write_text(staging / "overrides.jsonl", "".join(json.dumps({"doc_id": q[1:], "text": positives[q]}) + "\n" for q in ids))
+        write_json(staging / "stats.json", stats)
+        staging.chmod(umask_mode(0o777))
+        from longrank.artifacts import replace_directory
+
+        replace_directory(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log.info("pseudo_queries.%s: %d %s pseudo-queries (%d train, %d dev); %d contained a real query, BM25 ranks the "
+             "positive first for %d%s", name, len(ids), cfg["source"], len(fold["train"]), len(fold["dev"]), containing_real,
+             len(easy), " (dropped)" if cfg["drop_easy"] else "")
+    return stats
+
+
+def read_titles(dataset: dict, field: str) -> dict[str, str]:
+    """doc id -> the ``field`` of each document, from the configured source collection (its loader, one field)."""
+    from longrank.data.collections import load_ir_datasets, load_local
+
+    if dataset.get("source", "ir_datasets") == "ir_datasets":
+        docs, *_ = load_ir_datasets(dataset["id"], [field], dataset.get("query_field"))
+    else:
+        docs, *_ = load_local({**dataset, "doc_fields": [field]})
+    return dict(docs)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--data", required=True, help="results/{dataset}/data")
+    parser.add_argument("--name", required=True, help="the set's name under pseudo_queries")
+    parser.add_argument("--config", required=True, help="the set's config entry as JSON")
+    parser.add_argument("--dataset", help="the config's dataset block as JSON (source titles reads the titles from it)")
+    parser.add_argument("--query-formulation", help="the config's query_formulation as JSON (source formulated)")
+    parser.add_argument("--out", required=True, help="the set's directory (results/{dataset}/pseudo_queries/{name})")
+
+
+def run(args) -> None:
+    cfg = settings(args.name, json.loads(args.config))
+    titles = None
+    if cfg["source"] == "titles":
+        if not args.dataset:
+            raise InputError("pseudo_queries: source titles needs --dataset (the collection to read titles from)")
+        titles = read_titles(json.loads(args.dataset), cfg["title_field"])
+    qf = json.loads(args.query_formulation) if args.query_formulation else None
+    build(Corpus(args.data), args.name, cfg, Path(args.out), titles, qf)
