@@ -39,6 +39,12 @@ COMBINATIONS: list[tuple[str, ...]] = [
     ("irled.yaml", "encoder-recipes.yaml"),
     ("irled.yaml", "tkl.yaml", "mores.yaml"),
     ("irled.yaml", "irled-ndrm.yaml"),
+    ("pretrain.yaml",),
+    ("irled.yaml", "pretrain.yaml", "irled-pretrain.yaml"),
+    ("hdct.yaml",),
+    ("pretrain.yaml", "hdct.yaml"),
+    ("irled.yaml", "hdct.yaml", "irled-hdct.yaml"),
+    ("irled.yaml", "pretrain.yaml", "irled-pretrain.yaml", "hdct.yaml", "irled-hdct.yaml"),
 ]
 
 

@@ -66,7 +66,11 @@ def check_model_keys(models: dict) -> None:
 
 
 # first_stages[] keys that only one method reads (the schema lists them all, with their types)
-METHOD_KEYS = {bm25.METHOD: bm25.KEYS, "run_file": {"path"}, "model": {"model"}}
+# (hdct's are longrank.models.hdct.KEYS, written out here so that validating a config does not import torch; a test
+# checks they agree)
+METHOD_KEYS = {bm25.METHOD: bm25.KEYS, "run_file": {"path"}, "model": {"model"},
+               "hdct": {"encoder", "passage_words", "max_passages", "m", "combine", "targets", "title_field", "steps",
+                        "batch_size", "lr", "seed", "k1", "b"}}
 
 
 def resolve_first_stages(config: dict) -> dict:
@@ -74,11 +78,10 @@ def resolve_first_stages(config: dict) -> dict:
     default) and give every model entry the ``first_stage`` it reranks, checking the names on the way."""
     stages: dict[str, dict] = {}
     for i, spec in enumerate(config["first_stages"]):
-        for key in sorted(set(spec) - {"name", "method", "top_k"}):
-            owner = next(m for m, keys in METHOD_KEYS.items() if key in keys)
-            if owner != spec["method"]:
-                raise InputError(f"config key first_stages.{i}.{key}: a key of method {owner!r}; "
-                                 f"this first stage's method is {spec['method']!r}")
+        for key in sorted(set(spec) - {"name", "method", "top_k"} - METHOD_KEYS[spec["method"]]):
+            owners = [m for m, keys in METHOD_KEYS.items() if key in keys]
+            raise InputError(f"config key first_stages.{i}.{key}: a key of method {' / '.join(map(repr, owners))}; "
+                             f"this first stage's method is {spec['method']!r}")
         if spec["name"] in stages:
             raise InputError(f"config key first_stages: the name {spec['name']!r} is used twice; names must be distinct")
         stages[spec["name"]] = spec
@@ -92,6 +95,9 @@ def resolve_first_stages(config: dict) -> dict:
     for name, spec in stages.items():
         if spec["method"] == "model" and spec["model"] not in config["models"]:
             raise InputError(f"config key first_stages.{name}.model: {spec['model']!r} is not a configured model")
+        targets = spec.get("targets", "titles")
+        if spec["method"] == "hdct" and targets != "titles" and targets not in config.get("pseudo_queries", {}):
+            raise InputError(f"config key first_stages.{name}.targets: {targets!r} is neither titles nor a set under pseudo_queries")
     for name, entry in config["models"].items():
         _check_no_cycle(name, config["models"], stages)
         queries = (entry.get("train", {}).get("pretrain") or {}).get("queries")

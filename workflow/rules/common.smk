@@ -103,11 +103,20 @@ def fold_artifacts(wildcards):
 
 
 def stage_artifacts(wildcards):
-    """A first stage a trained model produces (method model) reads that model's per-fold artifacts (its impact index)."""
+    """A first stage a trained model produces (method model) reads that model's per-fold artifacts (its impact
+    index); an hdct first stage reads its index."""
     spec = config["first_stages"][wildcards.first_stage]
+    if spec["method"] == "hdct":  # HDCT's index, built once for the collection (workflow/rules/hdct.smk)
+        return [f"{R}/hdct/{wildcards.first_stage}"]
     if spec["method"] != "model":
         return []
     return expand(f"{R}/artifacts/{spec['model']}/fold{{fold}}", fold=FOLDS)
+
+
+def hdct_pseudo_queries(first_stage):
+    """The pseudo-query set an HDCT first stage trains on (targets: <set>); none for targets: titles."""
+    targets = config["first_stages"][first_stage].get("targets", "titles")
+    return [] if targets == "titles" else [f"{R}/pseudo_queries/{targets}"]
 
 
 def model_embeddings(wildcards):

@@ -162,7 +162,7 @@ def build(corpus: Corpus, name: str, cfg: dict, out: Path, titles: dict[str, str
         write_text(staging / "queries.tsv", "query_id\ttext\n" + "".join(f"{q}\t{' '.join(queries[q].split())}\n" for q in ids))
         write_qrels(staging / "qrels.txt", {q: qrels[q] for q in ids})
         write_json(staging / "folds.json", [fold])
-        write_run(staging / "candidates.run", {q: run[q] for q in ids if q in run}, tag="bm25")
+        write_run(staging / "candidates.run", {q: run[q] for q in ids if q in run}, tag="pseudo_queries")
         write_text(staging / "overrides.jsonl", "".join(json.dumps({"doc_id": q[1:], "text": positives[q]}) + "\n" for q in ids))
         write_json(staging / "stats.json", stats)
         staging.chmod(umask_mode(0o777))

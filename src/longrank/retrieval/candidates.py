@@ -8,7 +8,9 @@ Methods (``first_stages[].method``):
 - ``run_file``: a TREC run the user brings (another system's output, a dense retriever's, ...);
 - ``model``: a trained model ranks the whole collection through its per-fold impact index (a query-term-
   independent model such as NDRM: :mod:`longrank.retrieval.impact`); each query is ranked by the model of the
-  fold that tests it.
+  fold that tests it;
+- ``hdct``: BM25 over the term weights HDCT predicts (:mod:`longrank.models.hdct`), from the index the ``hdct``
+  stage built once for the collection (it never saw a query).
 
 Beside the run, ``candidates/{name}.stats.json`` keeps what the first stage cost (index and query time,
 index size) for the report.
@@ -57,10 +59,19 @@ def retrieve(spec: dict, corpus: Corpus, dataset: dict, depth: int, artifacts: l
     methods = {bm25.METHOD: lambda: bm25.candidates(spec, corpus, depth),
                "scoreddocs": lambda: (scoreddocs_run(_scoreddocs_datasets(dataset), corpus.queries, corpus.docs, f"first stage {spec['name']!r}"), {}),
                "run_file": lambda: (run_file(spec, corpus), {}),
-               "model": lambda: impact_run(artifacts, corpus.folds, corpus.queries, depth)}
+               "model": lambda: impact_run(artifacts, corpus.folds, corpus.queries, depth),
+               "hdct": lambda: _hdct_run(artifacts, corpus.queries, depth)}
     if spec["method"] not in methods:
         raise InputError(f"first stage {spec['name']!r}: unknown method {spec['method']!r}; expected one of {sorted(methods)}")
     return methods[spec["method"]]()
+
+
+def _hdct_run(artifacts: list[Path], queries: dict, depth: int) -> tuple[Run, dict]:
+    from longrank.models.hdct import retrieve  # torch and the encoder only for this method
+
+    if len(artifacts) != 1:
+        raise InputError("first stage method hdct: give its index directory (--artifacts results/{dataset}/hdct/{name})")
+    return retrieve(artifacts[0], queries, depth)
 
 
 def run_file(spec: dict, corpus: Corpus) -> Run:

@@ -1,0 +1,92 @@
+"""HDCT: term weights to pseudo term frequencies, its training targets, its BM25 index (equal weights are plain
+BM25 up to k1's scale; saving and loading keep the scores) and the stage end to end on a tiny collection."""
+
+from __future__ import annotations
+
+import bm25s
+import numpy as np
+import pytest
+
+from longrank.config import METHOD_KEYS
+from longrank.data.corpus import Corpus
+from longrank.data.words import STOP_WORDS, tokenize
+from longrank.io import InputError, read_json
+from longrank.models import hdct
+from longrank.retrieval.candidates import retrieve
+
+DOCS = {"d1": "wing lift wing drag of the wing", "d2": "heat transfer in a heated slab", "d3": "lift of a slender wing body",
+        "d4": "drag of cones at supersonic speed"}
+
+
+def test_the_config_knows_hdcts_keys():
+    assert METHOD_KEYS["hdct"] == hdct.KEYS
+
+
+def test_weights_map_to_integer_pseudo_frequencies():
+    passages = [[("wing", 0.25), ("wing", 0.09), ("lift", 0.0), ("drag", -1.0)], [("wing", 0.16), ("body", 1.0)]]
+    # per occurrence m*sqrt(w): wing 50 + 30 in passage 1, 40 in passage 2; lift and drag (clipped) 0: not indexed
+    assert hdct.pseudo_frequencies(passages, m=100, combine="sum") == {"wing": 120, "body": 100}
+    assert hdct.pseudo_frequencies(passages, m=100, combine="max") == {"wing": 80, "body": 100}
+    assert hdct.pseudo_frequencies(passages, m=100, combine="decay") == {"wing": 100, "body": 50}  # 80 + 40/2; 100/2
+    assert hdct.pseudo_frequencies([[("wing", 0.3)]], m=10) == {"wing": 5}  # round(10 * 0.5477)
+    with pytest.raises(InputError, match="combine 'mean'"):
+        hdct.pseudo_frequencies(passages, combine="mean")
+
+
+def test_equal_weights_index_like_plain_bm25_up_to_the_scale(tmp_path):
+    doc_ids = list(DOCS)
+    scale = 50  # every weight 0.25: each occurrence counts 100 * 0.5
+    tfs = [hdct.pseudo_frequencies([[(w, 0.25) for w in tokenize(DOCS[d]) if w not in STOP_WORDS]], m=100, combine="sum")
+           for d in doc_ids]
+    k1, b = 0.9, 0.4
+    hdct.build_index(doc_ids, tfs, {"k1": k1 * scale, "b": b}, tmp_path / "index")
+    plain = bm25s.BM25(k1=k1, b=b, method="lucene")
+    plain.index([[w for w in tokenize(DOCS[d]) if w not in STOP_WORDS] for d in doc_ids], show_progress=False)
+    weighted = bm25s.BM25.load(str(tmp_path / "index"))
+    for query in (["wing"], ["lift", "wing"], ["drag", "supersonic"]):
+        a = plain.get_scores(query)
+        c = weighted.get_scores(query)
+        assert np.argsort(-a, kind="stable").tolist() == np.argsort(-c, kind="stable").tolist()
+        # Lucene's BM25, idf * tf / (tf + k1 (1 - b + b dl / avgdl)): tf, dl and avgdl all scaled by 50 and k1 by 50
+        # leave every score as it was
+        assert np.allclose(c, a, rtol=1e-5) and (a > 0).sum() >= 1
+
+
+def test_title_and_pseudo_query_targets_match_a_hand_computation(tmp_path):
+    assert hdct.term_recall(["wing", "lift", "the", "drag"], ["Wing body", "wing lift"]) == [1.0, 0.5, 0.0, 0.0]
+    (tmp_path / "docs.jsonl").write_text("")
+    corpus = Corpus(tmp_path)
+    corpus.__dict__["docs"] = {"d1": "Wing Lift. wing lift of a slender wing body at low speed"}  # the title repeated in the body
+    spec = hdct.settings({"passage_words": 4, "targets": "titles"})
+    examples = hdct.training_examples(spec, corpus, {"d1": ["wing lift"]})
+    # both copies of the title are taken out; the rest in passages of 4 words, targets by the title's terms
+    assert examples == [(["of", "a", "slender", "wing"], [0.0, 0.0, 0.0, 1.0]), (["body", "at", "low", "speed"], [0.0] * 4)]
+
+
+def test_index_save_and_load_give_identical_scores(tmp_path):
+    doc_ids = list(DOCS)
+    tfs = [hdct.pseudo_frequencies([[(w, 0.1 + 0.05 * i) for i, w in enumerate(tokenize(DOCS[d])) if w not in STOP_WORDS]])
+           for d in doc_ids]
+    hdct.build_index(doc_ids, tfs, {"k1": 0.9, "b": 0.4}, tmp_path / "index")
+    (tmp_path / "stats.json").write_text("{}")
+    in_memory = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
+    in_memory.index([[t for t, f in sorted(tf.items()) for _ in range(f)] for tf in tfs], show_progress=False)
+    run, stats = hdct.retrieve(tmp_path, {"q1": "the wing lift", "q2": "supersonic drag", "q3": "the of"}, top_k=3)
+    assert set(run) == {"q1", "q2"}  # q3 has only stop words: no candidates
+    expected = in_memory.get_scores(["wing", "lift"])
+    for doc_id, score in run["q1"].items():
+        assert score == pytest.approx(float(expected[doc_ids.index(doc_id)]), rel=1e-6)
+    assert "query_ms_per_query" in stats
+
+
+def test_the_stage_trains_indexes_and_retrieves(tiny_data):
+    corpus = Corpus(tiny_data / "data")
+    titles = {d: " ".join(corpus.docs[d].split()[:2]) for d in list(corpus.docs)[:40]}
+    spec = {"name": "hdct", "method": "hdct", "steps": 3, "batch_size": 4, "passage_words": 30, "max_passages": 2}
+    stats = hdct.build(spec, corpus, tiny_data / "hdct" / "hdct", titles=titles, device="cpu")
+    assert stats["documents"] == len(corpus.docs) and stats["docs_per_second"] > 0 and len(stats["loss_curve"]) == 1
+    run, cost = retrieve(spec, corpus, {}, depth=10, artifacts=[tiny_data / "hdct" / "hdct"])
+    assert len(run) == len(corpus.queries) and all(len(r) <= 10 for r in run.values())
+    assert cost["documents"] == len(corpus.docs) and read_json(tiny_data / "hdct" / "hdct" / "stats.json")["settings"]["m"] == 100
+    model = hdct.load_model(tiny_data / "hdct" / "hdct", spec)
+    assert len(model([["wing", "lift", "airfoil"]])[0]) == 3

@@ -1,0 +1,30 @@
+rule hdct:
+    """HDCT's term-weight encoder, trained on the collection's titles or a pseudo-query set, and the BM25 index of
+    its pseudo-documents (src/longrank/models/hdct.py): once per collection and first stage; no query is seen."""
+    input:
+        data=[DATA[name] for name in ("docs.jsonl", "queries.tsv")],
+        pseudo_queries=lambda wc: hdct_pseudo_queries(wc.first_stage),
+    output:
+        directory(f"{R}/hdct/{{first_stage}}"),
+    log:
+        f"{R}/logs/hdct_{{first_stage}}.log",
+    benchmark:
+        f"{R}/benchmarks/hdct_{{first_stage}}.tsv"
+    conda:
+        CONDA_ENV
+    threads: 2
+    resources:
+        mem_mb=12000,
+        gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
+    params:
+        spec=lambda wc: as_json(config["first_stages"][wc.first_stage]),
+        source=lambda wc, input: (
+            ["--pseudo-queries", *input.pseudo_queries]
+            if input.pseudo_queries
+            else ["--dataset", as_json(config["dataset"])]
+        ),
+        data=data_dir,
+        device=config["device"],
+    shell:
+        "OMP_NUM_THREADS={threads} python -m longrank hdct --data {params.data} --first-stage {params.spec:q}"
+        " {params.source:q} --device {params.device} --out {output} 2> {log}"
