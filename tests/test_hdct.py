@@ -68,7 +68,7 @@ def test_index_save_and_load_give_identical_scores(tmp_path):
     tfs = [hdct.pseudo_frequencies([[(w, 0.1 + 0.05 * i) for i, w in enumerate(tokenize(DOCS[d])) if w not in STOP_WORDS]])
            for d in doc_ids]
     hdct.build_index(doc_ids, tfs, {"k1": 0.9, "b": 0.4}, tmp_path / "index")
-    (tmp_path / "stats.json").write_text("{}")
+    (tmp_path / "stats.json").write_text('{"weight_seconds": 1.0, "index_seconds": 0.5, "index_mb": 0.1}')
     in_memory = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
     in_memory.index([[t for t, f in sorted(tf.items()) for _ in range(f)] for tf in tfs], show_progress=False)
     run, stats = hdct.retrieve(tmp_path, {"q1": "the wing lift", "q2": "supersonic drag", "q3": "the of"}, top_k=3)
@@ -76,7 +76,7 @@ def test_index_save_and_load_give_identical_scores(tmp_path):
     expected = in_memory.get_scores(["wing", "lift"])
     for doc_id, score in run["q1"].items():
         assert score == pytest.approx(float(expected[doc_ids.index(doc_id)]), rel=1e-6)
-    assert "query_ms_per_query" in stats
+    assert stats["build_seconds"] == 1.5 and stats["index_bytes"] == pytest.approx(1e5) and "query_ms_per_query" in stats
 
 
 def test_the_stage_trains_indexes_and_retrieves(tiny_data):

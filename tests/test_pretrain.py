@@ -73,8 +73,8 @@ def test_titles_are_queries_and_the_rest_of_the_document_the_positive(tiny_data)
 def test_formulated_queries_use_the_collections_formulation(tiny_data):
     cfg = {"source": "formulated", "count": 20, "passage_words": 10, "depth": 20}
     out = build(tiny_data, "formulated", cfg, query_formulation={"method": "first_words", "n": 4})
-    queries = read_json(out / "stats.json")
-    assert queries["pseudo_queries"] >= 18 and queries["query_words"]["mean"] == 4
+    stats = read_json(out / "stats.json")
+    assert stats["pseudo_queries"] >= 18 and stats["query_length_mean"] == 4 and stats["settings"]["passage_words"] == 10
 
 
 def test_pretraining_then_zero_supervised_steps_is_the_pretrained_model(tiny_data):

@@ -78,7 +78,7 @@ def resolve_first_stages(config: dict) -> dict:
     default) and give every model entry the ``first_stage`` it reranks, checking the names on the way."""
     stages: dict[str, dict] = {}
     for i, spec in enumerate(config["first_stages"]):
-        for key in sorted(set(spec) - {"name", "method", "top_k"} - METHOD_KEYS[spec["method"]]):
+        for key in sorted(set(spec) - {"name", "method", "top_k"} - METHOD_KEYS.get(spec["method"], set())):
             owners = [m for m, keys in METHOD_KEYS.items() if key in keys]
             raise InputError(f"config key first_stages.{i}.{key}: a key of method {' / '.join(map(repr, owners))}; "
                              f"this first stage's method is {spec['method']!r}")

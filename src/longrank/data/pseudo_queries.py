@@ -150,10 +150,10 @@ def build(corpus: Corpus, name: str, cfg: dict, out: Path, titles: dict[str, str
     rng = np.random.default_rng(cfg["seed"] + 1)
     dev = set(rng.choice(ids, size=max(1, round(cfg["dev"] * len(ids))), replace=False).tolist())
     fold = {"train": [q for q in ids if q not in dev], "dev": sorted(dev), "test": []}
-    stats = {"name": name, **cfg, "made": made, "containing_real_query": containing_real,
+    stats = {"name": name, "source": cfg["source"], "settings": cfg, "made": made, "containing_real_query": containing_real,
              "positive_ranked_first_by_bm25": len(easy), "dropped_easy": len(easy) if cfg["drop_easy"] else 0,
              "pseudo_queries": len(ids), "train": len(fold["train"]), "dev": len(fold["dev"]),
-             "query_words": {"mean": float(np.mean([len(queries[q].split()) for q in ids]))},
+             "query_length_mean": float(np.mean([len(queries[q].split()) for q in ids])),
              "positive_in_candidates": sum(q[1:] in run.get(q, {}) for q in ids) / len(ids)}
 
     out.parent.mkdir(parents=True, exist_ok=True)
