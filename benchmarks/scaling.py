@@ -51,8 +51,9 @@ LOGNORMAL_MU = math.log(LENGTH_MEDIAN)
 LOGNORMAL_SIGMA = math.sqrt(2.0 * math.log(LENGTH_MEAN / LENGTH_MEDIAN))
 MIN_DOC_WORDS, MAX_DOC_WORDS = 10, 100_000
 # Words: a finite Zipf law, P(rank r) ~ r^-s over VOCAB_SIZE synthetic word types (English text: s ~ 1.0-1.1).
-# 2M types so that the vocabulary keeps growing over the measured sizes as real text does (Heaps' law): types seen
-# at least once ~ 0.5M at 10k documents, ~1.9M at 300k (the expected count of rank r in T tokens is T r^-s / H).
+# 2M types so that the vocabulary keeps growing with the collection as real text does (Heaps' law) over the first
+# sizes: 0.97M types seen at 10k documents, 1.96M at 100k; the words of 5+ documents, which the word models keep
+# (MIN_DOC_FREQ), keep growing beyond that.
 VOCAB_SIZE = 2_000_000
 ZIPF_EXPONENT = 1.05
 # Queries: 3-8 words of middle frequency (ranks 100..20,000: rare enough to discriminate, common enough that

@@ -7,6 +7,11 @@ weights with the best dev nDCG@10 are kept (test queries are never looked at her
 ``train_state/`` so a killed job resumes where it stopped; the final ``model.safetensors`` appears only
 when training has finished.
 
+Pre-training (``train.pretrain``, ``--pretrain-queries``): the same loop on a pseudo-query set (stage
+``pseudo_queries``) in place of the fold's queries, judgments and candidates, with the model's training keys
+overridden by ``train.pretrain``'s and early stopping on held-out pseudo-queries; one run serves every fold.
+The supervised training then starts from its weights (``--init``), which are part of the resume fingerprint.
+
 Several processes (``train.processes``, or ``torchrun --nproc-per-node N -m longrank train ...``) train one
 model with DistributedDataParallel, one GPU each (``gloo`` on the CPU). ``train.batch_size`` is the global
 batch: every process draws the same batch from the seeded sampler and trains on its own contiguous share of
