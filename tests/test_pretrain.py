@@ -126,3 +126,14 @@ def test_a_model_pretraining_on_an_unknown_set_fails_at_parse_time():
         validate_config(config, SCHEMA)
     config["pseudo_queries"] = {"ict": {"source": "ict"}}
     validate_config(config, SCHEMA)
+
+
+def test_the_report_pairs_each_pretrained_model_with_its_entry_without_pretraining():
+    from longrank.report.training import without_pretraining
+
+    knrm = {"type": "knrm", "max_doc_len": 200, "train": {"steps": 300}}
+    models = {"knrm": knrm, "knrm_pt": {**knrm, "train": {"steps": 300, "pretrain": {"queries": "ict"}}},
+              "knrm_long_pt": {**knrm, "max_doc_len": 400, "train": {"steps": 300, "pretrain": {"queries": "ict"}}}}
+    assert without_pretraining(models, "knrm_pt") == "knrm"
+    assert without_pretraining(models, "knrm_long_pt") is None  # no entry equal to it but for pretrain
+    assert without_pretraining(models, "knrm") is None

@@ -114,6 +114,23 @@ def test_two_first_stages_give_rows_for_both_and_a_comparison(workflow_run):
     assert "First stages" in html and "bm25_b75" in html
 
 
+def test_pretraining_and_hdct_run_through_the_workflow(workflow_run):
+    results = workflow_run / "results" / "cranfield"
+    table = pd.read_csv(results / "compare" / "table.csv")
+    assert {"hdct", "knrm_pretrained"} <= set(table.system)
+    assert read_json(results / "models" / "knrm_pretrained" / "pretrained" / "train_summary.json")["steps_run"] == 10
+    assert read_json(results / "pseudo_queries" / "titles" / "stats.json")["pseudo_queries"] >= 190
+    assert read_json(results / "candidates" / "hdct.stats.json")["documents"] == read_json(results / "data" / "stats.json")["num_docs"]
+    html = (results / "report" / "index.html").read_text()
+    assert "Best pseudo-dev" in html and "What pre-training changed" in html
+
+
+def test_changing_a_pseudo_query_set_reruns_only_what_pretrains_on_it(workflow_run):
+    jobs = planned_jobs(workflow_run, {"pseudo_queries": {"titles": {"count": 150}}})
+    assert jobs.get("pseudo_queries") == 1 and jobs.get("pretrain") == 1 and jobs.get("train") == 1  # knrm_pretrained only
+    assert "data" not in jobs and "candidates" not in jobs and "hdct" not in jobs  # HDCT reads the titles, not this set
+
+
 def test_bad_config_names_the_key_and_the_rule(tmp_path):
     (tmp_path / "config").symlink_to(REPO / "config")
     bad = tmp_path / "bad.yaml"

@@ -12,9 +12,9 @@ from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import PRIMARY
-from longrank.report.verdicts import is_zero_shot
+from longrank.report.verdicts import is_zero_shot, pair_row, verdict
 from longrank.runs import mean_measure
-from longrank.tables import Cell, fmt
+from longrank.tables import Cell, fmt, fmt_p
 
 
 def section(ctx: Context) -> Section:
@@ -104,3 +104,27 @@ def _pretraining(ctx: Context, sec: Section, trained: list[str]) -> None:
     if curves:
         png = plots.training_plot(curves, ctx.fig_dir / "fig_pretraining.png", {}, PRIMARY, dev="pseudo-dev")
         sec.image(png, f"Held-out pseudo-queries' {PRIMARY} during pre-training.")
+    effect = []
+    cmp = ctx.cmp
+    for model in trained:
+        other = without_pretraining(inp.models, model)
+        pair = pair_row(cmp.pairs, PRIMARY, model, other) if cmp is not None and other else None
+        if pair is None:
+            continue
+        diff, p_holm, p_raw = pair
+        means = cmp.means(PRIMARY)
+        effect.append([model, other, Cell(fmt(float(means[model]))), Cell(fmt(float(means[other]))), Cell(f"{diff:+.4f}"),
+                       Cell(fmt_p(p_raw)), Cell(fmt_p(p_holm)), Cell(verdict(diff, p_holm, other, cmp.alpha))])
+    if effect:
+        sec.table(["Pre-trained", "Without", f"Test {PRIMARY}", "Without", "Δ", "p (Wilcoxon)", "p (Holm)", "Verdict"], effect,
+                  caption="What pre-training changed: each pre-trained model against the configured model whose entry "
+                          "is the same but for train.pretrain (paired over the test queries, Holm across all pairs).")
+
+
+def without_pretraining(models: dict, name: str) -> str | None:
+    """The configured model whose entry equals ``name``'s without ``train.pretrain`` (its row without pre-training)."""
+    entry = models[name]
+    if not (entry.get("train") or {}).get("pretrain"):
+        return None
+    bare = {**entry, "train": {k: v for k, v in entry["train"].items() if k != "pretrain"}}
+    return next((m for m, e in models.items() if m != name and e == bare), None)
