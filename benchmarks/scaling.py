@@ -350,13 +350,13 @@ def plot(path: Path, rows: list[dict]) -> None:
 
     fig, (ax_mem, ax_time) = plt.subplots(1, 2, figsize=(11, 4.2))
     for stage in STAGES:
-        points = sorted((r["size"], r["peak_rss_mb"], r["seconds"]) for r in rows if r["stage"] == stage)
+        points = sorted((r["size"], r["peak_rss_mb"], r["cpu_seconds"]) for r in rows if r["stage"] == stage)
         if not points:
             continue
         n, mem, sec = zip(*points)
         ax_mem.plot(n, mem, marker="o", label=stage)
         ax_time.plot(n, sec, marker="o", label=stage)
-    for ax, label in ((ax_mem, "peak RSS (MB)"), (ax_time, "wall time (s)")):
+    for ax, label in ((ax_mem, "peak RSS (MB)"), (ax_time, "CPU time (s)")):
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("documents N")
@@ -364,7 +364,7 @@ def plot(path: Path, rows: list[dict]) -> None:
         ax.grid(True, which="both", alpha=0.3)
     ax_mem.legend()
     ax_mem.set_title("Peak RSS of each stage's process")
-    ax_time.set_title("Wall time of each stage (nice 19, shared machine)")
+    ax_time.set_title("CPU time of each stage (one thread)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -385,7 +385,8 @@ def extrapolation_report(rows: list[dict], profile_path: Path, target: int = TAR
         f"(benchmarks/scaling.py; {queries if queries is not None else '?'} queries at every size; KNRM, {steps} training steps "
         f"at batch 8; CPU, OMP_NUM_THREADS={threads}; nice 19 on a shared 2-core machine, so wall times are upper bounds).",
         "",
-        "Fit per stage: least squares `a + b*N` of peak RSS (MB) and of wall time (s)"
+        "Fit per stage: least squares `a + b*N` of peak RSS (MB) and of CPU time (s; the stages run one thread, so on a "
+        "quiet machine this is their wall time, while on a shared one the wall time also counts waiting for the CPU)"
         + (". **With only two sizes the line passes exactly through both points: a weak fit** that cannot tell linear "
            "growth from any other curve through the same two points" if exact else "")
         + ". A negative slope (noise) is taken as flat at the largest measured value.",
@@ -393,11 +394,11 @@ def extrapolation_report(rows: list[dict], profile_path: Path, target: int = TAR
         "(the first submission; retries get more).",
         "",
         f"| stage (rule) | peak RSS {sizes[0]:,} -> {sizes[-1]:,} | mem fit a + b·N | mem at {target:,} (MB) | profile mem_mb "
-        f"| wall s {sizes[0]:,} -> {sizes[-1]:,} | time fit a + b·N | time at {target:,} (min) | profile runtime (min) | verdict |",
+        f"| CPU s {sizes[0]:,} -> {sizes[-1]:,} | time fit a + b·N | time at {target:,} (min) | profile runtime (min) | verdict |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for stage in STAGES:
-        points = sorted((r["size"], r["peak_rss_mb"], r["seconds"]) for r in rows if r["stage"] == stage)
+        points = sorted((r["size"], r["peak_rss_mb"], r["cpu_seconds"]) for r in rows if r["stage"] == stage)
         if len({p[0] for p in points}) < 2:
             continue
         n, mem, sec = zip(*points)
@@ -472,13 +473,13 @@ NOTES = [
 
 def _run_estimates(rows: list[dict], sizes) -> str:
     """What this benchmark would take at other sizes, from the same fits (generation included)."""
-    out = ["Estimated cost of this benchmark at other sizes (same fits; wall time on this machine):", "",
+    out = ["Estimated cost of this benchmark at other sizes (same fits; CPU time, one thread):", "",
            "| N | generate (s) | stages (s) | total (min) | largest peak RSS (MB) |", "|---|---|---|---|---|"]
     gen = sorted({(r["size"], r["generate_seconds"]) for r in rows if r.get("generate_seconds") is not None})
     gen_fit = fit_linear(*zip(*gen)) if len({n for n, _ in gen}) >= 2 else None
     fits = {}
     for stage in STAGES:
-        points = sorted((r["size"], r["peak_rss_mb"], r["seconds"]) for r in rows if r["stage"] == stage)
+        points = sorted((r["size"], r["peak_rss_mb"], r["cpu_seconds"]) for r in rows if r["stage"] == stage)
         if len({p[0] for p in points}) >= 2:
             n, mem, sec = zip(*points)
             fits[stage] = (fit_linear(n, mem), fit_linear(n, sec), max(mem), max(sec))

@@ -165,3 +165,13 @@ def test_segment_cosine_scores_the_cosine_of_the_two_segments_mean_states(tokeni
     split = len(q_ids) + 2
     expected = 20.0 * F.cosine_similarity(states[:split].mean(0), states[split:].mean(0), dim=0)
     assert got.item() == pytest.approx(expected.item(), abs=1e-4)
+
+
+def test_wordpiece_ids_of_a_long_text_are_those_of_the_whole_text():
+    from longrank.models.modules.encoders import load_tokenizer, wordpiece_ids
+
+    tok = load_tokenizer("minilm")
+    long = " ".join(["Supersonic flow, (past) a slender cone: pressure-distribution!"] * 400)  # 2,400 words, punctuation
+    for n in (1, 7, 128):
+        assert wordpiece_ids(tok, [long, "short text"], n) == tok([long, "short text"], add_special_tokens=False,
+                                                                  truncation=True, max_length=n)["input_ids"]
