@@ -70,7 +70,7 @@ def check_model_keys(models: dict) -> None:
 # checks they agree)
 METHOD_KEYS = {bm25.METHOD: bm25.KEYS, "run_file": {"path"}, "model": {"model"},
                "hdct": {"encoder", "passage_words", "max_passages", "m", "combine", "targets", "title_field", "steps",
-                        "batch_size", "lr", "seed", "k1", "b"}}
+                        "batch_size", "lr", "head_lr", "seed", "k1", "b"}}
 
 
 def resolve_first_stages(config: dict) -> dict:
