@@ -12,6 +12,7 @@ from longrank.data.corpus import Corpus
 from longrank.data.words import STOP_WORDS, tokenize
 from longrank.io import InputError, read_json
 from longrank.models import hdct
+from longrank.retrieval import hdct as hdct_index
 from longrank.retrieval.candidates import retrieve
 
 DOCS = {"d1": "wing lift wing drag of the wing", "d2": "heat transfer in a heated slab", "d3": "lift of a slender wing body",
@@ -71,7 +72,7 @@ def test_index_save_and_load_give_identical_scores(tmp_path):
     (tmp_path / "stats.json").write_text('{"weight_seconds": 1.0, "index_seconds": 0.5, "index_mb": 0.1}')
     in_memory = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
     in_memory.index([[t for t, f in sorted(tf.items()) for _ in range(f)] for tf in tfs], show_progress=False)
-    run, stats = hdct.retrieve(tmp_path, {"q1": "the wing lift", "q2": "supersonic drag", "q3": "the of"}, top_k=3)
+    run, stats = hdct_index.retrieve(tmp_path, {"q1": "the wing lift", "q2": "supersonic drag", "q3": "the of"}, top_k=3)
     assert set(run) == {"q1", "q2"}  # q3 has only stop words: no candidates
     expected = in_memory.get_scores(["wing", "lift"])
     for doc_id, score in run["q1"].items():

@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from longrank.config import validate_config
-from longrank.data import pseudo_queries
+from longrank.train import pseudo_queries
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
 from longrank.io import InputError, read_json, read_run
 from longrank.train import loop

@@ -14,13 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, read_run, umask_mode
+from longrank.io import InputError, read_run, replace_directory, umask_mode
 from longrank.models.base import ARTIFACT_SCOPES
 from longrank.models.checkpoint import load_model
 from longrank.models.registry import artifact_scopes, build_model
@@ -92,24 +91,3 @@ def build(model_cfg: dict, corpus: Corpus, scope: str, out: Path, checkpoint: st
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("%s artifacts of a %s model for %d documents in %s", scope, kind, len(doc_ids), out)
-
-
-def replace_directory(new: Path, out: Path) -> None:
-    """Put the complete directory ``new`` at ``out``; an existing ``out`` is moved aside first and removed
-    only after the rename succeeded (put back if it failed)."""
-    old = None
-    if out.exists() or out.is_symlink():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-        os.rmdir(old)
-        os.replace(out, old)
-    try:
-        os.replace(new, out)
-    except BaseException:
-        if old is not None:
-            os.replace(old, out)
-        raise
-    if old is not None:
-        if old.is_dir() and not old.is_symlink():
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            old.unlink()

@@ -21,7 +21,7 @@ STAGES = {
     "word2vec": ("longrank.data.word2vec", "word2vec on the collection (IN and OUT vectors concatenated) for `embeddings: word2vec`"),
     "candidates": ("longrank.retrieval.candidates", "one first stage's candidates (bm25, the collection's scoreddocs or a run file) as a TREC run"),
     "sanity": ("longrank.retrieval.sanity", "untrained lexical reranker: candidates by distinct query terms matched (a sanity baseline)"),
-    "pseudo_queries": ("longrank.data.pseudo_queries", "training queries made from the documents (titles, ICT, formulated passages) for train.pretrain"),
+    "pseudo_queries": ("longrank.train.pseudo_queries", "training queries made from the documents (titles, ICT, formulated passages) for train.pretrain"),
     "hdct": ("longrank.models.hdct", "HDCT: train the term-weight encoder on titles or pseudo-queries and index the collection (first stage method hdct)"),
     "train": ("longrank.train.loop", "train one model on the training queries, early-stopping on dev nDCG@10"),
     "artifacts": ("longrank.artifacts", "what a model needs precomputed per document, per collection or per fold (MORES Reuse stores)"),

@@ -14,6 +14,7 @@ import gzip
 import json
 import math
 import os
+import shutil
 import tempfile
 import zlib
 from collections import defaultdict
@@ -159,3 +160,24 @@ def read_tsv_dict(path: str | os.PathLike) -> dict[str, str]:
             key, _, value = line.rstrip("\n").partition("\t")
             out[key] = value
     return out
+
+
+def replace_directory(new: Path, out: Path) -> None:
+    """Put the complete directory ``new`` at ``out``; an existing ``out`` is moved aside first and removed
+    only after the rename succeeded (put back if it failed)."""
+    old = None
+    if out.exists() or out.is_symlink():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+        os.rmdir(old)
+        os.replace(out, old)
+    try:
+        os.replace(new, out)
+    except BaseException:
+        if old is not None:
+            os.replace(old, out)
+        raise
+    if old is not None:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink()

@@ -1,5 +1,5 @@
 rule pseudo_queries:
-    """A set of training queries made from the documents (src/longrank/data/pseudo_queries.py), built once per
+    """A set of training queries made from the documents (src/longrank/train/pseudo_queries.py), built once per
     collection: every model that pre-trains on it (train.pretrain.queries) reuses it."""
     input:
         data=[DATA[name] for name in ("docs.jsonl", "queries.tsv", "word_doc_freq.tsv")],

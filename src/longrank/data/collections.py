@@ -157,3 +157,13 @@ def load_local(cfg: dict):
     if not Path(cfg["qrels"]).exists():
         raise InputError(f"dataset.qrels: file {cfg['qrels']} not found")
     return docs, queries, read_qrels(cfg["qrels"]), None, None
+
+
+def read_field(dataset: dict, field: str) -> dict[str, str]:
+    """doc id -> the ``field`` of each document (a title), from the configured source collection: its loader,
+    reading that one field (pseudo-queries from titles, HDCT's title targets)."""
+    if dataset.get("source", "ir_datasets") == "ir_datasets":
+        docs, *_ = load_ir_datasets(dataset["id"], [field], dataset.get("query_field"))
+    else:
+        docs, *_ = load_local({**dataset, "doc_fields": [field]})
+    return dict(docs)

@@ -83,7 +83,7 @@ class Corpus:
 
 
 class PseudoQueryCorpus(Corpus):
-    """The collection with a pseudo-query set (stage ``pseudo_queries``, ``data/pseudo_queries.py``) in place of
+    """The collection with a pseudo-query set (stage ``pseudo_queries``, ``train/pseudo_queries.py``) in place of
     its queries, judgments and folds, and each pseudo-query's positive read without the text the query came
     from (``overrides.jsonl``): what pre-training trains on. The vocabulary stays the collection's own."""
 

@@ -41,11 +41,13 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from longrank.data.collections import read_field
 from longrank.data.corpus import Corpus
 from longrank.data.words import STOP_WORDS, tokenize
-from longrank.io import InputError, Run, read_json, read_qrels, read_tsv_dict, umask_mode, write_json
+from longrank.io import InputError, read_qrels, read_tsv_dict, replace_directory, umask_mode, write_json
 from longrank.models.checkpoint import load_weights, save_weights
 from longrank.models.modules.encoders import load_encoder, load_tokenizer
+from longrank.retrieval.hdct import INDEX, STATS
 from longrank.runtime import resolve_device, seed_everything
 
 log = logging.getLogger(__name__)
@@ -56,7 +58,7 @@ COMBINE = ("max", "sum", "decay")
 DEFAULTS = {"encoder": "minilm", "passage_words": 100, "max_passages": 20, "m": 100, "combine": "decay", "targets": "titles",
             "title_field": "title", "steps": 200, "batch_size": 16, "lr": 2e-5, "head_lr": 1e-3, "seed": 0, "k1": 0.9, "b": 0.4}
 KEYS = set(DEFAULTS)
-INDEX, WEIGHTS, STATS = "index", "model.safetensors", "stats.json"
+WEIGHTS = "model.safetensors"
 
 
 class HDCT(nn.Module):
@@ -217,38 +219,6 @@ def build_index(doc_ids: list[str], tfs: list[Counter], spec: dict, out: Path) -
     (out / "doc_ids.json").write_text(json.dumps(doc_ids), encoding="utf-8")
 
 
-def retrieve(index_dir: Path, queries: dict[str, str], top_k: int) -> tuple[Run, dict]:
-    """Every query's top ``top_k`` from a saved HDCT index; query terms are the documents' (lower-cased words,
-    stop words out), unknown terms dropped."""
-    import bm25s
-
-    started = time.perf_counter()
-    retriever = bm25s.BM25.load(str(index_dir / INDEX))
-    doc_ids = json.loads((index_dir / INDEX / "doc_ids.json").read_text(encoding="utf-8"))
-    loaded = time.perf_counter()
-    vocab = retriever.vocab_dict
-    qids = sorted(queries)
-    run: Run = {}
-    for qid in qids:
-        terms = [t for t in tokenize(queries[qid]) if t not in STOP_WORDS and t in vocab]
-        if not terms:
-            continue
-        results, scores = retriever.retrieve([terms], k=min(top_k, len(doc_ids)), show_progress=False)
-        hits = {doc_ids[int(i)]: float(s) for i, s in zip(results[0], scores[0]) if s > 0}
-        if hits:
-            run[qid] = hits
-    done = time.perf_counter()
-    missing = len(qids) - len(run)
-    if missing:
-        log.warning("hdct: %d queries have no indexed term and no candidates", missing)
-    built = read_json(index_dir / STATS)
-    # the report's first-stage costs: building = weighting every passage through the encoder + indexing (training
-    # not included, as for a model's impact index); the index = bm25s's arrays on disk
-    return run, {**built, "load_seconds": loaded - started, "query_seconds": done - loaded,
-                 "query_ms_per_query": 1000 * (done - loaded) / max(1, len(qids)),
-                 "build_seconds": built["weight_seconds"] + built["index_seconds"], "index_bytes": built["index_mb"] * 1e6}
-
-
 def settings(spec: dict) -> dict:
     out = {**DEFAULTS, **{k: v for k, v in spec.items() if k in KEYS}}
     if out["combine"] not in COMBINE:
@@ -285,8 +255,6 @@ def build(spec: dict, corpus: Corpus, out: Path, titles: dict[str, str] | None =
                  "device": str(device), "settings": spec, "loss_curve": curve}
         write_json(staging / STATS, stats)
         staging.chmod(umask_mode(0o777))
-        from longrank.artifacts import replace_directory
-
         replace_directory(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -312,13 +280,11 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> None:
-    from longrank.data.pseudo_queries import read_titles
-
     spec = json.loads(args.first_stage)
     full = settings(spec)
     titles = None
     if full["targets"] == "titles":
         if not args.dataset:
             raise InputError("hdct: targets titles needs --dataset (the collection to read titles from)")
-        titles = read_titles(json.loads(args.dataset), full["title_field"])
+        titles = read_field(json.loads(args.dataset), full["title_field"])
     build(spec, Corpus(args.data), Path(args.out), titles, Path(args.pseudo_queries) if args.pseudo_queries else None, args.device)

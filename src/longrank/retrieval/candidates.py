@@ -28,7 +28,7 @@ from pathlib import Path
 from longrank.data.collections import ir_datasets_downloads
 from longrank.data.corpus import Corpus
 from longrank.io import InputError, Run, read_run, write_json, write_run
-from longrank.retrieval import bm25
+from longrank.retrieval import bm25, hdct
 from longrank.retrieval.impact import impact_run
 
 log = logging.getLogger(__name__)
@@ -67,11 +67,9 @@ def retrieve(spec: dict, corpus: Corpus, dataset: dict, depth: int, artifacts: l
 
 
 def _hdct_run(artifacts: list[Path], queries: dict, depth: int) -> tuple[Run, dict]:
-    from longrank.models.hdct import retrieve  # torch and the encoder only for this method
-
     if len(artifacts) != 1:
         raise InputError("first stage method hdct: give its index directory (--artifacts results/{dataset}/hdct/{name})")
-    return retrieve(artifacts[0], queries, depth)
+    return hdct.retrieve(artifacts[0], queries, depth)
 
 
 def run_file(spec: dict, corpus: Corpus) -> Run:

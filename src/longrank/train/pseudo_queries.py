@@ -33,9 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
+from longrank.data.collections import read_field
 from longrank.data.corpus import Corpus
 from longrank.data.queries import formulate
-from longrank.io import InputError, umask_mode, write_json, write_qrels, write_run, write_text
+from longrank.io import InputError, replace_directory, umask_mode, write_json, write_qrels, write_run, write_text
 
 log = logging.getLogger(__name__)
 
@@ -166,8 +167,6 @@ def build(corpus: Corpus, name: str, cfg: dict, out: Path, titles: dict[str, str
         write_text(staging / "overrides.jsonl", "".join(json.dumps({"doc_id": q[1:], "text": positives[q]}) + "\n" for q in ids))
         write_json(staging / "stats.json", stats)
         staging.chmod(umask_mode(0o777))
-        from longrank.artifacts import replace_directory
-
         replace_directory(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -175,17 +174,6 @@ def build(corpus: Corpus, name: str, cfg: dict, out: Path, titles: dict[str, str
              "positive first for %d%s", name, len(ids), cfg["source"], len(fold["train"]), len(fold["dev"]), containing_real,
              len(easy), " (dropped)" if cfg["drop_easy"] else "")
     return stats
-
-
-def read_titles(dataset: dict, field: str) -> dict[str, str]:
-    """doc id -> the ``field`` of each document, from the configured source collection (its loader, one field)."""
-    from longrank.data.collections import load_ir_datasets, load_local
-
-    if dataset.get("source", "ir_datasets") == "ir_datasets":
-        docs, *_ = load_ir_datasets(dataset["id"], [field], dataset.get("query_field"))
-    else:
-        docs, *_ = load_local({**dataset, "doc_fields": [field]})
-    return dict(docs)
 
 
 def add_arguments(parser) -> None:
@@ -203,6 +191,6 @@ def run(args) -> None:
     if cfg["source"] == "titles":
         if not args.dataset:
             raise InputError("pseudo_queries: source titles needs --dataset (the collection to read titles from)")
-        titles = read_titles(json.loads(args.dataset), cfg["title_field"])
+        titles = read_field(json.loads(args.dataset), cfg["title_field"])
     qf = json.loads(args.query_formulation) if args.query_formulation else None
     build(Corpus(args.data), args.name, cfg, Path(args.out), titles, qf)
