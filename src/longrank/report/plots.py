@@ -173,8 +173,9 @@ def training_plot(curves: Mapping[str, pd.DataFrame], path, references: Mapping[
         ax.plot(log["step"], log["dev_ndcg10"], "-o", ms=3, color=colors[name], label=name)
         best = log.loc[log["dev_ndcg10"].idxmax()]
         ax.plot([best["step"]], [best["dev_ndcg10"]], "*", ms=10, color=colors[name])
-    for i, (name, value) in enumerate(references.items()):
-        ax.axhline(value, color=f"{0.2 + 0.25 * i:.2f}", ls="--", lw=1, label=f"{name} (untrained)")
+    for i, (name, value) in enumerate(references.items()):  # greys from dark to light, however many references
+        grey = 0.15 + 0.6 * i / max(1, len(references) - 1)
+        ax.axhline(value, color=f"{grey:.2f}", ls="--", lw=1, label=f"{name} (untrained)")
     ax.set_xlabel("training step")
     ax.set_ylabel(f"{dev} {measure}")
     ax.set_title(f"{dev[0].upper() + dev[1:]} {measure} during training (star: the kept weights)")
