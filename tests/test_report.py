@@ -401,3 +401,13 @@ def test_two_first_stages_get_their_rows_and_a_comparison(two_stages):
     assert list(diag) == ["bm25", "alt", "query_term_matches", "knrm", "tkl", "tkl_short", "tkl_alt"]
     assert diag["alt"][6] == diag["bm25"][6] == "1.0000" and "ρ first-stage score" in md
     assert "Skipped" not in md.split("## 9. Efficiency")[0]
+
+
+def test_the_training_plot_draws_any_number_of_untrained_references(tmp_path):
+    import pandas as pd
+
+    from longrank.report import plots
+
+    curves = {"knrm": pd.DataFrame({"step": [10, 20], "dev_ndcg10": [0.3, 0.4]})}
+    path = plots.training_plot(curves, tmp_path / "fig.png", {f"stage{i}": 0.1 * i for i in range(6)})
+    assert path.exists() and path.stat().st_size > 0
