@@ -86,7 +86,7 @@ def make_pseudo_queries(corpus: Corpus, cfg: dict, titles: dict[str, str] | None
                              f"{cfg['title_field']!r} (set title_field, or use source: ict or formulated)")
         doc_ids = [d for d in doc_ids if titles.get(d, "").strip()]
     order = rng.permutation(len(doc_ids))
-    queries, positives, passages = {}, {}, {}
+    queries, positives = {}, {}
     for i in order:
         if len(queries) >= cfg["count"]:
             break
@@ -106,10 +106,9 @@ def make_pseudo_queries(corpus: Corpus, cfg: dict, titles: dict[str, str] | None
         if not _normalise(positive) or not _normalise(query):
             continue
         queries[f"p{doc_id}"], positives[f"p{doc_id}"] = query, positive
-        passages[f"p{doc_id}"] = query
     if cfg["source"] == "formulated":
         qf = query_formulation or {"method": "full"}
-        queries = formulate(passages, corpus.docs, qf.get("method", "full"), qf.get("n", 25))
+        queries = formulate(queries, corpus.docs, qf.get("method", "full"), qf.get("n", 25))  # the passages -> queries
         queries = {q: t for q, t in queries.items() if t.strip()}
         positives = {q: positives[q] for q in queries}
     return queries, positives
