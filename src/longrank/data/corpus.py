@@ -24,6 +24,7 @@ from longrank.io import read_json, read_qrels, read_tsv_dict
 class Corpus:
     def __init__(self, data_dir: str | Path):
         self.dir = Path(data_dir)
+        self.queries_dir = self.dir  # where queries.tsv, qrels.txt and folds.json are read (PseudoQueryCorpus: its set)
         self._vocabularies: dict = {}
 
     @cached_property
@@ -33,15 +34,15 @@ class Corpus:
 
     @cached_property
     def queries(self) -> dict[str, str]:
-        return read_tsv_dict(self.dir / "queries.tsv")
+        return read_tsv_dict(self.queries_dir / "queries.tsv")
 
     @cached_property
     def qrels(self) -> dict[str, dict[str, int]]:
-        return read_qrels(self.dir / "qrels.txt")
+        return read_qrels(self.queries_dir / "qrels.txt")
 
     @cached_property
     def folds(self) -> list[dict[str, list[str]]]:
-        return read_json(self.dir / "folds.json")
+        return read_json(self.queries_dir / "folds.json")
 
     @cached_property
     def doc_lengths(self) -> dict[str, int]:
@@ -89,7 +90,7 @@ class PseudoQueryCorpus(Corpus):
 
     def __init__(self, data_dir: str | Path, pseudo_dir: str | Path):
         super().__init__(data_dir)
-        self.pseudo_dir = Path(pseudo_dir)
+        self.pseudo_dir = self.queries_dir = Path(pseudo_dir)
 
     @cached_property
     def docs(self) -> Mapping[str, str]:
@@ -99,18 +100,6 @@ class PseudoQueryCorpus(Corpus):
                 record = json.loads(line)
                 overrides[record["doc_id"]] = record["text"]
         return _Overridden(DocStore(self.dir / "docs.jsonl"), overrides)
-
-    @cached_property
-    def queries(self) -> dict[str, str]:
-        return read_tsv_dict(self.pseudo_dir / "queries.tsv")
-
-    @cached_property
-    def qrels(self) -> dict[str, dict[str, int]]:
-        return read_qrels(self.pseudo_dir / "qrels.txt")
-
-    @cached_property
-    def folds(self) -> list[dict[str, list[str]]]:
-        return read_json(self.pseudo_dir / "folds.json")
 
     @cached_property
     def excluded(self) -> dict[str, set[str]]:
