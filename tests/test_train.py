@@ -73,6 +73,14 @@ def kill_at_step_13(tiny_data, out_name: str, monkeypatch) -> None:
     monkeypatch.setattr(PairSampler, "batch", original)
 
 
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_reduced_precision_is_a_gpu_setting_and_the_cpu_trains_the_same_weights(tiny_data, precision):
+    """train.precision autocasts on a GPU only: on the CPU the weights equal fp32 training's, bit for bit."""
+    reference = load_file(train_knrm(tiny_data, "fp32"))
+    reduced = load_file(train_knrm(tiny_data, precision, {**KNRM, "train": {**KNRM["train"], "precision": precision}}))
+    assert reference.keys() == reduced.keys() and all(torch.equal(reference[k], reduced[k]) for k in reference)
+
+
 def test_killed_training_resumes_to_identical_weights(tiny_data, monkeypatch):
     reference = train_knrm(tiny_data, "uninterrupted")
     kill_at_step_13(tiny_data, "killed", monkeypatch)

@@ -54,8 +54,11 @@ TRAIN_DEFAULTS = {
     "steps": 300, "batch_size": 8, "negatives": 1, "lr": 1e-3, "weight_decay": 0.0, "warmup_steps": 0,
     "loss": None, "eval_every": 50, "patience": 3, "grad_clip": 1.0, "seed": 0, "eval_batch_size": 32,
     "embedding_lr": None, "scoring_lr": None, "positives": "candidates", "negatives_from": "candidates",
-    "negative_pairs": False, "num_workers": 0, "processes": 1, "pretrain": None,
+    "negative_pairs": False, "num_workers": 0, "processes": 1, "pretrain": None, "precision": "fp32",
 }
+# train.precision: the forward and loss under torch.autocast on a GPU (fp16 with a gradient scaler, as the MIR paper
+# trained); the weights, the optimiser and the dev evaluation stay fp32. On the CPU training is fp32 whatever it says.
+AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 # Training keys that set the learning rate of one of a model's declared parameter groups (Ranker.parameter_groups).
 GROUP_LR_KEYS = {"embedding_lr": "embeddings", "scoring_lr": "scoring"}
 # How long a collective may wait: the other ranks wait in one while rank 0 alone evaluates on dev and writes the
@@ -381,6 +384,8 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
     # steps that need them (0: in this process); the batches are the same either way, in step order.
     batches = iter(TrainingBatches.loader(TrainingBatches(sampler, corpus, model.encode, position["step"], hp["steps"],
                                                           hp["batch_size"], rank * share, share), hp["num_workers"]))
+    amp_dtype = AUTOCAST_DTYPES[hp["precision"]] if device.type == "cuda" else None
+    scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype is torch.float16)  # fp16 gradients underflow unscaled
     model.train()
     started = time.time() - position["seconds"]
     losses: list[float] = []
@@ -392,8 +397,9 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
         prepared_step, n_groups, encoded = next(batches)
         assert prepared_step == step, f"the batches arrived out of order ({prepared_step} for step {step})"
         batch = {k: v.to(device) for k, v in encoded.items()}
-        scores = forward(**batch).view(n_groups, -1)
-        loss = loss_fn(scores)  # a mean over this share: DDP's mean over equal shares is the global batch's mean
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            scores = forward(**batch).view(n_groups, -1)
+        loss = loss_fn(scores.float())  # a mean over this share: DDP's mean over equal shares is the global batch's mean
         batch_loss = loss.detach()
         if distributed:  # the global batch's loss, for the log and for every rank to agree on stopping when not finite
             batch_loss = batch_loss.clone()
@@ -403,10 +409,12 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
             raise FloatingPointError(f"models.{name}: loss is {batch_loss.item()} at step {step}; the last good state is in {state_dir} "
                                      f"(lower train.lr or raise train.grad_clip)")
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        scaler.scale(loss).backward()  # without a scaler (fp32, bf16) these are plain backward and step
         if hp["grad_clip"]:
+            scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(params, hp["grad_clip"])
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         scheduler.step()
         losses.append(batch_loss.item())
         position["step"] = step + 1
