@@ -23,6 +23,8 @@ STAGES = {
     "sanity": ("longrank.retrieval.sanity", "untrained lexical reranker: candidates by distinct query terms matched (a sanity baseline)"),
     "pseudo_queries": ("longrank.train.pseudo_queries", "training queries made from the documents (titles, ICT, formulated passages) for train.pretrain"),
     "hdct": ("longrank.models.hdct", "HDCT: train the term-weight encoder on titles or pseudo-queries and index the collection (first stage method hdct)"),
+    "annotate": ("longrank.graphs.annotate", "MIR: sentences and entities of every document with spaCy, once per collection"),
+    "graphs": ("longrank.graphs.build", "MIR: passages, pivot tokens and the p2p / s2s / t2t graphs of every document, once per graph set"),
     "train": ("longrank.train.loop", "train one model on the training queries, early-stopping on dev nDCG@10"),
     "artifacts": ("longrank.artifacts", "what a model needs precomputed per document, per collection or per fold (MORES Reuse stores)"),
     "rerank": ("longrank.rerank", "rerank the test queries' candidates with each fold's trained model"),
@@ -31,6 +33,7 @@ STAGES = {
     "compare": ("longrank.evaluate.compare", "significance tests, confidence intervals and non-inferiority across systems"),
     "report": ("longrank.report.build", "HTML / Markdown / CSV / LaTeX report from everything under results/{dataset}"),
     "bench": ("longrank.bench.run", "efficiency of a trained model: docs/ms and peak memory at given document lengths"),
+    "mir_speed": ("longrank.bench.mir_speed", "MIR Fig. 5: MIR and BERT-MaxP over the same windows, docs/ms and peak memory by length, and graph construction time"),
     "attention_scaling": ("longrank.bench.attention_scaling", "peak memory and time of materialised, fused and separable attention by sequence length"),
     "mores_speed": ("longrank.bench.mores_speed", "MORES Table 4: time to rank 1,000 candidates, BERT ranker vs MORES with no reuse / Reuse-S1 / Reuse-S2"),
 }

@@ -104,8 +104,33 @@ def resolve_first_stages(config: dict) -> dict:
         if queries is not None and queries not in config.get("pseudo_queries", {}):
             raise InputError(f"config key models.{name}.train.pretrain.queries: {queries!r} is not a set under pseudo_queries "
                              f"(configured: {sorted(config.get('pseudo_queries', {}))})")
+    _check_graph_sets(config)
     config["first_stages"] = stages
     return config
+
+
+def _check_graph_sets(config: dict) -> None:
+    """A mir model names a graph set under mir_graphs (and no other model type names one); the set's PRF queries
+    are a pseudo-query set; the model reads the documents with the set's tokenizer."""
+    sets = config.get("mir_graphs", {})
+    for name, graph_set in sets.items():
+        prf = graph_set.get("prf_queries")
+        if prf is not None and prf not in config.get("pseudo_queries", {}):
+            raise InputError(f"config key mir_graphs.{name}.prf_queries: {prf!r} is not a set under pseudo_queries "
+                             f"(configured: {sorted(config.get('pseudo_queries', {}))})")
+    for name, entry in config["models"].items():
+        graphs = entry.get("graph_set")
+        if entry["type"] != "mir":
+            if graphs is not None:
+                raise InputError(f"config key models.{name}.graph_set: only a mir model reads a graph set (this one is {entry['type']!r})")
+            continue
+        if graphs not in sets:
+            raise InputError(f"config key models.{name}.graph_set: a mir model names its graph set under mir_graphs; got {graphs!r} "
+                             f"(configured: {sorted(sets)})")
+        encoder, set_encoder = entry.get("encoder", "minilm"), sets[graphs].get("encoder", "minilm")
+        if encoder != set_encoder:
+            raise InputError(f"config key models.{name}.encoder: {encoder!r}, but its graph set mir_graphs.{graphs} cut the "
+                             f"documents with {set_encoder!r}'s tokenizer; use the same encoder in both")
 
 
 def _check_no_cycle(model: str, models: dict, stages: dict) -> None:
@@ -126,6 +151,8 @@ def document_budget(entry: dict) -> int | None:
     """How much of a document a model entry reads: ``max_doc_len`` (words or WordPiece tokens), or for the
     BERT ranker its passages (FirstP: ``passage_len``; MaxP: ``max_passages`` windows every ``passage_stride``,
     as :class:`longrank.models.bert_ranker.BertRanker` cuts them)."""
+    if entry.get("type") == "mir":
+        return entry.get("max_doc_tokens")
     if entry.get("type") == "bert_ranker" and entry.get("passage_len"):
         if entry.get("mode") == "maxp":
             return (entry.get("passage_stride") or entry["passage_len"]) * ((entry.get("max_passages") or 16) - 1) + entry["passage_len"]

@@ -19,10 +19,11 @@ MODEL_TYPES = {
     "bert_ranker": "longrank.models.bert_ranker:BertRanker",
     "mores": "longrank.models.mores:MORES",
     "bi_encoder": "longrank.models.bi_encoder:BiEncoder",
+    "mir": "longrank.models.mir:MIR",
 }
 
 # Keys of a model's config entry that belong to the workflow, not to the model's constructor.
-WORKFLOW_KEYS = {"type", "train", "interpolate", "rerank_depth", "enabled", "checkpoint_of", "first_stage"}
+WORKFLOW_KEYS = {"type", "train", "interpolate", "rerank_depth", "enabled", "checkpoint_of", "first_stage", "graph_set"}
 
 
 def model_class(model_type: str):
