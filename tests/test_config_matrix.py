@@ -45,6 +45,9 @@ COMBINATIONS: list[tuple[str, ...]] = [
     ("pretrain.yaml", "hdct.yaml"),
     ("irled.yaml", "hdct.yaml", "irled-hdct.yaml"),
     ("irled.yaml", "pretrain.yaml", "irled-pretrain.yaml", "hdct.yaml", "irled-hdct.yaml"),
+    ("mir.yaml",),
+    ("irled.yaml", "irled-mir.yaml"),
+    ("irled.yaml", "irled-mir.yaml", "mir.yaml"),
 ]
 
 

@@ -125,10 +125,34 @@ def test_pretraining_and_hdct_run_through_the_workflow(workflow_run):
     assert "Best pseudo-dev" in html and "What pre-training changed" in html
 
 
-def test_changing_a_pseudo_query_set_reruns_only_what_pretrains_on_it(workflow_run):
+def test_changing_a_pseudo_query_set_reruns_only_what_reads_it(workflow_run):
     jobs = planned_jobs(workflow_run, {"pseudo_queries": {"titles": {"count": 150}}})
-    assert jobs.get("pseudo_queries") == 1 and jobs.get("pretrain") == 1 and jobs.get("train") == 1  # knrm_pretrained only
+    assert jobs.get("pseudo_queries") == 1 and jobs.get("pretrain") == 1  # knrm_pretrained pre-trains on it
+    assert jobs.get("graphs") == 1 and "annotate" not in jobs  # MIR's graph set weights its term pivots with it
+    assert jobs.get("train") == 3  # knrm_pretrained, mir and mir_no_graph
     assert "data" not in jobs and "candidates" not in jobs and "hdct" not in jobs  # HDCT reads the titles, not this set
+
+
+def test_mir_and_an_ablation_share_one_graph_set_and_reach_the_report(workflow_run):
+    results = workflow_run / "results" / "cranfield"
+    table = pd.read_csv(results / "compare" / "table.csv")
+    assert {"mir", "mir+bm25", "mir_no_graph"} <= set(table.system)
+    stats = read_json(results / "graphs" / "mir" / "stats.json")
+    assert stats["documents"] == read_json(results / "data" / "stats.json")["num_docs"]
+    assert (results / "annotations" / "stats.json").exists() and not (results / "artifacts" / "mir").exists()
+    speed = read_json(results / "bench" / "mir.speed.json")
+    assert set(speed["by_length"]) == {"64", "96"} and speed["graph_ms_per_document"] > 0
+    assert all(v["ratio"] > 0 for v in speed["by_length"].values())
+    html = (results / "report" / "index.html").read_text()
+    assert "MIR ablations" in html and "query group" in html and "MIR against BERT-MaxP" in html
+
+
+def test_a_mir_training_key_reruns_no_graph_stage_and_a_graph_key_reruns_its_readers(workflow_run):
+    jobs = planned_jobs(workflow_run, {"models": {"mir": {"train": {"steps": 3}}}})
+    assert jobs.get("train") == 1 and "graphs" not in jobs and "annotate" not in jobs
+    jobs = planned_jobs(workflow_run, {"mir_graphs": {"mir": {"p2p_top_k": 3}}})
+    assert jobs.get("graphs") == 1 and "annotate" not in jobs and jobs.get("train") == 2  # mir and its ablation
+    assert "data" not in jobs and "candidates" not in jobs and "pseudo_queries" not in jobs
 
 
 def test_bad_config_names_the_key_and_the_rule(tmp_path):

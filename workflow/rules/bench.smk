@@ -50,3 +50,32 @@ rule mores_speed:
     shell:
         "python -m longrank mores_speed --encoder {params.encoder} --sizes {params.sizes} --lengths {params.lengths}"
         " --blocks {params.blocks} --candidates {params.candidates} --threads {threads} --device {params.device} --out {output} 2> {log}"
+
+
+rule mir_speed:
+    """MIR Fig. 5: throughput and peak memory of MIR and of BERT-MaxP over the same windows at each length, side by
+    side in one process, and the graph construction time per document (src/longrank/bench/mir_speed.py)."""
+    input:
+        data=DATA["docs.jsonl"],
+    output:
+        f"{R}/bench/mir.speed.json",
+    log:
+        f"{R}/logs/mir_speed.log",
+    conda:
+        CONDA_ENV
+    threads: 2
+    resources:
+        mem_mb=12000,
+        gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
+    params:
+        name=MIR_REFERENCE,
+        model=lambda wc: as_json(config["models"][MIR_REFERENCE]),
+        graph_set=lambda wc: graph_set_settings(config["models"][MIR_REFERENCE]["graph_set"]),
+        annotations=as_json(config["annotations"]),
+        settings=as_json(config["mir_speed"]),
+        data=lambda wc, input: os.path.dirname(input.data),
+        device=config["device"],
+    shell:
+        "OMP_NUM_THREADS={threads} python -m longrank mir_speed --model {params.name} --model-config {params.model:q}"
+        " --graph-set {params.graph_set:q} --annotations {params.annotations:q} --settings {params.settings:q}"
+        " --data {params.data} --device {params.device} --out {output} 2> {log}"

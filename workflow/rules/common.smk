@@ -51,6 +51,13 @@ WORD2VEC = f"{R}/data/word2vec.txt"
 # MORES's Table 4 (the dot keeps it apart from bench/{model}.json): only when a MORES model is configured.
 _WANTS_SPEED = config["mores_speed"]["enabled"] and any(config["models"][m]["type"] == "mores" for m in MODELS)
 MORES_SPEED = [f"{R}/bench/mores.speed.json"] if _WANTS_SPEED else []
+# MIR's Fig. 5 (workflow/rules/bench.smk: mir_speed) times the reference MIR entry (named mir, else the first) beside
+# BERT-MaxP over the same windows; MIR models read documents by id from their graph set, so the generic bench, which
+# cuts synthetic documents, does not time them.
+_MIR_MODELS = [m for m in MODELS if config["models"][m]["type"] == "mir"]
+MIR_REFERENCE = "mir" if "mir" in _MIR_MODELS else next(iter(_MIR_MODELS), None)
+MIR_SPEED = [f"{R}/bench/mir.speed.json"] if MIR_REFERENCE and config["mir_speed"]["enabled"] else []
+BENCHED = [m for m in MODELS if config["models"][m]["type"] != "mir"]
 CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproject.toml
 
 
@@ -61,6 +68,7 @@ wildcard_constraints:
     first_stage="[A-Za-z0-9_-]+",
     scope="collection|fold[0-9]+",
     pseudo_set="[A-Za-z0-9_-]+",
+    graph_set="[A-Za-z0-9_-]+",
 
 
 def as_json(obj):
@@ -89,10 +97,26 @@ def dev_runs(wildcards):
 
 
 def collection_artifacts(wildcards):
-    """Per-document artifacts built once from the data (workflow/rules/artifacts.smk), when the model declares any."""
-    if "collection" not in artifact_scopes(config["models"][wildcards.model]):
+    """Per-document artifacts built once from the data, when the model declares any: a mir model's graph set
+    (workflow/rules/graphs.smk, shared by the entries naming it), else the model's own (workflow/rules/artifacts.smk).
+    """
+    entry = config["models"][wildcards.model]
+    if "collection" not in artifact_scopes(entry):
         return []
+    if "graph_set" in entry:
+        return [f"{R}/graphs/{entry['graph_set']}"]
     return [f"{R}/artifacts/{wildcards.model}/collection"]
+
+
+def graph_set_settings(name):
+    """A graph set's settings for its stage: the PRF queries arrive as an input directory, not a setting."""
+    return as_json({k: v for k, v in config["mir_graphs"][name].items() if k != "prf_queries"})
+
+
+def graph_set_prf_queries(wildcards):
+    """The pseudo-query set whose BM25 runs weight a graph set's PRF terms (mir_graphs.<set>.prf_queries), if any."""
+    prf = config["mir_graphs"][wildcards.graph_set].get("prf_queries")
+    return [f"{R}/pseudo_queries/{prf}"] if prf else []
 
 
 def fold_artifacts(wildcards):

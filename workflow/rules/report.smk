@@ -14,8 +14,9 @@ rule resolved_config:
 rule build_report:
     input:
         rules.compare.output,
-        expand(f"{R}/bench/{{model}}.json", model=MODELS),
+        expand(f"{R}/bench/{{model}}.json", model=BENCHED),
         MORES_SPEED,
+        MIR_SPEED,
         ATTENTION_SCALING,
         [f"{R}/runs/{s}.interpolation.json" for s in SYSTEMS if "+" in s],
         expand(f"{R}/runs/{{model}}.details.jsonl", model=MODELS),

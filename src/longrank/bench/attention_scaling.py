@@ -155,7 +155,7 @@ def worker_main() -> None:
 def measure(job: dict) -> dict:
     """One configuration (see the module docstring); run in a fresh process by ``run``."""
     # Imported here: only the child needs the model, and the bench's probe (which reads /proc and libc).
-    from longrank.bench.run import _MemoryProbe
+    from longrank.bench.run import MemoryProbe
     from longrank.models.modules.conformer import ConformerLayer
 
     if job["threads"] > 0:
@@ -180,7 +180,7 @@ def measure(job: dict) -> dict:
 
     out = {"device_name": torch.cuda.get_device_name(device) if cuda else "CPU", "threads": torch.get_num_threads(),
            "parameters": sum(p.numel() for p in params)}
-    probe = _MemoryProbe(device)
+    probe = MemoryProbe(device)
     out["memory_method"] = _describe(probe)
     try:
         step()  # warm-up: kernels, allocator

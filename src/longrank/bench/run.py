@@ -150,13 +150,13 @@ def measure(job: dict) -> dict:
     corpus = Corpus(job["data"])
     model = load_model(job["checkpoint"], job["model_cfg"], corpus, device)
     batch_size, length = job["batch_size"], job["length"]
-    queries = _queries(corpus, batch_size)
+    queries = bench_queries(corpus, batch_size)
     if job["kind"] == "uniform":
         docs = _documents(corpus, [length] * batch_size)
         batch = {k: v.to(device) for k, v in model.encode(queries, _synthetic_ids(docs), docs).items()}
         max_len = getattr(model, "max_doc_len", None)
         result = {"length": length, "effective_length": min(length, max_len) if max_len else length}
-        result.update(_timed(model, batch, job["repeats"], device))
+        result.update(timed(model, batch, job["repeats"], device))
         return result
     # packing: lengths spread evenly up to max_doc_len, both paths in this one process
     lengths = [max(1, round(length * (i + 1) / batch_size)) for i in range(batch_size)]
@@ -166,7 +166,7 @@ def measure(job: dict) -> dict:
     scores, times = {}, {"packed": [], "unpacked": []}
     for mode, pack in (("packed", True), ("unpacked", False)):  # memory and window passes of each path
         model.pack_windows = pack
-        result[mode] = _timed(model, batch, job["repeats"], device)
+        result[mode] = timed(model, batch, job["repeats"], device)
         with torch.no_grad():
             scores[mode] = model(**batch).float().cpu()
     # Speed: the two paths alternate, so a machine whose load drifts slows both alike.
@@ -188,12 +188,12 @@ def measure(job: dict) -> dict:
     return result
 
 
-def _timed(model, batch: dict, repeats: int, device: torch.device) -> dict:
+def timed(model, batch: dict, repeats: int, device: torch.device) -> dict:
     cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     counts_windows = hasattr(model, "window_passes")
     gc.collect()
-    memory = _MemoryProbe(device)
+    memory = MemoryProbe(device)
     out = {"device_name": torch.cuda.get_device_name(device) if cuda else "CPU", "memory_method": memory.method}
     try:
         with torch.no_grad():
@@ -217,7 +217,7 @@ def _timed(model, batch: dict, repeats: int, device: torch.device) -> dict:
     return out
 
 
-class _MemoryProbe:
+class MemoryProbe:
     """Peak memory growth from construction to ``peak_mb()`` (see the module docstring for the method)."""
 
     def __init__(self, device: torch.device):
@@ -263,7 +263,7 @@ def _proc_status_kb(field: str) -> int:
 
 # ---- inputs from the collection's text ----------------------------------------------------------------------
 
-def _queries(corpus: Corpus, n: int) -> list[str]:
+def bench_queries(corpus: Corpus, n: int) -> list[str]:
     texts = [corpus.queries[q] for q in sorted(corpus.queries)]
     if not texts:
         raise InputError(f"{corpus.dir}/queries.tsv has no queries to benchmark with")

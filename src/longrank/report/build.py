@@ -14,8 +14,8 @@ from pathlib import Path
 
 from longrank.io import InputError, write_text
 from longrank.report import (attention_scaling, confidence, diagnostics, effectiveness, efficiency, first_stages,
-                             interpolation, length_bias, length_buckets, max_length, noninferiority, provenance, regions,
-                             training)
+                             interpolation, length_bias, length_buckets, max_length, mir, noninferiority, provenance,
+                             regions, training)
 from longrank.report.comparison import copy_tables, load_comparison
 from longrank.report.context import Context
 from longrank.report.html import Section, render_html, render_markdown
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 # The report's sections, in order. A section may return None to be left out (attention_scaling: only when its
 # optional stage ran).
 SECTIONS = [effectiveness, first_stages, diagnostics, confidence, length_buckets, length_bias, max_length, regions,
-            efficiency, attention_scaling, noninferiority, interpolation, training, provenance]
+            mir, efficiency, attention_scaling, noninferiority, interpolation, training, provenance]
 
 __all__ = ["Inputs", "SECTIONS", "add_arguments", "build", "run"]
 

@@ -1,0 +1,175 @@
+"""Stage ``mir_speed``: MIR's Fig. 5 -- throughput and peak memory of MIR and of BERT-MaxP over the same windows
+(``window`` tokens every ``window·(1−overlap)``) at each document length, measured side by side in one process, and
+the time to build a document's graph (precomputed once per collection, so reported apart).
+
+Inputs are real text: whole documents of the collection joined in id order (their punctuation and case kept, so
+spaCy finds sentences and entities) until each bench document has ``max(lengths)`` WordPiece tokens. Their graphs
+are built here with the graph set's settings through the graphs stage's own code (spaCy annotation, then
+``build_record``), without PRF words (those need the collection's pseudo-query runs): token pivots are entities
+only, which leaves fewer T nodes than a PRF set gives, and the notes say so. Both models are built from the config
+untrained (weights do not change the time). At each length MIR reads ``max_doc_tokens = length`` of the same
+graphs and MaxP ``length`` tokens in the same windows; the two are timed alternately (MIR, MaxP, MIR, ...) so
+drifting machine load hits both alike, and the median of ``repeats`` forwards counts. The ratio MIR/MaxP is of
+throughput (documents per millisecond): above 1 MIR is faster. Peak memory as ``longrank bench`` measures it.
+``docs_per_ms`` gives the reference MIR entry's throughput at its own ``max_doc_tokens`` for the report's
+effectiveness-vs-throughput plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import statistics
+import time
+
+import torch
+
+from longrank.bench.run import MemoryProbe, bench_queries
+from longrank.data.corpus import Corpus
+from longrank.graphs.annotate import annotation, cut_text, load_pipeline
+from longrank.graphs.build import build_record, fit_tfidf, graph_settings, stride
+from longrank.io import InputError, write_json
+from longrank.models.bert_ranker import BertRanker
+from longrank.models.modules.encoders import load_encoder, load_tokenizer
+from longrank.models.registry import architecture_params, build_model
+from longrank.runtime import resolve_device
+
+log = logging.getLogger(__name__)
+
+COLUMNS = ["document tokens", "passages", "MIR docs/ms", "MaxP docs/ms", "MIR / MaxP throughput", "MIR peak memory (MB)",
+           "MaxP peak memory (MB)", "MIR ms/batch", "MaxP ms/batch"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="the reference MIR entry's name")
+    parser.add_argument("--model-config", required=True, help="its config entry as JSON")
+    parser.add_argument("--graph-set", required=True, help="its graph set's settings as JSON")
+    parser.add_argument("--annotations", default="{}", help="the annotations settings as JSON (max_words)")
+    parser.add_argument("--settings", default="{}", help="mir_speed settings as JSON: lengths, batch_size, repeats, documents")
+    parser.add_argument("--data", required=True, help="results/{dataset}/data")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--out", required=True, help="JSON table {title, columns, rows, notes, docs_per_ms}")
+
+
+def _json(text: str, flag: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{flag} is not JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{flag}: expected a JSON object, got {value!r}")
+    return value
+
+
+def run(args: argparse.Namespace) -> None:
+    settings = {"lengths": [512, 1024, 2048], "batch_size": 2, "repeats": 3, "documents": 8, "enabled": True,
+                **_json(args.settings, "--settings")}
+    if not settings["lengths"] or min(settings["lengths"]) < 1 or settings["batch_size"] < 1 or settings["repeats"] < 1:
+        raise InputError("mir_speed: lengths, batch_size and repeats must be positive")
+    result = measure(args.model, _json(args.model_config, "--model-config"), graph_settings(_json(args.graph_set, "--graph-set")),
+                     _json(args.annotations, "--annotations").get("max_words", 2048), settings, Corpus(args.data),
+                     resolve_device(args.device))
+    write_json(args.out, result)
+
+
+def bench_documents(corpus: Corpus, tokenizer, n_docs: int, n_tokens: int) -> list[str]:
+    """``n_docs`` texts of at least ``n_tokens`` WordPiece tokens, whole documents of the collection joined in id
+    order (tiled when the collection is shorter)."""
+    ids = sorted(corpus.docs)
+    if not ids:
+        raise InputError(f"{corpus.dir}/docs.jsonl has no documents to benchmark with")
+    texts, current, count, at = [], [], 0, 0
+    while len(texts) < n_docs:
+        text = corpus.docs[ids[at % len(ids)]]
+        at += 1
+        current.append(text)
+        count += len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        if count >= n_tokens:
+            texts.append("\n".join(current))
+            current, count = [], 0
+        if at > 100 * len(ids) and not texts:
+            raise InputError(f"{corpus.dir}/docs.jsonl holds too little text for {n_tokens}-token bench documents")
+    return texts
+
+
+def measure(name: str, model_cfg: dict, graph_set: dict, max_words: int, settings: dict, corpus: Corpus, device) -> dict:
+    own = architecture_params(model_cfg).get("max_doc_tokens") or graph_set["max_doc_tokens"]
+    lengths = sorted(set(settings["lengths"]) | {own})  # the entry's own length gives its docs/ms in the report
+    batch, repeats = settings["batch_size"], settings["repeats"]
+    tokenizer = load_tokenizer(graph_set["encoder"])
+    longest = max(lengths)  # the bench builds its own graphs: the collection's max_doc_tokens does not cap them
+    n_graphs = max(batch, settings["documents"])
+    texts = [cut_text(t, max(max_words, 2 * longest)) for t in bench_documents(corpus, tokenizer, n_graphs, longest)]
+    graph_cfg = {**graph_set, "max_doc_tokens": longest}
+
+    # graph construction: spaCy annotation and the record, per document (the tf-idf fit is the collection's, apart)
+    nlp = load_pipeline()
+    vectorizer = fit_tfidf(texts)
+    records, seconds = {}, []
+    for i, text in enumerate(texts):
+        start = time.perf_counter()
+        records[f"bench-{i}"] = build_record(text, annotation(nlp(text)), [], tokenizer, graph_cfg, vectorizer)
+        seconds.append(time.perf_counter() - start)
+    graph_ms = 1000 * statistics.median(seconds)
+    ids = list(records)[:batch]
+    queries = bench_queries(corpus, batch)
+    graph_meta = {**graph_cfg, "cls_id": tokenizer.cls_token_id, "sep_id": tokenizer.sep_token_id,
+                  "pad_id": tokenizer.pad_token_id, "vocab_size": tokenizer.vocab_size}
+
+    step = stride(graph_cfg)
+    rows, by_length = [], {}
+    for length in lengths:
+        mir = build_model({**model_cfg, "max_doc_tokens": min(length, longest)}, corpus)
+        mir.use_graphs(records, graph_meta)
+        passages = 1 + max(0, math.ceil((min(length, longest) - graph_cfg["window"]) / step))
+        maxp = BertRanker(load_encoder(graph_set["encoder"]), tokenizer, mode="maxp", passage_len=graph_cfg["window"],
+                          passage_stride=step, max_passages=passages, max_query_len=architecture_params(model_cfg).get("max_query_len", 30))
+        models = {"MIR": mir.to(device).eval(), "MaxP": maxp.to(device).eval()}
+        docs = [texts[i] for i in range(batch)]
+        inputs = {k: {n: t.to(device) for n, t in m.encode(queries, ids, docs).items()} for k, m in models.items()}
+        timing = _alternate(models, inputs, repeats, device)
+        mir_rate, maxp_rate = batch / timing["MIR"]["ms"], batch / timing["MaxP"]["ms"]
+        by_length[length] = {"mir_docs_per_ms": mir_rate, "maxp_docs_per_ms": maxp_rate, "ratio": mir_rate / maxp_rate,
+                             "passages": passages, **{f"{k}_peak_memory_mb": v["peak_mb"] for k, v in timing.items()}}
+        rows.append([length, passages, mir_rate, maxp_rate, mir_rate / maxp_rate, timing["MIR"]["peak_mb"],
+                     timing["MaxP"]["peak_mb"], timing["MIR"]["ms"], timing["MaxP"]["ms"]])
+        log.info("mir_speed %d tokens: MIR %.4f docs/ms, MaxP %.4f docs/ms (ratio %.2f)", length, mir_rate, maxp_rate,
+                 mir_rate / maxp_rate)
+        del models, inputs
+    nodes = {view: statistics.mean(len(r[key]) for r in records.values())
+             for view, key in (("passage", "passages"), ("sentence", "sentences"), ("token", "tokens"))}
+    reference = by_length.get(own)
+    notes = (f"Device {device}, {torch.get_num_threads()} CPU threads, batches of {batch} documents cut from the "
+             f"collection's text, forward only, median of {repeats} timed batches with MIR and MaxP alternating. MaxP "
+             f"reads the same {graph_cfg['window']}-token windows every {step} tokens. Graph construction (spaCy "
+             f"annotation + pivots + graphs) took {graph_ms:.1f} ms per document (median of {len(seconds)}; "
+             f"{nodes['passage']:.1f} passage, {nodes['sentence']:.1f} sentence and {nodes['token']:.1f} token nodes on "
+             f"average, entities only: PRF term pivots need the collection's pseudo-query runs); it runs once per "
+             f"collection, not per query.")
+    return {"title": f"MIR against BERT-MaxP over the same windows ({name}; MIR Fig. 5)", "columns": COLUMNS,
+            "rows": rows, "notes": notes, "by_length": by_length, "graph_ms_per_document": graph_ms,
+            "docs_per_ms": {name: reference["mir_docs_per_ms"]} if reference else {}, "device": str(device)}
+
+
+def _alternate(models: dict, inputs: dict, repeats: int, device) -> dict:
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    out = {}
+    with torch.no_grad():
+        for key, model in models.items():  # warm-up, and each model's peak memory on its own
+            probe = MemoryProbe(device)
+            model(**inputs[key])
+            sync()
+            out[key] = {"peak_mb": probe.peak_mb(), "times": []}
+        for _ in range(repeats):
+            for key, model in models.items():
+                sync()
+                start = time.perf_counter()
+                model(**inputs[key])
+                sync()
+                out[key]["times"].append(time.perf_counter() - start)
+    for value in out.values():
+        value["ms"] = 1000 * statistics.median(value.pop("times"))
+    return out

@@ -1,0 +1,91 @@
+"""Section: MIR's ablations (the paper's Tables 2-4) and its query groups by document length (Fig. 6).
+
+Ablations: every configured ``mir`` entry against the reference entry (the one named ``mir``, else the first
+in the report's order), with the keys it changes, each measure's mean and its relative change, and the paired
+Wilcoxon test of the primary measure (Holm across all the report's pairs). Query groups: the test queries split
+by the length of their relevant documents (the median, in words, where a query has several; the paper's
+MS MARCO queries have one positive, measured in tokens) into all, <= 512, 512-2K and > 2K, with each MIR
+row's, the BERT rows' and the first stages' mean primary measure per group.
+"""
+
+from __future__ import annotations
+
+from longrank.evaluate.lengths import relevant_median_length
+from longrank.report.context import Context
+from longrank.report.html import Section
+from longrank.report.inputs import PRIMARY, first_stages
+from longrank.report.verdicts import pair_row, verdict
+from longrank.tables import Cell, fmt, fmt_p
+
+ABLATION_MEASURES = ["nDCG@10", "RR@10", "AP@100"]  # the paper's Tables 2-4 (MRR@10, MAP@100)
+ENCODER_BASELINES = {"bert_ranker", "mores"}
+
+
+def mir_models(models: dict) -> list[str]:
+    return [name for name, entry in models.items() if entry.get("type") == "mir"]
+
+
+def reference(models: dict, names: list[str]) -> str | None:
+    return "mir" if "mir" in names else (names[0] if names else None)
+
+
+def changed_keys(entry: dict, ref: dict) -> str:
+    """What an ablation changes: the keys whose values differ from the reference entry's (train keys dotted)."""
+    def flat(e: dict) -> dict:
+        out = {k: v for k, v in e.items() if k != "train"}
+        out.update({f"train.{k}": v for k, v in (e.get("train") or {}).items()})
+        return out
+
+    a, b = flat(entry), flat(ref)
+    return ", ".join(f"{k}: {a.get(k, '(default)')}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)) or "(same entry)"
+
+
+def section(ctx: Context) -> Section | None:
+    inp, cmp = ctx.inp, ctx.cmp
+    names = [m for m in mir_models(inp.models) if cmp is None or m in cmp.systems]
+    if not mir_models(inp.models):
+        return None
+    sec = Section("MIR: ablations and query groups")
+    if cmp is None or not names:
+        return sec.note("Skipped: no evaluated mir model yet.")
+    ref = reference(inp.models, names)
+    measures = [m for m in ABLATION_MEASURES if m in cmp.measures]
+    means = {m: cmp.means(m) for m in measures}
+    rows = []
+    for name in [ref] + [n for n in names if n != ref]:
+        row = [name, "reference" if name == ref else changed_keys(inp.models[name], inp.models[ref])]
+        for m in measures:
+            value, base = float(means[m][name]), float(means[m][ref])
+            rel = "" if name == ref or base == 0 else f" ({100 * (value - base) / base:+.1f}%)"
+            row.append(Cell(fmt(value) + rel))
+        pair = pair_row(cmp.pairs, PRIMARY, name, ref) if name != ref else None
+        row += ([Cell(fmt_p(pair[2])), Cell(fmt_p(pair[1])), Cell(verdict(pair[0], pair[1], ref, cmp.alpha))]
+                if pair else [Cell("–"), Cell("–"), Cell("–")])
+        rows.append(row)
+    sec.howto("Ablations are config entries of type mir that differ from the reference in a key or two (config/mir.yaml: "
+              "graphs removed, shared parameters, no stacks, fully connected pivots, GCN / GIN / GraphSAGE aggregators, "
+              "views removed, max / CNN / Transformer pooling); they read the same graph set.")
+    sec.table(["Model", "Changes", *measures, f"p {PRIMARY} (Wilcoxon)", "p (Holm)", "Verdict"], rows,
+              caption=f"MIR ablations (the paper's Tables 2-4): test means, in brackets the change relative to {ref}.")
+    _query_groups(ctx, sec, names)
+    return sec
+
+
+def _query_groups(ctx: Context, sec: Section, names: list[str]) -> None:
+    inp, frames = ctx.inp, ctx.cmp.frames
+    if inp.lengths is None or inp.qrels is None or not frames:
+        sec.note("Query groups skipped: needs data/doc_lengths.tsv and data/qrels.txt.")
+        return
+    baselines = [s for s in first_stages(inp.config) if s in frames]
+    baselines += [m for m, e in inp.models.items() if e.get("type") in ENCODER_BASELINES and m in frames]
+    systems = baselines + [n for n in names if n in frames]
+    qids = list(next(iter(frames.values())).index)
+    med = relevant_median_length(inp.qrels, inp.lengths, qids)
+    groups = [("all", qids), ("<= 512", med.index[med <= 512]), ("512-2K", med.index[(med > 512) & (med <= 2048)]),
+              ("> 2K", med.index[med > 2048])]
+    rows = [[label, len(ids), *[Cell(fmt(float(frames[s].loc[list(ids), PRIMARY].mean())) if len(ids) else "–")
+                                for s in systems]] for label, ids in groups]
+    sec.table(["Relevant length (words)", "Queries", *systems], rows,
+              caption=f"Test {PRIMARY} by query group (MIR Fig. 6): the median length of a query's relevant documents.")
+    if len(med) < len(qids):
+        sec.note(f"{len(qids) - len(med)} test queries have no judged-relevant document with a length and are in 'all' only.")

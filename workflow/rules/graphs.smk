@@ -1,0 +1,47 @@
+rule annotate:
+    """MIR's sentences and entities (src/longrank/graphs/annotate.py): spaCy over every document once per collection,
+    shared by every graph set; it runs only when a mir model is configured."""
+    input:
+        data=DATA["docs.jsonl"],
+    output:
+        directory(f"{R}/annotations"),
+    log:
+        f"{R}/logs/annotate.log",
+    benchmark:
+        f"{R}/benchmarks/annotate.tsv"
+    conda:
+        CONDA_ENV
+    threads: lambda wc: config["annotations"]["n_process"]
+    resources:
+        mem_mb=8000,
+    params:
+        settings=as_json(config["annotations"]),
+        data=lambda wc, input: os.path.dirname(input.data),
+    shell:
+        "python -m longrank annotate --data {params.data} --config {params.settings:q} --out {output} 2> {log}"
+
+
+rule graphs:
+    """One MIR graph set (src/longrank/graphs/build.py): passages, pivot tokens and the p2p / s2s / t2t graphs of every
+    document, built once per collection and set; every mir entry naming the set (its ablations) reads it."""
+    input:
+        data=DATA["docs.jsonl"],
+        annotations=f"{R}/annotations",
+        prf_queries=graph_set_prf_queries,
+    output:
+        directory(f"{R}/graphs/{{graph_set}}"),
+    log:
+        f"{R}/logs/graphs_{{graph_set}}.log",
+    benchmark:
+        f"{R}/benchmarks/graphs_{{graph_set}}.tsv"
+    conda:
+        CONDA_ENV
+    resources:
+        mem_mb=8000,
+    params:
+        settings=lambda wc: graph_set_settings(wc.graph_set),
+        prf=lambda wc, input: ["--prf-queries", *input.prf_queries] if input.prf_queries else [],
+        data=lambda wc, input: os.path.dirname(input.data),
+    shell:
+        "python -m longrank graphs --data {params.data} --annotations {input.annotations} {params.prf:q}"
+        " --config {params.settings:q} --out {output} 2> {log}"
