@@ -29,15 +29,23 @@ def reference(models: dict, names: list[str]) -> str | None:
     return "mir" if "mir" in names else (names[0] if names else None)
 
 
+# workflow keys that do not change what the model learns or ranks
+UNCHANGING = {"interpolate", "enabled"}
+
+
 def changed_keys(entry: dict, ref: dict) -> str:
-    """What an ablation changes: the keys whose values differ from the reference entry's (train keys dotted)."""
+    """What an ablation changes: the keys whose values differ from the reference entry's, each entry filled with
+    the model's and the training loop's defaults first (an entry that leaves a key out has its default)."""
+    from longrank.models.registry import constructor_defaults
+    from longrank.train.loop import TRAIN_DEFAULTS
+
     def flat(e: dict) -> dict:
-        out = {k: v for k, v in e.items() if k != "train"}
-        out.update({f"train.{k}": v for k, v in (e.get("train") or {}).items()})
+        out = {**constructor_defaults(e["type"]), **{k: v for k, v in e.items() if k != "train" and k not in UNCHANGING}}
+        out.update({f"train.{k}": v for k, v in {**TRAIN_DEFAULTS, **(e.get("train") or {})}.items()})
         return out
 
     a, b = flat(entry), flat(ref)
-    return ", ".join(f"{k}: {a.get(k, '(default)')}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)) or "(same entry)"
+    return ", ".join(f"{k}: {a.get(k)}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)) or "(same entry)"
 
 
 def section(ctx: Context) -> Section | None:
