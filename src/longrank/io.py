@@ -89,6 +89,17 @@ def _json_default(obj):
     raise TypeError(f"cannot serialise {type(obj).__name__} to JSON")
 
 
+def json_object(text: str, what: str) -> dict:
+    """An inline JSON object given on a command line (a stage's settings), or an InputError naming ``what``."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{what}: not valid JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{what}: expected a JSON object of settings, got {value!r}")
+    return value
+
+
 def read_json(path: str | os.PathLike):
     return json.loads(Path(path).read_text(encoding="utf-8"))
 

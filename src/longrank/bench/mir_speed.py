@@ -18,7 +18,6 @@ effectiveness-vs-throughput plot.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import statistics
@@ -30,7 +29,7 @@ from longrank.bench.run import MemoryProbe, bench_queries
 from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import annotation, cut_text, load_pipeline
 from longrank.graphs.build import build_record, fit_tfidf, graph_settings, stride
-from longrank.io import InputError, write_json
+from longrank.io import InputError, json_object, write_json
 from longrank.models.bert_ranker import BertRanker
 from longrank.models.modules.encoders import load_encoder, load_tokenizer
 from longrank.models.registry import architecture_params, build_model
@@ -53,23 +52,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="JSON table {title, columns, rows, notes, docs_per_ms}")
 
 
-def _json(text: str, flag: str) -> dict:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"{flag} is not JSON: {err}") from None
-    if not isinstance(value, dict):
-        raise InputError(f"{flag}: expected a JSON object, got {value!r}")
-    return value
-
-
 def run(args: argparse.Namespace) -> None:
     settings = {"lengths": [512, 1024, 2048], "batch_size": 2, "repeats": 3, "documents": 8, "enabled": True,
-                **_json(args.settings, "--settings")}
+                **json_object(args.settings, "--settings")}
     if not settings["lengths"] or min(settings["lengths"]) < 1 or settings["batch_size"] < 1 or settings["repeats"] < 1:
         raise InputError("mir_speed: lengths, batch_size and repeats must be positive")
-    result = measure(args.model, _json(args.model_config, "--model-config"), graph_settings(_json(args.graph_set, "--graph-set")),
-                     _json(args.annotations, "--annotations").get("max_words", 2048), settings, Corpus(args.data),
+    result = measure(args.model, json_object(args.model_config, "--model-config"), graph_settings(json_object(args.graph_set, "--graph-set")),
+                     json_object(args.annotations, "--annotations").get("max_words", 2048), settings, Corpus(args.data),
                      resolve_device(args.device))
     write_json(args.out, result)
 

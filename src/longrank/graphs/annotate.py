@@ -18,7 +18,6 @@ Output directory: ``annotations.sqlite``, table ``annotations(doc_id, record)``,
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import shutil
@@ -33,7 +32,7 @@ from tqdm import tqdm
 
 from longrank.data.corpus import Corpus
 from longrank.data.records import Records, RecordWriter
-from longrank.io import InputError, read_json, replace_directory, umask_mode, write_json
+from longrank.io import InputError, json_object, read_json, replace_directory, umask_mode, write_json
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +55,7 @@ def cut_text(text: str, max_words: int) -> str:
 
 def read_config(text: str, stage: str) -> dict:
     """``--config``: an inline JSON object."""
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"{stage} --config: not valid JSON ({err})") from None
-    if not isinstance(cfg, dict):
-        raise InputError(f"{stage} --config: expected a JSON object of settings, got {cfg!r}")
-    return cfg
+    return json_object(text, f"{stage} --config")
 
 
 def settings(cfg: dict) -> dict:
