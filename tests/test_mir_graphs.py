@@ -144,6 +144,11 @@ def test_prf_weights_are_eq_1():
     assert prf_words(queries, run, texts, depth=2, n_terms=2) == {"d1": ["obesity", "breathing"], "d2": ["plan"]}
     with pytest.raises(InputError, match="'q9'"):
         prf_weights(queries, {"q9": {"d1": 1.0}}, depth=2)
+    # a left-out query leaves d1's Q_d after ranking: d3 does not move up into q1's top 2 in its place
+    assert prf_weights(queries, run, depth=2, leave_out={"q1": {"d1"}}) == {
+        "d1": {"obesity": 1.0, "diet": 1.0, "plan": 1.0},
+        "d2": {"obesity": 2 / 3, "breathing": 1 / 3, "diet": 2 / 3, "plan": 1 / 3, "healthy": 1 / 3},
+        "d3": {"healthy": 1.0, "diet": 1.0}}
 
 
 def test_node_caps_keep_the_first_nodes_in_document_order(tok):
@@ -261,3 +266,31 @@ def test_the_graphs_stage_and_the_store_round_trip(tmp_path, tok):
     assert str(out) in str(err.value)
     with pytest.raises(InputError, match="graphs.sqlite not found"):
         GraphStore(tmp_path / "nowhere")
+
+
+def test_pretraining_graphs_read_the_positives_without_their_query_text(tmp_path, tok):
+    """Pre-training reads a pseudo-query's positive without the text the query came from; MIR reads records, so the
+    graph set built for pre-training must be cut from those texts, and the positive's own query must not pick its
+    PRF pivots."""
+    docs = {"d1": "Cheese making in Paris.\nBread is baked daily in London.", "d2": "Cheese and bread are sold in Rome."}
+    write_docs(tmp_path / "data" / "docs.jsonl", iter(docs.items()))
+    annotate.run(_parse(annotate, ["--data", str(tmp_path / "data"), "--out", str(tmp_path / "ann")]))
+    pseudo = tmp_path / "titles"
+    write_text(pseudo / "queries.tsv", "query_id\ttext\npd1\tcheese making in paris\n")
+    write_text(pseudo / "qrels.txt", "pd1 0 d1 1\n")
+    write_text(pseudo / "overrides.jsonl", json.dumps({"doc_id": "d1", "text": "Bread is baked daily in London."}) + "\n")
+    write_json(pseudo / "folds.json", [{"train": ["pd1"], "dev": [], "test": []}])
+    write_run(pseudo / "candidates.run", {"pd1": {"d1": 2.0, "d2": 1.0}}, tag="bm25")
+    for name, extra in (("graphs", []), ("pretrain", ["--pretrain-queries", str(pseudo)])):
+        build.run(_parse(build, ["--data", str(tmp_path / "data"), "--annotations", str(tmp_path / "ann"), "--prf-queries",
+                                 str(pseudo), "--config", json.dumps(SMALL), "--out", str(tmp_path / name), *extra]))
+    full, pretrain = GraphStore(tmp_path / "graphs"), GraphStore(tmp_path / "pretrain")
+    read = lambda record: tok.decode([i for p in record["passages"] for i in p])  # noqa: E731
+    assert "cheese" in read(full["d1"]) and "cheese" not in read(pretrain["d1"]) and "london" in read(pretrain["d1"])
+    # entities from the fresh annotation: London is a pivot of the read text, Paris (taken out with the query) is not
+    assert "e:london" in pretrain["d1"]["token_keys"] and "e:paris" not in pretrain["d1"]["token_keys"]
+    # the collection's set gives d1 the query's words as PRF pivots; the pre-training set leaves its own query out
+    assert {"w:cheese", "w:making", "w:paris"} & set(full["d1"]["token_keys"])
+    assert not any(k.startswith("w:") for k in pretrain["d1"]["token_keys"])
+    # another document is read as the collection has it, and the query still weights its terms
+    assert pretrain["d2"] == full["d2"] and "w:cheese" in pretrain["d2"]["token_keys"]

@@ -155,6 +155,13 @@ def test_a_mir_training_key_reruns_no_graph_stage_and_a_graph_key_reruns_its_rea
     assert "data" not in jobs and "candidates" not in jobs and "pseudo_queries" not in jobs
 
 
+def test_a_pretrained_mir_reads_its_own_graph_set_of_the_pseudo_queries_positives(workflow_run):
+    jobs = planned_jobs(workflow_run, {"models": {"mir": {"train": {"pretrain": {"queries": "titles", "steps": 2}}}}})
+    # the positives without their titles, graphed once for pre-training; the fine-tuning reads the collection's set
+    assert jobs.get("pretrain_graphs") == 1 and jobs.get("pretrain") == 1 and jobs.get("train") == 1
+    assert "graphs" not in jobs and "annotate" not in jobs and "pseudo_queries" not in jobs
+
+
 def test_bad_config_names_the_key_and_the_rule(tmp_path):
     (tmp_path / "config").symlink_to(REPO / "config")
     bad = tmp_path / "bad.yaml"

@@ -108,6 +108,15 @@ def collection_artifacts(wildcards):
     return [f"{R}/artifacts/{wildcards.model}/collection"]
 
 
+def pretraining_artifacts(wildcards):
+    """What rule pretrain attaches: a mir model's graph set as the pseudo-queries' positives read (rule
+    pretrain_graphs), else the model's collection artifacts."""
+    entry = config["models"][wildcards.model]
+    if "graph_set" in entry:
+        return [f"{R}/graphs_pretrain/{pseudo_queries_of(wildcards.model)}/{entry['graph_set']}"]
+    return collection_artifacts(wildcards)
+
+
 def graph_set_settings(name):
     """A graph set's settings for its stage: the PRF queries arrive as an input directory, not a setting."""
     return as_json({k: v for k, v in config["mir_graphs"][name].items() if k != "prf_queries"})

@@ -45,3 +45,31 @@ rule graphs:
     shell:
         "python -m longrank graphs --data {params.data} --annotations {input.annotations} {params.prf:q}"
         " --config {params.settings:q} --out {output} 2> {log}"
+
+
+rule pretrain_graphs:
+    """A graph set as pre-training on a pseudo-query set reads the collection (rule pretrain of a mir model): each
+    positive without the text its pseudo-query came from, annotated afresh, and its own query kept out of its PRF
+    terms (src/longrank/graphs/build.py, pretraining_inputs)."""
+    input:
+        data=DATA["docs.jsonl"],
+        annotations=f"{R}/annotations",
+        prf_queries=graph_set_prf_queries,
+        pretrain_queries=f"{R}/pseudo_queries/{{pseudo_set}}",
+    output:
+        directory(f"{R}/graphs_pretrain/{{pseudo_set}}/{{graph_set}}"),
+    log:
+        f"{R}/logs/graphs_pretrain_{{pseudo_set}}_{{graph_set}}.log",
+    benchmark:
+        f"{R}/benchmarks/graphs_pretrain_{{pseudo_set}}_{{graph_set}}.tsv"
+    conda:
+        CONDA_ENV
+    resources:
+        mem_mb=8000,
+    params:
+        settings=lambda wc: graph_set_settings(wc.graph_set),
+        prf=lambda wc, input: ["--prf-queries", *input.prf_queries] if input.prf_queries else [],
+        data=lambda wc, input: os.path.dirname(input.data),
+    shell:
+        "python -m longrank graphs --data {params.data} --annotations {input.annotations} {params.prf:q}"
+        " --pretrain-queries {input.pretrain_queries} --config {params.settings:q} --out {output} 2> {log}"

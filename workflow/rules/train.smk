@@ -40,6 +40,7 @@ rule pretrain:
         data=list(DATA.values()),
         embeddings=model_embeddings,
         pseudo_queries=lambda wc: f"{R}/pseudo_queries/{pseudo_queries_of(wc.model)}",
+        artifacts=pretraining_artifacts,
     output:
         model=f"{R}/models/{{model}}/pretrained/model.safetensors",
         summary=f"{R}/models/{{model}}/pretrained/train_summary.json",
@@ -56,10 +57,11 @@ rule pretrain:
         gpu=training_gpus,
     params:
         model=model_config,
+        artifacts=lambda wc, input: ["--collection-artifacts", *input.artifacts] if input.artifacts else [],
         rerank_depth=config["rerank_depth"],
         data=data_dir,
         device=config["device"],
     shell:
         "OMP_NUM_THREADS={threads} python -m longrank train --model {wildcards.model} --model-config {params.model:q}"
-        " --data {params.data} --pretrain-queries {input.pseudo_queries} --candidates {input.pseudo_queries}/candidates.run"
+        " --data {params.data} {params.artifacts:q} --pretrain-queries {input.pseudo_queries} --candidates {input.pseudo_queries}/candidates.run"
         " --fold 0 --rerank-depth {params.rerank_depth} --device {params.device} --out {output.model} 2> {log}"

@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from itertools import islice
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from tqdm import tqdm
 
@@ -117,6 +117,15 @@ def annotate(docs: Iterable[tuple[str, str]], n_docs: int, cfg: dict, out: Path)
     return stats
 
 
+def annotate_texts(texts: Mapping[str, str], cfg: dict) -> dict[str, dict]:
+    """Annotations of a few texts in memory, with an annotation directory's settings: pre-training's positives
+    without the text their pseudo-queries came from (``graphs --pretrain-queries``)."""
+    nlp = load_pipeline()
+    items = ((cut_text(text, cfg["max_words"]), doc_id) for doc_id, text in texts.items())
+    parsed = nlp.pipe(items, as_tuples=True, batch_size=cfg["batch_size"], n_process=cfg["n_process"])
+    return {doc_id: annotation(doc) for doc, doc_id in tqdm(parsed, total=len(texts), desc="annotate", unit="doc", mininterval=5)}
+
+
 class Annotations(Records):
     """An ``annotate`` output directory: ``annotations[doc_id]`` is the document's record, ``max_words`` the
     cut its offsets point into."""
@@ -126,6 +135,14 @@ class Annotations(Records):
         super().__init__(directory / ANNOTATIONS, "annotations", "annotations", "run `longrank annotate` first")
         self.settings: dict = read_json(directory / "stats.json")["settings"]
         self.max_words: int = self.settings["max_words"]
+        self.fresh: dict[str, dict] = {}
+
+    def reannotate(self, texts: Mapping[str, str]) -> None:
+        """Annotate ``texts`` afresh; their records replace the stored ones from now on."""
+        self.fresh = annotate_texts(texts, self.settings)
+
+    def __getitem__(self, doc_id: str) -> dict:
+        return self.fresh[doc_id] if doc_id in self.fresh else super().__getitem__(doc_id)
 
 
 def add_arguments(parser) -> None:

@@ -132,15 +132,18 @@ def passage_windows(n_tokens: int, window: int, stride: int, max_tokens: int) ->
     return windows
 
 
-def prf_weights(queries: Mapping[str, str], run: Run, depth: int) -> dict[str, dict[str, float]]:
+def prf_weights(queries: Mapping[str, str], run: Run, depth: int,
+                leave_out: Mapping[str, Iterable[str]] = {}) -> dict[str, dict[str, float]]:
     """Eq. 1: per document d, y_{t,d} = |Q_{d,t}| / |Q_d| for each word t with y > 0, where Q_d are the queries
-    ranking d in their top ``depth`` (by score, ties by doc id) and Q_{d,t} those of them whose text has t."""
+    ranking d in their top ``depth`` (by score, ties by doc id) and Q_{d,t} those of them whose text has t.
+    ``leave_out`` (query -> documents) keeps a query out of those documents' Q_d, after ranking."""
     pseudo_relevant: dict[str, list[str]] = defaultdict(list)
     for qid, ranking in run.items():
         if qid not in queries:
             raise InputError(f"PRF queries: query {qid!r} of the run has no text in queries.tsv")
         for doc_id in sorted(ranking, key=lambda d: (-ranking[d], d))[:depth]:
-            pseudo_relevant[doc_id].append(qid)
+            if doc_id not in leave_out.get(qid, ()):
+                pseudo_relevant[doc_id].append(qid)
     query_words = {qid: set(words(queries[qid])) for qids in pseudo_relevant.values() for qid in qids}
     out = {}
     for doc_id, qids in pseudo_relevant.items():
@@ -149,11 +152,12 @@ def prf_weights(queries: Mapping[str, str], run: Run, depth: int) -> dict[str, d
     return out
 
 
-def prf_words(queries: Mapping[str, str], run: Run, doc_texts: Mapping[str, str], depth: int, n_terms: int) -> dict[str, list[str]]:
+def prf_words(queries: Mapping[str, str], run: Run, doc_texts: Mapping[str, str], depth: int, n_terms: int,
+              leave_out: Mapping[str, Iterable[str]] = {}) -> dict[str, list[str]]:
     """Each document's PRF words: the ``n_terms`` of highest Eq. 1 weight (ties alphabetical) that occur in its
     text as read (``doc_texts[doc_id]``); documents without any are left out."""
     out = {}
-    for doc_id, weights in prf_weights(queries, run, depth).items():
+    for doc_id, weights in prf_weights(queries, run, depth, leave_out).items():
         if doc_id not in doc_texts:
             raise InputError(f"PRF queries: the run ranks document {doc_id!r}, which is not in the collection")
         present = set(words(doc_texts[doc_id]))
@@ -291,7 +295,8 @@ def _summary(values: list[float]) -> dict:
     return {"mean": float(np.mean(values)) if values else 0.0, "p90": float(np.percentile(values, 90)) if values else 0.0}
 
 
-def build(corpus: Corpus, annotations: Annotations, prf_dir: str | Path | None, cfg: dict, out: Path) -> dict:
+def build(corpus: Corpus, annotations: Annotations, prf_dir: str | Path | None, cfg: dict, out: Path,
+          prf_leave_out: Mapping[str, Iterable[str]] = {}) -> dict:
     from longrank.models.modules.encoders import load_tokenizer
 
     s = graph_settings(cfg)
@@ -305,7 +310,8 @@ def build(corpus: Corpus, annotations: Annotations, prf_dir: str | Path | None, 
     prf = {}
     if prf_dir is not None:
         queries, run = read_prf_queries(prf_dir)
-        prf = prf_words(queries, run, _ReadTexts(docs, max_words, tokenizer, s["max_doc_tokens"]), s["prf_depth"], s["prf_terms"])
+        prf = prf_words(queries, run, _ReadTexts(docs, max_words, tokenizer, s["max_doc_tokens"]), s["prf_depth"], s["prf_terms"],
+                        prf_leave_out)
     seconds, counts = [], defaultdict(list)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
@@ -353,11 +359,36 @@ def add_arguments(parser) -> None:
     parser.add_argument("--annotations", required=True, help="the annotate stage's directory")
     parser.add_argument("--prf-queries", help="a pseudo_queries set's directory (queries.tsv, candidates.run): PRF words "
                                               "as token pivots; without it, entities only")
+    parser.add_argument("--pretrain-queries", help="a pseudo_queries set's directory: build the set as pre-training on it "
+                                                   "reads the collection (see pretraining_inputs)")
     parser.add_argument("--config", default="{}", help="the graph set's settings as inline JSON")
     parser.add_argument("--out", required=True, help="the graph set's directory")
+
+
+def pretraining_inputs(data: str | Path, pseudo_dir: str | Path, annotations: Annotations,
+                       prf_dir: str | Path | None) -> tuple[Corpus, dict[str, set[str]]]:
+    """The collection as pre-training on a pseudo-query set reads it, and the PRF pairs to leave out.
+
+    Pre-training reads each pseudo-query's positive without the text the query came from (``overrides.jsonl``), so
+    that a model cannot find the query copied verbatim; MIR reads records, not text, so its graphs must be cut from
+    those texts too: they are annotated afresh. Where the PRF terms come from the same set, a positive's own
+    pseudo-query is left out of its Eq. 1 weights, or its pivots would mark the query's words in it."""
+    from longrank.data.corpus import PseudoQueryCorpus
+
+    corpus = PseudoQueryCorpus(data, pseudo_dir)
+    annotations.reannotate(corpus.docs.overrides)
+    leave_out: dict[str, set[str]] = {}
+    if prf_dir is not None and Path(prf_dir).resolve() == Path(pseudo_dir).resolve():
+        for qid, judged in corpus.qrels.items():
+            leave_out[qid] = {d for d, gain in judged.items() if gain > 0}
+    return corpus, leave_out
 
 
 def run(args) -> None:
     cfg = read_config(args.config, "graphs")
     graph_settings(cfg)  # a bad setting fails before anything is read
-    build(Corpus(args.data), Annotations(args.annotations), args.prf_queries, cfg, Path(args.out))
+    annotations = Annotations(args.annotations)
+    corpus, leave_out = Corpus(args.data), {}
+    if args.pretrain_queries:
+        corpus, leave_out = pretraining_inputs(args.data, args.pretrain_queries, annotations, args.prf_queries)
+    build(corpus, annotations, args.prf_queries, cfg, Path(args.out), leave_out)
