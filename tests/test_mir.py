@@ -372,13 +372,15 @@ def test_graphs_are_a_collection_artifact_read_from_the_graph_set(tokenizer, rec
         small_mir(tokenizer, broken, settings).encode([QUERY], ["d1"], ["text"])
 
 
-def test_on_minilm_the_intra_layers_are_pretrained_and_the_new_weights_are_the_scoring_group(tokenizer, records, settings):
+def test_on_minilm_the_intra_layers_are_pretrained_and_the_head_is_the_scoring_group(tokenizer, records, settings):
     model = MIR.from_config({"encoder": "minilm", "max_query_len": 8})
     model.use_graphs(records, settings)
     pretrained = load_encoder("minilm").state_dict()
     assert all(torch.equal(v, pretrained[k]) for k, v in model.encoder.state_dict().items())
     scoring = {n for n, _ in model.named_parameters() if n.startswith(MIR.parameter_groups["scoring"])}
-    assert scoring == {n for n, _ in model.named_parameters() if not n.startswith("encoder.")}
+    # the aggregation head learns at scoring_lr; the graph layers and W^C inside the stacks at the encoder's rate
+    assert scoring == {n for n, _ in model.named_parameters() if n.startswith(("pool.", "aggregate.", "score."))}
+    assert {n.split(".")[0] for n, _ in model.named_parameters()} - {n.split(".")[0] for n in scoring} == {"encoder", "inter", "fuse"}
     assert len(model.inter) == 6 and len(model.fuse) == 5 and model.inter[0]["t2t"].heads == 12  # MiniLM: 6 layers, 12 heads
     with torch.no_grad():
         assert torch.isfinite(model.eval()(**batch_of(model))).all()
