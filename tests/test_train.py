@@ -101,6 +101,22 @@ def test_state_of_another_config_is_not_resumed(tiny_data, monkeypatch):
     assert all(torch.equal(a[k], b[k]) for k in a), "the state made with the old learning rate was resumed"
 
 
+def test_state_of_another_parameter_layout_is_not_resumed(tiny_data, monkeypatch):
+    """A state left by other code (here the optimiser's parameter groups split otherwise, as when a model moves its
+    new layers to another learning rate) is discarded and trained afresh, not loaded into a misfitting optimiser."""
+    kill_at_step_13(tiny_data, "relaid", monkeypatch)
+
+    def split(model, hp, name="model"):
+        params = [p for p in model.parameters() if p.requires_grad]
+        return [{"params": params[:1]}, {"params": params[1:]}]
+
+    monkeypatch.setattr(loop, "parameter_groups", split)
+    out = train_knrm(tiny_data, "relaid")
+    reference = train_knrm(tiny_data, "relaid_from_scratch")
+    a, b = load_file(str(reference)), load_file(str(out))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_unknown_training_key_is_named(tiny_data):
     with pytest.raises(InputError, match=r"models.knrm.train: unknown keys \['epochs'\]"):
         train_knrm(tiny_data, "bad", {**KNRM, "train": {"epochs": 3}})

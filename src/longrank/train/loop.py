@@ -165,7 +165,8 @@ def _lr_lambda(warmup: int, total: int):
     return factor
 
 
-def _fingerprint(model_cfg: dict, fold: dict, depth: int, candidates, init: str | Path | None = None) -> str:
+def _fingerprint(model_cfg: dict, fold: dict, depth: int, candidates, init: str | Path | None = None,
+                 optimizer: torch.optim.Optimizer | None = None) -> str:
     ranked = {q: sorted(candidates.get(q, {}).items()) for q in fold["train"] + fold["dev"]}
     # With the model's defaults resolved: a state left before a default changed must not resume under the new one.
     resolved = {**constructor_defaults(model_cfg["type"]), **model_cfg}
@@ -175,7 +176,10 @@ def _fingerprint(model_cfg: dict, fold: dict, depth: int, candidates, init: str 
     resolved["train"] = {k: v for k, v in resolved.get("train", {}).items() if k not in ("processes", "num_workers")}
     # The starting weights by content: a state fine-tuned from an earlier pre-training must not resume from a new one.
     start = hashlib.sha256(Path(init).read_bytes()).hexdigest() if init is not None else None
-    payload = json.dumps([resolved, fold["train"], fold["dev"], depth, ranked, start], sort_keys=True, default=str)
+    # The weights' shapes and their optimiser groups: a state left by other code (a parameter added, a parameter
+    # moved to another learning rate's group) cannot be loaded into this model, so it must not be resumed either.
+    layout = [[[list(p.shape) for p in g["params"]], g.get("initial_lr", g["lr"])] for g in optimizer.param_groups] if optimizer is not None else None
+    payload = json.dumps([resolved, fold["train"], fold["dev"], depth, ranked, start, layout], sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -346,10 +350,10 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
     # A state left by a killed run resumes only if it was made for exactly this training problem. Rank 0 alone
     # judges and discards it; then every rank loads the same files (weights, optimiser moments, scheduler,
     # position), which leaves them bit-identical without sending the optimiser state around.
-    fingerprint = _fingerprint(model_cfg, fold, depth, candidates, init)
+    fingerprint = _fingerprint(model_cfg, fold, depth, candidates, init, optimizer)
     saved = state_dir / "position.json"
     if lead and saved.exists() and read_json(saved).get("fingerprint") != fingerprint:
-        log.info("discarding the training state in %s: it was made for another config, split or candidates", state_dir)
+        log.info("discarding the training state in %s: it was made for another config, split, candidates or model layout", state_dir)
         shutil.rmtree(state_dir)
     if distributed:
         dist.barrier()
