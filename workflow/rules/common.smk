@@ -109,7 +109,7 @@ def collection_artifacts(wildcards):
 
 
 def pretraining_artifacts(wildcards):
-    """What rule pretrain attaches: a mir model's graph set as the pseudo-queries' positives read (rule
+    """What pre-training attaches: a mir model's graph set as the pseudo-queries' positives read (built by
     pretrain_graphs), else the model's collection artifacts."""
     entry = config["models"][wildcards.model]
     if "graph_set" in entry:
