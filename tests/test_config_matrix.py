@@ -16,6 +16,8 @@ import pytest
 import yaml
 
 from conftest import REPO
+from longrank.config import document_budget, resolve_likes, validate_config
+from longrank.io import InputError
 
 CONFIG = REPO / "config"
 NOT_VARIANTS = {"config.yaml", "schema.yaml"}  # the default every run merges over, and the schema
@@ -46,6 +48,7 @@ COMBINATIONS: list[tuple[str, ...]] = [
     ("irled.yaml", "hdct.yaml", "irled-hdct.yaml"),
     ("irled.yaml", "pretrain.yaml", "irled-pretrain.yaml", "hdct.yaml", "irled-hdct.yaml"),
     ("mir.yaml",),
+    ("irled.yaml", "mir.yaml"),
     ("irled.yaml", "irled-mir.yaml"),
     ("irled.yaml", "irled-mir.yaml", "mir.yaml"),
 ]
@@ -201,3 +204,39 @@ def test_documented_combinations_are_listed():
     assert documented, "no `--configfile` line found in README.md or config/*.yaml"
     missing = {combo: where for combo, where in documented.items() if combo not in COMBINATIONS}
     assert not missing, f"documented combinations not in COMBINATIONS (add them): {missing}"
+
+
+def test_like_starts_from_the_named_entry_merged_key_by_key_but_not_its_enabled():
+    models = {"a": {"type": "tk", "enabled": False, "max_doc_len": 100, "train": {"steps": 5, "lr": 0.1}},
+              "b": {"like": "c", "train": {"lr": 0.2}}, "c": {"like": "a", "max_doc_len": 200}}
+    resolve_likes(models)
+    assert models["c"] == {"type": "tk", "max_doc_len": 200, "train": {"steps": 5, "lr": 0.1}}
+    assert models["b"] == {"type": "tk", "max_doc_len": 200, "train": {"steps": 5, "lr": 0.2}}
+    assert models["a"] == {"type": "tk", "enabled": False, "max_doc_len": 100, "train": {"steps": 5, "lr": 0.1}}
+    models["b"]["train"]["steps"] = 9  # a copy, not the entry it started from
+    assert models["c"]["train"]["steps"] == 5
+
+
+@pytest.mark.parametrize("models, message", [
+    ({"a": {"like": "nope"}}, "config key models.a.like: expected the name of another configured model; got 'nope'"),
+    ({"a": {"like": "b"}, "b": {"like": "a"}}, "config key models.b.like: the entries are like each other in a circle (a -> b -> a)"),
+    ({"a": {"like": "a"}}, "config key models.a.like: the entries are like each other in a circle (a -> a)"),
+])
+def test_a_bad_like_names_the_key(models, message):
+    with pytest.raises(InputError) as err:
+        resolve_likes(models)
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("combo", [c for c in COMBINATIONS if "mir.yaml" in c], ids=combo_id)
+def test_mir_ablations_differ_from_mir_only_in_the_keys_they_name(combo):
+    """Over any collection's config, each ablation row changes only what config/mir.yaml says it changes (not the
+    document length of another collection), and BERT-MaxP reads as many tokens as MIR."""
+    models = validate_config(merged_config(combo), str(CONFIG / "schema.yaml"))["models"]
+    ref = models["mir"]
+    for name, own in yaml.safe_load((CONFIG / "mir.yaml").read_text())["models"].items():
+        if own.get("like") == "mir":
+            entry = models[name]
+            assert {k for k in set(entry) | set(ref) if entry.get(k) != ref.get(k)} == set(own) - {"like"}, name
+    assert models["bert_maxp128"]["enabled"] and document_budget(models["bert_maxp128"]) == ref["max_doc_tokens"]
+

@@ -4,6 +4,7 @@ the results it produced (the report prints it)."""
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 
@@ -39,6 +40,7 @@ def validate_config(config: dict, schema_path: str) -> dict:
     ``config key a.b.c: <problem> (schema rule '<keyword>')``."""
     with open(schema_path, encoding="utf-8") as f:
         schema = yaml.safe_load(f)
+    resolve_likes(config.get("models") or {})
     if "first_stage" in config:  # the single first stage of versions before 0.3
         raise InputError("config key first_stage: replaced by first_stages, a list of named candidate generators, "
                          "e.g. first_stages: [{name: bm25, method: bm25, k1: 0.9, b: 0.4, top_k: 100}]")
@@ -48,6 +50,41 @@ def validate_config(config: dict, schema_path: str) -> dict:
         raise InputError("the config does not match config/schema.yaml:\n  " + "\n  ".join(lines))
     check_model_keys(config["models"])
     return resolve_first_stages(config)
+
+
+# keys an entry does not take from the entry it is ``like``: whether it runs is its own business
+NOT_INHERITED = {"enabled"}
+
+
+def _merged(base: dict, own: dict) -> dict:
+    """``own`` over ``base``, nested mappings merged key by key (as Snakemake merges config files)."""
+    out = copy.deepcopy({k: v for k, v in base.items() if k not in NOT_INHERITED})
+    for key, value in own.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def resolve_likes(models: dict) -> None:
+    """Expand ``like: <model>`` in place: the entry becomes that model's entry (itself resolved) with its own keys
+    merged over it. An ablation file then names only what it changes, and stays right over any config it is
+    layered on: ``{like: mir, graphs: []}`` over config/irled.yaml reads IRLeD's 416 tokens, where a YAML anchor
+    (which cannot reach across files) would have repeated Cranfield's."""
+    def resolve(name: str, chain: list[str]) -> dict:
+        entry = models[name]
+        if not isinstance(entry, dict) or "like" not in entry:
+            return entry
+        base = entry["like"]
+        if not isinstance(base, str) or base not in models:
+            raise InputError(f"config key models.{name}.like: expected the name of another configured model; got {base!r} "
+                             f"(configured: {sorted(models)})")
+        if base in chain:
+            raise InputError(f"config key models.{name}.like: the entries are like each other in a circle "
+                             f"({' -> '.join(chain + [base])})")
+        models[name] = _merged(resolve(base, chain + [base]), {k: v for k, v in entry.items() if k != "like"})
+        return models[name]
+
+    for name in list(models):
+        resolve(name, [name])
 
 
 def check_model_keys(models: dict) -> None:
