@@ -240,3 +240,10 @@ def test_mir_ablations_differ_from_mir_only_in_the_keys_they_name(combo):
             assert {k for k in set(entry) | set(ref) if entry.get(k) != ref.get(k)} == set(own) - {"like"}, name
     assert models["bert_maxp128"]["enabled"] and document_budget(models["bert_maxp128"]) == ref["max_doc_tokens"]
 
+
+@pytest.mark.parametrize("combo", [("trec-dl-2019.yaml",), ("trec-dl-2020.yaml",)], ids=combo_id)
+def test_full_scale_entries_rerank_the_configs_depth_not_the_defaults_cpu_sized_one(combo):
+    config = merged_config(combo)
+    depth = config["rerank_depth"]
+    leaked = {name: entry["rerank_depth"] for name, entry in config["models"].items() if entry.get("rerank_depth", depth) != depth}
+    assert not leaked, f"entries that kept config/config.yaml's rerank_depth over {combo}: {leaked}"
