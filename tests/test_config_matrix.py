@@ -247,3 +247,12 @@ def test_full_scale_entries_rerank_the_configs_depth_not_the_defaults_cpu_sized_
     depth = config["rerank_depth"]
     leaked = {name: entry["rerank_depth"] for name, entry in config["models"].items() if entry.get("rerank_depth", depth) != depth}
     assert not leaked, f"entries that kept config/config.yaml's rerank_depth over {combo}: {leaked}"
+
+
+@pytest.mark.parametrize("combo", [c for c in COMBINATIONS if "pretrain.yaml" in c], ids=combo_id)
+def test_each_pretrained_row_is_its_default_entry_with_a_pretraining_block(combo):
+    models = validate_config(merged_config(combo), str(CONFIG / "schema.yaml"))["models"]
+    for name in yaml.safe_load((CONFIG / "pretrain.yaml").read_text())["models"]:
+        entry, default = models[name], models[name.removesuffix("_pretrained")]
+        assert entry["train"].pop("pretrain")
+        assert entry == default, name
