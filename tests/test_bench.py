@@ -52,3 +52,31 @@ def test_bench_tkl_compares_packed_and_unpacked_windows(tmp_path, corpus):
     labels = [row[0] for row in result["rows"]]
     assert "mixed lengths, packed" in labels and "mixed lengths, unpacked" in labels
     assert result["docs_per_ms"]["tkl"] > 0
+
+
+def test_mir_speed_times_mir_at_other_lengths_and_maxp_over_its_windows_but_not_an_ablation():
+    from longrank.bench.mir_speed import timed_alike
+
+    train = {"steps": 40}
+    models = {
+        "mir": {"type": "mir", "graph_set": "g", "max_doc_tokens": 416, "train": train},
+        "mir_1k": {"type": "mir", "graph_set": "g", "max_doc_tokens": 1024, "train": {"steps": 9}},
+        "mir_default_len": {"type": "mir", "graph_set": "g", "graphs": ["p2p", "s2s", "t2t"]},  # the defaults, spelt out
+        "mir_no_graph": {"type": "mir", "graph_set": "g", "max_doc_tokens": 416, "graphs": []},
+        "mir_other_set": {"type": "mir", "graph_set": "h", "max_doc_tokens": 416},
+        "maxp_2k": {"type": "bert_ranker", "mode": "maxp", "passage_len": 128, "passage_stride": 96, "max_passages": 21},
+        "maxp_other_windows": {"type": "bert_ranker", "mode": "maxp", "passage_len": 128, "passage_stride": 64, "max_passages": 4},
+        "firstp": {"type": "bert_ranker", "mode": "firstp", "passage_len": 128},
+    }
+    alike = timed_alike(models, "mir", {"window": 128, "overlap": 0.25, "max_doc_tokens": 2048})
+    assert alike == {"mir": {"model": "MIR", "tokens": 416}, "mir_1k": {"model": "MIR", "tokens": 1024},
+                     "mir_default_len": {"model": "MIR", "tokens": 2048}, "maxp_2k": {"model": "MaxP", "tokens": 2048}}
+
+
+def test_the_side_by_side_throughput_wins_over_a_separate_bench_of_the_same_entry(tmp_path):
+    from longrank.io import write_json
+    from longrank.report.inputs import Inputs
+
+    write_json(tmp_path / "bench" / "mir.speed.json", {"side_by_side": True, "docs_per_ms": {"mir": 1.0, "zz_maxp": 2.0}})
+    write_json(tmp_path / "bench" / "zz_maxp.json", {"docs_per_ms": {"zz_maxp": 5.0}})  # sorts after mir.speed
+    assert Inputs(tmp_path, tmp_path / "eval", tmp_path / "compare").docs_per_ms == {"mir": 1.0, "zz_maxp": 2.0}

@@ -411,3 +411,24 @@ def test_the_training_plot_draws_any_number_of_untrained_references(tmp_path):
     curves = {"knrm": pd.DataFrame({"step": [10, 20], "dev_ndcg10": [0.3, 0.4]})}
     path = plots.training_plot(curves, tmp_path / "fig.png", {f"stage{i}": 0.1 * i for i in range(6)})
     assert path.exists() and path.stat().st_size > 0
+
+
+def test_mir_against_maxp_by_length_and_throughput_from_the_side_by_side_measurement(results):
+    """Fig. 5's claim in numbers: the timed entries' throughput beside their effectiveness, and each MIR entry
+    against each MaxP entry with the test and the throughput ratio."""
+    config = json.loads((results / "config.json").read_text())
+    config["models"]["tkl"] = {"type": "mir", "graph_set": "g", "max_doc_tokens": 1024, "first_stage": "bm25"}
+    config["models"]["tkl_short"] = {"type": "bert_ranker", "mode": "maxp", "passage_len": 128, "passage_stride": 96,
+                                     "max_passages": 21, "first_stage": "bm25"}
+    write_json(results / "config.json", config)
+    write_json(results / "bench" / "mir.speed.json", {
+        "title": "MIR against BERT-MaxP", "side_by_side": True, "device": "cpu",
+        "timed_entries": {"tkl": {"model": "MIR", "tokens": 1024}, "tkl_short": {"model": "MaxP", "tokens": 2048}},
+        "docs_per_ms": {"tkl": 0.003, "tkl_short": 0.002}})
+    out = results / "report"
+    build.run(parse(build, ["--results", str(results), "--out-dir", str(out)]))
+    md = (out / "report.md").read_text()
+    timed = md_rows(md, "Effectiveness and throughput measured side by side")
+    assert timed["tkl"][1:4] == ["MIR", "1024", "3.000"] and timed["tkl_short"][1:4] == ["MaxP", "2048", "2.000"]
+    claim = md_rows(md, "The paper's claim")["tkl (1024) vs tkl_short (2048)"]
+    assert claim[-1] == "1.50" and claim[1].startswith("+")  # the fixture's tkl ranks better than tkl_short

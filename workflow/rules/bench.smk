@@ -71,11 +71,12 @@ rule mir_speed:
         name=MIR_REFERENCE,
         model=lambda wc: as_json(config["models"][MIR_REFERENCE]),
         graph_set=lambda wc: graph_set_settings(config["models"][MIR_REFERENCE]["graph_set"]),
+        alike=lambda wc: mir_speed_alike(),
         annotations=as_json(config["annotations"]),
         settings=as_json(config["mir_speed"]),
         data=lambda wc, input: os.path.dirname(input.data),
         device=config["device"],
     shell:
         "OMP_NUM_THREADS={threads} python -m longrank mir_speed --model {params.name} --model-config {params.model:q}"
-        " --graph-set {params.graph_set:q} --annotations {params.annotations:q} --settings {params.settings:q}"
+        " --graph-set {params.graph_set:q} --alike {params.alike:q} --annotations {params.annotations:q} --settings {params.settings:q}"
         " --data {params.data} --device {params.device} --out {output} 2> {log}"

@@ -122,6 +122,15 @@ def graph_set_settings(name):
     return as_json({k: v for k, v in config["mir_graphs"][name].items() if k != "prf_queries"})
 
 
+def mir_speed_alike():
+    """The configured entries mir_speed's side-by-side measurement gives a throughput for (MIR at other lengths, MaxP
+    over the same windows): as a param, so adding an ablation does not rerun it, adding MIR-1K does."""
+    from longrank.bench.mir_speed import timed_alike
+
+    graph_set = {k: v for k, v in config["mir_graphs"][config["models"][MIR_REFERENCE]["graph_set"]].items() if k != "prf_queries"}
+    return as_json(timed_alike({m: config["models"][m] for m in MODELS}, MIR_REFERENCE, graph_set))
+
+
 def graph_set_prf_queries(wildcards):
     """The pseudo-query set whose BM25 runs weight a graph set's PRF terms (mir_graphs.<set>.prf_queries), if any."""
     prf = config["mir_graphs"][wildcards.graph_set].get("prf_queries")

@@ -11,8 +11,11 @@ untrained (weights do not change the time). At each length MIR reads ``max_doc_t
 graphs and MaxP ``length`` tokens in the same windows; the two are timed alternately (MIR, MaxP, MIR, ...) so
 drifting machine load hits both alike, and the median of ``repeats`` forwards counts. The ratio MIR/MaxP is of
 throughput (documents per millisecond): above 1 MIR is faster. Peak memory as ``longrank bench`` measures it.
-``docs_per_ms`` gives the reference MIR entry's throughput at its own ``max_doc_tokens`` for the report's
-effectiveness-vs-throughput plot.
+``docs_per_ms`` gives the throughput, for the report's effectiveness-vs-throughput plot, of every configured entry
+this measurement stands for (:func:`timed_alike`): the reference MIR entry and those with its architecture at other
+lengths (Fig. 5's MIR-512 / 1K / 2K), each at its own ``max_doc_tokens``, and the BERT-MaxP entries over the same
+windows at theirs. So the plot's MIR and MaxP points come from one side-by-side run (``side_by_side``: the report
+takes them over a separate bench of the same entry).
 """
 
 from __future__ import annotations
@@ -26,13 +29,14 @@ import time
 import torch
 
 from longrank.bench.run import MemoryProbe, bench_queries
+from longrank.config import document_budget
 from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import annotation, cut_text, load_pipeline
 from longrank.graphs.build import build_record, fit_tfidf, graph_settings, stride
 from longrank.io import InputError, json_object, write_json
 from longrank.models.bert_ranker import BertRanker
 from longrank.models.modules.encoders import load_encoder, load_tokenizer
-from longrank.models.registry import architecture_params, build_model
+from longrank.models.registry import architecture_params, build_model, constructor_defaults
 from longrank.runtime import resolve_device
 
 log = logging.getLogger(__name__)
@@ -46,6 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-config", required=True, help="its config entry as JSON")
     parser.add_argument("--graph-set", required=True, help="its graph set's settings as JSON")
     parser.add_argument("--annotations", default="{}", help="the annotations settings as JSON (max_words)")
+    parser.add_argument("--alike", default="{}", help="JSON {entry: {model: MIR | MaxP, tokens}}: the entries this "
+                        "measurement also gives docs_per_ms for (timed_alike)")
     parser.add_argument("--settings", default="{}", help="mir_speed settings as JSON: lengths, batch_size, repeats, documents")
     parser.add_argument("--data", required=True, help="results/{dataset}/data")
     parser.add_argument("--device", default="auto")
@@ -59,8 +65,31 @@ def run(args: argparse.Namespace) -> None:
         raise InputError("mir_speed: lengths, batch_size and repeats must be positive")
     result = measure(args.model, json_object(args.model_config, "--model-config"), graph_settings(json_object(args.graph_set, "--graph-set")),
                      json_object(args.annotations, "--annotations").get("max_words", 2048), settings, Corpus(args.data),
-                     resolve_device(args.device))
+                     resolve_device(args.device), json_object(args.alike, "--alike"))
     write_json(args.out, result)
+
+
+def timed_alike(models: dict, reference: str, graph_set: dict) -> dict[str, dict]:
+    """The entries whose throughput this measurement gives, each as ``{"model": "MIR" | "MaxP", "tokens": n}``: MIR
+    entries on the reference's graph set with its architecture but perhaps another ``max_doc_tokens``, and BERT-MaxP
+    entries with its encoder over the graph set's windows (``passage_len`` = window, ``passage_stride`` = stride).
+    An ablation (another architecture) is not timed as the reference is."""
+    ref, settings = models[reference], graph_settings(graph_set)
+
+    def architecture(entry: dict) -> dict:
+        params = {**constructor_defaults("mir"), **architecture_params(entry)}
+        params.pop("max_doc_tokens", None)
+        return params
+
+    alike = {}
+    for name, entry in models.items():
+        if entry["type"] == "mir" and entry.get("graph_set") == ref.get("graph_set") and architecture(entry) == architecture(ref):
+            alike[name] = {"model": "MIR", "tokens": entry.get("max_doc_tokens") or settings["max_doc_tokens"]}
+        elif (entry["type"] == "bert_ranker" and entry.get("mode") == "maxp" and entry.get("passage_len") == settings["window"]
+              and (entry.get("passage_stride") or entry["passage_len"]) == stride(settings)
+              and entry.get("encoder", "minilm") == ref.get("encoder", "minilm")):
+            alike[name] = {"model": "MaxP", "tokens": document_budget(entry)}
+    return alike
 
 
 def bench_documents(corpus: Corpus, tokenizer, n_docs: int, n_tokens: int) -> list[str]:
@@ -83,9 +112,12 @@ def bench_documents(corpus: Corpus, tokenizer, n_docs: int, n_tokens: int) -> li
     return texts
 
 
-def measure(name: str, model_cfg: dict, graph_set: dict, max_words: int, settings: dict, corpus: Corpus, device) -> dict:
+def measure(name: str, model_cfg: dict, graph_set: dict, max_words: int, settings: dict, corpus: Corpus, device,
+            alike: dict | None = None) -> dict:
     own = architecture_params(model_cfg).get("max_doc_tokens") or graph_set["max_doc_tokens"]
-    lengths = sorted(set(settings["lengths"]) | {own})  # the entry's own length gives its docs/ms in the report
+    alike = alike or {name: {"model": "MIR", "tokens": own}}
+    # the configured entries' own lengths give their docs/ms in the report
+    lengths = sorted(set(settings["lengths"]) | {own} | {a["tokens"] for a in alike.values()})
     batch, repeats = settings["batch_size"], settings["repeats"]
     tokenizer = load_tokenizer(graph_set["encoder"])
     longest = max(lengths)  # the bench builds its own graphs: the collection's max_doc_tokens does not cap them
@@ -129,7 +161,7 @@ def measure(name: str, model_cfg: dict, graph_set: dict, max_words: int, setting
         del models, inputs
     nodes = {view: statistics.mean(len(r[key]) for r in records.values())
              for view, key in (("passage", "passages"), ("sentence", "sentences"), ("token", "tokens"))}
-    reference = by_length.get(own)
+    rates = {"MIR": "mir_docs_per_ms", "MaxP": "maxp_docs_per_ms"}
     notes = (f"Device {device}, {torch.get_num_threads()} CPU threads, batches of {batch} documents cut from the "
              f"collection's text, forward only, median of {repeats} timed batches with MIR and MaxP alternating. MaxP "
              f"reads the same {graph_cfg['window']}-token windows every {step} tokens. Graph construction (spaCy "
@@ -139,7 +171,8 @@ def measure(name: str, model_cfg: dict, graph_set: dict, max_words: int, setting
              f"collection, not per query.")
     return {"title": f"MIR against BERT-MaxP over the same windows ({name}; MIR Fig. 5)", "columns": COLUMNS,
             "rows": rows, "notes": notes, "by_length": by_length, "graph_ms_per_document": graph_ms,
-            "docs_per_ms": {name: reference["mir_docs_per_ms"]} if reference else {}, "device": str(device)}
+            "docs_per_ms": {entry: by_length[a["tokens"]][rates[a["model"]]] for entry, a in alike.items()},
+            "timed_entries": alike, "side_by_side": True, "device": str(device)}
 
 
 def _alternate(models: dict, inputs: dict, repeats: int, device) -> dict:
