@@ -51,6 +51,7 @@ COMBINATIONS: list[tuple[str, ...]] = [
     ("irled.yaml", "mir.yaml"),
     ("irled.yaml", "irled-mir.yaml"),
     ("irled.yaml", "irled-mir.yaml", "mir.yaml"),
+    ("irled.yaml", "irled-mir-cpu.yaml"),
 ]
 
 
