@@ -127,7 +127,7 @@ def mir_speed_alike():
     over the same windows): as a param, so adding an ablation does not rerun it, adding MIR-1K does."""
     from longrank.bench.mir_speed import timed_alike
 
-    graph_set = {k: v for k, v in config["mir_graphs"][config["models"][MIR_REFERENCE]["graph_set"]].items() if k != "prf_queries"}
+    graph_set = json.loads(graph_set_settings(config["models"][MIR_REFERENCE]["graph_set"]))
     return as_json(timed_alike({m: config["models"][m] for m in MODELS}, MIR_REFERENCE, graph_set))
 
 
