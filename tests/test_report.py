@@ -189,6 +189,14 @@ def test_partial_results_skip_gracefully(results):
     assert "Docs/ms" not in page.split("Positions of the top-3")[0]
 
 
+def test_a_table_row_with_a_missing_cell_is_refused_with_the_table_named():
+    from longrank.report.html import Section
+
+    sec = Section("Efficiency").table(["a", "b"], [["1", "2"]], caption="ok")
+    with pytest.raises(ValueError, match="'speed'.*1 cells for 2 columns"):
+        sec.table(["a", "b"], [["1"]], caption="speed")
+
+
 def test_uniform_region_share_is_the_chance_baseline_of_the_position_table():
     import pandas as pd
 

@@ -143,6 +143,7 @@ def test_mir_and_an_ablation_share_one_graph_set_and_reach_the_report(workflow_r
     speed = read_json(results / "bench" / "mir.speed.json")
     assert set(speed["by_length"]) == {"64", "96"} and speed["graph_ms_per_document"] > 0
     assert all(v["ratio"] > 0 for v in speed["by_length"].values())
+    assert all(len(row) == len(speed["columns"]) for row in speed["rows"])  # a lost cell shifts the report's columns
     assert speed["side_by_side"] and set(speed["docs_per_ms"]) == {"mir"}  # not the ablation: another architecture
     html = (results / "report" / "index.html").read_text()
     assert "MIR ablations" in html and "query group" in html and "MIR against BERT-MaxP" in html

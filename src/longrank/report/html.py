@@ -51,6 +51,11 @@ class Section:
         return self
 
     def table(self, headers, rows, caption: str = "") -> "Section":
+        # A short row would shift every later cell under the wrong header, silently.
+        bad = next((row for row in rows if len(row) != len(headers)), None)
+        if bad is not None:
+            raise ValueError(f"table {caption or self.title!r}: a row has {len(bad)} cells for {len(headers)} "
+                             f"columns {list(headers)}: {[str(c) for c in bad]}")
         self.blocks.append(Block("table", caption, headers, rows))
         return self
 
