@@ -32,5 +32,5 @@ def section(ctx: Context) -> Section:
                             for s, v in rates.items() if s in prim.index])
         if len(eff):
             png = plots.efficiency_plot(eff, ctx.fig_dir / "fig_efficiency.png", PRIMARY)
-            sec.image(png, f"{PRIMARY} against throughput (documents re-ranked per millisecond; MIR Fig. 5 style).")
+            sec.image(png, f"{PRIMARY} against throughput (documents re-ranked per second; MIR Fig. 5 style).")
     return sec
