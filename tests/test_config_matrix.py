@@ -52,6 +52,7 @@ COMBINATIONS: list[tuple[str, ...]] = [
     ("irled.yaml", "irled-mir.yaml"),
     ("irled.yaml", "irled-mir.yaml", "mir.yaml"),
     ("irled.yaml", "irled-mir-cpu.yaml"),
+    ("irled.yaml", "mir.yaml", "irled-mir-cpu.yaml"),
 ]
 
 
