@@ -35,7 +35,7 @@ from longrank.graphs.annotate import annotation, cut_text, load_pipeline
 from longrank.graphs.build import build_record, fit_tfidf, graph_settings, stride
 from longrank.io import InputError, json_object, write_json
 from longrank.models.bert_ranker import BertRanker
-from longrank.models.modules.encoders import load_encoder, load_tokenizer
+from longrank.models.modules.encoders import DEFAULT_ENCODER, load_encoder, load_tokenizer
 from longrank.models.registry import architecture_params, build_model, constructor_defaults
 from longrank.runtime import resolve_device
 
@@ -72,8 +72,8 @@ def run(args: argparse.Namespace) -> None:
 def timed_alike(models: dict, reference: str, graph_set: dict) -> dict[str, dict]:
     """The entries whose throughput this measurement gives, each as ``{"model": "MIR" | "MaxP", "tokens": n}``: MIR
     entries on the reference's graph set with its architecture but perhaps another ``max_doc_tokens``, and BERT-MaxP
-    entries with its encoder over the graph set's windows (``passage_len`` = window, ``passage_stride`` = stride).
-    An ablation (another architecture) is not timed as the reference is."""
+    entries with the graph set's encoder (MIR's: the config checks they agree) over its windows (``passage_len`` =
+    window, ``passage_stride`` = stride). An ablation (another architecture) is not timed as the reference is."""
     ref, settings = models[reference], graph_settings(graph_set)
 
     def architecture(entry: dict) -> dict:
@@ -87,7 +87,7 @@ def timed_alike(models: dict, reference: str, graph_set: dict) -> dict[str, dict
             alike[name] = {"model": "MIR", "tokens": entry.get("max_doc_tokens") or settings["max_doc_tokens"]}
         elif (entry["type"] == "bert_ranker" and entry.get("mode") == "maxp" and entry.get("passage_len") == settings["window"]
               and (entry.get("passage_stride") or entry["passage_len"]) == stride(settings)
-              and entry.get("encoder", "minilm") == ref.get("encoder", "minilm")):
+              and entry.get("encoder", DEFAULT_ENCODER) == settings["encoder"]):
             alike[name] = {"model": "MaxP", "tokens": document_budget(entry)}
     return alike
 
