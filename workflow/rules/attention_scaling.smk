@@ -30,7 +30,7 @@ rule attention_scaling:
         max_memory_gb=config["attention_scaling"]["max_memory_gb"],
         device=config["device"],
     shell:
-        "python -m longrank attention_scaling --lengths {params.lengths} --attentions {params.attentions}"
-        " --batch-size {params.batch_size} --layers {params.layers} --hidden {params.hidden} --heads {params.heads}"
-        " --repeats {params.repeats} --max-memory-gb {params.max_memory_gb} --threads {threads}"
-        " --device {params.device} --out {output} 2> {log}"
+        "python -m longrank attention_scaling --lengths {params.lengths:q} --attentions {params.attentions:q}"
+        " --batch-size {params.batch_size:q} --layers {params.layers:q} --hidden {params.hidden:q} --heads {params.heads:q}"
+        " --repeats {params.repeats:q} --max-memory-gb {params.max_memory_gb:q} --threads {threads}"
+        " --device {params.device:q} --out {output:q} 2> {log:q}"

@@ -21,9 +21,9 @@ rule bench:
         data=data_dir,
         device=config["device"],
     shell:
-        "OMP_NUM_THREADS={threads} python -m longrank bench --model {wildcards.model} --model-config {params.model:q}"
-        " --checkpoint {input.checkpoint} --data {params.data} --lengths {params.lengths} --batch-size {params.batch_size}"
-        " --repeats {params.repeats} --device {params.device} --out {output} 2> {log}"
+        "OMP_NUM_THREADS={threads} python -m longrank bench --model {wildcards.model:q} --model-config {params.model:q}"
+        " --checkpoint {input.checkpoint:q} --data {params.data:q} --lengths {params.lengths:q} --batch-size {params.batch_size:q}"
+        " --repeats {params.repeats:q} --device {params.device:q} --out {output:q} 2> {log:q}"
 
 
 rule mores_speed:
@@ -48,8 +48,8 @@ rule mores_speed:
         candidates=config["mores_speed"]["candidates"],
         device=config["device"],
     shell:
-        "python -m longrank mores_speed --encoder {params.encoder} --sizes {params.sizes} --lengths {params.lengths}"
-        " --blocks {params.blocks} --candidates {params.candidates} --threads {threads} --device {params.device} --out {output} 2> {log}"
+        "python -m longrank mores_speed --encoder {params.encoder:q} --sizes {params.sizes:q} --lengths {params.lengths:q}"
+        " --blocks {params.blocks:q} --candidates {params.candidates:q} --threads {threads} --device {params.device:q} --out {output:q} 2> {log:q}"
 
 
 rule mir_speed:
@@ -77,6 +77,6 @@ rule mir_speed:
         data=lambda wc, input: os.path.dirname(input.data),
         device=config["device"],
     shell:
-        "OMP_NUM_THREADS={threads} python -m longrank mir_speed --model {params.name} --model-config {params.model:q}"
+        "OMP_NUM_THREADS={threads} python -m longrank mir_speed --model {params.name:q} --model-config {params.model:q}"
         " --graph-set {params.graph_set:q} --alike {params.alike:q} --annotations {params.annotations:q} --settings {params.settings:q}"
-        " --data {params.data} --device {params.device} --out {output} 2> {log}"
+        " --data {params.data:q} --device {params.device:q} --out {output:q} 2> {log:q}"

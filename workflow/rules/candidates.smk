@@ -26,5 +26,5 @@ rule candidates:
         data=data_dir,
         artifacts=lambda wc, input: ["--artifacts", *input.artifacts] if input.artifacts else [],
     shell:
-        "python -m longrank candidates --data {params.data} --first-stage {params.spec:q} --dataset {params.dataset:q}"
-        " {params.artifacts:q} --out {output.run} 2> {log}"
+        "python -m longrank candidates --data {params.data:q} --first-stage {params.spec:q} --dataset {params.dataset:q}"
+        " {params.artifacts:q} --out {output.run:q} 2> {log:q}"

@@ -16,4 +16,4 @@ rule data:
         out_dir=lambda wc, output: os.path.dirname(output[0]),
     shell:
         "python -m longrank data --dataset {params.dataset:q} --query-formulation {params.query_formulation:q}"
-        " --splits {params.splits:q} --out-dir {params.out_dir} 2> {log}"
+        " --splits {params.splits:q} --out-dir {params.out_dir:q} 2> {log:q}"

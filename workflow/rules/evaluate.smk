@@ -12,8 +12,8 @@ rule evaluate:
     params:
         measures=config["evaluation"]["measures"],
     shell:
-        "python -m longrank evaluate --run {input.run} --qrels {input.qrels} --folds {input.folds}"
-        " --measures {params.measures:q} --out {output} 2> {log}"
+        "python -m longrank evaluate --run {input.run:q} --qrels {input.qrels:q} --folds {input.folds:q}"
+        " --measures {params.measures:q} --out {output:q} 2> {log:q}"
 
 
 rule compare:
@@ -42,5 +42,5 @@ rule compare:
         eval_dir=lambda wc, input: os.path.dirname(input[0]),
         out_dir=lambda wc, output: os.path.dirname(output.table),
     shell:
-        "python -m longrank compare --eval-dir {params.eval_dir} --systems {params.systems:q} {params.reference:q}"
-        " --margins {params.margins} --alpha {params.alpha} --bootstrap {params.bootstrap} --out-dir {params.out_dir} 2> {log}"
+        "python -m longrank compare --eval-dir {params.eval_dir:q} --systems {params.systems:q} {params.reference:q}"
+        " --margins {params.margins:q} --alpha {params.alpha:q} --bootstrap {params.bootstrap:q} --out-dir {params.out_dir:q} 2> {log:q}"

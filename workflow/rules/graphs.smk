@@ -18,7 +18,7 @@ rule annotate:
         settings=as_json(config["annotations"]),
         data=lambda wc, input: os.path.dirname(input.data),
     shell:
-        "python -m longrank annotate --data {params.data} --config {params.settings:q} --out {output} 2> {log}"
+        "python -m longrank annotate --data {params.data:q} --config {params.settings:q} --out {output:q} 2> {log:q}"
 
 
 rule graphs:
@@ -43,8 +43,8 @@ rule graphs:
         prf=lambda wc, input: ["--prf-queries", *input.prf_queries] if input.prf_queries else [],
         data=lambda wc, input: os.path.dirname(input.data),
     shell:
-        "python -m longrank graphs --data {params.data} --annotations {input.annotations} {params.prf:q}"
-        " --config {params.settings:q} --out {output} 2> {log}"
+        "python -m longrank graphs --data {params.data:q} --annotations {input.annotations:q} {params.prf:q}"
+        " --config {params.settings:q} --out {output:q} 2> {log:q}"
 
 
 rule pretrain_graphs:
@@ -71,5 +71,5 @@ rule pretrain_graphs:
         prf=lambda wc, input: ["--prf-queries", *input.prf_queries] if input.prf_queries else [],
         data=lambda wc, input: os.path.dirname(input.data),
     shell:
-        "python -m longrank graphs --data {params.data} --annotations {input.annotations} {params.prf:q}"
-        " --pretrain-queries {input.pretrain_queries} --config {params.settings:q} --out {output} 2> {log}"
+        "python -m longrank graphs --data {params.data:q} --annotations {input.annotations:q} {params.prf:q}"
+        " --pretrain-queries {input.pretrain_queries:q} --config {params.settings:q} --out {output:q} 2> {log:q}"

@@ -16,5 +16,5 @@ rule interpolate:
         rerank_depth=lambda wc: config["models"][wc.model].get("rerank_depth", config["rerank_depth"]),
         data=data_dir,
     shell:
-        "python -m longrank interpolate --model-run {input.model_run} --dev-runs {input.dev_runs} --candidates {input.candidates}"
-        " --rerank-depth {params.rerank_depth} --data {params.data} --out {output.run} 2> {log}"
+        "python -m longrank interpolate --model-run {input.model_run:q} --dev-runs {input.dev_runs:q} --candidates {input.candidates:q}"
+        " --rerank-depth {params.rerank_depth:q} --data {params.data:q} --out {output.run:q} 2> {log:q}"

@@ -18,5 +18,5 @@ rule pseudo_queries:
         source=pseudo_query_source,
         data=data_dir,
     shell:
-        "python -m longrank pseudo_queries --data {params.data} --name {wildcards.pseudo_set} --config {params.settings:q}"
-        " {params.source:q} --out {output} 2> {log}"
+        "python -m longrank pseudo_queries --data {params.data:q} --name {wildcards.pseudo_set:q} --config {params.settings:q}"
+        " {params.source:q} --out {output:q} 2> {log:q}"

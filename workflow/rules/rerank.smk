@@ -31,7 +31,7 @@ rule rerank:
         )
         + (["--fold-artifacts", *input.fold_artifacts] if input.fold_artifacts else []),
     shell:
-        "OMP_NUM_THREADS={threads} python -m longrank rerank --model {wildcards.model} --model-config {params.model:q}"
-        " --data {params.data} --candidates {input.candidates}"
-        " --checkpoints {input.checkpoints} {params.artifacts:q}"
-        " --rerank-depth {params.rerank_depth} --device {params.device} --out-dir {params.out_dir} 2> {log}"
+        "OMP_NUM_THREADS={threads} python -m longrank rerank --model {wildcards.model:q} --model-config {params.model:q}"
+        " --data {params.data:q} --candidates {input.candidates:q}"
+        " --checkpoints {input.checkpoints:q} {params.artifacts:q}"
+        " --rerank-depth {params.rerank_depth:q} --device {params.device:q} --out-dir {params.out_dir:q} 2> {log:q}"

@@ -14,5 +14,5 @@ rule sanity:
         rerank_depth=config["rerank_depth"],
         data=data_dir,
     shell:
-        "python -m longrank sanity --data {params.data} --candidates {input.candidates}"
-        " --rerank-depth {params.rerank_depth} --out {output} 2> {log}"
+        "python -m longrank sanity --data {params.data:q} --candidates {input.candidates:q}"
+        " --rerank-depth {params.rerank_depth:q} --out {output:q} 2> {log:q}"

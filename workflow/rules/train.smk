@@ -28,9 +28,9 @@ rule train:
         data=data_dir,
         device=config["device"],
     shell:
-        "OMP_NUM_THREADS={threads} python -m longrank train --model {wildcards.model} --model-config {params.model:q}"
-        " --data {params.data} --candidates {input.candidates} {params.artifacts:q} {params.init:q} --fold {wildcards.fold}"
-        " --rerank-depth {params.rerank_depth} --device {params.device} --out {output.model} 2> {log}"
+        "OMP_NUM_THREADS={threads} python -m longrank train --model {wildcards.model:q} --model-config {params.model:q}"
+        " --data {params.data:q} --candidates {input.candidates:q} {params.artifacts:q} {params.init:q} --fold {wildcards.fold:q}"
+        " --rerank-depth {params.rerank_depth:q} --device {params.device:q} --out {output.model:q} 2> {log:q}"
 
 
 rule pretrain:
@@ -58,10 +58,11 @@ rule pretrain:
     params:
         model=model_config,
         artifacts=lambda wc, input: ["--collection-artifacts", *input.artifacts] if input.artifacts else [],
+        candidates=lambda wc, input: os.path.join(input.pseudo_queries, "candidates.run"),
         rerank_depth=config["rerank_depth"],
         data=data_dir,
         device=config["device"],
     shell:
-        "OMP_NUM_THREADS={threads} python -m longrank train --model {wildcards.model} --model-config {params.model:q}"
-        " --data {params.data} {params.artifacts:q} --pretrain-queries {input.pseudo_queries} --candidates {input.pseudo_queries}/candidates.run"
-        " --fold 0 --rerank-depth {params.rerank_depth} --device {params.device} --out {output.model} 2> {log}"
+        "OMP_NUM_THREADS={threads} python -m longrank train --model {wildcards.model:q} --model-config {params.model:q}"
+        " --data {params.data:q} {params.artifacts:q} --pretrain-queries {input.pseudo_queries:q} --candidates {params.candidates:q}"
+        " --fold 0 --rerank-depth {params.rerank_depth:q} --device {params.device:q} --out {output.model:q} 2> {log:q}"

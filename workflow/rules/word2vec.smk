@@ -19,5 +19,5 @@ rule word2vec:
         min_count=config["word2vec"]["min_count"],
         seed=config["word2vec"]["seed"],
     shell:
-        "python -m longrank word2vec --docs {input.docs} --dim {params.dim} --window {params.window} --epochs {params.epochs}"
-        " --min-count {params.min_count} --seed {params.seed} --out {output} 2> {log}"
+        "python -m longrank word2vec --docs {input.docs:q} --dim {params.dim:q} --window {params.window:q} --epochs {params.epochs:q}"
+        " --min-count {params.min_count:q} --seed {params.seed:q} --out {output:q} 2> {log:q}"
