@@ -1,5 +1,10 @@
 """Query formulation for long queries (IRLeD's queries are whole court cases): keep the text, keep its
-first N words, or keep its N highest tf-idf terms with IDF from the document collection (scikit-learn)."""
+first N words, or keep its N highest tf-idf terms with IDF from the document collection (scikit-learn).
+
+Short texts (pseudo-queries formulated from passages of short documents) adapt: a text of fewer than N words or
+terms keeps all it has; no texts give no queries. A collection in which tf-idf finds no term at all (every word a
+stop word or without a letter) stops with an ``InputError`` naming ``query_formulation.method``: no text could
+keep a term."""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ def formulate(queries: dict[str, str], docs: dict[str, str], method: str = "full
     if method == "first_words":
         return {qid: " ".join(text.split()[:n]) for qid, text in queries.items()}
     if method == "tfidf_terms":
-        return _top_tfidf_terms(queries, docs, n)
+        return _top_tfidf_terms(queries, docs, n) if queries else {}  # scikit-learn refuses to transform no texts
     raise InputError(f"query_formulation.method: {method!r}; expected full, first_words or tfidf_terms")
 
 
@@ -24,7 +29,11 @@ def _top_tfidf_terms(queries: dict[str, str], docs: dict[str, str], n: int) -> d
     # IDF from the documents (the collection the terms must discriminate in); English stop words and
     # tokens without a letter (case numbers, years) carry no topical signal.
     vectorizer = TfidfVectorizer(stop_words="english", token_pattern=r"(?u)\b[^\W\d_][\w-]*\b", sublinear_tf=True)
-    vectorizer.fit(docs.values())
+    try:
+        vectorizer.fit(docs.values())
+    except ValueError as err:  # scikit-learn: "empty vocabulary; perhaps the documents only contain stop words"
+        raise InputError(f"query_formulation.method: tfidf_terms finds no term in the {len(docs)} documents ({err}); "
+                         "set query_formulation.method: full or first_words") from None
     vocab = vectorizer.get_feature_names_out()
     qids = list(queries)
     matrix = vectorizer.transform([queries[q] for q in qids]).tocsr()

@@ -5,7 +5,11 @@ record per document of the collection, for one named graph set (``mir_graphs: {<
   over the first ``max_doc_tokens`` tokens of the annotated text (``annotate.cut_text``), the tail the stride
   skips covered by one more window, as ``BertRanker.passages`` cuts them. Each passage's ids carry an [SNT]
   marker (BERT's [SEP], its pretrained boundary token) before each sentence piece; the model prepends [PSG]
-  (BERT's [CLS], its pretrained summary token) and the query.
+  (BERT's [CLS], its pretrained summary token) and the query. Short documents adapt, as MaxP's passages do: a
+  document of fewer than ``window`` tokens (an abstract of 40 words is about 55) is one passage holding all of it,
+  with no p2p edge (there is no other passage) while its s2s and t2t graphs link its sentences and mentions as in
+  any passage; an empty document is one passage holding a lone [SNT]. MIR then reads it as BERT-MaxP reads a
+  one-passage document, so no error: the graphs simply have less to connect.
 - Pivots (Sec. 3.1.2): P nodes, one per passage; S nodes, one per [SNT]; T nodes, one per mention per passage
   of an entity (spaCy's NER, labels ``entity_labels``, in place of TagMe) or of a PRF word: Eq. 1's weight
   y_{t,d} = |Q_{d,t}| / |Q_d| over a pseudo-query set's queries Q_d that rank d in their BM25 top

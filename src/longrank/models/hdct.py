@@ -4,7 +4,11 @@ pseudo term frequencies, and the documents are indexed with BM25 over them. A fi
 beside BM25, and the MIR paper's candidate generator.
 
 - **Passages**: each document's words (lower-cased ``\\w+`` runs, ``data/words.py``) in passages of
-  ``passage_words`` words, at most ``max_passages`` of them (what lies beyond is not indexed).
+  ``passage_words`` words, at most ``max_passages`` of them (what lies beyond is not indexed). A document shorter
+  than ``passage_words`` (an abstract of 40 words under the default 100) is one passage, the whole document: its
+  weights are HDCT's weights of the whole text, as a passage of a long document is weighted in its own context, so
+  short collections are indexed as they are, with no error. A document without a word is an empty pseudo-document
+  (found by no query); a collection in which no document keeps an indexable term stops with an ``InputError``.
 - **Term weights**: the encoder reads a passage (its words given as pre-split words; a word's weight is its
   first WordPiece's output); a linear head gives each word occurrence a weight ŷ, clipped at 0 (stop words are
   not indexed).
@@ -93,6 +97,8 @@ class HDCT(nn.Module):
 
 
 def passages_of(text: str, passage_words: int, max_passages: int) -> list[list[str]]:
+    """The document's words in passages of ``passage_words`` (the last one shorter; a short document one passage,
+    all of it; no words no passage), the first ``max_passages`` of them."""
     words = tokenize(text)
     return [words[i : i + passage_words] for i in range(0, min(len(words), passage_words * max_passages), passage_words)]
 
@@ -212,6 +218,9 @@ def build_index(doc_ids: list[str], tfs: list[Counter], spec: dict, out: Path) -
     """bm25s over the pseudo-documents (each term repeated tf times), saved with the document ids."""
     import bm25s
 
+    if not any(tfs):  # bm25s cannot index a collection without a term
+        raise InputError(f"first stage hdct: none of the {len(tfs)} documents keeps an indexable term (every word a stop "
+                         "word, or every weight rounded to 0); check the collection's text, or raise m")
     pseudo_documents = [[t for t, f in sorted(tf.items()) for _ in range(f)] for tf in tfs]
     retriever = bm25s.BM25(k1=spec["k1"], b=spec["b"], method="lucene")
     retriever.index(pseudo_documents, show_progress=False)

@@ -11,6 +11,15 @@ A set is configured by name under ``pseudo_queries:`` in the config and built on
   a random passage of ``passage_words`` words (IRLeD: its top-25 tf-idf terms, as IRLeD's queries are formed from
   a whole case), the document without that passage the positive.
 
+Short documents (abstracts of ~40 words under IRLeD's ``passage_words: 300``): a span or passage is at most half
+of its document, so that its positive keeps at least as many words as the query came from. A document shorter than
+twice the configured length gives a span of half its words, drawn from a second seeded stream (documents long
+enough draw exactly the spans they drew before short ones were admitted); ``stats.json`` counts them
+(``shortened``) and the log says so. A document of fewer than two words gives no pseudo-query. Where no more than
+one pseudo-query is left (every document too short, or every one filtered), the stage stops with an ``InputError``
+naming the setting (``pseudo_queries.<name>.passage_words`` / ``query_words`` / ``title_field``) and the
+collection's median words per document: a set of zero or one queries cannot pre-train or weight anything.
+
 In every source the text the query came from is taken out of its positive (``overrides.jsonl``: the positive's
 text as pre-training reads it), so a model cannot learn to find the query copied verbatim. Documents are drawn
 without replacement (``count`` of them, ``seed``), so each document has at most one such text. Negatives come
@@ -65,20 +74,27 @@ def _normalise(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
-def _span(words: list[str], length: int, rng: np.random.Generator) -> tuple[int, int]:
-    """A random span of ``length`` words (the whole document if it is shorter than twice that: then no span,
-    since taking it out would leave too little to match)."""
-    if len(words) < 2 * length:
+def _span(words: list[str], length: int, rng: np.random.Generator,
+          short_rng: np.random.Generator) -> tuple[int, int]:
+    """A random span of ``length`` words, or of half the document where it has fewer than twice that (the positive
+    keeps at least as many words as the query came from); (0, 0) for a document of fewer than two words. A
+    shortened span is drawn from ``short_rng``, so that the long documents' draws from ``rng`` do not shift."""
+    if len(words) >= 2 * length:
+        start = int(rng.integers(0, len(words) - length + 1))
+        return start, start + length
+    half = len(words) // 2
+    if half == 0:
         return 0, 0
-    start = int(rng.integers(0, len(words) - length + 1))
-    return start, start + length
+    start = int(short_rng.integers(0, len(words) - half + 1))
+    return start, start + half
 
 
 def make_pseudo_queries(corpus: Corpus, cfg: dict, titles: dict[str, str] | None = None,
-                        query_formulation: dict | None = None) -> tuple[dict[str, str], dict[str, str]]:
-    """(pseudo-query id -> text, pseudo-query id -> its positive's text without what the query came from), before
-    the filters. Deterministic for a fixed seed. Ids are ``p<doc id>``: one per document at most."""
-    rng = np.random.default_rng(cfg["seed"])
+                        query_formulation: dict | None = None) -> tuple[dict[str, str], dict[str, str], int]:
+    """(pseudo-query id -> text, pseudo-query id -> its positive's text without what the query came from, how many
+    spans were shortened to half their document), before the filters. Deterministic for a fixed seed. Ids are
+    ``p<doc id>``: one per document at most."""
+    rng, short_rng = np.random.default_rng(cfg["seed"]), np.random.default_rng([cfg["seed"], 1])
     doc_ids = sorted(corpus.docs)
     if cfg["source"] == "titles":
         if not titles:
@@ -86,7 +102,7 @@ def make_pseudo_queries(corpus: Corpus, cfg: dict, titles: dict[str, str] | None
                              f"{cfg['title_field']!r} (set title_field, or use source: ict or formulated)")
         doc_ids = [d for d in doc_ids if titles.get(d, "").strip()]
     order = rng.permutation(len(doc_ids))
-    queries, positives = {}, {}
+    queries, positives, shortened = {}, {}, set()
     for i in order:
         if len(queries) >= cfg["count"]:
             break
@@ -99,9 +115,11 @@ def make_pseudo_queries(corpus: Corpus, cfg: dict, titles: dict[str, str] | None
         else:
             words = text.split()
             length = cfg["query_words"] if cfg["source"] == "ict" else cfg["passage_words"]
-            start, end = _span(words, length, rng)
+            start, end = _span(words, length, rng, short_rng)
             if end == 0:
                 continue
+            if end - start < length:
+                shortened.add(f"p{doc_id}")
             query, positive = " ".join(words[start:end]), " ".join(words[:start] + words[end:])
         if not _normalise(positive) or not _normalise(query):
             continue
@@ -111,7 +129,29 @@ def make_pseudo_queries(corpus: Corpus, cfg: dict, titles: dict[str, str] | None
         queries = formulate(queries, corpus.docs, qf.get("method", "full"), qf.get("n", 25))  # the passages -> queries
         queries = {q: t for q, t in queries.items() if t.strip()}
         positives = {q: positives[q] for q in queries}
-    return queries, positives
+    return queries, positives, len(shortened & queries.keys())
+
+
+def _length_setting(cfg: dict) -> str:
+    """The setting that decides how much of a document a pseudo-query takes."""
+    return {"titles": "title_field", "ict": "query_words", "formulated": "passage_words"}[cfg["source"]]
+
+
+def _median_words(corpus: Corpus) -> str:
+    """The collection's median document length in whitespace words, for messages."""
+    return f"{np.median([len(text.split()) for text in corpus.docs.values()]):g}"
+
+
+def _check_enough(queries: dict[str, str], made: int, corpus: Corpus, name: str, cfg: dict) -> None:
+    """Stop where fewer than two pseudo-queries are left: no train/dev split, nothing to learn term weights from."""
+    if len(queries) >= 2:
+        return
+    needs = "a title and text beside it" if cfg["source"] == "titles" else "a document of two words or more"
+    raise InputError(f"pseudo_queries.{name}: {len(queries)} pseudo-queries left of {made} made from "
+                     f"{len(corpus.docs)} documents of median {_median_words(corpus)} words (a {cfg['source']} "
+                     f"pseudo-query needs {needs}, and a query text that is no real query's); check "
+                     f"pseudo_queries.{name}.{_length_setting(cfg)} against the collection, "
+                     f"or raise pseudo_queries.{name}.count")
 
 
 def without_real_queries(queries: dict[str, str], real: dict[str, str]) -> dict[str, str]:
@@ -133,25 +173,30 @@ def build(corpus: Corpus, name: str, cfg: dict, out: Path, titles: dict[str, str
     from longrank.retrieval.bm25 import bm25_run
 
     cfg = settings(name, cfg)
-    queries, positives = make_pseudo_queries(corpus, cfg, titles, query_formulation)
+    queries, positives, shortened = make_pseudo_queries(corpus, cfg, titles, query_formulation)
     made = len(queries)
+    key = _length_setting(cfg)
+    if shortened:
+        log.warning("pseudo_queries.%s.%s %s: %d of the documents drawn are shorter than twice that (the "
+                    "collection's median is %s words per document); their spans are half the document", name, key,
+                    cfg[key], shortened, _median_words(corpus))
     queries = without_real_queries(queries, corpus.queries)
     containing_real = made - len(queries)
+    _check_enough(queries, made, corpus, name, cfg)  # before BM25, which cannot rank for no query
     # Candidates from the collection as it is (the positive with its query text inside, as a first stage sees it).
     run = bm25_run(corpus.docs, queries, top_k=cfg["depth"])
     qrels = {q: {q[1:]: 1} for q in queries}
     easy = [q for q in queries if run.get(q) and max(run[q], key=lambda d: (run[q][d], d)) == q[1:]]
     if cfg["drop_easy"]:
         queries = {q: t for q, t in queries.items() if q not in set(easy)}
-    if len(queries) < 2:
-        raise InputError(f"pseudo_queries.{name}: {len(queries)} pseudo-queries left of {made} (documents too short for "
-                         f"{cfg['source']} spans, or filtered); lower query_words / passage_words or raise count")
+    _check_enough(queries, made, corpus, name, cfg)
     ids = sorted(queries)
     rng = np.random.default_rng(cfg["seed"] + 1)
     dev = set(rng.choice(ids, size=max(1, round(cfg["dev"] * len(ids))), replace=False).tolist())
     fold = {"train": [q for q in ids if q not in dev], "dev": sorted(dev), "test": []}
     stats = {"name": name, "source": cfg["source"], "settings": cfg, "made": made, "containing_real_query": containing_real,
-             "positive_ranked_first_by_bm25": len(easy), "dropped_easy": len(easy) if cfg["drop_easy"] else 0,
+             "shortened": shortened, "positive_ranked_first_by_bm25": len(easy),
+             "dropped_easy": len(easy) if cfg["drop_easy"] else 0,
              "pseudo_queries": len(ids), "train": len(fold["train"]), "dev": len(fold["dev"]),
              "query_length_mean": float(np.mean([len(queries[q].split()) for q in ids])),
              "positive_in_candidates": sum(q[1:] in run.get(q, {}) for q in ids) / len(ids)}
