@@ -79,7 +79,7 @@ def merged_config(combo: tuple[str, ...]) -> dict:
 def placeholder_collection(workdir: Path, combo: tuple[str, ...]) -> None:
     """A local collection's files are inputs of the data rule: empty files stand in for them (a dry run
     never reads them). Paths are relative to the working directory, as a user's run resolves them."""
-    dataset = merged_config(combo).get("dataset", {})
+    dataset = validate_config(merged_config(combo), str(CONFIG / "schema.yaml"))["dataset"]
     if dataset.get("source") == "local":
         for key in ("docs", "queries", "qrels"):
             path = Path(dataset[key])

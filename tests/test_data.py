@@ -103,6 +103,28 @@ def test_prepare_local_collection_maps_gains_and_writes_every_file(tmp_path):
     assert vocab.words[2:] == ["alpha", "beta", "delta", "gamma"] and vocab.doc_freq[2:] == [1, 1, 0, 1] and vocab.num_docs == 2
 
 
+def test_the_data_stage_records_the_map_it_applied_and_refuses_one_reversing_the_qrels_grades(tmp_path):
+    """Graded 0-3 judgments (TREC DL's shape) keep their grades without a map, and stats.json says so; a map that lists
+    only grade 3 (-> 1) leaves grade 2 above it: the config check sees only listed grades, the data stage sees the
+    qrels' and refuses, naming the key, and writes nothing."""
+    docs = {f"d{i}": f"wing lift {i}" for i in range(8)}
+    qrels = [("q1", f"d{i}", i % 4) for i in range(8)] + [("q2", "d1", 3), ("q3", "d2", 2)]
+    dataset = write_local_collection(tmp_path / "src", docs, {"q1": "wing", "q2": "lift", "q3": "wing lift"}, qrels)
+    prepare(dataset, {"method": "full"}, {"method": "holdout", "dev": 0.34, "test": 0.34}, tmp_path / "data")
+    relevance = json.loads((tmp_path / "data" / "stats.json").read_text())["relevance"]
+    assert relevance == {"gains": {"0": 0, "1": 1, "2": 2, "3": 3}, "configured_gains": {}, "exclude_grades": [], "excluded_judgments": 0,
+                         "reverses_grades": False, "judgments_by_grade": {"0": 2, "1": 2, "2": 3, "3": 3}}
+    assert read_qrels(tmp_path / "data" / "qrels.txt")["q1"] == {f"d{i}": i % 4 for i in range(8)}
+    with pytest.raises(InputError, match=r"dataset.gains over the qrels' grades: grade 2 gets gain 2 and the higher grade 3 gets 1"):
+        prepare({**dataset, "gains": {3: 1}}, {"method": "full"}, {"method": "holdout", "dev": 0.34, "test": 0.34}, tmp_path / "data2")
+    assert not (tmp_path / "data2").exists()
+    # on purpose (Cranfield's 1 = best), the same map is applied and recorded with its intent
+    prepare({**dataset, "gains": {"3": 1}, "reverses_grades": True}, {"method": "full"}, {"method": "holdout", "dev": 0.34, "test": 0.34},
+            tmp_path / "data3")
+    relevance = json.loads((tmp_path / "data3" / "stats.json").read_text())["relevance"]
+    assert relevance["gains"] == {"0": 0, "1": 1, "2": 2, "3": 1} and relevance["reverses_grades"] is True
+
+
 def test_excluded_grades_leave_the_qrels_and_every_ranking(tmp_path):
     from longrank.retrieval.candidates import without_excluded
 
@@ -190,7 +212,8 @@ def test_irled_through_its_config(irled_dir, tmp_path):
     from conftest import REPO
 
     config = yaml.safe_load((REPO / "config" / "irled.yaml").read_text())
-    dataset = {**config["dataset"], **{key: str(irled_dir / Path(config["dataset"][key]).name) for key in ("docs", "queries", "qrels")}}
+    described = yaml.safe_load((REPO / "config" / "datasets" / f"{config['dataset']}.yaml").read_text())
+    dataset = {**described, **{key: str(irled_dir / Path(described[key]).name) for key in ("docs", "queries", "qrels")}}
     prepare(dataset, config["query_formulation"], config["splits"], tmp_path / "data")
     corpus = Corpus(tmp_path / "data")
     assert len(corpus.queries) == 200 and 1990 <= len(corpus.docs) < 2000

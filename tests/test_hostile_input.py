@@ -47,7 +47,22 @@ def collection(root: Path, docs=None, queries=None) -> dict:
     (lambda c: c["models"]["knrm"]["train"].__setitem__("stpes", 3), r"config key models.knrm.train: .*'stpes' was unexpected"),
     (lambda c: c["models"]["tk"].__setitem__("max_doc_length", 300),
      r"config key models.tk.max_doc_length: not a key of a 'tk' model; did you mean 'max_doc_len'\?"),
-    (lambda c: c["dataset"].__setitem__("name", "x; rm -rf ~"), r"config key dataset.name: 'x; rm -rf ~' does not match"),
+    (lambda c: c.__setitem__("dataset", {"name": "x; rm -rf ~", "id": "cranfield"}), r"config key dataset.name: 'x; rm -rf ~' does not match"),
+    # the collection: a name that is no description, a block that only changes one key of one (it replaces it whole)
+    (lambda c: c.__setitem__("dataset", "cranfeld"), r"config key dataset: 'cranfeld' is neither a shipped collection \(cranfield, irled"),
+    (lambda c: c.__setitem__("dataset", {"doc_fields": ["title"]}), r"config key dataset: this block has no name.*replaces the one before it whole"),
+    # grades: integers only; a map reversing their order only where the description says so on purpose
+    (lambda c: c.__setitem__("dataset", {"name": "x", "id": "cranfield", "gains": {"high": 2}}), r"config key dataset.gains.high: a grade must be an integer"),
+    (lambda c: c.__setitem__("dataset", {"name": "x", "id": "cranfield", "gains": {1: 4, 2: 3}}),
+     r"config key dataset.gains: grade 1 gets gain 4 and the higher grade 2 gets 3: the map reverses .*reverses_grades: true"),
+    (lambda c: c.__setitem__("dataset", {"name": "x", "id": "cranfield", "gains": {0: 0, 1: 1}, "reverses_grades": True}),
+     r"config key dataset.gains: dataset.reverses_grades is true but the map keeps the grades' order"),
+    # measures through ir-measures' parser when the workflow is parsed, trec_eval's spelling translated
+    (lambda c: c.__setitem__("evaluation", {"measures": ["nDCG@10", "P_10"]}),
+     r"config key evaluation.measures.1: 'P_10' is not a measure ir-measures reads; did you mean 'P@10'"),
+    (lambda c: c.__setitem__("evaluation", {"measures": ["nDGC@10"]}), r"config key evaluation.measures.0: 'nDGC@10' .*did you mean 'nDCG@10'"),
+    (lambda c: c.__setitem__("evaluation", {"noninferiority_reference": "bert_frstp"}),
+     r"config key evaluation.noninferiority_reference: 'bert_frstp' is not a system of this run; did you mean 'bert_firstp'"),
     (lambda c: c["models"].__setitem__("$(reboot)", {"type": "knrm"}), r"config key models: '\$\(reboot\)' does not match"),
 ])
 def test_a_malformed_config_names_the_key(change, message):
@@ -55,6 +70,16 @@ def test_a_malformed_config_names_the_key(change, message):
     change(config)
     with pytest.raises(InputError, match=message):
         validate_config(config, SCHEMA)
+
+
+def test_gains_read_with_quoted_or_unquoted_grades_alike():
+    """YAML reads ``{1: 4}`` with integer keys and ``{"1": 4}`` with strings: both are the same map."""
+    resolved = []
+    for gains in ({1: 4, 2: 3}, {"1": 4, "2": 3}):
+        config = copy.deepcopy(DEFAULT)
+        config["dataset"] = {"name": "x", "id": "cranfield", "gains": gains, "reverses_grades": True}
+        resolved.append(validate_config(config, SCHEMA)["dataset"]["gains"])
+    assert resolved[0] == resolved[1] == {"1": 4, "2": 3}
 
 
 # ---- collection files ----------------------------------------------------------------------------------------

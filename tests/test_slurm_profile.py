@@ -196,7 +196,7 @@ def tiny_config(tmp_path: Path) -> Path:
     dataset = write_local_collection(tmp_path / "collection", docs, queries, qrels)
     defaults = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config = {
-        "dataset": {**dataset, "doc_fields": ["text"], "gains": {}, "exclude_grades": []},
+        "dataset": dataset,  # replaces the default's `dataset: cranfield` whole
         "first_stages": [{"name": "bm25", "method": "bm25", "top_k": 30}],
         "rerank_depth": 20,
         "device": "auto",  # asks SLURM for a GPU; without one here, `auto` trains on the CPU

@@ -7,10 +7,12 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+from pathlib import Path
 
 import yaml
 from jsonschema import Draft202012Validator, validators
 
+from longrank.data.grades import check_gain_order, integer_grades
 from longrank.io import InputError, write_json
 from longrank.retrieval import bm25
 
@@ -35,11 +37,13 @@ def _key(path) -> str:
     return ".".join(str(p) for p in path) or "(top level)"
 
 
-def validate_config(config: dict, schema_path: str) -> dict:
+def validate_config(config: dict, schema_path: str, datasets_dir: str | Path | None = None) -> dict:
     """Validate ``config`` in place (filling defaults) or raise InputError listing every violation as
-    ``config key a.b.c: <problem> (schema rule '<keyword>')``."""
+    ``config key a.b.c: <problem> (schema rule '<keyword>')``. ``datasets_dir`` holds the shipped dataset
+    descriptions (``dataset: cranfield``); by default ``datasets/`` beside the schema."""
     with open(schema_path, encoding="utf-8") as f:
         schema = yaml.safe_load(f)
+    resolve_dataset(config, Path(datasets_dir) if datasets_dir else Path(schema_path).parent / "datasets")
     resolve_likes(config.get("models") or {})
     if "first_stage" in config:  # the single first stage of versions before 0.3
         raise InputError("config key first_stage: replaced by first_stages, a list of named candidate generators, "
@@ -49,7 +53,97 @@ def validate_config(config: dict, schema_path: str) -> dict:
         lines = [f"config key {_key(e.absolute_path)}: {e.message} (schema rule '{e.validator}')" for e in errors]
         raise InputError("the config does not match config/schema.yaml:\n  " + "\n  ".join(lines))
     check_model_keys(config["models"])
-    return resolve_first_stages(config)
+    check_gain_order(config["dataset"])
+    check_measures(config.get("evaluation", {}).get("measures", []))
+    resolve_first_stages(config)
+    check_noninferiority_reference(config)
+    return config
+
+
+DESCRIPTION_SUFFIXES = (".yaml", ".yml")
+
+
+def resolve_dataset(config: dict, datasets_dir: Path) -> None:
+    """Turn ``dataset: <name>`` into the description it names, and give a ``gains`` map integer grades.
+
+    Why a name and not a block in config/config.yaml: Snakemake merges ``--configfile`` dictionaries key by key,
+    so a collection's block written over Cranfield's kept every key it did not set (Cranfield's reversed grade map
+    reached TREC DL's graded judgments). A name is a string, and Snakemake replaces a string whole, with a string
+    or with a block: a config that names another collection, or writes its own ``dataset:`` block, gets none of
+    Cranfield's keys. ``<name>`` is a file ``<datasets_dir>/<name>.yaml``, or a path ending in ``.yaml`` (relative
+    to the working directory) to a description of your own."""
+    dataset = config.get("dataset")
+    if isinstance(dataset, str):
+        config["dataset"] = dataset = _dataset_description(dataset, datasets_dir)
+    if not isinstance(dataset, dict):
+        return  # the schema names the key and the type it expects
+    if "name" not in dataset:
+        raise InputError("config key dataset: this block has no name. A dataset block describes a whole collection (name, source "
+                         "and its files or ir_datasets id) and replaces the one before it whole, so it cannot change one key "
+                         f"of a shipped description: copy the description from {datasets_dir} and edit the copy, or write "
+                         "`dataset: <name>` to use one as it is")
+    if isinstance(dataset.get("gains"), dict):
+        dataset["gains"] = integer_grades(dataset["gains"])
+
+
+def _dataset_description(value: str, datasets_dir: Path) -> dict:
+    path = Path(value) if value.endswith(DESCRIPTION_SUFFIXES) else datasets_dir / f"{value}.yaml"
+    if not path.is_file():
+        shipped = sorted(p.stem for p in datasets_dir.glob("*.yaml"))
+        raise InputError(f"config key dataset: {value!r} is neither a shipped collection ({', '.join(shipped)}: "
+                         f"{datasets_dir}/<name>.yaml) nor a description file ending in .yaml ({path} does not exist); "
+                         "or write the collection's block in the config (README, \"Your own collection\")")
+    with open(path, encoding="utf-8") as f:
+        description = yaml.safe_load(f)
+    if not isinstance(description, dict):
+        raise InputError(f"config key dataset: {path} must hold a mapping of dataset keys (name, source, ...); "
+                         f"it holds {type(description).__name__}")
+    description.setdefault("name", path.stem)
+    return description
+
+
+def check_measures(names) -> None:
+    """Every configured measure through ir-measures' own parser, when the workflow is parsed (an unknown name
+    used to fail only in evaluate, after the data and first stages ran), with trec_eval's spelling translated."""
+    import ir_measures
+
+    for i, name in enumerate(names):
+        try:
+            ir_measures.parse_measure(name)
+        except Exception:  # ir_measures raises NameError, ValueError, ... for names it cannot read
+            raise InputError(f"config key evaluation.measures.{i}: {name!r} is not a measure ir-measures reads; "
+                             f"{_measure_hint(name)}") from None
+
+
+def _measure_hint(name: str) -> str:
+    import ir_measures
+
+    try:
+        trec = ir_measures.parse_trec_measure(name)
+    except Exception:
+        trec = []
+    if trec:
+        return f"did you mean {', '.join(map(repr, map(str, trec)))} (ir-measures' spelling of trec_eval's {name})?"
+    close = difflib.get_close_matches(name.split("@")[0], list(ir_measures.measures.registry), n=1)
+    return (f"did you mean {close[0] + name[len(name.split('@')[0]):]!r}? " if close else "") + \
+        "measures are written as ir-measures names them, e.g. nDCG@10, P@10, RR@10, AP@100, R@1000"
+
+
+def check_noninferiority_reference(config: dict) -> None:
+    """``evaluation.noninferiority_reference`` names a system of this run (checked here, not after every model trained)."""
+    from longrank.retrieval import sanity
+
+    reference = config.get("evaluation", {}).get("noninferiority_reference")
+    if reference is None:
+        return
+    models = model_order(config["models"])
+    systems = [*config["first_stages"], sanity.NAME, *models,
+               *(f"{m}+{config['models'][m]['first_stage']}" for m in models if config["models"][m].get("interpolate", True))]
+    if reference not in systems:
+        close = difflib.get_close_matches(reference, systems, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise InputError(f"config key evaluation.noninferiority_reference: {reference!r} is not a system of this run; "
+                         f"{hint}expected one of {systems}")
 
 
 # keys an entry does not take from the entry it is ``like``: whether it runs is its own business

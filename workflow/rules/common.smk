@@ -8,7 +8,12 @@ from longrank.models.registry import artifact_scopes
 from longrank.io import InputError
 
 try:
-    validate_config(config, workflow.source_path("../../config/schema.yaml"))
+    # `dataset: <name>` names a shipped description in config/datasets/ beside the Snakefile (not a cached copy)
+    validate_config(
+        config,
+        workflow.source_path("../../config/schema.yaml"),
+        datasets_dir=os.path.join(workflow.basedir, "config", "datasets"),
+    )
 except InputError as err:
     raise WorkflowError(str(err)) from None
 

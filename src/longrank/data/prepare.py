@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from longrank.data.collections import ir_datasets_downloads, load_ir_datasets, load_local
 from longrank.data.docstore import DocStore, write_docs
+from longrank.data.grades import check_gain_order, integer_grades, relevance_record
 from longrank.data.queries import formulate
 from longrank.data.splits import make_folds
 from longrank.data.words import tokenize, write_doc_freq
@@ -120,8 +121,10 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
     # Grades -> gains; grades not listed keep their value. Judgments with an ``exclude_grades`` grade are not
     # judgments of an answer but mark a document to take out of that query's rankings (Cranfield's -1: the
     # paper the question was written from; see config/config.yaml).
-    gain_map = {int(k): int(v) for k, v in (dataset.get("gains") or {}).items()}
+    dataset = {**dataset, "gains": integer_grades(dataset.get("gains") or {})}
+    gain_map = {int(k): int(v) for k, v in dataset["gains"].items()}
     exclude_grades = {int(g) for g in dataset.get("exclude_grades") or ()}
+    grades_seen: Counter[int] = Counter()
     excluded: dict[str, set[str]] = {}
     qrels: dict[str, dict[str, int]] = {}
     unknown_docs, unknown_queries = set(), set()
@@ -133,6 +136,7 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
             if doc_id not in docs:
                 unknown_docs.add(doc_id)
                 continue
+            grades_seen[grade] += 1
             if grade in exclude_grades:
                 excluded.setdefault(qid, set()).add(doc_id)
                 continue
@@ -142,6 +146,14 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
     if unknown_queries:
         raise InputError(f"qrels name {len(unknown_queries)} queries that are not in the query file: {_examples(unknown_queries)}")
 
+    # The map over the grades the qrels really hold (unlisted ones at their own value): one that reverses their order
+    # is applied only where the description says so on purpose (data/grades.py).
+    check_gain_order(dataset, [g for g in grades_seen if g not in exclude_grades], where="dataset.gains over the qrels' grades")
+    relevance = relevance_record(dataset, grades_seen, sum(len(v) for v in excluded.values()))
+    log.info("grades -> gains applied: %s (configured: %s%s); excluded grades %s (%d judgments); judgments by grade %s",
+             relevance["gains"], relevance["configured_gains"] or "none, every grade its own gain",
+             ", reversing the grades' order on purpose" if relevance["reverses_grades"] else "",
+             relevance["exclude_grades"], relevance["excluded_judgments"], relevance["judgments_by_grade"])
     train_only = _add_training_queries(dataset, queries, qrels, docs, gain_map)
 
     formulated = formulate(queries, docs, query_formulation.get("method", "full"), query_formulation.get("n", 25))
@@ -169,8 +181,7 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
         "relevant_per_query": float(np.mean([sum(g > 0 for g in qrels[q].values()) for q in evaluable])),
         "doc_words": {"mean": float(words.mean()), "median": float(np.median(words)), "p90": float(np.percentile(words, 90)), "max": int(words.max())},
         "query_words": {"mean": float(np.mean([len(t.split()) for t in formulated.values()]))},
-        "gains": {str(k): v for k, v in gain_map.items()},
-        "excluded_judgments": sum(len(v) for v in excluded.values()),
+        "relevance": relevance,
         "qrels_defs": {str(k): v for k, v in (qrels_defs or {}).items()},
         "folds": [{k: len(v) for k, v in f.items()} for f in folds],
     }

@@ -1,0 +1,106 @@
+"""Every collection is judged by its own qrels: a config that names another collection, or writes its own
+``dataset:`` block, gets none of Cranfield's keys (its reversed grade map above all). The resolved ``dataset`` block
+of every shipped config and documented combination is asserted, and a user's own collection written over the
+shipped configs, both as the config is validated and as Snakemake itself resolves it (``config.json``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO
+from longrank.config import validate_config
+from test_config_matrix import COMBINATIONS, CONFIG, combo_id, merged_config
+
+SCHEMA = str(CONFIG / "schema.yaml")
+SCHEMA_DEFAULTS = {k: v["default"] for k, v in yaml.safe_load(open(SCHEMA))["properties"]["dataset"]["properties"].items()
+                   if "default" in v}
+# a user's own collection as the README tells them to write it
+MINE = {"name": "mine", "source": "local", "docs": "mine/docs.jsonl", "queries": "mine/queries.tsv", "qrels": "mine/qrels.txt"}
+
+
+def _update(base: dict, new: dict) -> None:
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _update(base[key], value)
+        else:
+            base[key] = value
+
+
+def described(name: str) -> dict:
+    return yaml.safe_load((CONFIG / "datasets" / f"{name}.yaml").read_text())
+
+
+@pytest.mark.parametrize("combo", COMBINATIONS, ids=combo_id)
+def test_each_combination_resolves_to_exactly_its_collections_description(combo):
+    dataset = validate_config(merged_config(combo), SCHEMA)["dataset"]
+    own = described(dataset["name"])
+    own["gains"] = {str(g): v for g, v in (own.get("gains") or {}).items()}
+    assert dataset == {**SCHEMA_DEFAULTS, **own}, f"{combo}: keys from elsewhere: {set(dataset) - set(own) - set(SCHEMA_DEFAULTS)}"
+
+
+@pytest.mark.parametrize("combo", [c for c in COMBINATIONS if c and c[0] in ("trec-dl-2019.yaml", "trec-dl-2020.yaml")], ids=combo_id)
+def test_trec_dl_keeps_nists_grades(combo):
+    dataset = validate_config(merged_config(combo), SCHEMA)["dataset"]
+    assert dataset["gains"] == {} and dataset["exclude_grades"] == [] and dataset["reverses_grades"] is False
+    assert dataset["doc_fields"] == ["title", "body"] and dataset["id"].startswith("msmarco-document/trec-dl-")
+
+
+@pytest.mark.parametrize("combo", [c for c in COMBINATIONS if c and c[0] == "irled.yaml"], ids=combo_id)
+def test_irled_has_its_own_keys_only(combo):
+    dataset = validate_config(merged_config(combo), SCHEMA)["dataset"]
+    assert {k for k, v in dataset.items() if SCHEMA_DEFAULTS.get(k, object()) != v} == {"name", "source", "docs", "queries", "qrels"}
+
+
+@pytest.mark.parametrize("combo", [c for c in COMBINATIONS if not c or c[0] not in ("irled.yaml", "trec-dl-2019.yaml", "trec-dl-2020.yaml")],
+                         ids=combo_id)
+def test_cranfield_keeps_its_reversed_map_on_purpose(combo):
+    dataset = validate_config(merged_config(combo), SCHEMA)["dataset"]
+    assert dataset["name"] == "cranfield"
+    assert dataset["gains"] == {"1": 4, "2": 3, "3": 2, "4": 1} and dataset["reverses_grades"] is True and dataset["exclude_grades"] == [-1]
+
+
+@pytest.mark.parametrize("base", [(), ("irled.yaml",), ("trec-dl-2019.yaml",), ("irled.yaml", "mir.yaml")], ids=combo_id)
+def test_a_users_own_collection_gets_none_of_the_base_configs_dataset_keys(base):
+    config = merged_config(base)
+    _update(config, {"dataset": dict(MINE)})
+    assert validate_config(config, SCHEMA)["dataset"] == {**SCHEMA_DEFAULTS, **MINE}
+
+
+def test_a_description_file_of_the_users_own_is_read_whole(tmp_path, monkeypatch):
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump({**MINE, "gains": {"0": 0, "1": 1, "2": 3, "3": 7}}))
+    monkeypatch.chdir(tmp_path)  # relative to the working directory, as Snakemake's
+    config = merged_config(("irled.yaml",))
+    config["dataset"] = "mine.yaml"
+    assert validate_config(config, SCHEMA)["dataset"] == {**SCHEMA_DEFAULTS, **MINE, "gains": {"0": 0, "1": 1, "2": 3, "3": 7}}
+
+
+def snakemake_resolves(tmp_path: Path, *configfiles: Path) -> dict:
+    """``config.json`` as the workflow writes it (rule resolved_config): Snakemake's own merge of the files."""
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "config").symlink_to(CONFIG)
+    env = {**os.environ, "IR_DATASETS_HOME": str(tmp_path / "ir_datasets"), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    dataset = yaml.safe_load(configfiles[-1].read_text())["dataset"]  # the results folder is named after it
+    target = f"results/{dataset['name'] if isinstance(dataset, dict) else described(dataset)['name']}/config.json"
+    done = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "1",
+                           target, "--configfile", *map(str, configfiles)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads((tmp_path / target).read_text())
+
+
+def test_snakemake_resolves_trec_dl_and_a_users_collection_without_cranfields_keys(tmp_path):
+    trec = snakemake_resolves(tmp_path / "trec", CONFIG / "trec-dl-2019.yaml")["dataset"]
+    assert trec == {**SCHEMA_DEFAULTS, **described("trec-dl-2019"), "gains": {}}
+    (tmp_path / "mine").mkdir()
+    for key in ("docs", "queries", "qrels"):
+        (tmp_path / "mine" / MINE[key]).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "mine" / MINE[key]).touch()
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump({"dataset": MINE}))
+    assert snakemake_resolves(tmp_path / "mine", tmp_path / "mine.yaml")["dataset"] == {**SCHEMA_DEFAULTS, **MINE}
