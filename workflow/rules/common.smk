@@ -216,4 +216,6 @@ def data_dir(wildcards, input):
 def local_collection_files(wildcards):
     """Local collection files are inputs, so editing them reruns the data stage."""
     dataset = config["dataset"]
-    return [dataset[k] for k in ("docs", "queries", "qrels")] if dataset["source"] == "local" else []
+    if dataset["source"] != "local":
+        return []
+    return [dataset[k] for k in ("docs", "queries", "qrels", "train_queries", "train_qrels") if k in dataset]

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from longrank.data.collections import ir_datasets_downloads, load_ir_datasets, load_local
+from longrank.data.collections import ir_datasets_downloads, load_ir_datasets, load_local, read_local_queries
 from longrank.data.docstore import DocStore, write_docs
 from longrank.data.grades import check_gain_order, integer_grades, relevance_record
 from longrank.data.queries import formulate
 from longrank.data.splits import make_folds
 from longrank.data.words import tokenize, write_doc_freq
-from longrank.io import InputError, write_json, write_qrels, write_text
+from longrank.io import InputError, read_qrels, write_json, write_qrels, write_text
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +41,37 @@ def _examples(ids, limit=5) -> str:
     return ", ".join(map(repr, ids[:limit])) + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
 
 
-def _add_training_queries(dataset: dict, queries: dict, qrels: dict, docs: dict, gain_map: dict) -> set[str]:
-    """``dataset.train_id``: an ir_datasets id over the same documents whose queries and qrels only train
-    (TREC DL: train on MS MARCO's training queries, evaluate on the judged TREC queries)."""
-    if not dataset.get("train_id"):
+def _add_training_queries(dataset: dict, queries: dict, qrels: dict, docs, gain_map: dict) -> set[str]:
+    """Queries over the same documents that only train, never evaluated: ``dataset.train_id`` (an ir_datasets id:
+    TREC DL trains on MS MARCO's training queries and is evaluated on the judged TREC queries), or for a local
+    collection ``dataset.train_queries`` and ``train_qrels`` (files in the formats of ``queries`` and ``qrels``)."""
+    if dataset.get("train_id"):
+        train_queries, train_qrels = _ir_datasets_training_queries(dataset)
+    elif dataset.get("train_queries"):
+        if not dataset.get("train_qrels"):
+            raise InputError("dataset.train_qrels: training queries (dataset.train_queries) need their judgments in a qrels file")
+        if not Path(dataset["train_qrels"]).is_file():
+            raise InputError(f"dataset.train_qrels: file {dataset['train_qrels']} not found")
+        train_queries = read_local_queries(dataset["train_queries"], None, dataset.get("query_fields"))
+        train_qrels = read_qrels(dataset["train_qrels"])
+    else:
         return set()
+    added = set()
+    for qid, text in train_queries:
+        if qid in queries:
+            key = "train_id" if dataset.get("train_id") else "train_queries"
+            raise InputError(f"dataset.{key}: query id {qid!r} is also an evaluated query; ids must be distinct")
+        queries[qid] = text
+        added.add(qid)
+    for qid, judged in train_qrels.items():
+        if qid in added:
+            for doc_id, grade in judged.items():
+                if doc_id in docs:
+                    qrels.setdefault(qid, {})[doc_id] = gain_map.get(grade, grade)
+    return added
+
+
+def _ir_datasets_training_queries(dataset: dict):
     import ir_datasets
 
     try:
@@ -53,17 +79,13 @@ def _add_training_queries(dataset: dict, queries: dict, qrels: dict, docs: dict,
     except KeyError:
         raise InputError(f"dataset.train_id: {dataset['train_id']!r} is not an ir_datasets id") from None
     field = dataset.get("query_field") or ("text" if "text" in train_ds.queries_cls()._fields else "title")
-    added = set()
     with ir_datasets_downloads(dataset["train_id"]):
-        for q in tqdm(train_ds.queries_iter(), desc="reading training queries", unit="query", mininterval=5):
-            if q.query_id in queries:
-                raise InputError(f"dataset.train_id: query id {q.query_id!r} also exists in {dataset.get('id')!r}; ids must be distinct")
-            queries[q.query_id] = getattr(q, field)
-            added.add(q.query_id)
+        queries = [(q.query_id, getattr(q, field))
+                   for q in tqdm(train_ds.queries_iter(), desc="reading training queries", unit="query", mininterval=5)]
+        qrels: dict[str, dict[str, int]] = {}
         for qr in train_ds.qrels_iter():
-            if qr.query_id in added and qr.doc_id in docs:
-                qrels.setdefault(qr.query_id, {})[qr.doc_id] = gain_map.get(qr.relevance, qr.relevance)
-    return added
+            qrels.setdefault(qr.query_id, {})[qr.doc_id] = qr.relevance
+    return queries, qrels
 
 
 def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path) -> None:
