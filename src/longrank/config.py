@@ -50,7 +50,7 @@ def validate_config(config: dict, schema_path: str, datasets_dir: str | Path | N
                          "e.g. first_stages: [{name: bm25, method: bm25, k1: 0.9, b: 0.4, top_k: 100}]")
     errors = sorted(_Validator(schema).iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
-        lines = [f"config key {_key(e.absolute_path)}: {e.message} (schema rule '{e.validator}')" for e in errors]
+        lines = [f"config key {_key(e.absolute_path)}: {e.message}{_did_you_mean(e)} (schema rule '{e.validator}')" for e in errors]
         raise InputError("the config does not match config/schema.yaml:\n  " + "\n  ".join(lines))
     check_model_keys(config["models"])
     check_gain_order(config["dataset"])
@@ -144,6 +144,19 @@ def check_noninferiority_reference(config: dict) -> None:
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise InputError(f"config key evaluation.noninferiority_reference: {reference!r} is not a system of this run; "
                          f"{hint}expected one of {systems}")
+
+
+def _did_you_mean(error) -> str:
+    """For a key the schema does not know, the closest key it does know at that place (``rerank_dpth``: rerank_depth)."""
+    if error.validator != "additionalProperties" or not isinstance(error.instance, dict):
+        return ""
+    known = list(error.schema.get("properties", {}))
+    hints = []
+    for key in sorted(set(error.instance) - set(known)):
+        close = difflib.get_close_matches(str(key), known, n=1)
+        if close:
+            hints.append(f"did you mean {close[0]!r} for {key!r}?")
+    return "; " + " ".join(hints) if hints else f"; known keys here: {sorted(known)}"
 
 
 # keys an entry does not take from the entry it is ``like``: whether it runs is its own business
