@@ -7,6 +7,7 @@ names the setting and what the collection has."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from collections import Counter
 
 import numpy as np
@@ -165,3 +166,52 @@ def test_mir_graphs_of_short_abstracts_are_one_passage_each_and_score(short):
         scores = model(**model.encode(["wing lift airfoil"] * len(doc_ids), doc_ids, [""] * len(doc_ids)))
     assert scores.shape == (len(doc_ids),) and torch.isfinite(scores).all()
     assert json.loads((root / "graphs" / "stats.json").read_text())["nodes"]["passages"]["mean"] == 1
+
+
+# the workflow ------------------------------------------------------------------------------------------------------
+def short_abstracts_config(root) -> dict:
+    """config/irled.yaml's settings over a collection of 40-word abstracts: only MIR (with its pseudo-query set and
+    graphs) and an HDCT first stage trained on that set run, in a few steps."""
+    import yaml
+
+    from conftest import REPO
+
+    names = set()
+    for path in ("config.yaml", "irled.yaml"):
+        names |= set(yaml.safe_load((REPO / "config" / path).read_text())["models"])
+    dataset = write_local_collection(root / "abstracts", *synthetic_collection())
+    return {
+        "dataset": {**dataset, "name": "abstracts", "gains": {}},
+        "first_stages": [{"name": "bm25", "method": "bm25", "top_k": 20},
+                         {"name": "hdct", "method": "hdct", "targets": "formulated", "steps": 2, "batch_size": 4, "top_k": 20}],
+        "rerank_depth": 10,
+        "models": {**{name: {"enabled": False} for name in names - {"mir"}},
+                   "mir": {"rerank_depth": 5, "train": {"steps": 2, "batch_size": 1, "negatives": 1, "warmup_steps": 1,
+                                                        "eval_every": 2, "patience": 1}}},
+    }
+
+
+@pytest.mark.e2e
+def test_the_workflow_runs_irleds_settings_on_short_abstracts(tmp_path, ir_datasets_home):
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from conftest import IR_DATASETS_HOME, REPO
+
+    (tmp_path / "config").symlink_to(REPO / "config")  # `configfile:` resolves against the working directory
+    (tmp_path / "abstracts.yaml").write_text(yaml.safe_dump(short_abstracts_config(tmp_path)))
+    results = tmp_path / "results" / "abstracts"
+    targets = ["results/abstracts/eval/mir.tsv", "results/abstracts/candidates/hdct.run"]  # as the rules name them
+    env = {**os.environ, "IR_DATASETS_HOME": str(IR_DATASETS_HOME), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "2",
+           *targets, "--configfile", str(REPO / "config" / "irled.yaml"), str(tmp_path / "abstracts.yaml")]
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
+    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted(results.rglob("*.log")))
+    assert done.returncode == 0, f"{done.stderr[-4000:]}\n{logs}"
+    stats = read_json(results / "pseudo_queries" / "formulated" / "stats.json")
+    assert stats["settings"]["passage_words"] == 300 and stats["shortened"] == stats["made"] > 100
+    assert read_json(results / "graphs" / "mir" / "stats.json")["nodes"]["passages"]["mean"] == 1
+    assert all((tmp_path / target).stat().st_size > 0 for target in targets)
