@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from longrank.data.corpus import Corpus
-from longrank.data.words import count_doc_freq, write_doc_freq
+from longrank.data.words import OOV, count_doc_freq, write_doc_freq
 from longrank.models.registry import build_model
 from longrank.models.tkl import contextualize_windows, merge_windows, saturate, split_windows, top_local_max
 
@@ -182,6 +182,30 @@ def test_explain_gives_non_overlapping_region_offsets(corpus):
         assert chosen and all(0 <= s < n and s % 2 == 0 for s in chosen)  # tail regions, stride 2 (official code)
         assert all(abs(s - t) >= 30 for i, s in enumerate(chosen) for t in chosen[i + 1:])
 
+
+
+@pytest.mark.parametrize("tail_regions", [True, False])
+def test_unknown_words_do_not_shorten_the_valid_regions(corpus, tail_regions):
+    """A region's validity follows the document's length in tokens: the same document with a tenth of its words
+    unknown (masked like padding, matchmaker's pad_oov_mask) keeps every region of the all-known version. Counting
+    known words only lost a document's last regions, one per region_stride (2) unknown words."""
+    torch.manual_seed(0)
+    model = build_model(small("tkl", tail_regions=tail_regions), corpus).eval()
+    queries, doc_ids, docs = pairs(corpus)
+    batch = model.encode(queries, doc_ids, docs)
+    known, doc = batch["doc"], batch["doc"].clone()
+    rng = torch.Generator().manual_seed(0)
+    real = known > OOV
+    doc[real & (torch.rand(known.shape, generator=rng) < 0.1)] = OOV
+    assert (doc == OOV).sum() > 0.05 * real.sum()
+    with torch.no_grad():
+        _, valid_known = model._topography(batch["query"], known)
+        _, valid_unknown = model._topography(batch["query"], doc)
+    lengths = (known != 0).sum(dim=1)
+    stride, size = 2, 30
+    expected = -(-lengths // stride) if tail_regions else (lengths - size).clamp(min=0) // stride + 1
+    assert valid_known.sum(dim=1).tolist() == expected.tolist()
+    assert torch.equal(valid_unknown, valid_known)
 
 # ---- shapes, gradients, training --------------------------------------------------------------------------
 

@@ -53,6 +53,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from longrank.data.words import PAD
 from longrank.io import InputError
 from longrank.models.base import Ranker, config_keys, split_config
 from longrank.models.modules.contextualizer import Contextualizer
@@ -258,7 +259,9 @@ class TKL(Ranker):
         saturated = (self._saturate(sums, query, region_len) * q_weight).sum(dim=1)  # [B, K, R]
         topography = torch.einsum("bkr,k->br", saturated, self.kernel_weights.weight[0])  # Eq. 6
         starts = torch.arange(topography.shape[1], device=doc.device) * self.region_stride
-        n_tokens = d_mask.sum(dim=1)
+        # Regions are valid by the document's length in tokens, unknown words included: d_mask leaves them out
+        # (no vector to match), and counting only known words lost a document's last regions to its OOV words.
+        n_tokens = (doc != PAD).sum(dim=1)
         last_start = n_tokens - 1 if self.tail_regions else (n_tokens - self.region_size).clamp(min=0)
         return topography, starts[None, :] <= last_start[:, None]
 
