@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -57,6 +59,29 @@ def irled_dir() -> Path:
             pytest.fail(why)
         pytest.skip(why)
     return path
+
+
+E2E_CONFIG = REPO / "tests" / "e2e_config.yaml"
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "IR_DATASETS_HOME": str(IR_DATASETS_HOME), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2", *args]
+    done = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted((workdir / "results").rglob("*.log")))
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{done.stdout[-5000:]}\n{done.stderr[-5000:]}\n{logs}")
+    return done
+
+
+@pytest.fixture(scope="session")
+def workflow_run(tmp_path_factory, ir_datasets_home) -> Path:
+    """One run of the real DAG on Cranfield with tests/e2e_config.yaml, shared by every end-to-end test (the
+    workflow's and the report's). Tests that change it work on a copy (``copy_workdir``)."""
+    workdir = tmp_path_factory.mktemp("workflow")
+    (workdir / "config").symlink_to(REPO / "config")  # `configfile:` resolves against the working directory
+    snakemake(workdir, "report", "--configfile", str(E2E_CONFIG))
+    return workdir
 
 
 def write_local_collection(root: Path, docs: dict[str, str], queries: dict[str, str], qrels: list[tuple[str, str, int]]) -> dict:

@@ -9,7 +9,7 @@ from argparse import Namespace
 import numpy as np
 import pytest
 
-from longrank.io import read_json, write_json
+from longrank.io import read_json
 
 ATTENTIONS = ["materialised", "sdpa", "separable"]
 TINY = dict(batch_size=2, layers=2, hidden=64, heads=8)  # hidden divisible by the conv's 32 groups and 8 heads
@@ -108,16 +108,18 @@ def test_summary_ratios_and_straight_line_fit():
 
 
 def test_section_names_each_comparison_and_is_left_out_without_the_file(tmp_path):
+    from types import SimpleNamespace
+
+    from longrank.outputs import AttentionScaling
     from longrank.report import attention_scaling, build
     from longrank.report.context import Context
-    from longrank.report.inputs import Inputs
 
-    results = tmp_path / "results"
-    (results / "bench").mkdir(parents=True)
-    ctx = Context(Inputs(results, results / "eval", results / "compare"), None, tmp_path / "fig")
+    manifest = SimpleNamespace(attention_scaling=None)  # the report's manifest names no such file
+    ctx = Context(SimpleNamespace(manifest=manifest), None, tmp_path / "fig")
     ctx.fig_dir.mkdir()
     assert attention_scaling.section(ctx) is None
-    write_json(results / "bench" / "attention_scaling.json", hand_made())
+    manifest.attention_scaling = tmp_path / "attention_scaling.json"
+    AttentionScaling(title="hand-made", **hand_made()).write(manifest.attention_scaling)
     sec = attention_scaling.section(ctx)
     text = " ".join(b.text for b in sec.blocks if b.kind in ("text", "howto", "note"))
     assert "Memory advantage (vs materialised attention only)" in text and "= 6.61×" in text

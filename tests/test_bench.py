@@ -74,9 +74,9 @@ def test_mir_speed_times_mir_at_other_lengths_and_maxp_over_its_windows_but_not_
 
 
 def test_the_side_by_side_throughput_wins_over_a_separate_bench_of_the_same_entry(tmp_path):
-    from longrank.io import write_json
-    from longrank.report.inputs import Inputs
+    from longrank.outputs import BenchTable
+    from longrank.report.inputs import throughput
 
-    write_json(tmp_path / "bench" / "mir.speed.json", {"side_by_side": True, "docs_per_ms": {"mir": 1.0, "zz_maxp": 2.0}})
-    write_json(tmp_path / "bench" / "zz_maxp.json", {"docs_per_ms": {"zz_maxp": 5.0}})  # sorts after mir.speed
-    assert Inputs(tmp_path, tmp_path / "eval", tmp_path / "compare").docs_per_ms == {"mir": 1.0, "zz_maxp": 2.0}
+    side = BenchTable("MIR", [], [], "", docs_per_ms={"mir": 1.0, "zz_maxp": 2.0}, side_by_side=True)
+    alone = BenchTable("MaxP", [], [], "", docs_per_ms={"zz_maxp": 5.0})  # listed after mir.speed
+    assert throughput([side, alone]) == {"mir": 1.0, "zz_maxp": 2.0}

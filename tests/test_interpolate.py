@@ -4,13 +4,12 @@ the reranked documents, and the first stage's tail stays underneath."""
 from __future__ import annotations
 
 import argparse
-import json
-
 import pytest
 
 from longrank.data.corpus import Corpus
 from longrank.interpolate import WEIGHTS, add_arguments, interpolate, interpolate_folds, run
 from longrank.io import read_run, write_run
+from longrank.outputs import Interpolation
 from longrank.runs import mean_measure, top_candidates, with_tail
 
 
@@ -29,13 +28,13 @@ def test_weight_is_chosen_on_dev_and_applied_to_the_reranked_head(tiny_data):
     oracle = {q: {d: (1.0 if d in relevant[q] else 0.0) + i * 1e-3 for i, d in enumerate(top_candidates(bm25, q, 5))}
               for q in fold["test"] if q in bm25}
     model_run = with_tail(oracle, bm25, corpus.test_queries())
-    mixed, choice = interpolate_folds(model_run, [dev], bm25, 5, corpus)
-    curve = choice["folds"][0]["dev_ndcg10_by_weight"]
+    mixed, (choice,) = interpolate_folds(model_run, [dev], bm25, 5, corpus)
+    curve = choice.dev_ndcg10_by_weight
     assert set(curve) == {str(w) for w in WEIGHTS}
-    assert choice["weight"] == max(WEIGHTS, key=lambda w: (curve[str(w)], w))
-    assert curve[str(choice["weight"])] == pytest.approx(mean_measure(interpolate(dev, bm25, choice["weight"]), corpus.qrels, fold["dev"]))
-    assert choice["weight"] < 1.0  # dev said the model alone is worse
-    expected = with_tail(interpolate(oracle, bm25, choice["weight"]), bm25, corpus.test_queries())
+    assert choice.weight == max(WEIGHTS, key=lambda w: (curve[str(w)], w))
+    assert choice.dev_ndcg10 == pytest.approx(mean_measure(interpolate(dev, bm25, choice.weight), corpus.qrels, fold["dev"]))
+    assert choice.weight < 1.0  # dev said the model alone is worse
+    expected = with_tail(interpolate(oracle, bm25, choice.weight), bm25, corpus.test_queries())
     assert mixed == expected  # the head (top 5) is mixed, the tail keeps BM25's order below it
     for q in oracle:
         assert top_candidates(mixed, q, 5) == top_candidates(expected, q, 5)
@@ -56,5 +55,6 @@ def test_stage_writes_the_run_and_the_weights_named_by_the_system(tiny_data):
                            "--out", str(tiny_data / "m+bm25.run")]))
     assert set(read_run(tiny_data / "m+bm25.run")) == set(read_run(tiny_data / "m.run"))
     assert (tiny_data / "m+bm25.run").read_text().split("\n")[0].endswith(" m+bm25")
-    info = json.loads((tiny_data / "m+bm25.interpolation.json").read_text())
-    assert info["system"] == "m+bm25" and info["folds"][0]["weight"] == info["weight"]
+    info = Interpolation.read(tiny_data / "m+bm25.interpolation.json")  # the shape the report reads
+    assert info.system == "m+bm25" and info.folds[0].weight == info.weight
+    assert set(info.folds[0].dev_ndcg10_by_weight) == {str(w) for w in WEIGHTS}

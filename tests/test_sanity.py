@@ -12,7 +12,6 @@ import pytest
 
 from longrank.config import validate_config
 from longrank.io import InputError, read_run, write_json, write_run, write_text
-from longrank.report import build
 from longrank.report.diagnostics import score_correlations
 from longrank.report.sanity import (expected_random_ndcg, interpolation_weights, random_order_expectations, sanity_table,
                                     weight_column, zero_weight_verdicts)
@@ -107,11 +106,15 @@ def test_score_correlations_read_only_the_scored_candidates():
 
 
 def test_weight_zero_in_every_fold_reads_identical_to_bm25(tmp_path):
-    root = tmp_path / "results"
-    write_json(root / "config.json", {"first_stage": {"method": "bm25"}, "models": {}})
-    write_json(root / "runs" / "knrm.interpolation.json", {"weight": 0.0, "folds": [{"fold": 0, "weight": 0.0}, {"fold": 1, "weight": 0.0}]})
-    write_json(root / "runs" / "tk.interpolation.json", {"weight": 0.5, "folds": [{"fold": 0, "weight": 0.0}, {"fold": 1, "weight": 1.0}]})
-    inp = build.Inputs(root, root / "eval", root / "compare")
+    from longrank.outputs import FoldWeight, Interpolation
+
+    config = {"first_stages": {"bm25": {"method": "bm25"}}, "models": {"knrm": {}, "tk": {}}}
+    paths = {}
+    for system, weights in (("knrm+bm25", [0.0, 0.0]), ("tk+bm25", [0.0, 1.0])):
+        folds = [FoldWeight(i, w, {"0.0": 0.1, "1.0": 0.2}) for i, w in enumerate(weights)]
+        paths[system] = tmp_path / f"{system}.interpolation.json"
+        Interpolation(system, sum(weights) / 2, folds).write(paths[system])
+    inp = SimpleNamespace(config=config, models=config["models"], manifest=SimpleNamespace(interpolations=paths))
     weights = interpolation_weights(inp)
     assert weights == {"knrm+bm25": [0.0, 0.0], "tk+bm25": [0.0, 1.0]}
     extra = {}

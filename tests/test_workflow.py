@@ -4,9 +4,6 @@ hyper-parameter reruns only the jobs it affects."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import ir_measures
@@ -16,20 +13,9 @@ import yaml
 
 from longrank.io import read_json
 
-from conftest import IR_DATASETS_HOME, REPO
+from conftest import E2E_CONFIG, REPO, snakemake
 
 pytestmark = pytest.mark.e2e
-E2E_CONFIG = REPO / "tests" / "e2e_config.yaml"
-
-
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "IR_DATASETS_HOME": str(IR_DATASETS_HOME), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2", *args]
-    done = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
-    if check and done.returncode != 0:
-        logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted((workdir / "results").rglob("*.log")))
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{done.stdout[-5000:]}\n{done.stderr[-5000:]}\n{logs}")
-    return done
 
 
 def planned_jobs(workdir: Path, change: dict | None = None) -> dict[str, int]:
@@ -45,14 +31,6 @@ def planned_jobs(workdir: Path, change: dict | None = None) -> dict[str, int]:
         if len(parts) == 2 and parts[1].isdigit() and parts[0] != "total":
             jobs[parts[0]] = int(parts[1])
     return jobs
-
-
-@pytest.fixture(scope="module")
-def workflow_run(tmp_path_factory, ir_datasets_home):
-    workdir = tmp_path_factory.mktemp("workflow")
-    (workdir / "config").symlink_to(REPO / "config")  # `configfile:` resolves against the working directory
-    snakemake(workdir, "report", "--configfile", str(E2E_CONFIG))
-    return workdir
 
 
 def test_report_is_built_with_every_system(workflow_run):

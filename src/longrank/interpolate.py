@@ -3,7 +3,8 @@
 ``w * model + (1 - w) * first_stage`` after min-max normalising both per query, over the documents the model
 reranked. ``w`` is chosen per fold on that fold's *dev* queries, from the kept model's dev scores that
 training saved (test queries are scored once and never choose anything); ties go to more weight on the
-model. ``runs/{model}+{first_stage}.interpolation.json`` keeps the chosen weights and the dev curves.
+model. ``runs/{model}+{first_stage}.interpolation.json`` keeps the chosen weights and the dev curves
+(``longrank.outputs.Interpolation``, the shape the report reads).
 Candidates below the rerank depth keep their first-stage order underneath, as in the model's own run.
 """
 
@@ -12,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from longrank.data.corpus import Corpus
-from longrank.io import Run, read_run, write_json, write_run
+from longrank.io import Run, read_run, write_run
+from longrank.outputs import FoldWeight, Interpolation
 from longrank.runs import mean_measure, top_candidates, with_tail
 
 WEIGHTS = [round(w, 2) for w in np.linspace(0.0, 1.0, 11)]
@@ -30,10 +32,11 @@ def add_arguments(parser):
 def run(args):
     corpus = Corpus(args.data)
     name = args.out.rsplit("/", 1)[-1].removesuffix(".run")
-    mixed, choice = interpolate_folds(read_run(args.model_run), [read_run(p) for p in args.dev_runs], read_run(args.candidates),
-                                      args.rerank_depth, corpus)
+    mixed, folds = interpolate_folds(read_run(args.model_run), [read_run(p) for p in args.dev_runs], read_run(args.candidates),
+                                     args.rerank_depth, corpus)
     write_run(args.out, mixed, tag=name)
-    write_json(args.out.removesuffix(".run") + ".interpolation.json", {"system": name, **choice})
+    weight = float(np.mean([f.weight for f in folds]))
+    Interpolation(system=name, weight=weight, folds=folds).write(args.out.removesuffix(".run") + ".interpolation.json")
 
 
 def minmax(scores: dict[str, float]) -> dict[str, float]:
@@ -51,17 +54,17 @@ def interpolate(model_run: Run, first_stage: Run, weight: float) -> Run:
     return out
 
 
-def interpolate_folds(model_run: Run, dev_runs: list[Run], candidates: Run, depth: int, corpus: Corpus) -> tuple[Run, dict]:
+def interpolate_folds(model_run: Run, dev_runs: list[Run], candidates: Run, depth: int,
+                      corpus: Corpus) -> tuple[Run, list[FoldWeight]]:
     """The interpolated test run of all folds and, per fold, the weight chosen on its dev queries."""
     # the documents the model scored: its top `depth`, above the first-stage tail that rerank appended
     reranked = {q: {d: model_run[q][d] for d in top_candidates(model_run, q, depth)} for q in model_run}
     mixed: Run = {}
-    choice: dict = {"folds": []}
+    folds = []
     for fold_index, dev in enumerate(dev_runs):
         fold = corpus.folds[fold_index]
         curve = {w: mean_measure(interpolate(dev, candidates, w), corpus.qrels, fold["dev"]) for w in WEIGHTS}
         best = max(WEIGHTS, key=lambda w: (curve[w], w))  # ties: more weight on the model
-        choice["folds"].append({"fold": fold_index, "weight": best, "dev_ndcg10_by_weight": {str(w): v for w, v in curve.items()}})
+        folds.append(FoldWeight(fold=fold_index, weight=best, dev_ndcg10_by_weight={str(w): v for w, v in curve.items()}))
         mixed.update(interpolate({q: reranked[q] for q in fold["test"] if q in reranked}, candidates, best))
-    choice["weight"] = float(np.mean([f["weight"] for f in choice["folds"]]))
-    return with_tail(mixed, candidates, corpus.test_queries()), choice
+    return with_tail(mixed, candidates, corpus.test_queries()), folds

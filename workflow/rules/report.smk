@@ -1,3 +1,10 @@
+from types import SimpleNamespace
+
+from longrank.report.manifest import COMPARE_FILES as REPORT_COMPARE_FILES
+from longrank.report.manifest import DATA_FILES as REPORT_DATA_FILES
+from longrank.report.manifest import Manifest
+
+
 rule resolved_config:
     output:
         f"{R}/config.json",
@@ -8,31 +15,34 @@ rule resolved_config:
     params:
         config=as_json(config),
     shell:
-        "python -m longrank config --json {params.config:q} --out {output} 2> {log}"
+        "python -m longrank config --json {params.config:q} --out {output:q} 2> {log:q}"
+
+
+# The files the report reads, and nothing else: the same object gives the rule its inputs and the report its
+# --manifest (src/longrank/report/manifest.py), so outputs of a model an earlier config had never reach it.
+_TRAINED = [m for m in MODELS if weights_of(m) == m]
+_PRETRAINED = [m for m in _TRAINED if pseudo_queries_of(m)]
+REPORT_MANIFEST = Manifest(
+    config=f"{R}/config.json",
+    data={name: DATA[name] for name in REPORT_DATA_FILES},
+    compare={name: str(getattr(rules.compare.output, name)) for name in REPORT_COMPARE_FILES},
+    runs={s: run_file(SimpleNamespace(system=s)) for s in SYSTEMS},
+    evals={s: f"{R}/eval/{s}.tsv" for s in SYSTEMS},
+    candidates={s: f"{R}/candidates/{s}.run" for s in FIRST_STAGES},
+    candidate_stats={s: f"{R}/candidates/{s}.stats.json" for s in FIRST_STAGES},
+    interpolations={s: f"{R}/runs/{s}.interpolation.json" for s in SYSTEMS if "+" in s},
+    details={m: f"{R}/runs/{m}.details.jsonl" for m in MODELS},
+    benches=[f"{R}/bench/{m}.json" for m in BENCHED] + MORES_SPEED + MIR_SPEED,
+    attention_scaling=next(iter(ATTENTION_SCALING), None),
+    training={m: [f"{R}/models/{m}/fold{fold}/train_summary.json" for fold in FOLDS] for m in _TRAINED},
+    pretraining={m: f"{R}/models/{m}/pretrained/train_summary.json" for m in _PRETRAINED},
+    pseudo_queries={pseudo_queries_of(m): f"{R}/pseudo_queries/{pseudo_queries_of(m)}" for m in _PRETRAINED},
+)
 
 
 rule build_report:
     input:
-        rules.compare.output,
-        expand(f"{R}/bench/{{model}}.json", model=BENCHED),
-        MORES_SPEED,
-        MIR_SPEED,
-        ATTENTION_SCALING,
-        [f"{R}/runs/{s}.interpolation.json" for s in SYSTEMS if "+" in s],
-        expand(f"{R}/runs/{{model}}.details.jsonl", model=MODELS),
-        # training summaries (and the training_log.tsv beside each) for the report's training section
-        expand(
-            f"{R}/models/{{model}}/fold{{fold}}/train_summary.json",
-            model=[m for m in MODELS if weights_of(m) == m],
-            fold=FOLDS,
-        ),
-        [f"{R}/models/{m}/pretrained/train_summary.json" for m in MODELS if weights_of(m) == m and pseudo_queries_of(m)],
-        expand(f"{R}/eval/{{system}}.tsv", system=SYSTEMS),
-        config=f"{R}/config.json",
-        stats=DATA["stats.json"],
-        # the sanity and diagnostics sections read the candidates' texts, lengths and the queries
-        texts=[DATA[name] for name in ("docs.jsonl", "queries.tsv", "doc_lengths.tsv")],
-        candidates=expand(f"{R}/candidates/{{first_stage}}.run", first_stage=FIRST_STAGES),
+        REPORT_MANIFEST.files(),
     output:
         html=report(REPORT, caption="../report/report.rst", category="Report"),
         markdown=f"{R}/report/report.md",
@@ -50,10 +60,10 @@ rule build_report:
     conda:
         CONDA_ENV
     params:
-        results=lambda wc, input: os.path.dirname(input.config),
+        manifest=REPORT_MANIFEST.to_json(),
         out_dir=lambda wc, output: os.path.dirname(output.html),
     shell:
-        "python -m longrank report --results {params.results} --out-dir {params.out_dir} 2> {log}"
+        "python -m longrank report --manifest {params.manifest:q} --out-dir {params.out_dir:q} 2> {log:q}"
 
 
 rule report:

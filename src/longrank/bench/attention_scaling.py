@@ -44,7 +44,8 @@ import time
 import torch
 
 from longrank.bench.run import run_worker
-from longrank.io import InputError, write_json
+from longrank.io import InputError
+from longrank.outputs import AttentionScaling
 from longrank.runtime import resolve_device
 
 log = logging.getLogger(__name__)
@@ -129,11 +130,12 @@ def run(args: argparse.Namespace) -> None:
               f"{info.get('threads', '?')} threads). Time: median of {args.repeats} forward+backward steps after one "
               f"warm-up, one fresh process per configuration. Peak memory: {info.get('memory_method', '?')} "
               f"Configurations estimated above {args.max_memory_gb:g} GB are skipped, not run.")
-    write_json(args.out, {"title": "Attention scaling: peak training memory and time by sequence length",
-                          "rows": rows, "config": {**shape, "lengths": sorted(set(args.lengths)), "attentions": list(args.attentions),
-                                                   "repeats": args.repeats, "max_memory_gb": args.max_memory_gb, "seed": args.seed},
-                          "device": str(device), "device_name": info.get("device_name"), "memory_method": info.get("memory_method"),
-                          "parameters": info.get("parameters"), "torch": torch.__version__, "method": method})
+    AttentionScaling(title="Attention scaling: peak training memory and time by sequence length", rows=rows,
+                     config={**shape, "lengths": sorted(set(args.lengths)), "attentions": list(args.attentions),
+                             "repeats": args.repeats, "max_memory_gb": args.max_memory_gb, "seed": args.seed},
+                     device=str(device), device_name=info.get("device_name"), method=method,
+                     extra={"memory_method": info.get("memory_method"), "parameters": info.get("parameters"),
+                            "torch": torch.__version__}).write(args.out)
 
 
 # ---- one configuration in a fresh process -------------------------------------------------------------------

@@ -33,7 +33,8 @@ from longrank.config import document_budget
 from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import annotation, cut_text, load_pipeline
 from longrank.graphs.build import build_record, fit_tfidf, graph_settings, stride
-from longrank.io import InputError, json_object, write_json
+from longrank.io import InputError, json_object
+from longrank.outputs import BenchTable
 from longrank.models.bert_ranker import BertRanker
 from longrank.models.modules.encoders import DEFAULT_ENCODER, load_encoder, load_tokenizer
 from longrank.models.registry import architecture_params, build_model, constructor_defaults
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> None:
     result = measure(args.model, json_object(args.model_config, "--model-config"), graph_settings(json_object(args.graph_set, "--graph-set")),
                      json_object(args.annotations, "--annotations").get("max_words", 2048), settings, Corpus(args.data),
                      resolve_device(args.device), json_object(args.alike, "--alike"))
-    write_json(args.out, result)
+    result.write(args.out)
 
 
 def timed_alike(models: dict, reference: str, graph_set: dict) -> dict[str, dict]:
@@ -113,7 +114,7 @@ def bench_documents(corpus: Corpus, tokenizer, n_docs: int, n_tokens: int) -> li
 
 
 def measure(name: str, model_cfg: dict, graph_set: dict, max_words: int, settings: dict, corpus: Corpus, device,
-            alike: dict | None = None) -> dict:
+            alike: dict | None = None) -> BenchTable:
     own = architecture_params(model_cfg).get("max_doc_tokens") or graph_set["max_doc_tokens"]
     alike = alike or {name: {"model": "MIR", "tokens": own}}
     # the configured entries' own lengths give their docs/ms in the report
@@ -170,10 +171,10 @@ def measure(name: str, model_cfg: dict, graph_set: dict, max_words: int, setting
              f"{nodes['passage']:.1f} passage, {nodes['sentence']:.1f} sentence and {nodes['token']:.1f} token nodes on "
              f"average, entities only: PRF term pivots need the collection's pseudo-query runs); it runs once per "
              f"collection, not per query.")
-    return {"title": f"MIR against BERT-MaxP over the same windows ({name}; MIR Fig. 5)", "columns": COLUMNS,
-            "rows": rows, "notes": notes, "by_length": by_length, "graph_ms_per_document": graph_ms,
-            "docs_per_ms": {entry: by_length[a["tokens"]][rates[a["model"]]] for entry, a in alike.items()},
-            "timed_entries": alike, "side_by_side": True, "device": str(device)}
+    return BenchTable(title=f"MIR against BERT-MaxP over the same windows ({name}; MIR Fig. 5)", columns=COLUMNS, rows=rows,
+                      notes=notes, docs_per_ms={entry: by_length[a["tokens"]][rates[a["model"]]] for entry, a in alike.items()},
+                      side_by_side=True, timed_entries=alike, device=str(device),
+                      extra={"by_length": by_length, "graph_ms_per_document": graph_ms})
 
 
 def _alternate(models: dict, inputs: dict, repeats: int, device) -> dict:

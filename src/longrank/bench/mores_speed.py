@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from longrank.io import write_json
+from longrank.outputs import BenchTable
 from longrank.models.modules.encoders import RANDOM_BERT_BASE, encoder_layers, load_encoder, load_tokenizer
 from longrank.models.mores import MORES
 from longrank.models.mores_store import ReuseStore, token_inputs, write_store
@@ -205,5 +205,5 @@ def run(args) -> None:
     ]
     # The report renders every bench JSON as {title, columns, rows, notes}; the raw measurements stay beside.
     table = [[format(r[c["key"]], c["format"]) if "format" in c else str(r[c["key"]]) for c in columns] for r in rows]
-    write_json(args.out, {"title": "MORES ranking speed (Table 4)", "columns": [c["label"] for c in columns], "rows": table,
-                          "notes": " ".join(notes), "measurements": rows})
+    BenchTable(title="MORES ranking speed (Table 4)", columns=[c["label"] for c in columns], rows=table, notes=" ".join(notes),
+               device=str(device), extra={"measurements": rows}).write(args.out)

@@ -41,7 +41,8 @@ import torch
 
 from longrank.data.corpus import Corpus
 from longrank.data.words import tokenize
-from longrank.io import InputError, write_json
+from longrank.io import InputError
+from longrank.outputs import BenchTable
 from longrank.models.checkpoint import load_model
 from longrank.runtime import resolve_device
 
@@ -107,13 +108,11 @@ def run(args: argparse.Namespace) -> None:
         notes += (f" Window packing on a mixed-length batch ({packing['min_length']}-{packing['max_length']} words): "
                   f"{packing['packed']['window_passes']} windows packed vs {packing['unpacked']['window_passes']} unpacked, "
                   f"speed-up x{packing['speedup']:.2f}, largest score difference {packing['max_score_diff']:.2e}.")
-    out = {"title": f"Efficiency of {args.model}", "columns": COLUMNS, "rows": rows, "notes": notes,
-           "docs_per_ms": {args.model: reference["docs_per_ms"]} if reference else {},
-           "device": str(device), "batch_size": args.batch_size, "repeats": args.repeats, "max_doc_len": max_len,
-           "measurements": measured}
-    if packing:
-        out["packing"] = packing
-    write_json(args.out, out)
+    extra = {"batch_size": args.batch_size, "repeats": args.repeats, "max_doc_len": max_len, "measurements": measured,
+             **({"packing": packing} if packing else {})}
+    BenchTable(title=f"Efficiency of {args.model}", columns=COLUMNS, rows=rows, notes=notes,
+               docs_per_ms={args.model: reference["docs_per_ms"]} if reference else {}, device=str(device),
+               extra=extra).write(args.out)
 
 
 def _row(label: str, asked, result: dict) -> list:

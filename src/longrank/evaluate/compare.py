@@ -18,8 +18,9 @@ import logging
 from pathlib import Path
 
 from longrank.evaluate.metrics import read_eval_tsv
-from longrank.evaluate.significance import compare
-from longrank.io import InputError, atomic_path, write_json, write_text
+from longrank.evaluate.significance import compare, smallest_holm_wilcoxon_p
+from longrank.io import InputError, atomic_path, write_text
+from longrank.outputs import CompareSettings
 from longrank.tables import LETTER_NOTE, effectiveness_rows, to_latex, to_markdown
 
 log = logging.getLogger(__name__)
@@ -43,17 +44,17 @@ def write_csv(path: Path, frame) -> None:
         frame.to_csv(tmp, index=False, float_format="%.6g")
 
 
-def write_outputs(out_dir: str | Path, result: dict, settings: dict) -> None:
+def write_outputs(out_dir: str | Path, result: dict, settings: CompareSettings) -> None:
     out = Path(out_dir)
     write_csv(out / "table.csv", result["table"])
     write_csv(out / "pairs.csv", result["pairs"])
-    if settings.get("reference"):
+    if settings.reference:
         write_csv(out / "noninferiority.csv", result["noninferiority"])
-    headers, rows = effectiveness_rows(result["table"], settings["systems"], settings["measures"])
-    note = LETTER_NOTE.format(alpha=settings["alpha"]) + f" {settings['n_queries']} queries."
+    headers, rows = effectiveness_rows(result["table"], settings.systems, settings.measures)
+    note = LETTER_NOTE.format(alpha=settings.alpha) + f" {settings.n_queries} queries."
     write_text(out / "table.md", to_markdown(headers, rows) + "\n" + note + "\n")
     write_text(out / "table.tex", to_latex(headers, rows, caption="Effectiveness. " + note, label="tab:effectiveness"))
-    write_json(out / "settings.json", settings)
+    settings.write(out / "settings.json")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -63,13 +64,14 @@ def run(args: argparse.Namespace) -> None:
     frames = {s: read_eval_tsv(eval_dir / f"{s}.tsv") for s in args.systems}
     result = compare(frames, args.measures, args.reference, args.margins, args.alpha, args.bootstrap, args.seed)
     measures = list(dict.fromkeys(result["table"]["measure"]))
-    settings = {
-        "systems": list(args.systems), "measures": measures, "reference": args.reference,
-        "margins": list(args.margins), "alpha": args.alpha, "bootstrap": args.bootstrap, "seed": args.seed,
-        "n_queries": int(result["table"]["n_queries"].iloc[0]) if len(result["table"]) else 0,
-        "letters_test": "two-sided paired Wilcoxon signed-rank, Holm-corrected across all pairs per measure",
-        "noninferiority_test": "one-sided paired t-test of H0: mean(sys) - mean(ref) <= -margin * mean(ref)",
-    }
+    n_queries = int(result["table"]["n_queries"].iloc[0]) if len(result["table"]) else 0
+    n_pairs = len(args.systems) * (len(args.systems) - 1) // 2  # Holm's family: every pair of one measure
+    settings = CompareSettings(
+        systems=list(args.systems), measures=measures, reference=args.reference, margins=list(args.margins),
+        alpha=args.alpha, bootstrap=args.bootstrap, seed=args.seed, n_queries=n_queries,
+        letters_test="two-sided paired Wilcoxon signed-rank, Holm-corrected across all pairs per measure",
+        noninferiority_test="one-sided paired t-test of H0: mean(sys) - mean(ref) <= -margin * mean(ref)",
+        smallest_p_holm=smallest_holm_wilcoxon_p(n_queries, n_pairs))
     write_outputs(args.out_dir, result, settings)
     log.info("compared %d systems on %d queries; letters from Holm-corrected Wilcoxon p < %s; wrote %s",
-             len(args.systems), settings["n_queries"], args.alpha, args.out_dir)
+             len(args.systems), n_queries, args.alpha, args.out_dir)

@@ -60,6 +60,17 @@ def wilcoxon_p(x, y) -> float:
     return float(stats.wilcoxon(x, y, zero_method="wilcox", alternative="two-sided").pvalue)
 
 
+def smallest_wilcoxon_p(n_pairs: int) -> float:
+    """The smallest two-sided p of the exact Wilcoxon signed-rank test on ``n_pairs`` non-zero differences: all
+    of one sign, probability 2 / 2^n. Fewer queries than about log2(2 / alpha) can never reach alpha."""
+    return min(1.0, 2.0 / 2.0 ** n_pairs) if n_pairs > 0 else 1.0
+
+
+def smallest_holm_wilcoxon_p(n_pairs: int, n_comparisons: int) -> float:
+    """The smallest Holm-corrected Wilcoxon p over ``n_comparisons`` pairs: Holm multiplies the smallest p by their number."""
+    return min(1.0, max(1, n_comparisons) * smallest_wilcoxon_p(n_pairs))
+
+
 def ttest_p(x, y) -> float:
     """Two-sided paired t-test p; 1.0 for all-zero differences, 0.0 for constant non-zero ones."""
     d = _diffs(x, y)

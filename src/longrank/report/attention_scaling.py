@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import math
 
-from longrank.io import read_json
+from longrank.outputs import AttentionScaling
 from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.tables import Cell, fmt
 
-FILE = "attention_scaling.json"
 ATTENTIONS = ("materialised", "sdpa", "separable")
 LABELS = {"materialised": "materialised softmax(QKᵀ)V", "sdpa": "fused SDPA", "separable": "separable (Conformer)"}
 MEMORY_AT = 2000  # the headline ratios: memory materialised / separable at 2,000 positions ...
@@ -116,10 +115,10 @@ def _measure_cells(data: dict, key: str, digits: int) -> tuple[list[str], list[l
 
 
 def section(ctx: Context) -> Section | None:
-    path = ctx.inp.root / "bench" / FILE
-    if not path.exists():
+    path = ctx.inp.manifest.attention_scaling
+    if path is None:
         return None
-    data = read_json(path)
+    data = AttentionScaling.read(path).to_json()
     s = summarise(data)
     cfg = data.get("config") or {}
     sec = Section("Attention scaling: memory and time by sequence length")

@@ -1,4 +1,4 @@
-"""The systems' comparison the report's sections read: compare's outputs, or the same computed here from the eval TSVs."""
+"""The systems' comparison the report's sections read: the compare stage's outputs, as its rule passed them."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from pathlib import Path
 import pandas as pd
 
 from longrank.evaluate.metrics import read_eval_tsv
-from longrank.evaluate.significance import compare
-from longrank.io import read_json
+from longrank.evaluate.significance import smallest_wilcoxon_p
+from longrank.outputs import CompareSettings
 from longrank.report.inputs import PRIMARY, Inputs
+from longrank.tables import fmt_p
 
-COMPARE_FILES = ["table.csv", "pairs.csv", "noninferiority.csv", "table.md", "table.tex"]
+NONINFERIORITY = "noninferiority.csv"
 
 
 @dataclass
@@ -22,9 +23,8 @@ class Comparison:
     table: pd.DataFrame  # compare's table.csv: system, letter, measure, mean, ci_low, ci_high, better_than, n_queries
     pairs: pd.DataFrame  # compare's pairs.csv
     noninferiority: pd.DataFrame | None
-    settings: dict
+    settings: CompareSettings
     frames: dict[str, pd.DataFrame]  # system -> per-query evaluation
-    note: str | None = None  # set when computed by the report rather than read from compare's outputs
     letters: dict[str, str] = field(init=False)
     measures: list[str] = field(init=False)
 
@@ -38,49 +38,48 @@ class Comparison:
 
     @property
     def alpha(self) -> float:
-        return self.settings.get("alpha", 0.05)
+        return self.settings.alpha
+
+    @property
+    def too_few_queries(self) -> str | None:
+        return small_sample_warning(self.settings)
 
     def means(self, measure: str = PRIMARY) -> pd.Series:
         """System -> mean of ``measure``."""
         return self.table[self.table.measure == measure].set_index("system")["mean"]
 
 
-def load_comparison(inp: Inputs, bootstrap: int = 2000) -> Comparison | None:
-    """compare's outputs when present; else computed here from the eval TSVs (noted in the report)."""
-    settings_path = inp.compare_dir / "settings.json"
-    if (inp.compare_dir / "table.csv").exists() and (inp.compare_dir / "pairs.csv").exists():
-        table = pd.read_csv(inp.compare_dir / "table.csv", keep_default_na=False, na_values=[""])
-        table["better_than"] = table["better_than"].fillna("").astype(str)
-        pairs = pd.read_csv(inp.compare_dir / "pairs.csv")
-        ni_path = inp.compare_dir / "noninferiority.csv"
-        ni = pd.read_csv(ni_path) if ni_path.exists() else None
-        settings = read_json(settings_path) if settings_path.exists() else {}
-        systems = settings.get("systems") or list(dict.fromkeys(table["system"]))
-        settings.setdefault("alpha", 0.05)
-        frames = {s: read_eval_tsv(inp.eval_dir / f"{s}.tsv") for s in systems if (inp.eval_dir / f"{s}.tsv").exists()}
-        return Comparison(systems, table, pairs, ni, settings, frames)
-    tsvs = sorted(inp.eval_dir.glob("*.tsv")) if inp.eval_dir.exists() else []
-    if not tsvs:
+def small_sample_warning(settings: CompareSettings) -> str | None:
+    """Why no difference can be significant with this many test queries (None when one can): the compare stage
+    records the smallest Holm-corrected Wilcoxon p its queries and pairs allow."""
+    if settings.smallest_p_holm < settings.alpha:
         return None
-    names = [p.stem for p in tsvs]
-    stages = [s for s in inp.first_stages if s in names]  # the first stages first, in config order
-    systems = stages + [n for n in names if n not in stages]
-    frames = {s: read_eval_tsv(inp.eval_dir / f"{s}.tsv") for s in systems}
-    out = compare(frames, n_resamples=bootstrap, seed=0)
-    settings = {"systems": systems, "alpha": 0.05, "bootstrap": bootstrap, "seed": 0,
-                "n_queries": int(out["table"]["n_queries"].iloc[0])}
-    note = (f"No compare outputs in {inp.compare_dir}: the table below was computed by the report from "
-            f"{inp.eval_dir} ({bootstrap} bootstrap resamples, alpha 0.05, no non-inferiority reference).")
-    return Comparison(systems, out["table"], out["pairs"], None, settings, frames, note)
+    n, k = settings.n_queries, len(settings.systems)
+    return (f"Too few test queries for any significant difference: with {n} queries the two-sided Wilcoxon signed-rank "
+            f"test cannot give p below 2/2^{n} = {fmt_p(smallest_wilcoxon_p(n))}, and Holm's correction over the "
+            f"{k * (k - 1) // 2} pairs of the table raises the smallest to {fmt_p(settings.smallest_p_holm)}, not below "
+            f"alpha {settings.alpha}. Every verdict below reads 'not significant' whatever the systems do: it says nothing "
+            "about them. Evaluate on more queries.")
 
 
-def copy_tables(inp: Inputs, cmp: Comparison | None, out_dir: Path) -> None:
-    """compare's tables beside the report; the csv tables computed here when compare's are missing."""
-    if cmp is None:
-        return
-    for name in COMPARE_FILES:
-        if (inp.compare_dir / name).exists():
-            shutil.copyfile(inp.compare_dir / name, out_dir / name)
-    if cmp.note:
-        cmp.table.to_csv(out_dir / "table.csv", index=False, float_format="%.6g")
-        cmp.pairs.to_csv(out_dir / "pairs.csv", index=False, float_format="%.6g")
+def load_comparison(inp: Inputs) -> Comparison:
+    """The compare stage's outputs, with each compared system's per-query evaluation."""
+    files = inp.manifest.compare
+    settings = CompareSettings.read(files["settings"])
+    table = pd.read_csv(files["table"], keep_default_na=False, na_values=[""])
+    table["better_than"] = table["better_than"].fillna("").astype(str)
+    pairs = pd.read_csv(files["pairs"])
+    # compare writes noninferiority.csv beside its table exactly when it was given a reference
+    ni = pd.read_csv(Path(files["table"]).with_name(NONINFERIORITY)) if settings.reference else None
+    frames = {s: read_eval_tsv(inp.manifest.evals[s]) for s in settings.systems}
+    return Comparison(settings.systems, table, pairs, ni, settings, frames)
+
+
+def copy_tables(inp: Inputs, cmp: Comparison, out_dir: Path) -> None:
+    """compare's tables beside the report."""
+    files = inp.manifest.compare
+    sources = [files["table"], files["pairs"], files["markdown"], files["latex"]]
+    if cmp.noninferiority is not None:
+        sources.append(str(Path(files["table"]).with_name(NONINFERIORITY)))
+    for source in sources:
+        shutil.copyfile(source, out_dir / Path(source).name)

@@ -11,7 +11,7 @@ from longrank.report.inputs import PRIMARY, stage_label
 def section(ctx: Context) -> Section:
     cmp = ctx.cmp
     sec = Section(f"{PRIMARY} with bootstrap 95% confidence intervals")
-    if cmp is None or PRIMARY not in cmp.measures:
+    if PRIMARY not in cmp.measures:
         return sec.note(f"Skipped: no {PRIMARY} in the comparison table.")
     references = {s: stage_label(s) for s in ctx.inp.first_stages}
     png = plots.ci_plot(cmp.table, PRIMARY, cmp.systems, ctx.fig_dir / "fig_ci_ndcg10.png", cmp.letters, references)

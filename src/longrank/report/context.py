@@ -12,6 +12,6 @@ from longrank.report.inputs import Inputs
 @dataclass
 class Context:
     inp: Inputs
-    cmp: Comparison | None  # None when there are no per-query evaluations
+    cmp: Comparison
     fig_dir: Path  # one folder for every figure, so the workflow can declare the figures that exist
     n_length_buckets: int = 4

@@ -61,7 +61,7 @@ def score_correlations(run: Run, candidates: Run, qids: Sequence[str], depth: in
 def section(ctx: Context) -> Section:
     inp = ctx.inp
     sec = Section("Diagnostics: what the scores follow")
-    systems = ctx.cmp.systems if ctx.cmp is not None else []
+    systems = ctx.cmp.systems
     stages = [fs for fs in inp.first_stages if inp.candidates(fs) is not None]
     qids, data = inp.evaluated_qids, inp.root / "data"
     if inp.candidates() is None or qids is None or inp.lengths is None or not (data / "docs.jsonl").exists() \

@@ -23,11 +23,8 @@ def is_fine_tuned_encoder(spec: dict | None) -> bool:
 def section(ctx: Context) -> Section:
     inp, cmp = ctx.inp, ctx.cmp
     sec = Section("Effectiveness")
-    if cmp is None:
-        return sec.note(f"No per-query evaluations found in {inp.eval_dir}: run the evaluate and compare stages first.")
     systems, pairs, primary, alpha = cmp.systems, cmp.pairs, cmp.primary, cmp.alpha
-    if cmp.note:
-        sec.note(cmp.note)
+    sec.warning(cmp.too_few_queries)
     rates = inp.docs_per_ms
     extra_cols = ["Max doc len"] + (["Docs/ms"] if rates else [])
     extra = {s: {"Max doc len": inp.max_doc_len(s) or "–", "Docs/ms": fmt(rates[s], 2) if s in rates else "–"}
@@ -38,8 +35,8 @@ def section(ctx: Context) -> Section:
     rows += sanity.random_order_rows(expected, headers, cmp.measures, primary)  # reference rows: the nDCG@10 column only
     settings = cmp.settings
     sec.howto(LETTER_NOTE.format(alpha=alpha) + " Confidence intervals are percentile bootstrap 95% intervals "
-              f"over queries ({settings.get('bootstrap', '?')} resamples, seed {settings.get('seed', '?')}). "
-              f"All systems are evaluated on the same {settings.get('n_queries', '?')} test queries. " + sanity.reference_note(inp))
+              f"over queries ({settings.bootstrap} resamples, seed {settings.seed}). "
+              f"All systems are evaluated on the same {settings.n_queries} test queries. " + sanity.reference_note(inp))
     sec.table(headers, rows)
 
     # Each system against the first stage whose candidates it ranks (the other first stages: their own section).

@@ -14,19 +14,16 @@ from longrank.tables import Cell, fmt
 def section(ctx: Context) -> Section:
     inp, cmp = ctx.inp, ctx.cmp
     sec = Section("Efficiency")
-    tables = [(name, b) for name, b in inp.benches if b.get("columns")]  # attention_scaling.json has its own section
-    if not tables:
-        sec.note("Skipped: no bench/*.json.")
-    for name, b in tables:
-        cols = list(b.get("columns") or [])
-        rows = [[Cell(fmt(v, 3) if isinstance(v, float) else ("" if v is None else str(v))) for v in row]
-                for row in b.get("rows") or []]
-        if cols and rows:
-            sec.table(cols, rows, caption=b.get("title") or name)
-        if b.get("notes"):
-            sec.note(str(b["notes"]))
+    if not inp.benches:
+        sec.note("Skipped: no bench stage runs in this configuration.")
+    for b in inp.benches:
+        rows = [[Cell(fmt(v, 3) if isinstance(v, float) else ("" if v is None else str(v))) for v in row] for row in b.rows]
+        if rows:
+            sec.table(b.columns, rows, caption=b.title)
+        if b.notes:
+            sec.note(b.notes)
     rates = inp.docs_per_ms
-    if rates and cmp is not None and PRIMARY in cmp.measures:
+    if rates and PRIMARY in cmp.measures:
         prim = cmp.table[cmp.table.measure == PRIMARY].set_index("system")
         eff = pd.DataFrame([{"system": s, "docs_per_ms": v, "mean": float(prim.loc[s, "mean"])}
                             for s, v in rates.items() if s in prim.index])

@@ -7,7 +7,7 @@ weights: the Conformer-Kernel paper's fullrank setting)."""
 from __future__ import annotations
 
 from longrank.evaluate.metrics import per_query
-from longrank.io import InputError, read_json
+from longrank.io import read_json
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import stage_label
@@ -34,18 +34,8 @@ COST_HEADERS = ["Latency (ms/query)", "Index size (MB)", "Build time (s)"]
 
 def costs(inp, stages) -> dict[str, list]:
     """First stage -> [latency ms/query, index MB, build/index seconds] from candidates/{stage}.stats.json (``–`` for
-    what a stage did not measure, e.g. a run file's cost); empty when no first stage has a stats file, so reports
-    of results without them keep their tables as they were."""
-    found = {}
-    for stage in stages:
-        path = inp.root / "candidates" / f"{stage}.stats.json"
-        if path.exists():
-            try:
-                found[stage] = read_json(path)
-            except ValueError as err:
-                raise InputError(f"{path}: not valid JSON ({err})") from None
-    if not found:
-        return {}
+    what a stage did not measure, e.g. a run file's cost)."""
+    found = {stage: read_json(inp.manifest.candidate_stats[stage]) for stage in stages}
 
     def num(value, scale=1.0, digits=2):
         return Cell(f"{float(value) * scale:,.{digits}f}") if isinstance(value, (int, float)) else Cell("–")
@@ -102,8 +92,8 @@ def comparison_section(ctx: Context, stages: dict) -> Section:
     cutoffs = sorted({c for c in CUTOFFS if c < max(depths.values())} | set(depths.values()))
     recalls = {s: recall(inp, s, c, cutoffs) for s, c in stages.items()}
     n = next(iter(recalls.values()))[1]
-    ranked = [s for s in stages if cmp is not None and s in cmp.systems]
-    primary = cmp.primary if cmp is not None else None
+    ranked = [s for s in stages if s in cmp.systems]
+    primary = cmp.primary
     means = cmp.means(primary) if ranked else {}
     better = {s: [o for o in ranked if o != s and beats(cmp, primary, s, o)] for s in ranked}
     sec.howto(f"Recall of each first stage's candidates over the {n} test queries: a re-ranker can only find "
@@ -128,6 +118,7 @@ def comparison_section(ctx: Context, stages: dict) -> Section:
     if cost:
         sec.note(COST_NOTE)
     if len(ranked) > 1:
+        sec.warning(cmp.too_few_queries)
         lines = []
         for i, a in enumerate(ranked):
             for b in ranked[i + 1:]:
@@ -138,8 +129,6 @@ def comparison_section(ctx: Context, stages: dict) -> Section:
                                   Cell(fmt_p(p_holm))])
         sec.table(["First stage", "Against", f"Verdict on {primary}", "Mean difference", "p (Wilcoxon, Holm)"], lines,
                   caption=f"First stages against each other ({primary})")
-    elif cmp is None:
-        sec.note("No per-query evaluations: the first stages' effectiveness and significance need the evaluate and compare stages.")
     return sec
 
 

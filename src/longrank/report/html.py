@@ -18,7 +18,7 @@ th,td{padding:.25em .7em;border-bottom:1px solid #ddd;text-align:right}
 th:first-child,td:first-child,th:nth-child(2),td:nth-child(2){text-align:left}
 thead th{border-bottom:2px solid #444;background:#f5f5f5}
 sup{color:#0a5;font-weight:600}
-.note{color:#666;font-style:italic}.howto{background:#f4f8ff;border-left:4px solid #48c;padding:.5em 1em}
+.note{color:#666;font-style:italic}.warning{background:#fff4e5;border-left:4px solid #e80;padding:.5em 1em}.howto{background:#f4f8ff;border-left:4px solid #48c;padding:.5em 1em}
 img{max-width:100%;border:1px solid #eee}pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:.85em}
 figcaption{color:#555;font-size:.9em}
 """
@@ -26,7 +26,7 @@ figcaption{color:#555;font-size:.9em}
 
 @dataclass
 class Block:
-    kind: str  # text | note | howto | table | image | code
+    kind: str  # text | note | warning | howto | table | image | code
     text: str = ""
     headers: Sequence[str] = ()
     rows: Sequence[Sequence] = ()
@@ -44,6 +44,12 @@ class Section:
 
     def note(self, text: str) -> "Section":
         self.blocks.append(Block("note", text))
+        return self
+
+    def warning(self, text: str | None) -> "Section":
+        """A caveat that changes how everything below it reads (none: nothing is added)."""
+        if text:
+            self.blocks.append(Block("warning", text))
         return self
 
     def howto(self, text: str) -> "Section":
@@ -80,6 +86,8 @@ def render_html(title: str, sections: Sequence[Section]) -> str:
                 out.append(f"<p>{html.escape(b.text)}</p>")
             elif b.kind == "note":
                 out.append(f'<p class="note">{html.escape(b.text)}</p>')
+            elif b.kind == "warning":
+                out.append(f'<p class="warning"><b>Warning:</b> {html.escape(b.text)}</p>')
             elif b.kind == "howto":
                 out.append(f'<p class="howto"><b>How to read this:</b> {html.escape(b.text)}</p>')
             elif b.kind == "table":
@@ -105,6 +113,8 @@ def render_markdown(title: str, sections: Sequence[Section]) -> str:
                 out += [b.text, ""]
             elif b.kind == "note":
                 out += [f"*{b.text}*", ""]
+            elif b.kind == "warning":
+                out += [f"> **Warning:** {b.text}", ""]
             elif b.kind == "howto":
                 out += [f"> **How to read this:** {b.text}", ""]
             elif b.kind == "table":

@@ -1,4 +1,4 @@
-"""What the report reads from ``results/{dataset}/``, and how its systems relate to the config's first stages.
+"""What the report reads (the files its manifest names), and how its systems relate to the config's first stages.
 
 The first stages come from the resolved config (``config.json``): ``first_stages`` is an ordered mapping
 name -> spec whose first entry is the default, and every model entry names the ``first_stage`` it reranks.
@@ -10,31 +10,25 @@ The helpers take any object with ``config`` and ``models`` (an ``Inputs``, or a 
 
 from __future__ import annotations
 
-from pathlib import Path
+from functools import cached_property
 from typing import Mapping
 
 from longrank.config import document_budget
 from longrank.evaluate.lengths import read_doc_lengths
 from longrank.evaluate.metrics import evaluable_queries, read_folds, test_queries
-from longrank.io import InputError, read_json, read_qrels, read_run
+from longrank.io import read_json, read_qrels, read_run
+from longrank.outputs import BenchTable, Interpolation
+from longrank.report.manifest import Manifest
 
 PRIMARY = "nDCG@10"  # the report's primary measure
 
 
 def first_stages(config: Mapping) -> dict[str, dict]:
-    """Name -> spec of the configured first stages, in config order (the first is the default).
-
-    A ``config.json`` written before there were several first stages has one ``first_stage`` block: it is
-    read as one first stage named by its method."""
-    stages = config.get("first_stages")
+    """Name -> spec of the configured first stages, in config order (the first is the default)."""
+    stages = config.get("first_stages") or {}
     if isinstance(stages, list):  # the unresolved YAML form: a list of specs with a name each
         return {spec["name"]: spec for spec in stages}
-    if stages:
-        return dict(stages)
-    old = config.get("first_stage")
-    if isinstance(old, Mapping) and old.get("method"):
-        return {str(old["method"]): dict(old)}
-    return {}
+    return dict(stages)
 
 
 def default_first_stage(config: Mapping) -> str | None:
@@ -78,19 +72,10 @@ def is_reranker(inp, system: str) -> bool:
     return system not in first_stages(inp.config) and base_model(inp, system) == system
 
 
-def interpolations(inp) -> list[tuple[str, str, dict]]:
-    """(model, interpolated row, content) of every runs/*.interpolation.json, in the order of the models' names.
-
-    The interpolate stage writes ``runs/{model}+{first stage}.interpolation.json`` with the row's name in
-    ``system``; a rerank stage of earlier versions wrote ``runs/{model}.interpolation.json`` without it."""
-    runs = inp.root / "runs"
-    out = []
-    for path in sorted(runs.glob("*.interpolation.json")) if runs.exists() else []:
-        info = read_json(path)
-        name = path.name[: -len(".interpolation.json")]
-        system = info.get("system") or interpolated(inp, name)
-        out.append((base_model(inp, system) if info.get("system") else name, system, info))
-    return sorted(out, key=lambda row: f"{row[0]}.interpolation.json")
+def interpolations(inp) -> list[tuple[str, str, Interpolation]]:
+    """(model, interpolated row, its weights) of every interpolation the rule passed, in the order of the models' names."""
+    found = [(base_model(inp, system), system, Interpolation.read(path)) for system, path in inp.manifest.interpolations.items()]
+    return sorted(found, key=lambda row: row[0])
 
 
 def rerank_depth(inp, system: str) -> int:
@@ -99,41 +84,42 @@ def rerank_depth(inp, system: str) -> int:
 
 
 class Inputs:
-    """Lazy access to everything under results/{dataset}; missing optional files give None."""
+    """Everything the report reads, from the files its manifest names (read once, when first asked for)."""
 
-    def __init__(self, results: Path, eval_dir: Path, compare_dir: Path):
-        self.root, self.eval_dir, self.compare_dir = results, eval_dir, compare_dir
-        self.config = read_json(results / "config.json") if (results / "config.json").exists() else {}
-        self.models = self.config.get("models", {}) or {}
+    def __init__(self, manifest: Manifest):
+        self.manifest = manifest
+        self.config = read_json(manifest.config)
+        # A model an earlier config had and this one disables stays out of every section.
+        self.models = {m: spec for m, spec in (self.config.get("models") or {}).items() if spec.get("enabled", True)}
         self.first_stages = first_stages(self.config)
         self.default_first_stage = next(iter(self.first_stages), None)
-        data = results / "data"
-        self.qrels = read_qrels(data / "qrels.txt") if (data / "qrels.txt").exists() else None
-        self.folds = read_folds(data / "folds.json") if (data / "folds.json").exists() else None
-        self.lengths = read_doc_lengths(data / "doc_lengths.tsv") if (data / "doc_lengths.tsv").exists() else None
-        self.stats = read_json(data / "stats.json") if (data / "stats.json").exists() else None
-        self.test_qids = test_queries(self.folds) if self.folds else None
-        self.evaluated_qids = (evaluable_queries(self.qrels, self.test_qids)[0]
-                               if self.qrels is not None and self.test_qids is not None else None)
-        self._runs: dict[str, dict | None] = {}
-        self._benches: list[tuple[str, dict]] | None = None
+        data = manifest.data
+        self.qrels = read_qrels(data["qrels.txt"])
+        self.folds = read_folds(data["folds.json"])
+        self.lengths = read_doc_lengths(data["doc_lengths.tsv"])
+        self.stats = read_json(data["stats.json"])
+        self.test_qids = test_queries(self.folds)
+        self.evaluated_qids = evaluable_queries(self.qrels, self.test_qids)[0]
+        self._runs: dict[str, dict] = {}
 
     def run(self, system: str):
-        if system not in self._runs:
-            path = self.root / "runs" / f"{system}.run"
-            self._runs[system] = read_run(path) if path.exists() else None
-        return self._runs[system]
+        """The run of ``system`` (a first stage's: its candidates), None for a system the manifest does not name."""
+        path = self.manifest.runs.get(system) or self.manifest.candidates.get(system)
+        if path is None:
+            return None
+        if path not in self._runs:
+            self._runs[path] = read_run(path)
+        return self._runs[path]
 
     def candidates(self, stage: str | None = None):
-        """candidates/{stage}.run (runs/{stage}.run where there is none) of ``stage``, by default the default first stage."""
+        """The candidates of ``stage``, by default the default first stage."""
         stage = stage or self.default_first_stage
-        if stage is None:
+        path = self.manifest.candidates.get(stage) if stage else None
+        if path is None:
             return None
-        key = f"candidates/{stage}"
-        if key not in self._runs:
-            path = self.root / "candidates" / f"{stage}.run"
-            self._runs[key] = read_run(path) if path.exists() else self.run(stage)
-        return self._runs[key]
+        if path not in self._runs:
+            self._runs[path] = read_run(path)
+        return self._runs[path]
 
     def stage_of(self, system: str) -> str | None:
         return stage_of(self, system)
@@ -147,22 +133,17 @@ class Inputs:
     def max_doc_len(self, system: str):
         return document_budget(self.models.get(base_model(self, system)) or {})
 
-    @property
-    def benches(self) -> list[tuple[str, dict]]:
-        """(name, content) of every bench/*.json."""
-        if self._benches is None:
-            self._benches = []
-            bench_dir = self.root / "bench"
-            for path in sorted(bench_dir.glob("*.json")) if bench_dir.exists() else []:
-                try:
-                    self._benches.append((path.stem, read_json(path)))
-                except ValueError as err:
-                    raise InputError(f"{path}: not valid JSON ({err})") from None
-        return self._benches
+    @cached_property
+    def benches(self) -> list[BenchTable]:
+        return [BenchTable.read(path) for path in self.manifest.benches]
 
     @property
     def docs_per_ms(self) -> dict[str, float]:
-        """System -> documents re-ranked per millisecond, from the benches that measured it; a side-by-side
-        measurement (mir_speed: MIR and BERT-MaxP alternating in one process) over a separate bench of one entry."""
-        ordered = sorted(self.benches, key=lambda bench: bool(bench[1].get("side_by_side")))
-        return {name: float(v) for _, b in ordered for name, v in (b.get("docs_per_ms") or {}).items()}
+        return throughput(self.benches)
+
+
+def throughput(benches: list[BenchTable]) -> dict[str, float]:
+    """System -> documents re-ranked per millisecond, from the benches that measured it; a side-by-side
+    measurement (mir_speed: MIR and BERT-MaxP alternating in one process) over a separate bench of one entry."""
+    ordered = sorted(benches, key=lambda bench: bench.side_by_side)
+    return {name: float(v) for b in ordered for name, v in b.docs_per_ms.items()}

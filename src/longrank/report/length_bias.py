@@ -11,7 +11,7 @@ from longrank.report.html import Section
 def section(ctx: Context) -> Section:
     inp = ctx.inp
     sec = Section("Probability of relevance vs retrieval by document length")
-    systems = ctx.cmp.systems if ctx.cmp is not None else []
+    systems = ctx.cmp.systems
     rerankers = [s for s in systems if inp.is_reranker(s) and inp.run(s) is not None]
     cands = inp.candidates()
     if not rerankers or inp.lengths is None or inp.qrels is None or cands is None or inp.evaluated_qids is None:

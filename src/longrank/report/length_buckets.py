@@ -10,7 +10,7 @@ from longrank.report.inputs import PRIMARY
 
 
 def section(ctx: Context) -> Section:
-    inp, frames = ctx.inp, ctx.cmp.frames if ctx.cmp is not None else {}
+    inp, frames = ctx.inp, ctx.cmp.frames
     sec = Section(f"{PRIMARY} by document-length bucket")
     if not frames or inp.lengths is None or inp.qrels is None or PRIMARY not in next(iter(frames.values())).columns:
         return sec.note("Skipped: needs eval TSVs with nDCG@10, data/doc_lengths.tsv and data/qrels.txt.")

@@ -24,17 +24,15 @@ def sweep_key(spec: dict) -> str:
     return json.dumps(rest, sort_keys=True, default=str)
 
 
-def sweep_points(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+def sweep_points(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(one row per model of a sweep: entries that differ in max_doc_len only, the primary measure's rows)."""
     inp, cmp = ctx.inp, ctx.cmp
-    pts, prim = [], None
-    if cmp is not None:
-        prim = cmp.table[cmp.table.measure == PRIMARY].set_index("system")
-        for s in cmp.systems:
-            spec = inp.models.get(s) or {}
-            if inp.is_reranker(s) and s in prim.index and spec.get("max_doc_len") and spec.get("type"):
-                pts.append({"type": spec["type"], "system": s, "max_doc_len": int(spec["max_doc_len"]),
-                            "mean": prim.loc[s, "mean"], "ci_low": prim.loc[s, "ci_low"], "ci_high": prim.loc[s, "ci_high"]})
+    pts, prim = [], cmp.table[cmp.table.measure == PRIMARY].set_index("system")
+    for s in cmp.systems:
+        spec = inp.models.get(s) or {}
+        if inp.is_reranker(s) and s in prim.index and spec.get("max_doc_len") and spec.get("type"):
+            pts.append({"type": spec["type"], "system": s, "max_doc_len": int(spec["max_doc_len"]),
+                        "mean": prim.loc[s, "mean"], "ci_low": prim.loc[s, "ci_low"], "ci_high": prim.loc[s, "ci_high"]})
     pts = pd.DataFrame(pts, columns=COLUMNS)
     # One line per sweep: entries that differ in max_doc_len only (not saturation, training, depth, ...).
     pts["sweep"] = [sweep_key(inp.models[s]) for s in pts["system"]]

@@ -50,15 +50,16 @@ def changed_keys(entry: dict, ref: dict) -> str:
 
 def section(ctx: Context) -> Section | None:
     inp, cmp = ctx.inp, ctx.cmp
-    names = [m for m in mir_models(inp.models) if cmp is None or m in cmp.systems]
+    names = [m for m in mir_models(inp.models) if m in cmp.systems]
     if not mir_models(inp.models):
         return None
     sec = Section("MIR: ablations and query groups")
-    if cmp is None or not names:
+    if not names:
         return sec.note("Skipped: no evaluated mir model yet.")
     ref = reference(inp.models, names)
     measures = [m for m in ABLATION_MEASURES if m in cmp.measures]
     means = {m: cmp.means(m) for m in measures}
+    sec.warning(cmp.too_few_queries)
     rows = []
     for name in [ref] + [n for n in names if n != ref]:
         row = [name, "reference" if name == ref else changed_keys(inp.models[name], inp.models[ref])]
@@ -85,17 +86,17 @@ def _length_against_throughput(ctx: Context, sec: Section) -> None:
     over the same windows), then each MIR entry against each MaxP entry: the difference in the primary measure with
     its test, and the throughput ratio. The paper: MIR at 1,024 tokens above MaxP at 2,048, and faster."""
     cmp = ctx.cmp
-    speed = next((b for _, b in ctx.inp.benches if b.get("side_by_side") and b.get("timed_entries")), None)
+    speed = next((b for b in ctx.inp.benches if b.side_by_side and b.timed_entries), None)
     if speed is None:
         return
-    timed = {n: t for n, t in speed["timed_entries"].items() if n in cmp.systems and n in speed["docs_per_ms"]}
+    timed = {n: t for n, t in speed.timed_entries.items() if n in cmp.systems and n in speed.docs_per_ms}
     if not timed:
         return
-    means, rate = cmp.means(PRIMARY), speed["docs_per_ms"]
+    means, rate = cmp.means(PRIMARY), speed.docs_per_ms
     rows = [[n, t["model"], t["tokens"], Cell(fmt(1000 * rate[n], 3)), Cell(fmt(float(means[n])))]
             for n, t in sorted(timed.items(), key=lambda item: (item[1]["model"], item[1]["tokens"]))]
     sec.table(["Model", "Reads", "Tokens", "Documents/s", PRIMARY], rows,
-              caption=f"Effectiveness and throughput measured side by side (MIR Fig. 5; {speed.get('device', '')}).")
+              caption=f"Effectiveness and throughput measured side by side (MIR Fig. 5; {speed.device}).")
     pairs = []
     for mir, t in timed.items():
         for maxp, u in timed.items():

@@ -9,7 +9,7 @@ from longrank.tables import Cell, fmt_p
 
 def section(ctx: Context) -> Section:
     sec = Section("Non-inferiority")
-    ni = ctx.cmp.noninferiority if ctx.cmp is not None else None
+    ni = ctx.cmp.noninferiority
     if ni is None or ni.empty:
         return sec.note("Skipped: compare was run without --reference, so no non-inferiority test.")
     ref = ni["reference"].iloc[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from longrank.evaluate.lengths import region_positions, uniform_region_share
 from longrank.models.registry import constructor_defaults
@@ -16,14 +17,10 @@ def section(ctx: Context) -> Section:
     inp = ctx.inp
     sec = Section("Positions of the top-3 regions (TKL)")
     # Every rerank writes a details file; only models that explain their scores (TKL) fill it.
-    runs_dir = inp.root / "runs"
-    details = [p for p in sorted(runs_dir.glob("*.details.jsonl")) if p.stat().st_size > 0] if runs_dir.exists() else []
+    details = {model: Path(p) for model, p in inp.manifest.details.items() if Path(p).stat().st_size > 0}
     if not details:
-        return sec.note("Skipped: no runs/*.details.jsonl (region positions are written by TKL reranking).")
-    positions = {}
-    for path in details:
-        model = path.name[: -len(".details.jsonl")]
-        positions[model] = region_positions(path, inp.run(model), inp.evaluated_qids, top_docs=10)
+        return sec.note("Skipped: no configured model writes region positions (TKL does).")
+    positions = {model: region_positions(path, inp.run(model), inp.evaluated_qids, top_docs=10) for model, path in details.items()}
     png = plots.region_plot(positions, ctx.fig_dir / "fig_regions.png")
     sec.image(png, "Start offsets of the rank-1, -2 and -3 regions over each test query's top-10 documents "
                    "(log-log; dotted line at token 500).")

@@ -109,11 +109,7 @@ def reference_note(inp) -> str:
 
 def interpolation_weights(inp) -> dict[str, list[float]]:
     """``{model}+{its first stage}`` -> the weight chosen on dev in each fold (its runs/*.interpolation.json)."""
-    out = {}
-    for _, system, info in interpolations(inp):
-        folds = [float(f["weight"]) for f in info.get("folds") or []]
-        out[system] = folds or [float(info["weight"])]
-    return out
+    return {system: [f.weight for f in info.folds] for _, system, info in interpolations(inp)}
 
 
 def weight_column(weights: Mapping[str, list[float]], extra: dict[str, dict], column: str = "w (dev)") -> list[str]:

@@ -4,10 +4,13 @@ dev queries that pick the kept step are few, and this is where a fine-tuned row'
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from longrank.config import model_order
 from longrank.io import read_json
+from longrank.outputs import TrainSummary
 from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
@@ -18,18 +21,16 @@ from longrank.tables import Cell, fmt, fmt_p
 
 
 def section(ctx: Context) -> Section:
-    inp, frames = ctx.inp, ctx.cmp.frames if ctx.cmp is not None else {}
+    inp, frames = ctx.inp, ctx.cmp.frames
     sec = Section("Training: dev curves and early stopping")
-    if inp.folds is None or inp.qrels is None:
-        return sec.note("Skipped: needs data/folds.json and data/qrels.txt.")
+    summaries = {m: [TrainSummary.read(p) for p in paths] for m, paths in inp.manifest.training.items()}
     trained = [m for m in model_order(inp.models) if not inp.models[m].get("checkpoint_of")]
     floors = [m for m in trained if is_zero_shot(inp.models[m])]
     stages = {s: c for s in inp.first_stages if (c := inp.candidates(s)) is not None}
     rows, curves = [], {}
     for fold_index, fold in enumerate(inp.folds):
         dev_refs = {s: mean_measure(c, inp.qrels, fold["dev"]) for s, c in stages.items()}
-        dev_refs.update({f: read_json(p)["best_dev_ndcg10"] for f in floors
-                         if (p := inp.root / "models" / f / f"fold{fold_index}" / "train_summary.json").exists()})
+        dev_refs.update({f: summaries[f][fold_index].best_dev_ndcg10 for f in floors if f in summaries})
 
         def test_mean(system: str):
             frame = frames.get(system)
@@ -41,18 +42,16 @@ def section(ctx: Context) -> Section:
         for model in trained:
             if model in floors:
                 continue
-            summary_path = inp.root / "models" / model / f"fold{fold_index}" / "train_summary.json"
-            if not summary_path.exists():
+            if model not in summaries:
                 continue
-            summary = read_json(summary_path)
+            summary = summaries[model][fold_index]
             test = test_mean(model)
-            rows.append([model, fold_index, summary.get("steps_run", "–"), summary.get("best_step", "–"),
-                         Cell(fmt(summary["best_dev_ndcg10"])),
-                         Cell(f"{summary['best_dev_ndcg10'] - floor_dev:+.4f}" if floor_dev is not None else "–"),
+            rows.append([model, fold_index, summary.steps_run, summary.best_step, Cell(fmt(summary.best_dev_ndcg10)),
+                         Cell(f"{summary.best_dev_ndcg10 - floor_dev:+.4f}" if floor_dev is not None else "–"),
                          Cell(fmt(test) if test is not None else "–"),
                          Cell(f"{test - floor_test:+.4f}" if test is not None and floor_test is not None else "–"),
-                         Cell(fmt(summary.get("seconds"), 0) if summary.get("seconds") is not None else "–")])
-            log_path = summary_path.with_name("training_log.tsv")
+                         Cell(fmt(summary.seconds, 0) if summary.seconds is not None else "–")])
+            log_path = Path(inp.manifest.training[model][fold_index]).with_name("training_log.tsv")
             if fold_index == 0 and log_path.exists():
                 log = pd.read_csv(log_path, sep="\t")
                 if len(log):
@@ -61,7 +60,7 @@ def section(ctx: Context) -> Section:
             png = plots.training_plot(curves, ctx.fig_dir / "fig_training.png", dev_refs, PRIMARY)
             sec.image(png, f"Dev {PRIMARY} during training (fold 0), against the untrained references' dev scores.")
     if not rows:
-        return sec.note("Skipped: no models/*/fold*/train_summary.json of a trained model.")
+        return sec.note("Skipped: no model in this configuration trains.")
     _pretraining(ctx, sec, trained)
     vs = f" vs {floors[0]}" if floors else ""
     sec.howto(f"Training keeps the weights with the best dev {PRIMARY} and stops after `patience` evaluations without "
@@ -80,15 +79,14 @@ def _pretraining(ctx: Context, sec: Section, trained: list[str]) -> None:
     rows, curves = [], {}
     for model in trained:
         pretrain = (inp.models[model].get("train") or {}).get("pretrain")
-        path = inp.root / "models" / model / "pretrained" / "train_summary.json"
-        if not pretrain or not path.exists():
+        if not pretrain or model not in inp.manifest.pretraining:
             continue
-        summary = read_json(path)
-        stats_path = inp.root / "pseudo_queries" / pretrain["queries"] / "stats.json"
-        stats = read_json(stats_path) if stats_path.exists() else {}
-        rows.append([model, pretrain["queries"], stats.get("source", "–"), stats.get("train", "–"), stats.get("dev", "–"),
-                     summary.get("steps_run", "–"), summary.get("best_step", "–"), Cell(fmt(summary["best_dev_ndcg10"])),
-                     Cell(fmt(summary.get("seconds"), 0) if summary.get("seconds") is not None else "–")])
+        path = Path(inp.manifest.pretraining[model])
+        summary = TrainSummary.read(path)
+        stats = read_json(Path(inp.manifest.pseudo_queries[pretrain["queries"]]) / "stats.json")
+        rows.append([model, pretrain["queries"], stats["source"], stats["train"], stats["dev"], summary.steps_run,
+                     summary.best_step, Cell(fmt(summary.best_dev_ndcg10)),
+                     Cell(fmt(summary.seconds, 0) if summary.seconds is not None else "–")])
         log_path = path.with_name("training_log.tsv")
         if log_path.exists() and len(log := pd.read_csv(log_path, sep="\t")):
             curves[model] = log
@@ -108,7 +106,7 @@ def _pretraining(ctx: Context, sec: Section, trained: list[str]) -> None:
     cmp = ctx.cmp
     for model in trained:
         other = without_pretraining(inp.models, model)
-        pair = pair_row(cmp.pairs, PRIMARY, model, other) if cmp is not None and other else None
+        pair = pair_row(cmp.pairs, PRIMARY, model, other) if other else None
         if pair is None:
             continue
         diff, p_holm, p_raw = pair
@@ -116,6 +114,7 @@ def _pretraining(ctx: Context, sec: Section, trained: list[str]) -> None:
         effect.append([model, other, Cell(fmt(float(means[model]))), Cell(fmt(float(means[other]))), Cell(f"{diff:+.4f}"),
                        Cell(fmt_p(p_raw)), Cell(fmt_p(p_holm)), Cell(verdict(diff, p_holm, other, cmp.alpha))])
     if effect:
+        sec.warning(cmp.too_few_queries)
         sec.table(["Pre-trained", "Without", f"Test {PRIMARY}", "Without", "Δ", "p (Wilcoxon)", "p (Holm)", "Verdict"], effect,
                   caption="What pre-training changed: each pre-trained model against the configured model whose entry "
                           "is the same but for train.pretrain (paired over the test queries, Holm across all pairs).")

@@ -38,7 +38,8 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
-from longrank.io import InputError, read_json, read_run, write_json, write_run, write_text
+from longrank.io import InputError, read_json, read_run, write_run, write_text
+from longrank.outputs import TrainSummary
 from longrank.models.checkpoint import load_weights, save_weights
 from longrank.models.registry import artifact_scopes, build_model, constructor_defaults, model_class
 from longrank.runs import mean_measure
@@ -328,8 +329,8 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
     if hp["steps"] == 0:  # nothing to learn (zero-shot models): keep the initial weights
         dev_run = score_candidates(model, corpus, candidates, fold["dev"], depth, hp["eval_batch_size"], desc="dev rerank")
         write_run(dev_run_path, dev_run, tag=name)
-        write_json(out_dir / "train_summary.json", {"model": name, "fold": fold_index, "steps": 0, "note": "no training (steps: 0)",
-                                                   "best_dev_ndcg10": mean_measure(dev_run, corpus.qrels, fold["dev"])})
+        TrainSummary(model=name, fold=fold_index, best_dev_ndcg10=mean_measure(dev_run, corpus.qrels, fold["dev"]), steps_run=0,
+                     best_step=0, note="no training (steps: 0)").write(out_dir / "train_summary.json")
         save_weights(model, out)
         return
 
@@ -454,12 +455,12 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
     if not best_path.exists():
         raise InputError(f"models.{name}: training ended before any dev evaluation; set train.eval_every <= train.steps")
     write_text(log_path, "step\ttrain_loss\tdev_ndcg10\n" + "".join(f"{h['step']}\t{h['train_loss']:.6f}\t{h['dev_ndcg10']:.6f}\n" for h in position["history"]))
-    write_json(out_dir / "train_summary.json", {
-        "model": name, "fold": fold_index, "device": str(device), "processes": world, "steps_run": position["step"], "best_step": position["best_step"],
-        "best_dev_ndcg10": position["best_dev_ndcg10"], "stopped_early": position["step"] < hp["steps"], "seconds": time.time() - started,
-        "parameters": sum(p.numel() for p in model.parameters()), "trainable_parameters": sum(p.numel() for p in params),
-        "hyperparameters": hp,
-    })
+    TrainSummary(
+        model=name, fold=fold_index, device=str(device), processes=world, steps_run=position["step"], best_step=position["best_step"],
+        best_dev_ndcg10=position["best_dev_ndcg10"], stopped_early=position["step"] < hp["steps"], seconds=time.time() - started,
+        parameters=sum(p.numel() for p in model.parameters()), trainable_parameters=sum(p.numel() for p in params),
+        hyperparameters=hp,
+    ).write(out_dir / "train_summary.json")
     shutil.copyfile(state_dir / "best_dev.run", dev_run_path)
     shutil.copyfile(best_path, out_dir / ".model.tmp")
     (out_dir / ".model.tmp").replace(out)  # the output appears complete or not at all

@@ -1,0 +1,165 @@
+"""The shapes of the JSON files one stage writes and another reads, one definition each.
+
+A stage writes its file through ``Record.write(path)`` and every reader (the report, tests) reads it through
+``Record.read(path)``, so a field renamed on one side cannot leave the other reading a key that is never
+written (the report once read a top-level ``dev_ndcg10_by_weight`` the interpolate stage wrote per fold).
+Reading is strict: a missing or unknown field fails naming the file and the field.
+
+- ``Interpolation``: ``runs/{model}+{first_stage}.interpolation.json`` (stage ``interpolate``)
+- ``TrainSummary``: ``models/{model}/fold{k}/train_summary.json`` and ``models/{model}/pretrained/...`` (``train``)
+- ``BenchTable``: ``bench/{model}.json``, ``bench/mores.speed.json``, ``bench/mir.speed.json`` (the bench stages)
+- ``AttentionScaling``: ``bench/attention_scaling.json`` (stage ``attention_scaling``)
+- ``CompareSettings``: ``compare/settings.json`` (stage ``compare``)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from longrank.io import InputError, read_json, write_json
+
+
+class Record:
+    """A dataclass written as one JSON object; ``extra`` (where a record has it) keeps the writer's further
+    fields, which no shared reader relies on, at the top level of the object."""
+
+    def to_json(self) -> dict:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        return {**out, **getattr(self, "extra", {})}
+
+    @classmethod
+    def from_json(cls, obj: Any, source: str = "") -> "Record":
+        where = f"{source}: " if source else ""
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}expected a JSON object for {cls.__name__}, got {type(obj).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        required = {f.name for f in dataclasses.fields(cls)
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+        missing = sorted(required - set(obj))
+        if missing:
+            raise InputError(f"{where}{cls.__name__} lacks the field(s) {missing}")
+        known = {k: v for k, v in obj.items() if k in names and k != "extra"}
+        unknown = {k: v for k, v in obj.items() if k not in names or k == "extra"}
+        if unknown and "extra" not in names:
+            raise InputError(f"{where}{cls.__name__} has unknown field(s) {sorted(unknown)}")
+        record = cls(**known, **({"extra": unknown} if "extra" in names else {}))
+        record.check(where)
+        return record
+
+    def check(self, where: str) -> None:
+        """Constraints beyond the fields' presence; ``where`` names the file in the message."""
+
+    def write(self, path: str | os.PathLike) -> None:
+        self.check(f"{path}: ")
+        write_json(path, self.to_json())
+
+    @classmethod
+    def read(cls, path: str | os.PathLike):
+        try:
+            obj = read_json(path)
+        except ValueError as err:
+            raise InputError(f"{path}: not valid JSON ({err})") from None
+        return cls.from_json(obj, str(path))
+
+
+@dataclass
+class FoldWeight(Record):
+    fold: int
+    weight: float  # chosen on the fold's dev queries
+    dev_ndcg10_by_weight: dict[str, float]  # str(weight) -> the dev queries' nDCG@10 at that weight
+
+    @property
+    def dev_ndcg10(self) -> float:
+        """The dev nDCG@10 at the chosen weight."""
+        return self.dev_ndcg10_by_weight[str(self.weight)]
+
+    def check(self, where: str) -> None:
+        if str(self.weight) not in self.dev_ndcg10_by_weight:
+            raise InputError(f"{where}fold {self.fold}: the chosen weight {self.weight} is not among the weights tried "
+                             f"{sorted(self.dev_ndcg10_by_weight)}")
+
+
+@dataclass
+class Interpolation(Record):
+    system: str  # the interpolated row, {model}+{first stage}
+    weight: float  # the mean of the folds' weights
+    folds: list[FoldWeight]
+
+    def __post_init__(self):
+        self.folds = [f if isinstance(f, FoldWeight) else FoldWeight.from_json(f, self.system) for f in self.folds]
+
+    def to_json(self) -> dict:
+        return {**super().to_json(), "folds": [f.to_json() for f in self.folds]}
+
+    def check(self, where: str) -> None:
+        if not self.folds:
+            raise InputError(f"{where}{self.system}: no folds")
+        for fold in self.folds:
+            fold.check(where)
+
+
+@dataclass
+class TrainSummary(Record):
+    model: str
+    fold: int  # the fold's index (pre-training: 0, one run for all folds)
+    best_dev_ndcg10: float
+    steps_run: int
+    best_step: int
+    seconds: float | None = None  # None: no training (steps 0)
+    stopped_early: bool = False
+    device: str | None = None
+    processes: int = 1
+    parameters: int | None = None
+    trainable_parameters: int | None = None
+    hyperparameters: dict = field(default_factory=dict)
+    note: str = ""
+
+
+@dataclass
+class BenchTable(Record):
+    """A bench stage's table as the report renders it, and the throughput it measured."""
+    title: str
+    columns: list[str]
+    rows: list[list]
+    notes: str
+    docs_per_ms: dict[str, float] = field(default_factory=dict)  # system -> documents re-ranked per millisecond
+    side_by_side: bool = False  # measured alternating in one process (mir_speed): preferred over a separate bench
+    timed_entries: dict[str, dict] = field(default_factory=dict)  # mir_speed: entry -> {model: MIR | MaxP, tokens}
+    device: str = ""
+    extra: dict = field(default_factory=dict)  # the raw measurements, kept beside the table
+
+    def check(self, where: str) -> None:
+        bad = next((row for row in self.rows if len(row) != len(self.columns)), None)
+        if bad is not None:
+            raise InputError(f"{where}{self.title!r}: a row of {len(bad)} cells for {len(self.columns)} columns: {bad}")
+
+
+@dataclass
+class AttentionScaling(Record):
+    title: str
+    rows: list[dict]  # attention, length, and peak_mb/seconds, or skipped with a reason
+    config: dict
+    device: str
+    device_name: str | None
+    method: str
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class CompareSettings(Record):
+    systems: list[str]  # in table order: letters a, b, c, ...
+    measures: list[str]
+    reference: str | None  # of the non-inferiority test; noninferiority.csv is written beside only with one
+    margins: list[float]
+    alpha: float
+    bootstrap: int
+    seed: int
+    n_queries: int
+    letters_test: str
+    noninferiority_test: str
+    # The smallest Holm-corrected Wilcoxon p any outcome could give with these queries and pairs (significance.py:
+    # smallest_holm_wilcoxon_p); at or above alpha no difference can be significant at this size.
+    smallest_p_holm: float
