@@ -62,12 +62,8 @@ def section(ctx: Context) -> Section:
     inp = ctx.inp
     sec = Section("Diagnostics: what the scores follow")
     systems = ctx.cmp.systems
-    stages = [fs for fs in inp.first_stages if inp.candidates(fs) is not None]
-    qids, data = inp.evaluated_qids, inp.root / "data"
-    if inp.candidates() is None or qids is None or inp.lengths is None or not (data / "docs.jsonl").exists() \
-            or not (data / "queries.tsv").exists():
-        return sec.note("Skipped: needs the candidates, data/folds.json, data/qrels.txt, data/doc_lengths.tsv, "
-                        "data/docs.jsonl and data/queries.tsv.")
+    stages = list(inp.first_stages)
+    qids, data = inp.evaluated_qids, inp.manifest.data
     # Rerankers (not +interpolation rows), with the lexical sanity row and the first stages themselves for reference.
     names = [*stages, SANITY] + [s for s in systems if s in inp.models]
     runs = {s: inp.candidates(s) if s in stages else inp.run(s) for s in dict.fromkeys(names)}
@@ -77,8 +73,8 @@ def section(ctx: Context) -> Section:
     # Each system is read over the candidates of the first stage it ranks, with that first stage's scores.
     deepest = {fs: max(depths[s] for s in runs if stage[s] == fs) for fs in dict.fromkeys(stage.values())}
     wanted = {d for fs, depth in deepest.items() for q in qids for d in top_candidates(inp.candidates(fs), q, depth)}
-    queries = read_tsv_dict(data / "queries.tsv")
-    docs = read_docs(data / "docs.jsonl", wanted)
+    queries = read_tsv_dict(data["queries.tsv"])
+    docs = read_docs(data["docs.jsonl"], wanted)
     matches = {fs: match_counts(queries, docs, inp.candidates(fs), qids, depth) for fs, depth in deepest.items()}
     rows = []
     for s, run in runs.items():

@@ -60,13 +60,10 @@ def section(ctx: Context) -> Section:
     inp = ctx.inp
     stages = {s: inp.candidates(s) for s in inp.first_stages}
     if len(stages) > 1:
-        return comparison_section(ctx, {s: c for s, c in stages.items() if c is not None})
+        return comparison_section(ctx, stages)
     sec = Section("First-stage candidate recall")
     stage = inp.default_first_stage
-    cands = stages.get(stage)
-    if cands is None or inp.qrels is None or inp.evaluated_qids is None:
-        where = f"candidates/{stage}.run (or runs/{stage}.run)" if stage else "a first stage in config.json, its candidates"
-        return sec.note(f"Skipped: needs {where}, data/qrels.txt and data/folds.json.")
+    cands = stages[stage]
     k = top_k(inp, stage, cands)
     means, n = recall(inp, stage, cands, sorted({c for c in CUTOFFS if c < k} | {k}))
     label = stage_label(stage)
@@ -83,11 +80,6 @@ def comparison_section(ctx: Context, stages: dict) -> Section:
     """Every first stage's recall at the candidate depths, its primary measure and the first stages it beats."""
     inp, cmp = ctx.inp, ctx.cmp
     sec = Section("First stages compared")
-    if not stages or inp.qrels is None or inp.evaluated_qids is None:
-        return sec.note("Skipped: needs candidates/{first stage}.run of the first stages, data/qrels.txt and data/folds.json.")
-    missing = [s for s in inp.first_stages if s not in stages]
-    if missing:
-        sec.note(f"No candidates for {', '.join(missing)}: left out.")
     depths = {s: top_k(inp, s, c) for s, c in stages.items()}
     cutoffs = sorted({c for c in CUTOFFS if c < max(depths.values())} | set(depths.values()))
     recalls = {s: recall(inp, s, c, cutoffs) for s, c in stages.items()}

@@ -12,14 +12,13 @@ def section(ctx: Context) -> Section:
     inp = ctx.inp
     sec = Section("Probability of relevance vs retrieval by document length")
     systems = ctx.cmp.systems
-    rerankers = [s for s in systems if inp.is_reranker(s) and inp.run(s) is not None]
+    rerankers = [s for s in systems if inp.is_reranker(s)]
     cands = inp.candidates()
-    if not rerankers or inp.lengths is None or inp.qrels is None or cands is None or inp.evaluated_qids is None:
-        return sec.note("Skipped: needs re-ranker runs, candidates, data/doc_lengths.tsv and data/qrels.txt.")
+    if not rerankers:
+        return sec.note("Skipped: no re-ranker in this configuration.")
     runs = {s: inp.run(s) for s in rerankers}
-    baseline = inp.default_first_stage  # drawn when the first stage has a ranking of its own under runs/
-    if inp.run(baseline) is not None:
-        runs[baseline] = inp.run(baseline)
+    baseline = inp.default_first_stage
+    runs[baseline] = cands  # the first stage's own ranking, for reference
     # TKL's Fig. 1 looks at the top 30 of 100 reranked candidates. A model that reranks only its top n
     # leaves the set of its top n unchanged, so look at most at half the shallowest rerank depth.
     depths = [(inp.models.get(s) or {}).get("rerank_depth") or inp.config.get("rerank_depth") or 100 for s in rerankers]

@@ -68,9 +68,7 @@ def random_order_expectations(candidates: Run, qrels: Mapping[str, Mapping[str, 
 
 
 def random_order(inp) -> dict[str, dict[int, float]]:
-    """First stage -> depth -> the expectation on the report's evaluated test queries ({} when an input is missing)."""
-    if inp.qrels is None or inp.evaluated_qids is None:
-        return {}
+    """First stage -> depth -> the expectation on the report's evaluated test queries."""
     out = {}
     for stage, depths in stage_depths(inp).items():
         cands = inp.candidates(stage)
