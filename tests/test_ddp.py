@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 from longrank.data.corpus import Corpus
 from longrank.io import InputError, read_run
 from longrank.train import loop
+from longrank.train.checkpoint import read_position, sets_newest_first
 from longrank.train.losses import LOSSES, with_negative_pairs
 from longrank.train.sampling import PairSampler
 
@@ -50,10 +51,15 @@ def train_in_process(tiny_data, cfg: dict, out: Path) -> Path:
     return out
 
 
+def newest_set(out: Path) -> Path:
+    """The newest checkpoint set of the training whose model is ``out``."""
+    return sets_newest_first(out.parent / "train_state")[0]
+
+
 def curve_of(out: Path) -> list[tuple[int, float, float]]:
     """(step, training loss, dev nDCG@10) per evaluation, as training_log.tsv lists them (eval_every 1: every step),
     at full precision (the state's history the log is written from)."""
-    history = json.loads((out.parent / "train_state" / "position.json").read_text())["history"]
+    history = read_position(newest_set(out))["history"]
     logged = [line.split("\t") for line in (out.parent / "training_log.tsv").read_text().splitlines()[1:]]
     assert [(int(s), round(float(loss), 6)) for s, loss, _ in logged] == [(h["step"], round(h["train_loss"], 6)) for h in history]
     return [(h["step"], h["train_loss"], h["dev_ndcg10"]) for h in history]
@@ -67,8 +73,8 @@ def assert_same_training(one: Path, two: Path) -> dict:
     torch.testing.assert_close(loss_b, loss_a, rtol=RTOL, atol=1e-6)
     torch.testing.assert_close(torch.tensor([x[2] for x in b]), torch.tensor([x[2] for x in a]), rtol=RTOL, atol=1e-6)
     assert loss_a[-1] < loss_a[0]  # it learned something, so agreeing is not trivially so
-    for kept in ("model.safetensors", "train_state/last.safetensors"):  # the best weights, and those after step 8
-        wa, wb = load_file(str(one.parent / kept)), load_file(str(two.parent / kept))
+    for kept in ("model.safetensors", "last.safetensors"):  # the best weights, and those after step 8 (the newest set's)
+        wa, wb = (load_file(str(out.parent / kept if kept == "model.safetensors" else newest_set(out) / kept)) for out in (one, two))
         assert wa.keys() == wb.keys()
         for key in wa:
             torch.testing.assert_close(wb[key], wa[key], rtol=RTOL, atol=1e-6, msg=f"{kept}: {key}")
@@ -109,7 +115,7 @@ def test_train_processes_resumes_a_killed_run_on_two_processes_and_trains_as_one
     with pytest.raises(KeyboardInterrupt):
         train_in_process(tiny_data, KNRM, two)
     monkeypatch.undo()
-    assert json.loads((two.parent / "train_state" / "position.json").read_text())["step"] == 4 and not two.exists()
+    assert read_position(newest_set(two))["step"] == 4 and not two.exists()
     started = time.time()
     stderr = launch([sys.executable, "-m", "longrank", "train", *train_args(tiny_data, KNRM2, two)])
     assert "launching 2 training processes" in stderr
@@ -160,10 +166,13 @@ def test_every_loss_averaged_over_equal_shares_is_the_whole_batchs(name):
 
 def test_the_process_count_is_not_part_of_the_fingerprint(tiny_data):
     corpus, candidates = Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run")
-    prints = {loop._fingerprint({**KNRM, "train": {**KNRM["train"], **extra}}, corpus.folds[0], 30, candidates)
-              for extra in ({}, {"processes": 1}, {"processes": 4})}
+
+    def fingerprint(cfg: dict) -> str:
+        return loop.fingerprint_of(loop.training_inputs(cfg, corpus, corpus.folds[0], 30, candidates, built={}))
+
+    prints = {fingerprint({**KNRM, "train": {**KNRM["train"], **extra}}) for extra in ({}, {"processes": 1}, {"processes": 4})}
     assert len(prints) == 1
-    assert loop._fingerprint({**KNRM, "train": {**KNRM["train"], "batch_size": 4}}, corpus.folds[0], 30, candidates) not in prints
+    assert fingerprint({**KNRM, "train": {**KNRM["train"], "batch_size": 4}}) not in prints
 
 
 def test_parameter_groups_see_through_the_ddp_wrapper(tiny_data, tmp_path):

@@ -70,7 +70,8 @@ def rerank(name: str, model_cfg: dict, corpus: Corpus, candidates: Run, checkpoi
     details: list[dict] = []
     for fold_index, checkpoint in enumerate(checkpoints):
         fold = corpus.folds[fold_index]
-        model = load_model(checkpoint, model_cfg, corpus, device)
+        # only weights whose manifest vouches for them are scored with (a truncated or changed file is refused)
+        model = load_model(checkpoint, model_cfg, corpus, device, require_manifest=True)
         if collection_artifacts is not None:
             model.attach_artifacts(Path(collection_artifacts))
         if fold_artifacts:

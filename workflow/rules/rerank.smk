@@ -1,6 +1,8 @@
 rule rerank:
     input:
         checkpoints=checkpoints,
+        # each checkpoint's manifest (written by train beside it): rerank refuses a model without one
+        manifests=lambda wc: [path.replace(".safetensors", ".manifest.json") for path in checkpoints(wc)],
         collection_artifacts=collection_artifacts,
         fold_artifacts=fold_artifacts,
         candidates=lambda wc: candidates_of(wc.model),

@@ -7,6 +7,8 @@ rule train:
         pretrained=pretrained_weights,
     output:
         model=f"{R}/models/{{model}}/fold{{fold}}/model.safetensors",
+        # the model's size and SHA-256: rerank scores only with weights it vouches for
+        manifest=f"{R}/models/{{model}}/fold{{fold}}/model.manifest.json",
         dev_run=f"{R}/models/{{model}}/fold{{fold}}/dev.run",
         summary=f"{R}/models/{{model}}/fold{{fold}}/train_summary.json",
     log:
@@ -43,6 +45,7 @@ rule pretrain:
         artifacts=pretraining_artifacts,
     output:
         model=f"{R}/models/{{model}}/pretrained/model.safetensors",
+        manifest=f"{R}/models/{{model}}/pretrained/model.manifest.json",
         summary=f"{R}/models/{{model}}/pretrained/train_summary.json",
     log:
         f"{R}/logs/pretrain_{{model}}.log",

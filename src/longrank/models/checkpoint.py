@@ -1,37 +1,109 @@
 """Model weights as safetensors checkpoints (never pickle), and rebuilding a trained model from its config
 entry and its weights. The resumable training state (optimiser, scheduler, position) is
-:mod:`longrank.train.checkpoint`'s."""
+:mod:`longrank.train.checkpoint`'s.
+
+Every weights file is written with a manifest beside it (``model.safetensors`` -> ``model.manifest.json``: its size
+and SHA-256), and read only if it still matches: a truncated or bit-flipped file is refused by name, never scored
+with. The same records (``file_record`` / ``check_records``) verify the training state's checkpoint sets."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from longrank.io import InputError, atomic_path
+from longrank.io import InputError, atomic_path, write_json
 from longrank.models.registry import build_model
+
+MANIFEST_SUFFIX = ".manifest.json"
+
+
+def sha256_of(path: str | Path) -> str:
+    """The file's SHA-256, read in blocks (a checkpoint may be gigabytes)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def file_record(path: str | Path) -> dict:
+    """What a manifest records of one file: its size and content hash."""
+    return {"size": os.path.getsize(path), "sha256": sha256_of(path)}
+
+
+def check_records(directory: Path, records: dict[str, dict]) -> list[str]:
+    """The files of ``records`` (names relative to ``directory``) that are missing or differ from their record,
+    each with the reason; empty when all match. The size is compared first: a truncated file is not hashed."""
+    problems = []
+    for name, record in records.items():
+        path = directory / name
+        if not path.is_file():
+            problems.append(f"{name} is missing")
+        elif os.path.getsize(path) != record["size"]:
+            problems.append(f"{name} has {os.path.getsize(path)} bytes, the manifest says {record['size']}")
+        elif sha256_of(path) != record["sha256"]:
+            problems.append(f"{name}'s SHA-256 differs from the manifest's (the file changed after it was written)")
+    return problems
+
+
+def manifest_path(weights: str | Path) -> Path:
+    """``dir/model.safetensors`` -> ``dir/model.manifest.json``."""
+    weights = Path(weights)
+    return weights.with_name(weights.name.removesuffix(".safetensors") + MANIFEST_SUFFIX)
+
+
+def write_manifest(weights: str | Path, record: dict | None = None) -> None:
+    """Record the weights file's size and hash beside it (``record``: already computed, e.g. by a checkpoint set)."""
+    weights = Path(weights)
+    write_json(manifest_path(weights), {"files": {weights.name: record or file_record(weights)}})
+
+
+def verify_weights(path: str | Path, require_manifest: bool = False) -> None:
+    """Refuse a weights file its manifest does not vouch for: missing, truncated, changed. Without a manifest the file
+    is refused only if ``require_manifest`` (the rerank stage: the train stage always writes one)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"checkpoint {path} not found; train the model first")
+    manifest = manifest_path(path)
+    if not manifest.exists():
+        if require_manifest:
+            raise InputError(f"checkpoint {path} has no manifest ({manifest.name}: its size and SHA-256, which the train "
+                             "stage writes beside it); it cannot be checked, so it is not used: train the model again")
+        return
+    try:
+        records = json.loads(manifest.read_text())["files"]
+        problems = check_records(path.parent, {path.name: records[path.name]})
+    except (ValueError, KeyError, TypeError) as err:
+        problems = [f"the manifest {manifest} is unreadable ({type(err).__name__}: {err})"]
+    if problems:
+        raise InputError(f"checkpoint {path} is corrupt: {'; '.join(problems)}; delete it and its manifest and train the "
+                         "model again")
 
 
 def _model_class(model: torch.nn.Module) -> str:
     return f"{type(model).__module__}.{type(model).__qualname__}"
 
 
-def save_weights(model: torch.nn.Module, path: str | Path) -> None:
+def save_weights(model: torch.nn.Module, path: str | Path, manifest: bool = True) -> None:
     """Write the weights with the model's class in the header, so that loading them into another kind of model
-    is refused by name rather than by a list of missing tensors."""
+    is refused by name rather than by a list of missing tensors, and their manifest beside them (``manifest=False``:
+    a checkpoint set records the file in its own manifest)."""
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     with atomic_path(path) as tmp:
         save_file(state, str(tmp), metadata={"model_class": _model_class(model)})
+    if manifest:
+        write_manifest(path)
 
 
-def load_weights(model: torch.nn.Module, path: str | Path) -> None:
+def load_weights(model: torch.nn.Module, path: str | Path, require_manifest: bool = False) -> None:
     """Load safetensors weights into ``model``. Anything else (a pickled ``torch.save`` file, a truncated
-    file) is refused without being unpickled; so are weights of another model class or of other shapes."""
+    file) is refused without being unpickled; so are weights of another model class or of other shapes, and a file
+    its manifest, where it has one, does not vouch for."""
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"checkpoint {path} not found; train the model first")
+    verify_weights(path, require_manifest)
     try:
         with safe_open(str(path), framework="pt") as f:
             saved_class = (f.metadata() or {}).get("model_class")
@@ -52,8 +124,9 @@ def load_weights(model: torch.nn.Module, path: str | Path) -> None:
         raise InputError(f"checkpoint {path} does not fit the configured model: missing {missing[:5]}, unexpected {unexpected[:5]}")
 
 
-def load_model(checkpoint: str | Path, model_cfg: dict, corpus, device: torch.device | str = "cpu"):
-    """Rebuild the configured model and load trained weights into it (eval mode)."""
+def load_model(checkpoint: str | Path, model_cfg: dict, corpus, device: torch.device | str = "cpu", require_manifest: bool = False):
+    """Rebuild the configured model and load trained weights into it (eval mode); ``require_manifest``: refuse weights
+    without a manifest too (the rerank stage's trained models always have one)."""
     model = build_model(model_cfg, corpus)
-    load_weights(model, checkpoint)
+    load_weights(model, checkpoint, require_manifest)
     return model.to(device).eval()

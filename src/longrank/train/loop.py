@@ -3,9 +3,11 @@
 Pairwise (or the model's) loss on a positive and ``negatives`` candidates per query; AdamW with linear
 warm-up and linear decay; every ``eval_every`` steps the dev queries' candidates are reranked and the
 weights with the best dev nDCG@10 are kept (test queries are never looked at here); training stops after
-``patience`` evaluations without improvement. The full state is checkpointed at every evaluation into
-``train_state/`` so a killed job resumes where it stopped; the final ``model.safetensors`` appears only
-when training has finished.
+``patience`` evaluations without improvement. The full state is checkpointed at every evaluation into a
+checkpoint set under ``train_state/`` (written whole, verified by its manifest: ``train/checkpoint.py``) so a killed
+job resumes where it stopped, if every input it was made from is unchanged (``training_inputs``: judgments, query
+texts, documents, vocabulary, initial weights, ...); the final ``model.safetensors`` and its
+``model.manifest.json`` appear only when training has finished.
 
 Pre-training (``train.pretrain``, ``--pretrain-queries``): the same loop on a pseudo-query set (stage
 ``pseudo_queries``) in place of the fold's queries, judgments and candidates, with the model's training keys
@@ -28,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 import time
 from pathlib import Path
 
@@ -38,14 +39,15 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
-from longrank.io import InputError, read_json, read_run, write_run, write_text
+from longrank.io import InputError, read_run, write_run, write_text
 from longrank.outputs import TrainSummary
-from longrank.models.checkpoint import load_weights, save_weights
+from longrank.models.checkpoint import load_weights, save_weights, sha256_of
 from longrank.models.registry import artifact_scopes, build_model, constructor_defaults, model_class
 from longrank.runs import mean_measure
 from longrank.runtime import distributed_env, init_process_group, launch_processes, process_device, resolve_device, seed_everything
 from longrank.scoring import score_candidates
-from longrank.train.checkpoint import load_training_state, save_training_state
+from longrank.train.checkpoint import (clear_state, export_best, load_training_state, newest_good_set, read_position,
+                                       save_training_state, sets_newest_first)
 from longrank.train.losses import PAIRWISE, get_loss, with_negative_pairs
 from longrank.train.sampling import PairSampler
 
@@ -166,22 +168,99 @@ def _lr_lambda(warmup: int, total: int):
     return factor
 
 
-def _fingerprint(model_cfg: dict, fold: dict, depth: int, candidates, init: str | Path | None = None,
-                 optimizer: torch.optim.Optimizer | None = None) -> str:
-    ranked = {q: sorted(candidates.get(q, {}).items()) for q in fold["train"] + fold["dev"]}
+def training_inputs(model_cfg: dict, corpus: Corpus, fold: dict, depth: int, candidates, built: dict[str, str],
+                    init: str | Path | None = None, collection_artifacts: str | Path | None = None,
+                    optimizer: torch.optim.Optimizer | None = None) -> dict[str, str]:
+    """A digest of each input that changes what training produces, by name: a saved state resumes (or, finished, is
+    copied out as the model) only if every one is unchanged, and a mismatch is logged by these names."""
+    train_dev = fold["train"] + fold["dev"]
     # With the model's defaults resolved: a state left before a default changed must not resume under the new one.
     resolved = {**constructor_defaults(model_cfg["type"]), **model_cfg}
     # Not part of the recipe: the global batch and the update are the same on any number of processes (float
     # summation order aside, as the device, which is not fingerprinted either) and of DataLoader workers, so a
     # state left by a run on 4 GPUs resumes on 2 or 1, and a config that only changes them finds its finished state.
     resolved["train"] = {k: v for k, v in resolved.get("train", {}).items() if k not in ("processes", "num_workers")}
-    # The starting weights by content: a state fine-tuned from an earlier pre-training must not resume from a new one.
-    start = hashlib.sha256(Path(init).read_bytes()).hexdigest() if init is not None else None
     # The weights' shapes and their optimiser groups: a state left by other code (a parameter added, a parameter
     # moved to another learning rate's group) cannot be loaded into this model, so it must not be resumed either.
     layout = [[[list(p.shape) for p in g["params"]], g.get("initial_lr", g["lr"])] for g in optimizer.param_groups] if optimizer is not None else None
-    payload = json.dumps([resolved, fold["train"], fold["dev"], depth, ranked, start, layout], sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode()).hexdigest()
+    parts = {
+        "model entry": resolved,
+        "split": [fold["train"], fold["dev"]],
+        "rerank depth": depth,
+        "candidates": {q: sorted(candidates.get(q, {}).items()) for q in train_dev},
+        # what the training and dev queries are judged (the sampler's positives, the dev score that picks the model)
+        "judgments": {q: sorted(corpus.qrels.get(q, {}).items()) for q in train_dev},
+        "query texts": {q: corpus.queries.get(q) for q in train_dev},
+        "documents": _documents_digest(corpus),
+        **built,  # the vocabulary and the initial weights (built_model_digests)
+        # the starting weights by content: a state fine-tuned from an earlier pre-training must not resume from a new one
+        "init checkpoint": sha256_of(init) if init is not None else None,
+        "collection artifacts": _directory_digest(Path(collection_artifacts)) if collection_artifacts is not None else None,
+        "optimiser layout": layout,
+    }
+    return {name: value if isinstance(value, str) else _digest(value) for name, value in parts.items()}
+
+
+def built_model_digests(model: torch.nn.Module) -> dict[str, str]:
+    """What the freshly built model (before any training or ``--init``) carries from files outside the config: its
+    word vocabularies (the words, so which word each embedding row stands for, and their document frequencies) and
+    its initial weights (GloVe or word2vec rows, a pretrained encoder, the seeded initialisation)."""
+    from longrank.data.words import Vocabulary
+
+    vocabularies = [[v.words, v.doc_freq, v.num_docs] for m in model.modules() for v in vars(m).values() if isinstance(v, Vocabulary)]
+    weights = hashlib.sha256()
+    for key, tensor in sorted(model.state_dict().items()):
+        weights.update(key.encode())
+        weights.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return {"vocabulary": _digest(vocabularies), "initial weights": weights.hexdigest()}
+
+
+def _digest(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _documents_digest(corpus: Corpus) -> str:
+    """The collection's text by content (streamed: MS MARCO's docs.jsonl is ~22 GB, hashed in about half a minute),
+    and under pre-training the positives' texts that stand in for their documents."""
+    files = [corpus.dir / "docs.jsonl"]
+    if isinstance(corpus, PseudoQueryCorpus):
+        files.append(corpus.pseudo_dir / "overrides.jsonl")
+    return _digest([sha256_of(path) for path in files])
+
+
+def _directory_digest(directory: Path) -> str:
+    """Every file under ``directory`` by relative path and content."""
+    files = sorted(p for p in directory.rglob("*") if p.is_file())
+    return _digest([[str(p.relative_to(directory)), sha256_of(p)] for p in files])
+
+
+def fingerprint_of(inputs: dict[str, str]) -> str:
+    return _digest(inputs)
+
+
+def changed_inputs(saved: dict, inputs: dict[str, str]) -> str:
+    """Why a saved position does not fit this training, in a few words for the log."""
+    if "inputs" not in saved:
+        return "it was saved by a version that did not record its inputs"
+    changed = [name for name in inputs if saved["inputs"].get(name) != inputs[name]]
+    return "changed since it was saved: " + (", ".join(changed) or "the fingerprint")
+
+
+def _keep_only_a_fitting_state(state_dir: Path, inputs: dict[str, str], fingerprint: str) -> None:
+    """Leave in ``state_dir`` only checkpoint sets this training may resume from: corrupt sets are moved aside (the
+    newest good one is kept), and a state made for other inputs, or in the layout before checkpoint sets (no
+    checksums), is discarded with one line saying why."""
+    if (state_dir / "position.json").exists():  # files directly in train_state/: written before checkpoint sets
+        log.info("discarding the training state in %s: it predates checksummed checkpoint sets; training afresh", state_dir)
+        clear_state(state_dir)
+        return
+    newest = newest_good_set(state_dir)
+    if newest is None:
+        return
+    saved = read_position(newest)
+    if saved.get("fingerprint") != fingerprint:
+        log.info("discarding the training state in %s: %s; training afresh", state_dir, changed_inputs(saved, inputs))
+        clear_state(state_dir)
 
 
 def parameter_groups(model, hp: dict, name: str = "model") -> list[dict]:
@@ -309,6 +388,7 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
                                                else "the model declares no collection artifacts; drop --collection-artifacts"))
     seed_everything(hp["seed"])
     model = build_model(model_cfg, corpus)
+    built = built_model_digests(model) if hp["steps"] and lead else {}  # before --init and training change the weights
     if init is not None:  # fine-tuning a pre-trained model (train.pretrain): every rank loads the same file
         load_weights(model, init)
     model = model.to(device)
@@ -321,7 +401,6 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
                          f"negatives_from: both (got {hp['negatives_from']!r}) and a pairwise loss {list(PAIRWISE)} (got {loss_name!r})")
     out_dir = out.parent
     state_dir = out_dir / "train_state"
-    best_path = state_dir / "best.safetensors"
     log_path = out_dir / "training_log.tsv"
 
     dev_run_path = out_dir / "dev.run"  # the kept model's dev scores: rerank chooses the interpolation weight on them
@@ -348,17 +427,19 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
     if hp["negative_pairs"]:  # extra pairs in the loss only: the sampler draws exactly what it draws without them
         loss_fn = with_negative_pairs(loss_fn, sampler.from_candidates)
 
-    # A state left by a killed run resumes only if it was made for exactly this training problem. Rank 0 alone
-    # judges and discards it; then every rank loads the same files (weights, optimiser moments, scheduler,
-    # position), which leaves them bit-identical without sending the optimiser state around.
-    fingerprint = _fingerprint(model_cfg, fold, depth, candidates, init, optimizer)
-    saved = state_dir / "position.json"
-    if lead and saved.exists() and read_json(saved).get("fingerprint") != fingerprint:
-        log.info("discarding the training state in %s: it was made for another config, split, candidates or model layout", state_dir)
-        shutil.rmtree(state_dir)
+    # A state left by a killed run resumes only if its checkpoint set is intact and was made for exactly this training
+    # problem. Rank 0 alone verifies (moving corrupt sets aside), judges and discards; then every rank loads the same
+    # set (weights, optimiser moments, scheduler, position), which leaves them bit-identical without sending the
+    # optimiser state around.
+    inputs, fingerprint = {}, None  # rank 0's alone are saved (the other ranks take its position at each evaluation)
+    if lead:
+        inputs = training_inputs(model_cfg, corpus, fold, depth, candidates, built, init, collection_artifacts, optimizer)
+        fingerprint = fingerprint_of(inputs)
+        _keep_only_a_fitting_state(state_dir, inputs, fingerprint)
     if distributed:
         dist.barrier()
-    position = load_training_state(state_dir, model, optimizer, scheduler)
+    newest = next(iter(sets_newest_first(state_dir)), None)
+    position = load_training_state(newest, model, optimizer, scheduler) if newest is not None else None
     if distributed:
         found = [None] * world
         dist.all_gather_object(found, position and position["step"])
@@ -370,9 +451,9 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
             log.info("resuming %s fold %d at step %d (best dev nDCG@10 %.4f)", name, fold_index, position["step"], position["best_dev_ndcg10"])
     else:
         position = {"step": 0, "best_dev_ndcg10": -1.0, "best_step": 0, "evals_without_improvement": 0, "history": [],
-                    "seconds": 0.0, "fingerprint": fingerprint}
+                    "seconds": 0.0, "fingerprint": fingerprint, "inputs": inputs}
         if lead:
-            shutil.rmtree(state_dir, ignore_errors=True)
+            clear_state(state_dir)
     # DDP after the state is loaded: it starts every rank from rank 0's weights and averages gradients in backward.
     # Unused parameters are looked for (a model may leave some out of a forward pass), as one process skips them.
     forward = model
@@ -435,15 +516,14 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
                 improved = dev_ndcg > position["best_dev_ndcg10"]
                 if improved:
                     position.update(best_dev_ndcg10=dev_ndcg, best_step=position["step"], evals_without_improvement=0)
-                    save_weights(model, best_path)
-                    write_run(state_dir / "best_dev.run", dev_run, tag=name)
                 else:
                     position["evals_without_improvement"] += 1
                 position["history"].append({"step": position["step"], "train_loss": mean_loss, "dev_ndcg10": dev_ndcg})
                 position["seconds"] = time.time() - started
                 log.info("%s fold %d step %d: loss %.4f, dev nDCG@10 %.4f%s", name, fold_index, position["step"], mean_loss, dev_ndcg,
                          " (best)" if improved else "")
-                save_training_state(state_dir, model, optimizer, scheduler, position)
+                best_run = (lambda path: write_run(path, dev_run, tag=name)) if improved else None  # this step's weights are the best
+                save_training_state(state_dir, model, optimizer, scheduler, position, best_run)
                 return position
 
             position = _on_rank0(evaluate_and_checkpoint, rank, world)  # every rank continues (or stops) at rank 0's position
@@ -452,7 +532,8 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
     if not lead:
         return
 
-    if not best_path.exists():
+    final_set = next(iter(sets_newest_first(state_dir)), None)
+    if final_set is None or not (final_set / "best.safetensors").exists():
         raise InputError(f"models.{name}: training ended before any dev evaluation; set train.eval_every <= train.steps")
     write_text(log_path, "step\ttrain_loss\tdev_ndcg10\n" + "".join(f"{h['step']}\t{h['train_loss']:.6f}\t{h['dev_ndcg10']:.6f}\n" for h in position["history"]))
     TrainSummary(
@@ -461,6 +542,4 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
         parameters=sum(p.numel() for p in model.parameters()), trainable_parameters=sum(p.numel() for p in params),
         hyperparameters=hp,
     ).write(out_dir / "train_summary.json")
-    shutil.copyfile(state_dir / "best_dev.run", dev_run_path)
-    shutil.copyfile(best_path, out_dir / ".model.tmp")
-    (out_dir / ".model.tmp").replace(out)  # the output appears complete or not at all
+    export_best(final_set, out, dev_run_path)  # verified against the set's manifest; appears complete or not at all
