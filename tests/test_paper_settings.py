@@ -1,0 +1,48 @@
+"""docs/paper-settings.md: the papers' stated hyper-parameters (docs/paper_settings.yaml) against what the full-scale
+configs resolve to. Fails when a resolved entry disagrees with a row, or when the page is not what the generator
+(docs/paper_settings.py) writes from the table and the configs."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+
+import pytest
+
+from conftest import REPO
+
+
+def generator():
+    spec = importlib.util.spec_from_file_location("paper_settings", REPO / "docs" / "paper_settings.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def paper_settings():
+    return generator()
+
+
+def test_every_full_scale_config_ships_the_papers_settings(paper_settings):
+    table = paper_settings.load_table()
+    assert set(table["configs"]) == {"trec-dl-2019.yaml", "trec-dl-2020.yaml"}
+    assert paper_settings.disagreements(table) == []
+
+
+def test_a_row_the_config_does_not_follow_is_reported(paper_settings):
+    """The check can fail: TKL at the CPU default's learning rate, and a key no entry carries, are both named."""
+    table = copy.deepcopy(paper_settings.load_table())
+    tkl_rows = table["papers"][0]["settings"]
+    lr = next(row for row in tkl_rows if row["key"] == "train.lr" and "tkl" in row["models"])
+    lr["value"] = 0.001
+    tkl_rows.append({"stated": "a key nobody sets", "models": ["tkl"], "key": "no_such_key", "value": 1, "source": "-"})
+    table["configs"] = table["configs"][:1]
+    problems = paper_settings.disagreements(table)
+    assert any("tkl train.lr is 0.0001" in p and "says 0.001" in p for p in problems)
+    assert any("tkl no_such_key is not configured" in p for p in problems)
+
+
+def test_the_page_is_up_to_date(paper_settings):
+    page = (REPO / "docs" / "paper-settings.md").read_text()
+    assert page == paper_settings.render(paper_settings.load_table()) + "\n", "run: python docs/paper_settings.py"
