@@ -14,9 +14,8 @@ import ir_measures
 import pandas as pd
 import pytest
 
-from conftest import REPO
+from conftest import REPO, snakemake
 from longrank.io import read_json
-from test_workflow import snakemake
 
 pytestmark = pytest.mark.e2e
 COLLECTIONS = REPO / "tests" / "collections"

@@ -125,6 +125,34 @@ def test_the_data_stage_records_the_map_it_applied_and_refuses_one_reversing_the
     assert relevance["gains"] == {"0": 0, "1": 1, "2": 2, "3": 1} and relevance["reverses_grades"] is True
 
 
+def test_training_and_dev_queries_of_their_own_make_every_judged_query_a_test_query(tmp_path):
+    """TREC DL's shape: training queries (train_queries) and a seeded sample of dev queries (dev_queries, dev_sample) of
+    their own choose nothing from the judged queries, which are all test queries; ids must be distinct."""
+    docs = {f"d{i}": f"wing lift {i}" for i in range(10)}
+    dataset = write_local_collection(tmp_path / "src", docs, {"q1": "wing", "q2": "lift"}, [("q1", "d1", 2), ("q2", "d2", 1)])
+    src = tmp_path / "src"
+    (src / "train.tsv").write_text("t1\twing one\nt2\tlift two\n")
+    (src / "train_qrels.txt").write_text("t1 0 d3 1\nt2 0 d4 1\n")
+    (src / "dev.tsv").write_text("".join(f"v{i}\tlift {i}\n" for i in range(6)))
+    (src / "dev_qrels.txt").write_text("".join(f"v{i} 0 d{i} {int(i != 5)}\n" for i in range(6)))  # v5: nothing relevant
+    dataset |= {"train_queries": str(src / "train.tsv"), "train_qrels": str(src / "train_qrels.txt"),
+                "dev_queries": str(src / "dev.tsv"), "dev_qrels": str(src / "dev_qrels.txt"), "dev_sample": 3, "dev_seed": 1}
+    prepare(dataset, {"method": "full"}, {"method": "holdout"}, tmp_path / "data")
+    (fold,) = Corpus(tmp_path / "data").folds
+    assert fold["train"] == ["t1", "t2"] and fold["test"] == ["q1", "q2"]
+    assert len(fold["dev"]) == 3 and set(fold["dev"]) < {f"v{i}" for i in range(5)}
+    prepare(dataset, {"method": "full"}, {"method": "holdout"}, tmp_path / "again")
+    assert Corpus(tmp_path / "again").folds[0]["dev"] == fold["dev"]  # the sample is seeded
+    stats = json.loads((tmp_path / "data" / "stats.json").read_text())
+    assert stats["query_sets"]["dev"] == f"{src / 'dev.tsv'} judged by {src / 'dev_qrels.txt'}, a sample of 3 (seed 1)"
+    with pytest.raises(InputError, match=r"need training queries of their own too"):
+        prepare({k: v for k, v in dataset.items() if not k.startswith("train_")}, {"method": "full"}, {"method": "holdout"}, tmp_path / "x")
+    with pytest.raises(InputError, match=r"dataset.dev_queries: query id 'q1' is also a query"):
+        (src / "dev.tsv").write_text("q1\tlift\n")
+        (src / "dev_qrels.txt").write_text("q1 0 d1 1\n")
+        prepare(dataset, {"method": "full"}, {"method": "holdout"}, tmp_path / "clash")
+
+
 def test_excluded_grades_leave_the_qrels_and_every_ranking(tmp_path):
     from longrank.retrieval.candidates import without_excluded
 

@@ -14,13 +14,14 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from longrank.data.collections import ir_datasets_downloads, load_ir_datasets, load_local, read_local_queries
+from longrank.data import query_sets
+from longrank.data.collections import load_ir_datasets, load_local
 from longrank.data.docstore import DocStore, write_docs
 from longrank.data.grades import check_gain_order, integer_grades, relevance_record
 from longrank.data.queries import formulate
 from longrank.data.splits import make_folds
 from longrank.data.words import tokenize, write_doc_freq
-from longrank.io import InputError, read_qrels, write_json, write_qrels, write_text
+from longrank.io import InputError, write_json, write_qrels, write_text
 
 log = logging.getLogger(__name__)
 
@@ -41,51 +42,13 @@ def _examples(ids, limit=5) -> str:
     return ", ".join(map(repr, ids[:limit])) + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
 
 
-def _add_training_queries(dataset: dict, queries: dict, qrels: dict, docs, gain_map: dict) -> set[str]:
-    """Queries over the same documents that only train, never evaluated: ``dataset.train_id`` (an ir_datasets id:
-    TREC DL trains on MS MARCO's training queries and is evaluated on the judged TREC queries), or for a local
-    collection ``dataset.train_queries`` and ``train_qrels`` (files in the formats of ``queries`` and ``qrels``)."""
-    if dataset.get("train_id"):
-        train_queries, train_qrels = _ir_datasets_training_queries(dataset)
-    elif dataset.get("train_queries"):
-        if not dataset.get("train_qrels"):
-            raise InputError("dataset.train_qrels: training queries (dataset.train_queries) need their judgments in a qrels file")
-        if not Path(dataset["train_qrels"]).is_file():
-            raise InputError(f"dataset.train_qrels: file {dataset['train_qrels']} not found")
-        train_queries = read_local_queries(dataset["train_queries"], None, dataset.get("query_fields"))
-        train_qrels = read_qrels(dataset["train_qrels"])
-    else:
-        return set()
-    added = set()
-    for qid, text in train_queries:
-        if qid in queries:
-            key = "train_id" if dataset.get("train_id") else "train_queries"
-            raise InputError(f"dataset.{key}: query id {qid!r} is also an evaluated query; ids must be distinct")
-        queries[qid] = text
-        added.add(qid)
-    for qid, judged in train_qrels.items():
-        if qid in added:
-            for doc_id, grade in judged.items():
-                if doc_id in docs:
-                    qrels.setdefault(qid, {})[doc_id] = gain_map.get(grade, grade)
-    return added
-
-
-def _ir_datasets_training_queries(dataset: dict):
-    import ir_datasets
-
-    try:
-        train_ds = ir_datasets.load(dataset["train_id"])
-    except KeyError:
-        raise InputError(f"dataset.train_id: {dataset['train_id']!r} is not an ir_datasets id") from None
-    field = dataset.get("query_field") or ("text" if "text" in train_ds.queries_cls()._fields else "title")
-    with ir_datasets_downloads(dataset["train_id"]):
-        queries = [(q.query_id, getattr(q, field))
-                   for q in tqdm(train_ds.queries_iter(), desc="reading training queries", unit="query", mininterval=5)]
-        qrels: dict[str, dict[str, int]] = {}
-        for qr in train_ds.qrels_iter():
-            qrels.setdefault(qr.query_id, {})[qr.doc_id] = qr.relevance
-    return queries, qrels
+def _query_roles(dataset: dict, splits: dict, own_train: bool, own_dev: bool) -> dict[str, str]:
+    """Which queries trained, chose (dev) and tested, in words: stats.json and the report's provenance."""
+    part = f"of the collection's judged queries (splits: {splits.get('method', 'holdout')}, seed {splits.get('seed', 0)})"
+    train = [] if own_dev else [f"the train part {part}"]
+    return {"train": " and ".join(train + ([query_sets.source_of(dataset, "train")] if own_train else [])),
+            "dev": query_sets.source_of(dataset, "dev") if own_dev else f"the dev part {part}",
+            "test": "every judged query of the collection" if own_dev else f"the test part {part}"}
 
 
 def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path) -> None:
@@ -176,7 +139,13 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
              relevance["gains"], relevance["configured_gains"] or "none, every grade its own gain",
              ", reversing the grades' order on purpose" if relevance["reverses_grades"] else "",
              relevance["exclude_grades"], relevance["excluded_judgments"], relevance["judgments_by_grade"])
-    train_only = _add_training_queries(dataset, queries, qrels, docs, gain_map)
+    # Queries that only train, and queries that only choose (dev), over the same documents (data/query_sets.py).
+    evaluated_ids = set(queries)
+    train_only = query_sets.add_query_set(dataset, "train", queries, qrels, docs, lambda g: gain_map.get(g, g))
+    dev_only = query_sets.add_query_set(dataset, "dev", queries, qrels, docs, lambda g: gain_map.get(g, g))
+    if dev_only and not train_only:
+        raise InputError("dataset.dev_id / dev_queries: a dev set of its own makes every judged query a test query, so the "
+                         "models need training queries of their own too (dataset.train_id or train_queries + train_qrels)")
 
     formulated = formulate(queries, docs, query_formulation.get("method", "full"), query_formulation.get("n", 25))
     empty_queries = [q for q, t in formulated.items() if not t.strip()]
@@ -186,12 +155,17 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
                          "their text has no term it keeps (tfidf_terms drops stop words and tokens without a letter). "
                          "Fix or remove these queries, or set query_formulation.method: full")
 
-    evaluable = [q for q in formulated if q not in train_only and any(g > 0 for g in qrels.get(q, {}).values())]
-    if len(formulated) - len(train_only) > len(evaluable):
-        log.info("%d of %d queries have no relevant document and are left out of the splits", len(formulated) - len(train_only) - len(evaluable), len(formulated) - len(train_only))
-    folds = make_folds(evaluable, splits.get("method", "holdout"), splits.get("dev", 0.15), splits.get("test", 0.35), splits.get("k", 5), splits.get("seed", 0))
-    for fold in folds:  # queries of dataset.train_id train every fold and are never evaluated
-        fold["train"] = sorted(fold["train"] + [q for q in train_only if any(g > 0 for g in qrels.get(q, {}).values())])
+    evaluable = [q for q in formulated if q in evaluated_ids and any(g > 0 for g in qrels.get(q, {}).values())]
+    if len(evaluated_ids) > len(evaluable):
+        log.info("%d of %d queries have no relevant document and are left out of the splits", len(evaluated_ids) - len(evaluable), len(evaluated_ids))
+    if dev_only:
+        log.info("the splits are the dataset's own: %d training, %d dev (%s), every one of the %d judged queries a test query",
+                 len(train_only), len(dev_only), query_sets.source_of(dataset, "dev"), len(evaluable))
+        folds = query_sets.folds_with([], train_only, dev_only, evaluable)
+    else:
+        folds = make_folds(evaluable, splits.get("method", "holdout"), splits.get("dev", 0.15), splits.get("test", 0.35), splits.get("k", 5), splits.get("seed", 0))
+        folds = query_sets.folds_with(folds, train_only, set(), evaluable)
+    query_roles = _query_roles(dataset, splits, bool(train_only), bool(dev_only))
 
     words = np.array(list(lengths.values()))
     stats = {
@@ -204,6 +178,7 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
         "doc_words": {"mean": float(words.mean()), "median": float(np.median(words)), "p90": float(np.percentile(words, 90)), "max": int(words.max())},
         "query_words": {"mean": float(np.mean([len(t.split()) for t in formulated.values()]))},
         "relevance": relevance,
+        "query_sets": query_roles,
         "qrels_defs": {str(k): v for k, v in (qrels_defs or {}).items()},
         "folds": [{k: len(v) for k, v in f.items()} for f in folds],
     }

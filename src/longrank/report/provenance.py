@@ -31,6 +31,9 @@ def section(ctx: Context) -> Section:
     sec.text(f"Collection: {inp.stats['num_docs']} documents, {inp.stats['num_queries']} queries; document words mean "
              f"{fmt(dw['mean'], 1)}, median {dw['median']}, p90 {dw['p90']}, max {dw['max']}.")
     sec.text(relevance(inp.stats["relevance"]))
+    roles = inp.stats["query_sets"]
+    sec.text(f"Queries: models trained on {roles['train']}; the early-stopping point and interpolation weights were chosen "
+             f"on {roles['dev']}; the test queries are {roles['test']}.")
     sec.text("Seeds (the same config and seeds give byte-identical run files on the same machine): " + seeds(inp) + ".")
     sec.table(["Package", "Version"], versions)
     sec.code(json.dumps(inp.config, indent=2, sort_keys=True))

@@ -82,7 +82,7 @@ def run_file(spec: dict, corpus: Corpus) -> Run:
 def _scoreddocs_datasets(dataset: dict) -> list:
     import ir_datasets
 
-    ids = [dataset[k] for k in ("id", "train_id") if dataset.get(k)]
+    ids = [dataset[k] for k in ("id", "train_id", "dev_id") if dataset.get(k)]  # the dev and training queries' lists too
     if dataset.get("source") == "local" or not ids:
         raise InputError("first stage method scoreddocs: needs dataset.source ir_datasets (a local collection has no scored documents; use run_file)")
     loaded = []

@@ -1,0 +1,92 @@
+"""Query sets over the collection's documents that are never evaluated: queries that only train (``train_id`` /
+``train_queries`` + ``train_qrels``) and queries that only choose the early-stopping point and the interpolation
+weight (``dev_id`` / ``dev_queries`` + ``dev_qrels``, a seeded sample of ``dev_sample``). TREC DL trains on MS
+MARCO's training queries, selects on a sample of MS MARCO's dev queries (as the Conformer-Kernel's official code
+samples 100) and tests on every judged TREC DL query, rather than selecting on a third of 43 test queries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from longrank.data.collections import ir_datasets_downloads, read_local_queries
+from longrank.io import InputError, read_qrels
+
+ROLES = ("train", "dev")
+
+
+def given(dataset: dict, role: str) -> bool:
+    return bool(dataset.get(f"{role}_id") or dataset.get(f"{role}_queries"))
+
+
+def source_of(dataset: dict, role: str) -> str:
+    """Where a role's queries come from, in words (stats.json and the report's provenance)."""
+    if dataset.get(f"{role}_id"):
+        source = f"ir_datasets {dataset[f'{role}_id']}"
+    else:
+        source = f"{dataset[f'{role}_queries']} judged by {dataset[f'{role}_qrels']}"
+    sample = dataset.get(f"{role}_sample")
+    return source + (f", a sample of {sample} (seed {dataset.get(f'{role}_seed', 0)})" if sample else "")
+
+
+def add_query_set(dataset: dict, role: str, queries: dict, qrels: dict, docs, gain_of) -> set[str]:
+    """Add the ``role`` queries (with a judged relevant document in the collection) and their judgments, mapped by
+    ``gain_of``; return their ids. Their ids must differ from every query already there."""
+    if not given(dataset, role):
+        return set()
+    texts, judged = _load(dataset, role)
+    relevant = {}
+    for qid, text in texts:
+        judgments = {d: gain_of(g) for d, g in judged.get(qid, {}).items() if d in docs}
+        if any(g > 0 for g in judgments.values()):
+            relevant[qid] = (text, judgments)
+    chosen = sorted(relevant)
+    if dataset.get(f"{role}_sample"):
+        order = np.random.default_rng(dataset.get(f"{role}_seed", 0)).permutation(len(chosen))
+        chosen = sorted(chosen[i] for i in order[: dataset[f"{role}_sample"]])
+    key = f"dataset.{role}_id" if dataset.get(f"{role}_id") else f"dataset.{role}_queries"
+    if not chosen:
+        raise InputError(f"{key}: none of its queries has a relevant judged document in the collection")
+    for qid in chosen:
+        if qid in queries:
+            raise InputError(f"{key}: query id {qid!r} is also a query of the collection or of another set; ids must be distinct")
+        queries[qid], qrels[qid] = relevant[qid]
+    return set(chosen)
+
+
+def _load(dataset: dict, role: str):
+    if dataset.get(f"{role}_id"):
+        return _ir_datasets_queries(dataset[f"{role}_id"], dataset.get("query_field"), role)
+    path = dataset.get(f"{role}_qrels")
+    if not path:
+        raise InputError(f"dataset.{role}_qrels: the queries of dataset.{role}_queries need their judgments in a qrels file")
+    if not Path(path).is_file():
+        raise InputError(f"dataset.{role}_qrels: file {path} not found")
+    return list(read_local_queries(dataset[f"{role}_queries"], None, dataset.get("query_fields"))), read_qrels(path)
+
+
+def _ir_datasets_queries(dataset_id: str, query_field: str | None, role: str):
+    import ir_datasets
+
+    try:
+        ds = ir_datasets.load(dataset_id)
+    except KeyError:
+        raise InputError(f"dataset.{role}_id: {dataset_id!r} is not an ir_datasets id") from None
+    field = query_field or ("text" if "text" in ds.queries_cls()._fields else "title")
+    with ir_datasets_downloads(dataset_id):
+        queries = [(q.query_id, getattr(q, field))
+                   for q in tqdm(ds.queries_iter(), desc=f"reading {role} queries", unit="query", mininterval=5)]
+        qrels: dict[str, dict[str, int]] = {}
+        for qr in ds.qrels_iter():
+            qrels.setdefault(qr.query_id, {})[qr.doc_id] = qr.relevance
+    return queries, qrels
+
+
+def folds_with(folds: list[dict], train_only: set[str], dev_only: set[str], evaluable: list[str]) -> list[dict]:
+    """The splits with the given sets: training queries train every fold; with a dev set of its own, every evaluated
+    query is a test query (one fold: the configured ``splits`` do not apply)."""
+    if dev_only:
+        return [{"train": sorted(train_only), "dev": sorted(dev_only), "test": sorted(evaluable)}]
+    return [{**fold, "train": sorted(fold["train"] + list(train_only))} for fold in folds]
