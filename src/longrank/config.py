@@ -57,7 +57,20 @@ def validate_config(config: dict, schema_path: str, datasets_dir: str | Path | N
     check_measures(config.get("evaluation", {}).get("measures", []))
     resolve_first_stages(config)
     check_noninferiority_reference(config)
+    check_input_files(config)
     return config
+
+
+def check_input_files(config: dict) -> None:
+    """A path that must be a file (a local collection's files, a run file) and names a directory is an error now,
+    naming the key. A path that does not exist yet is left to the data and candidates stages (another job, or the
+    user, may make it before they run; they name the key if it is still missing)."""
+    files = ("docs", "queries", "qrels", "train_queries", "train_qrels", "dev_queries", "dev_qrels")
+    keys = [(f"dataset.{key}", config["dataset"].get(key)) for key in files]
+    keys += [(f"first_stages.{name}.path", spec.get("path")) for name, spec in config["first_stages"].items() if spec["method"] == "run_file"]
+    for key, value in keys:
+        if value and Path(value).is_dir():
+            raise InputError(f"config key {key}: {value} is a directory; expected a file (relative to the working directory)")
 
 
 DESCRIPTION_SUFFIXES = (".yaml", ".yml")

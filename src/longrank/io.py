@@ -5,6 +5,13 @@ Formats (all under ``results/{dataset}/``):
 - qrels: TREC ``qid 0 docid grade``.
 - ``*.tsv``: tab separated with a header row.
 - ``*.json``: UTF-8 JSON.
+
+One strict reader per format, used by every stage, for the files a user brings as for the ones a stage wrote:
+TREC runs (``read_run``), qrels (``read_qrels``), ``id<TAB>text`` (``read_id_text_tsv``), JSON lines with an id
+and text fields (``read_id_text_jsonl``) and TREC SGML documents (``read_trec_docs``). Each error names the file,
+the line and what was expected. A UTF-8 byte-order mark at the start of a file is dropped. Ids are checked where
+they are read (``check_id``): an id with whitespace would split into two columns of every run and qrels file
+written from it, so it is refused there, with its file and line; an id read twice is named with its line.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import gzip
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 import zlib
@@ -53,6 +61,20 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             tmp.unlink()
 
 
+BOM = "\ufeff".encode("utf-8")
+_WHITESPACE = re.compile(r"\s")
+
+
+def check_id(identifier: str, path: str | os.PathLike, lineno: int, what: str) -> str:
+    """``identifier`` if it can be a column of a TREC run or qrels file: not empty and without whitespace (an id
+    "d 1" would be read back from every run written with it as two columns). Else an InputError naming the file,
+    the line and the id."""
+    if not identifier or _WHITESPACE.search(identifier):
+        raise InputError(f"{path}:{lineno}: {what} id {identifier!r} is {'empty' if not identifier else 'not one word'}; "
+                         "ids are columns of TREC run and qrels files, so they must be non-empty and without whitespace")
+    return identifier
+
+
 def numbered_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of a UTF-8 text file, gzip-compressed if it ends in ``.gz``. A line that is not
     UTF-8 or a file that is not gzip is an InputError naming the file and line (each line is decoded on its
@@ -60,10 +82,14 @@ def numbered_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     path = Path(path)
     if not path.exists():
         raise InputError(f"file {path} not found")
+    if path.is_dir():
+        raise InputError(f"{path} is a directory; expected a file")
     lineno = 0
     try:
         with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as f:
             for lineno, raw in enumerate(f, start=1):
+                if lineno == 1 and raw.startswith(BOM):  # editors on Windows write one; it is no part of the first id
+                    raw = raw[len(BOM):]
                 yield lineno, raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise InputError(f"{path}:{lineno}: not UTF-8 text (byte {err.object[err.start]:#04x} at column {err.start + 1}); "
@@ -111,10 +137,19 @@ def write_run(path: str | os.PathLike, run: Mapping[str, Mapping[str, float]], t
     """Write a TREC run: per query, documents by descending score (ties broken by doc id for determinism)."""
     lines = []
     for qid in sorted(run):
+        _check_written_ids(path, qid, run[qid])
         ranked = sorted(run[qid].items(), key=lambda kv: (-kv[1], kv[0]))
         for rank, (docid, score) in enumerate(ranked, start=1):
             lines.append(f"{qid} Q0 {docid} {rank} {score:.8g} {tag}\n")
     write_text(path, "".join(lines))
+
+
+def _check_written_ids(path, qid: str, doc_ids) -> None:
+    """Never write a run that reads back otherwise: an id with whitespace would shift its line's columns. The
+    readers refuse such ids with their file and line; this names one that came another way."""
+    bad = next((rid for rid in (qid, *doc_ids) if not rid or _WHITESPACE.search(rid)), None)
+    if bad is not None:
+        raise InputError(f"{path}: cannot write id {bad!r} (query {qid!r}) into a TREC run: ids must be non-empty and without whitespace")
 
 
 def _fields(path: str | os.PathLike, expected: str, columns: int) -> Iterator[tuple[int, list[str]]]:
@@ -162,15 +197,121 @@ def write_qrels(path: str | os.PathLike, qrels: Mapping[str, Mapping[str, int]])
     write_text(path, "".join(lines))
 
 
-def read_tsv_dict(path: str | os.PathLike) -> dict[str, str]:
-    """Read a two-column ``id<TAB>text`` file with a header row."""
-    out = {}
-    with open(path, encoding="utf-8") as f:
-        next(f, None)
-        for line in f:
-            key, _, value = line.rstrip("\n").partition("\t")
-            out[key] = value
-    return out
+def read_tsv_dict(path: str | os.PathLike, what: str = "row") -> dict[str, str]:
+    """A two-column ``id<TAB>text`` file with a header row, as a dict (a stage's own ``queries.tsv``,
+    ``doc_lengths.tsv``)."""
+    return dict(read_id_text_tsv(path, what, header=True))
+
+
+def read_id_text_tsv(path: str | os.PathLike, what: str, header: bool = False, text_required: bool = False) -> Iterator[tuple[str, str]]:
+    """``(id, text)`` of each non-blank ``id<TAB>text`` line (``header``: the first line names the columns). A line
+    without a tab, an id that ``check_id`` refuses, an id given twice or (``text_required``) an empty text is an
+    InputError naming the line; ``what`` names the records in the message (document, query)."""
+    def records():
+        for lineno, line in numbered_lines(path):
+            if (header and lineno == 1) or not line.strip():
+                continue
+            rid, sep, text = line.rstrip("\r\n").partition("\t")
+            if not sep:
+                raise InputError(f"{path}:{lineno}: expected '{what} id<TAB>text', got {line.strip()[:80]!r}")
+            yield lineno, check_id(rid, path, lineno, what), _text(text, path, lineno, what, text_required)
+
+    return _each_id_once(records(), path, what)
+
+
+def read_id_text_jsonl(path: str | os.PathLike, what: str, id_keys: list[str], text_keys: list[str],
+                       text_required: bool = False) -> Iterator[tuple[str, str]]:
+    """``(id, text)`` of each non-blank line, a JSON object with the first of ``id_keys`` it has and any of
+    ``text_keys`` (joined by newlines, in that order). Errors name the file, the line and the fields expected."""
+    def records():
+        for lineno, line in numbered_lines(path):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise InputError(f"{path}:{lineno}: not valid JSON ({err.msg}); expected one JSON object per line") from None
+            if not isinstance(rec, dict):
+                raise InputError(f"{path}:{lineno}: expected a JSON object with an id and a text field, got {type(rec).__name__}")
+            rid = next((rec[k] for k in id_keys if k in rec), None)
+            if rid is None:
+                raise InputError(f"{path}:{lineno}: no {what} id field; expected one of {id_keys}")
+            if all(k not in rec for k in text_keys):
+                raise InputError(f"{path}:{lineno}: no text field; expected {text_keys}")
+            text = "\n".join(str(rec[k]) for k in text_keys if rec.get(k))
+            yield lineno, check_id(str(rid), path, lineno, what), _text(text, path, lineno, what, text_required)
+
+    return _each_id_once(records(), path, what)
+
+
+def _text(text: str, path, lineno: int, what: str, required: bool) -> str:
+    if required and not text.strip():
+        raise InputError(f"{path}:{lineno}: this {what} has no text; expected words (give it a text or remove the line)")
+    return text
+
+
+# TREC SGML: <DOC> ... </DOC> blocks, each with one <DOCNO>. Markup is a tag with a tag name (<TEXT>, </HEADLINE>,
+# <F P=105>), never a lone '<' or '>' of the text ("a < b > c" keeps its signs).
+_DOC_TAG = re.compile(r"<(/?)DOC(?:\s[^<>]*)?>", re.I)
+_DOCNO = re.compile(r"<DOCNO>(.*?)</DOCNO>", re.S | re.I)
+_MARKUP = re.compile(r"</?[A-Za-z][\w.:-]*(?:\s[^<>]*)?/?>")
+
+
+def read_trec_docs(path: str | os.PathLike) -> Iterator[tuple[str, str]]:
+    """``(docno, text)`` of each ``<DOC>`` block, streamed: the text between the tags with the DOCNO element and
+    markup taken out. An unclosed or nested ``<DOC>``, a ``</DOC>`` that closes none, text outside every block, a
+    block without exactly one ``<DOCNO>`` or a DOCNO given twice is an InputError naming the file and line."""
+    def records():
+        opened, parts = None, []  # the line of the open <DOC> and its text so far
+        for lineno, line in numbered_lines(path):
+            start = 0
+            for tag in _DOC_TAG.finditer(line):
+                between, start = line[start:tag.start()], tag.end()
+                closing = tag.group(1) == "/"
+                if opened is None:
+                    _outside(path, lineno, between)
+                    if closing:
+                        raise InputError(f"{path}:{lineno}: </DOC> closes no <DOC>; expected <DOC> first")
+                    opened, parts = lineno, []
+                    continue
+                if not closing:
+                    raise InputError(f"{path}:{lineno}: <DOC> inside the <DOC> opened at line {opened}; "
+                                     "expected </DOC> first (is that one missing its </DOC>?)")
+                parts.append(between)
+                yield opened, *_trec_doc(path, opened, "".join(parts))
+                opened = None
+            if opened is None:
+                _outside(path, lineno, line[start:])
+            else:
+                parts.append(line[start:])
+        if opened is not None:
+            raise InputError(f"{path}:{opened}: this <DOC> is never closed; expected </DOC> before the end of the file")
+
+    return _each_id_once(records(), path, "document")
+
+
+def _outside(path, lineno: int, text: str) -> None:
+    if text.strip():
+        raise InputError(f"{path}:{lineno}: text outside a <DOC> block ({text.strip()[:60]!r}); expected <DOC>")
+
+
+def _trec_doc(path, lineno: int, block: str) -> tuple[str, str]:
+    docnos = _DOCNO.findall(block)
+    if len(docnos) != 1:
+        raise InputError(f"{path}:{lineno}: the <DOC> opened here has {len(docnos) or 'no'} <DOCNO> elements; "
+                         "expected one <DOCNO>id</DOCNO>")
+    docno = check_id(docnos[0].strip(), path, lineno, "document")
+    return docno, _MARKUP.sub(" ", _DOCNO.sub(" ", block)).strip()
+
+
+def _each_id_once(records: Iterator[tuple[int, str, str]], path, what: str) -> Iterator[tuple[str, str]]:
+    """``(id, text)`` of ``(line, id, text)`` records; an id seen before in the file is an InputError naming it."""
+    seen: set[str] = set()
+    for lineno, rid, text in records:
+        if rid in seen:
+            raise InputError(f"{path}:{lineno}: duplicate {what} id {rid!r} (given earlier in the file); ids must be distinct")
+        seen.add(rid)
+        yield rid, text
 
 
 def replace_directory(new: Path, out: Path) -> None:

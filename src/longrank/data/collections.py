@@ -3,88 +3,61 @@
 Local formats, chosen by file name:
 - documents: ``.jsonl`` / ``.jsonl.gz`` (``{"doc_id", "text"}``; other field names via ``id_field`` /
   ``text_fields``), ``.tsv`` (``id<TAB>text``, no header), ``.trec`` / ``.sgml`` / anything else with
-  ``<DOC><DOCNO>..</DOCNO> ... </DOC>`` blocks (all text inside the DOC, tags stripped)
+  ``<DOC><DOCNO>..</DOCNO> ... </DOC>`` blocks (all text inside the DOC, markup tags stripped)
 - queries: ``.jsonl`` / ``.jsonl.gz`` (``{"query_id", "text"}``) or ``.tsv`` (``id<TAB>text``)
 - qrels: TREC ``qid iter docid grade``
+
+The formats' strict readers are in ``io.py`` (file, line and what was expected in every error); this module picks
+one by file name and names the config key of a missing file.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import re
 from pathlib import Path
 from typing import Iterator
 
 from longrank.data.bundled import ir_datasets_cache, seed_ir_datasets_cache
-from longrank.io import InputError, numbered_lines, read_qrels
+from longrank.io import InputError, read_id_text_jsonl, read_id_text_tsv, read_qrels, read_trec_docs
 
 
 def _stem_suffix(path: Path) -> str:
     return Path(path.stem).suffix if path.suffix == ".gz" else path.suffix
 
 
-def _read_jsonl(path: Path, id_keys: list[str], text_keys: list[str]) -> Iterator[tuple[str, str]]:
-    for lineno, line in numbered_lines(path):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
-        if not isinstance(rec, dict):
-            raise InputError(f"{path}:{lineno}: expected a JSON object with an id and a text field, got {type(rec).__name__}")
-        rid = next((rec[k] for k in id_keys if k in rec), None)
-        if rid is None:
-            raise InputError(f"{path}:{lineno}: no id field; expected one of {id_keys}")
-        missing = [k for k in text_keys if k not in rec]
-        if len(missing) == len(text_keys):
-            raise InputError(f"{path}:{lineno}: no text field; expected {text_keys}")
-        yield str(rid), "\n".join(str(rec[k]) for k in text_keys if rec.get(k))
-
-
-def _read_tsv(path: Path) -> Iterator[tuple[str, str]]:
-    for lineno, line in numbered_lines(path):
-        if not line.strip():
-            continue
-        rid, sep, text = line.rstrip("\n").partition("\t")
-        if not sep:
-            raise InputError(f"{path}:{lineno}: expected 'id<TAB>text'")
-        yield rid, text
-
-
-_DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S | re.I)
-_DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.S | re.I)
-_TAG = re.compile(r"<[^>]+>")
-
-
-def _read_trec(path: Path) -> Iterator[tuple[str, str]]:
-    content = "".join(line for _, line in numbered_lines(path))
-    for block in _DOC.findall(content):
-        m = _DOCNO.search(block)
-        if not m:
-            raise InputError(f"{path}: a <DOC> without <DOCNO>: {block[:80]!r}")
-        yield m.group(1), _TAG.sub(" ", _DOCNO.sub(" ", block)).strip()
-
-
 def read_local_docs(path: str, id_field: str | None = None, text_fields: list[str] | None = None) -> Iterator[tuple[str, str]]:
+    """``(doc id, text)`` of a local documents file, by its format (the readers of ``io.py``)."""
     path = Path(path)
     kind = _stem_suffix(path)
     if kind == ".jsonl":
-        return _read_jsonl(path, [id_field] if id_field else ["doc_id", "docno", "id"], text_fields or ["text"])
+        return read_id_text_jsonl(path, "document", [id_field] if id_field else ["doc_id", "docno", "id"], text_fields or ["text"])
     if kind == ".tsv":
-        return _read_tsv(path)
-    return _read_trec(path)
+        return read_id_text_tsv(path, "document")
+    return read_trec_docs(path)
 
 
 def read_local_queries(path: str, id_field: str | None = None, text_fields: list[str] | None = None) -> Iterator[tuple[str, str]]:
+    """``(query id, text)`` of a local queries file. A query without text is an error naming its line: it would rank
+    nothing and score 0 without a word (an empty document, by contrast, is dropped: ``dataset.empty_documents``)."""
     path = Path(path)
     kind = _stem_suffix(path)
     if kind == ".jsonl":
-        return _read_jsonl(path, [id_field] if id_field else ["query_id", "qid", "id"], text_fields or ["text"])
+        return read_id_text_jsonl(path, "query", [id_field] if id_field else ["query_id", "qid", "id"], text_fields or ["text"],
+                                  text_required=True)
     if kind == ".tsv":
-        return _read_tsv(path)
+        return read_id_text_tsv(path, "query", text_required=True)
     raise InputError(f"dataset.queries: {path} must be .jsonl(.gz) or .tsv")
+
+
+def local_file(dataset: dict, key: str) -> Path:
+    """The path under ``dataset[key]``, which must be a file: else an InputError naming the key (paths are relative
+    to the working directory)."""
+    path = Path(dataset[key])
+    if not path.exists():
+        raise InputError(f"dataset.{key}: file {path} not found (paths are relative to the working directory, {Path.cwd()})")
+    if not path.is_file():
+        raise InputError(f"dataset.{key}: {path} is a directory; expected a file")
+    return path
 
 
 @contextlib.contextmanager
@@ -152,11 +125,9 @@ def load_local(cfg: dict):
     for key in ("docs", "queries", "qrels"):
         if key not in cfg:
             raise InputError(f"dataset.{key}: a local collection needs docs, queries and qrels paths")
-    docs = read_local_docs(cfg["docs"], cfg.get("id_field"), cfg.get("doc_fields"))
-    queries = read_local_queries(cfg["queries"], None, cfg.get("query_fields"))
-    if not Path(cfg["qrels"]).exists():
-        raise InputError(f"dataset.qrels: file {cfg['qrels']} not found")
-    return docs, queries, read_qrels(cfg["qrels"]), None, None
+    docs = read_local_docs(local_file(cfg, "docs"), cfg.get("id_field"), cfg.get("doc_fields"))
+    queries = read_local_queries(local_file(cfg, "queries"), None, cfg.get("query_fields"))
+    return docs, queries, read_qrels(local_file(cfg, "qrels")), None, None
 
 
 def read_field(dataset: dict, field: str) -> dict[str, str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import Iterable
 from longrank.io import InputError, atomic_path
 
 INDEX_NAME = "docs.index.sqlite"
+_WHITESPACE = re.compile(r"\s")
 
 
 def write_docs(path: str | os.PathLike, docs: Iterable[tuple[str, str]]) -> int:
@@ -41,6 +43,9 @@ def write_docs(path: str | os.PathLike, docs: Iterable[tuple[str, str]]) -> int:
             def offsets():
                 nonlocal count
                 for doc_id, text in docs:
+                    if not doc_id or _WHITESPACE.search(doc_id):  # ids from a source no reader of io.py checked
+                        raise InputError(f"document id {doc_id!r} (the collection's document {count + 1}) is empty or has "
+                                         "whitespace; ids are columns of TREC run files, so they must be one word")
                     yield doc_id, f.tell()
                     f.write((json.dumps({"doc_id": doc_id, "text": text}) + "\n").encode("utf-8"))
                     count += 1
@@ -97,8 +102,13 @@ def _index_existing(docs: Path) -> None:
     def offsets():
         with open(docs, "rb") as f:
             offset = 0
-            for line in f:
-                yield json.loads(line)["doc_id"], offset
+            for lineno, line in enumerate(f, start=1):
+                try:
+                    doc_id = json.loads(line)["doc_id"]
+                except (ValueError, KeyError, TypeError):  # edited by hand, or not the data stage's file
+                    raise InputError(f"{docs}:{lineno}: expected a JSON object with doc_id and text, as the data stage "
+                                     "writes them; run the data stage again") from None
+                yield doc_id, offset
                 offset += len(line)
 
     with atomic_path(docs.parent / INDEX_NAME) as tmp_index:

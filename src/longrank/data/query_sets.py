@@ -6,12 +6,10 @@ samples 100) and tests on every judged TREC DL query, rather than selecting on a
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 from tqdm import tqdm
 
-from longrank.data.collections import ir_datasets_downloads, read_local_queries
+from longrank.data.collections import ir_datasets_downloads, local_file, read_local_queries
 from longrank.io import InputError, read_qrels
 
 ROLES = ("train", "dev")
@@ -62,9 +60,8 @@ def _load(dataset: dict, role: str):
     path = dataset.get(f"{role}_qrels")
     if not path:
         raise InputError(f"dataset.{role}_qrels: the queries of dataset.{role}_queries need their judgments in a qrels file")
-    if not Path(path).is_file():
-        raise InputError(f"dataset.{role}_qrels: file {path} not found")
-    return list(read_local_queries(dataset[f"{role}_queries"], None, dataset.get("query_fields"))), read_qrels(path)
+    queries = read_local_queries(local_file(dataset, f"{role}_queries"), None, dataset.get("query_fields"))
+    return list(queries), read_qrels(local_file(dataset, f"{role}_qrels"))
 
 
 def _ir_datasets_queries(dataset_id: str, query_field: str | None, role: str):

@@ -74,8 +74,10 @@ def _hdct_run(artifacts: list[Path], queries: dict, depth: int) -> tuple[Run, di
 
 def run_file(spec: dict, corpus: Corpus) -> Run:
     path = Path(spec["path"])
+    if not path.exists():
+        raise InputError(f"config key first_stages.{spec['name']}.path: run file {path} not found (relative to the working directory, {Path.cwd()})")
     if not path.is_file():
-        raise InputError(f"first stage {spec['name']!r}: run file {path} not found (key path; relative to the working directory)")
+        raise InputError(f"config key first_stages.{spec['name']}.path: {path} is a directory; expected a TREC run file")
     return within_collection(read_run(path), corpus.queries, corpus.docs, source=str(path))
 
 
