@@ -15,7 +15,7 @@ from pathlib import Path
 from longrank.io import InputError, write_text
 from longrank.report import (attention_scaling, confidence, diagnostics, effectiveness, efficiency, first_stages,
                              interpolation, length_bias, length_buckets, max_length, mir, noninferiority, provenance,
-                             regions, training)
+                             regions, reproduction, training)
 from longrank.report.comparison import copy_tables, load_comparison
 from longrank.report.context import Context
 from longrank.report.html import Section, render_html, render_markdown
@@ -25,9 +25,9 @@ from longrank.report.manifest import Manifest
 log = logging.getLogger(__name__)
 
 # The report's sections, in order. A section may return None to be left out (attention_scaling: only when its
-# optional stage ran).
-SECTIONS = [effectiveness, first_stages, diagnostics, confidence, length_buckets, length_bias, max_length, regions,
-            mir, efficiency, attention_scaling, noninferiority, interpolation, training, provenance]
+# optional stage ran). The papers' published figures follow the confidence intervals they are read against.
+SECTIONS = [effectiveness, first_stages, diagnostics, confidence, reproduction, length_buckets, length_bias, max_length,
+            regions, mir, efficiency, attention_scaling, noninferiority, interpolation, training, provenance]
 
 __all__ = ["Inputs", "Manifest", "SECTIONS", "add_arguments", "build", "run"]
 
