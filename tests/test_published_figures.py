@@ -213,3 +213,41 @@ def test_a_collection_no_paper_reports_on_is_one_line(dataset):
                                        [("tkl", "nDCG@10", 0.6, 0.5, 0.7)]))
     assert [b.kind for b in sec.blocks] == ["note"]
     assert sec.blocks[0].text.startswith("The papers report no figure on ")
+
+
+def test_the_section_reads_the_compare_stages_own_outputs(tmp_path):
+    """The measured cell is the mean and CI the compare stage wrote to table.csv, read as the report reads it."""
+    import argparse
+
+    import numpy as np
+
+    from longrank.evaluate import compare as compare_stage
+    from longrank.evaluate.metrics import write_eval_tsv
+    from longrank.report.comparison import load_comparison
+
+    rng = np.random.default_rng(0)
+    qids = pd.Index([f"q{q}" for q in range(43)], name="query_id")
+    for system, centre in (("official", 0.49), ("tkl", 0.63)):
+        frame = pd.DataFrame({"nDCG@10": np.clip(rng.normal(centre, 0.2, 43), 0, 1),
+                              "AP@100": np.clip(rng.normal(centre / 2, 0.1, 43), 0, 1)}, index=qids)
+        write_eval_tsv(tmp_path / "eval" / f"{system}.tsv", frame)
+    parser = argparse.ArgumentParser()
+    compare_stage.add_arguments(parser)
+    compare_stage.run(parser.parse_args(["--eval-dir", str(tmp_path / "eval"), "--systems", "official", "tkl",
+                                         "--bootstrap", "200", "--out-dir", str(tmp_path / "compare")]))
+    out = tmp_path / "compare"
+    files = {"table": out / "table.csv", "pairs": out / "pairs.csv", "settings": out / "settings.json"}
+    manifest = SimpleNamespace(compare={k: str(v) for k, v in files.items()},
+                               evals={s: str(tmp_path / "eval" / f"{s}.tsv") for s in ("official", "tkl")})
+    cmp = load_comparison(SimpleNamespace(manifest=manifest))
+    stages, models = {"official": {"method": "scoreddocs"}}, {"tkl": {"type": "tkl"}}
+    config = {"dataset": TREC_DL_2019, "first_stages": stages, "models": models,
+              "evaluation": {"measures": ["nDCG@10", "AP@100"]}}
+    ctx = SimpleNamespace(inp=SimpleNamespace(config=config, models=models, first_stages=stages), cmp=cmp)
+    rows = rows_of(reproduction.section(ctx))
+    written = pd.read_csv(files["table"]).set_index(["system", "measure"])
+    r = written.loc[("tkl", "nDCG@10")]
+    assert rows[("tkl", "nDCG@10")][5] == f"{r['mean']:.4f} [{r.ci_low:.4f}, {r.ci_high:.4f}]"
+    expected = "yes" if r.ci_low <= 0.634 <= r.ci_high else "no: paper above" if 0.634 > r.ci_high else "no: paper below"
+    assert rows[("tkl", "nDCG@10")][6] == expected
+    assert rows[("tkl", "RR@10")][5] == "not measured: add RR@10 to evaluation.measures"
