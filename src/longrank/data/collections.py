@@ -55,7 +55,7 @@ def local_file(dataset: dict, key: str) -> Path:
     path = Path(dataset[key])
     if not path.exists():
         raise InputError(f"dataset.{key}: file {path} not found (paths are relative to the working directory, {Path.cwd()})")
-    if not path.is_file():
+    if path.is_dir():  # not is_file(): a named pipe (`<(zcat docs.gz)`) is a file to read too
         raise InputError(f"dataset.{key}: {path} is a directory; expected a file")
     return path
 

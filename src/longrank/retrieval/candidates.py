@@ -76,7 +76,7 @@ def run_file(spec: dict, corpus: Corpus) -> Run:
     path = Path(spec["path"])
     if not path.exists():
         raise InputError(f"config key first_stages.{spec['name']}.path: run file {path} not found (relative to the working directory, {Path.cwd()})")
-    if not path.is_file():
+    if path.is_dir():
         raise InputError(f"config key first_stages.{spec['name']}.path: {path} is a directory; expected a TREC run file")
     return within_collection(read_run(path), corpus.queries, corpus.docs, source=str(path))
 
