@@ -191,9 +191,10 @@ def test_every_config_is_dry_run():
 
 
 def documented_combinations() -> dict[tuple[str, ...], str]:
-    """Every `--configfile config/a.yaml config/b.yaml ...` in the README and the configs' comments."""
+    """Every `--configfile config/a.yaml config/b.yaml ...` in the README, docs/ (the studies' commands) and the
+    configs' comments."""
     found = {}
-    for path in [REPO / "README.md", *sorted(CONFIG.glob("*.yaml"))]:
+    for path in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")), *sorted(CONFIG.glob("*.yaml"))]:
         for match in re.finditer(r"--configfile((?:\s+config/[\w.-]+\.yaml)+)", path.read_text()):
             combo = tuple(Path(name).name for name in match.group(1).split())
             if set(combo) - NOT_VARIANTS:
@@ -203,7 +204,7 @@ def documented_combinations() -> dict[tuple[str, ...], str]:
 
 def test_documented_combinations_are_listed():
     documented = documented_combinations()
-    assert documented, "no `--configfile` line found in README.md or config/*.yaml"
+    assert documented, "no `--configfile` line found in README.md, docs/**/*.md or config/*.yaml"
     missing = {combo: where for combo, where in documented.items() if combo not in COMBINATIONS}
     assert not missing, f"documented combinations not in COMBINATIONS (add them): {missing}"
 
