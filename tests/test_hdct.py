@@ -25,31 +25,30 @@ def test_the_config_knows_hdcts_keys():
 
 def test_weights_map_to_integer_pseudo_frequencies():
     passages = [[("wing", 0.25), ("wing", 0.09), ("lift", 0.0), ("drag", -1.0)], [("wing", 0.16), ("body", 1.0)]]
-    # per occurrence m*sqrt(w): wing 50 + 30 in passage 1, 40 in passage 2; lift and drag (clipped) 0: not indexed
-    assert hdct.pseudo_frequencies(passages, m=100, combine="sum") == {"wing": 120, "body": 100}
-    assert hdct.pseudo_frequencies(passages, m=100, combine="max") == {"wing": 80, "body": 100}
-    assert hdct.pseudo_frequencies(passages, m=100, combine="decay") == {"wing": 100, "body": 50}  # 80 + 40/2; 100/2
+    # a term once per passage, round(m*sqrt(w)) of its largest w: wing 50 (not 50 + 30) in passage 1, 40 in passage 2;
+    # lift 0 and drag (clipped) 0: not indexed
+    assert hdct.pseudo_frequencies(passages, m=100, combine="sum") == {"wing": 90, "body": 100}
+    assert hdct.pseudo_frequencies(passages, m=100, combine="max") == {"wing": 50, "body": 100}
+    assert hdct.pseudo_frequencies(passages, m=100, combine="decay") == {"wing": 70, "body": 50}  # 50 + 40/2; 100/2
     assert hdct.pseudo_frequencies([[("wing", 0.3)]], m=10) == {"wing": 5}  # round(10 * 0.5477)
+    assert hdct.pseudo_frequencies([[("wing", 0.3)], [("wing", 0.3)], [("wing", 0.3)]], m=10, combine="decay") == {"wing": 9}  # int(5 + 2.5 + 1.67)
     with pytest.raises(InputError, match="combine 'mean'"):
         hdct.pseudo_frequencies(passages, combine="mean")
 
 
-def test_equal_weights_index_like_plain_bm25_up_to_the_scale(tmp_path):
+def test_a_word_repeated_in_a_passage_counts_once_so_equal_weights_index_every_term_alike(tmp_path):
+    """DeepCT and HDCT replace a term's frequency by its predicted importance: with every weight equal, a word said
+    five times and a word said once get the same pseudo frequency, and BM25 over them ranks by the terms' idf alone."""
     doc_ids = list(DOCS)
-    scale = 50  # every weight 0.25: each occurrence counts 100 * 0.5
     tfs = [hdct.pseudo_frequencies([[(w, 0.25) for w in tokenize(DOCS[d]) if w not in STOP_WORDS]], m=100, combine="sum")
            for d in doc_ids]
-    k1, b = 0.9, 0.4
-    hdct.build_index(doc_ids, tfs, {"k1": k1 * scale, "b": b}, tmp_path / "index")
-    plain = bm25s.BM25(k1=k1, b=b, method="lucene")
-    plain.index([[w for w in tokenize(DOCS[d]) if w not in STOP_WORDS] for d in doc_ids], show_progress=False)
+    assert all(set(tf.values()) == {50} for tf in tfs)
+    hdct.build_index(doc_ids, tfs, {"k1": 0.9 * 50, "b": 0.4}, tmp_path / "index")  # tf, dl and k1 scaled alike
+    binary = bm25s.BM25(k1=0.9, b=0.4, method="lucene")  # each distinct term once
+    binary.index([sorted({w for w in tokenize(DOCS[d]) if w not in STOP_WORDS}) for d in doc_ids], show_progress=False)
     weighted = bm25s.BM25.load(str(tmp_path / "index"))
     for query in (["wing"], ["lift", "wing"], ["drag", "supersonic"]):
-        a = plain.get_scores(query)
-        c = weighted.get_scores(query)
-        assert np.argsort(-a, kind="stable").tolist() == np.argsort(-c, kind="stable").tolist()
-        # Lucene's BM25, idf * tf / (tf + k1 (1 - b + b dl / avgdl)): tf, dl and avgdl all scaled by 50 and k1 by 50
-        # leave every score as it was
+        a, c = binary.get_scores(query), weighted.get_scores(query)
         assert np.allclose(c, a, rtol=1e-5) and (a > 0).sum() >= 1
 
 

@@ -12,11 +12,13 @@ beside BM25, and the MIR paper's candidate generator.
 - **Term weights**: the encoder reads a passage (its words given as pre-split words; a word's weight is its
   first WordPiece's output); a linear head gives each word occurrence a weight ŷ, clipped at 0 (stop words are
   not indexed).
-- **Pseudo term frequencies**: each occurrence counts m · √ŷ (``m`` = 100, the paper's N), summed per term in a
-  passage (so equal weights give the real term frequency times a constant, and BM25 over them is plain BM25 up
-  to k1's scale), combined over a document's passages by ``combine``: ``max``, ``sum``, or ``decay`` (the
-  paper's position-decayed sum: passage i counts 1 / (i + 1)), rounded. The pseudo-document repeats each term tf times and bm25s indexes it (``k1``, ``b``), as
-  HDCT's pseudo-documents were indexed with an ordinary BM25 engine.
+- **Pseudo term frequencies**: a term of a passage counts round(m · √ŷ) (``m`` = 100, the paper's N) once per
+  passage, with the largest prediction among its occurrences there, as in DeepCT and HDCT: the predicted importance
+  replaces the term's frequency rather than multiplying it (HDCT's released script keeps each passage term's
+  largest rounded weight and drops those below 1). The passages' weights are combined by ``combine``: ``max``,
+  ``sum``, or ``decay`` (the paper's position-decayed sum: passage i counts 1 / (i + 1)), and truncated to an
+  integer, as that script does. The pseudo-document repeats each term tf times and bm25s indexes it (``k1``,
+  ``b``), as HDCT's pseudo-documents were indexed with an ordinary BM25 engine.
 - **Training** (never a real query): the target of a passage term is its *term recall* in the document's
   queries, the share of them that contain it. ``targets: titles`` takes the title as the one query (HDCT's
   title supervision; the title is taken out of the passage text, or the target would be a copy); a
@@ -110,22 +112,24 @@ def term_recall(words: list[str], queries: list[str]) -> list[float]:
 
 
 def pseudo_frequencies(passages: list[list[tuple[str, float]]], m: int = 100, combine: str = "decay") -> Counter:
-    """A document's pseudo term frequencies from its passages' (term, predicted weight) occurrences: each occurrence
-    counts m·√w (w clipped at 0), summed per term in a passage, combined over passages (``max``, ``sum``, or ``decay``:
-    passage i counts 1 / (i + 1)), rounded. With every weight equal, tf is the real term frequency times m·√w."""
+    """A document's pseudo term frequencies from its passages' (term, predicted weight) occurrences: in each passage
+    a term counts once, round(m·√w) of its largest w (clipped at 0; below 1 it is not indexed), combined over the
+    passages (``max``, ``sum``, or ``decay``: passage i counts 1 / (i + 1)) and truncated to an integer."""
     if combine not in COMBINE:
         raise InputError(f"first stage hdct: combine {combine!r} is not one of {list(COMBINE)}")
     tf: dict[str, float] = {}
     for i, occurrences in enumerate(passages):
-        own: dict[str, float] = {}
+        own: dict[str, int] = {}
         for term, w in occurrences:
-            own[term] = own.get(term, 0.0) + m * math.sqrt(max(0.0, w))
+            own[term] = max(own.get(term, 0), round(m * math.sqrt(max(0.0, w))))
         for term, f in own.items():
+            if f < 1:
+                continue
             if combine == "max":
                 tf[term] = max(tf.get(term, 0.0), f)
             else:
                 tf[term] = tf.get(term, 0.0) + (f / (i + 1) if combine == "decay" else f)
-    return Counter({t: round(f) for t, f in tf.items() if round(f) > 0})
+    return Counter({t: int(f) for t, f in tf.items() if int(f) > 0})
 
 
 def _queries_of_documents(spec: dict, corpus: Corpus, titles: dict[str, str] | None, pseudo_dir: Path | None) -> dict[str, list[str]]:
