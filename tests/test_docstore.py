@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import re
 
 import pytest
 
@@ -38,6 +39,25 @@ def test_a_repeated_id_is_an_error_and_leaves_the_earlier_files(tmp_path):
         write_docs(tmp_path / "docs.jsonl", iter(DOCS + [("d1", "again")]))
     assert {name: (tmp_path / name).read_bytes() for name in before} == before
     assert sorted(os.listdir(tmp_path)) == ["docs.index.sqlite", "docs.jsonl"]
+
+
+@pytest.mark.parametrize("bad", ["d 4", "d\t4", ""])
+def test_an_id_that_would_shift_a_run_file_s_columns_is_refused_and_leaves_the_earlier_files(tmp_path, bad):
+    """Local files are checked by their readers (io.py, with file and line); ids from another source (ir_datasets)
+    are checked here, before any is written."""
+    write_docs(tmp_path / "docs.jsonl", iter(DOCS))
+    before = {name: (tmp_path / name).read_bytes() for name in ("docs.jsonl", INDEX_NAME)}
+    with pytest.raises(InputError, match=rf"document id {re.escape(repr(bad))} \(the collection's document 4\) is empty or has whitespace"):
+        write_docs(tmp_path / "docs.jsonl", iter(DOCS + [(bad, "text")]))
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+
+
+def test_a_docs_file_edited_into_another_shape_is_named_with_its_line(tmp_path):
+    write_docs(tmp_path / "docs.jsonl", iter(DOCS))
+    with open(tmp_path / "docs.jsonl", "a") as f:
+        f.write('{"id": "d4", "text": "no doc_id"}\n')  # the index no longer matches: it is rebuilt, and refused
+    with pytest.raises(InputError, match=r"docs.jsonl:4: expected a JSON object with doc_id and text"):
+        DocStore(tmp_path / "docs.jsonl")
 
 
 def test_an_index_that_does_not_match_its_file_is_rebuilt(tmp_path):

@@ -2,7 +2,9 @@
 handling is what a user expects), and nothing finished is lost. Cases covered elsewhere: duplicate document ids,
 qrels naming unknown documents and malformed qrels lines (test_data.py), runs of another collection
 (test_first_stages.py), a killed write (test_outputs.py, test_train.py), an impossible download (test_data.py),
-a killed training job resuming (test_train.py)."""
+a killed training job resuming (test_train.py). tests/test_fault_catalogue.py holds the table of hostile inputs and
+faults run through each stage's command line (TREC SGML, byte-order marks, ids with whitespace, directories for files,
+a full disk, kill -9 of every long stage, two workflows on one results directory)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from longrank.data.grades import check_gain_order, integer_grades, relevance_rec
 from longrank.data.queries import formulate
 from longrank.data.splits import make_folds
 from longrank.data.words import tokenize, write_doc_freq
-from longrank.io import InputError, write_json, write_qrels, write_text
+from longrank.io import InputError, replace_directory, umask_mode, write_json, write_qrels, write_text
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +59,24 @@ def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
     try:
         _prepare(dataset, query_formulation, splits, staging)
-        out_dir.mkdir(exist_ok=True)
-        for path in sorted(staging.iterdir()):
-            os.replace(path, out_dir / path.name)
+        _keep_others(out_dir, staging)
+        os.chmod(staging, umask_mode(0o777))  # mkdtemp makes it 0700
+        replace_directory(staging, out_dir)  # whole: a kill while moving files one by one left old and new mixed
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _keep_others(out_dir: Path, staging: Path) -> None:
+    """Files of the old directory that this stage does not write (word2vec.txt, its own stage's output) go into the
+    new one too, as hard links (the old directory is removed only after the new one is in place)."""
+    if not out_dir.is_dir():
+        return
+    for path in out_dir.iterdir():
+        if path.is_file() and not (staging / path.name).exists():
+            try:
+                os.link(path, staging / path.name)
+            except OSError:  # a file system without hard links
+                shutil.copy2(path, staging / path.name)
 
 
 def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path) -> None:
@@ -156,6 +169,10 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
                          "Fix or remove these queries, or set query_formulation.method: full")
 
     evaluable = [q for q in formulated if q in evaluated_ids and any(g > 0 for g in qrels.get(q, {}).values())]
+    if not evaluable:  # before the splits, which would only say that 0 queries are too few
+        raise InputError(f"dataset.qrels: no query of the collection has a relevant judged document ({len(qrels)} of its "
+                         f"{len(evaluated_ids)} queries judged, every judgment grade <= 0 after dataset.gains), so none can be "
+                         "tested; check that the qrels are this collection's and the grade column (4th)")
     if len(evaluated_ids) > len(evaluable):
         log.info("%d of %d queries have no relevant document and are left out of the splits", len(evaluated_ids) - len(evaluable), len(evaluated_ids))
     if dev_only:
