@@ -1,0 +1,215 @@
+"""``longrank export``: one trained model of a results tree as a self-contained directory, which
+``longrank.load_ranker`` (:mod:`longrank.api`), ``longrank rerank --ranker`` and ``longrank.pyterrier.Reranker``
+read without the ``results/`` tree or ``config/``:
+
+- ``model.safetensors`` and ``model.manifest.json``: the fold's weights, as the train stage wrote them (checked);
+- ``ranker.json``: the format, the model's name, type and class, its resolved config entry, where it came from,
+  the LongRank version and commit, and what of the collection it reads (below);
+- word models (KNRM, TK, TKL, NDRM): ``vocabulary.tsv``, the words the model indexes and their document
+  frequencies exactly as it reads them (after ``min_doc_freq`` / ``max_vocabulary``, with the collection's query
+  words); with ``num_docs`` (in ``ranker.json``) these give the IDF query-term weights (``query_term_weights: idf``)
+  and NDRM2/3's IDF, the only collection statistics the models read;
+- encoder models (BERT ranker, MORES, bi-encoder): ``encoder/``, the fine-tuned encoder and its tokenizer in
+  Hugging Face's ``save_pretrained`` layout (``AutoModel.from_pretrained(DIR / "encoder")`` opens it; MORES: its
+  document module, all layers);
+- ``README.md``: a model card (training data, steps, dev / test nDCG@10, version).
+
+Scoring needs only (query, document) texts. A MORES Reuse-S1/S2 store and NDRM's impact index are caches of
+what the weights compute from the text (the exported model computes it: the same scores, NDRM's to float
+rounding), so they are not exported; fullrank with NDRM's impact index stays the workflow's. MIR is refused:
+it reads graphs built from the whole collection (annotate and graphs stages), which a ranker directory does not hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from longrank import __version__
+from longrank.io import InputError, read_json, replace_directory, umask_mode, write_json, write_text
+
+FORMAT = "longrank-ranker/1"
+RANKER_FILE = "ranker.json"
+WEIGHTS = "model.safetensors"
+VOCABULARY = "vocabulary.tsv"
+ENCODER_DIR = "encoder"
+#: model types an export cannot carry, and why
+UNSUPPORTED = {
+    "mir": "MIR reads graphs built from the whole collection (passages, pivot tokens and p2p / s2s / t2t edges per "
+           "document: the annotate and graphs stages); a ranker directory scores (query, document) texts alone, so "
+           "MIR is out of scope for export: rerank with it inside the workflow",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results", required=True, help="results/{dataset}: the workflow's results of one collection")
+    parser.add_argument("--model", required=True, help="the model's name in the config (models.<name>)")
+    parser.add_argument("--fold", type=int, default=0, help="which fold's weights (default: 0)")
+    parser.add_argument("--out", required=True, help="the directory to write (replaced whole if it exists)")
+
+
+def run(args) -> None:
+    out = export(Path(args.results), args.model, args.fold, Path(args.out))
+    print(f"exported {args.model} fold {args.fold} to {out}")
+
+
+def longrank_commit() -> str:
+    """The commit of the LongRank checkout this code runs from (``<sha>-dirty`` when its tree has changes),
+    ``unknown`` outside a git checkout (an installed wheel)."""
+    here = Path(__file__).resolve().parent
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=here, capture_output=True, text=True, timeout=30)
+        if top.returncode != 0 or not (Path(top.stdout.strip()) / "src" / "longrank").is_dir():
+            return "unknown"
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True,
+                               text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
+
+
+def model_entry(results: Path, model: str) -> tuple[dict, dict]:
+    """(the resolved config, the model's entry) from ``results/config.json`` (the workflow's resolved_config rule)."""
+    path = results / "config.json"
+    if not path.is_file():
+        raise InputError(f"{path} not found: --results must be a results/<dataset> directory of a workflow run (its "
+                         "resolved config, config.json, is written by the report's resolved_config rule)")
+    config = read_json(path)
+    models = config.get("models") or {}
+    if model not in models:
+        raise InputError(f"{path}: no model {model!r}; the config has {sorted(models)}")
+    return config, models[model]
+
+
+def _test_ndcg(results: Path, model: str, test_qids: list[str]) -> dict[str, float]:
+    """Mean nDCG@10 over the fold's test queries of each evaluated system of this model (eval/<model>*.tsv)."""
+    import pandas as pd
+
+    out = {}
+    for path in sorted((results / "eval").glob(f"{model}*.tsv")):
+        system = path.stem
+        if system != model and not system.startswith(model + "+"):
+            continue
+        frame = pd.read_csv(path, sep="\t", dtype={"query_id": str}).set_index("query_id")
+        if "nDCG@10" in frame:
+            kept = frame.loc[frame.index.intersection(test_qids), "nDCG@10"]
+            if len(kept):
+                out[system] = float(kept.mean())
+    return out
+
+
+def _card(meta: dict, summary: dict | None, test: dict[str, float], fold: dict) -> str:
+    cfg = meta["config"]
+    train = cfg.get("train", {})
+    lines = [f"# {meta['name']} (LongRank {meta['type']})", "",
+             f"A `{meta['class']}` re-ranker trained by LongRank {meta['longrank_version']} (commit `{meta['longrank_commit']}`), "
+             "exported with `longrank export`. Load it with `longrank.load_ranker(DIR)` or rerank a run with "
+             "`longrank rerank --ranker DIR --run RUN --queries Q --docs DOCS --out OUT`.", "",
+             "## Training data", "",
+             f"- collection: `{meta['source']['dataset']}` ({meta['source'].get('num_docs', '?')} documents)",
+             f"- fold {meta['source']['fold']}: {len(fold.get('train', []))} training, {len(fold.get('dev', []))} dev and "
+             f"{len(fold.get('test', []))} test queries",
+             f"- first stage it was trained on: `{meta['source'].get('first_stage') or 'the config default'}`", "",
+             "## Training", ""]
+    if summary:
+        lines += [f"- steps: {summary.get('steps_run')} of {train.get('steps', summary.get('hyperparameters', {}).get('steps'))}, "
+                  f"best at step {summary.get('best_step')}{' (stopped early)' if summary.get('stopped_early') else ''}",
+                  f"- dev nDCG@10 (best): {summary.get('best_dev_ndcg10', float('nan')):.4f}"]
+        if summary.get("note"):
+            lines.append(f"- note: {summary['note']}")
+    else:
+        lines.append("- no train_summary.json was found beside the weights")
+    lines += [f"- test nDCG@10 ({system}, this fold's test queries): {value:.4f}" for system, value in test.items()] or [
+        "- test nDCG@10: not evaluated (no eval/<model>.tsv in the results)"]
+    lines += ["", "## Configuration", "", "```json", _json(cfg), "```", "",
+              "## Files", "",
+              "- `model.safetensors`, `model.manifest.json`: the weights and their size and SHA-256",
+              "- `ranker.json`: type, class, the resolved config entry, provenance, collection statistics"]
+    if meta.get("vocabulary"):
+        lines.append("- `vocabulary.tsv`: the model's words and document frequencies (with `num_docs`: its IDF)")
+    if meta.get("encoder"):
+        lines.append("- `encoder/`: the fine-tuned encoder and tokenizer (`transformers.AutoModel.from_pretrained`)")
+    if meta.get("notes"):
+        lines += ["", "## Notes", "", *[f"- {n}" for n in meta["notes"]]]
+    return "\n".join(lines) + "\n"
+
+
+def _json(obj) -> str:
+    import json
+
+    return json.dumps(obj, indent=2, sort_keys=True)
+
+
+def export(results: Path, model: str, fold_index: int, out: Path) -> Path:
+    from longrank.data.corpus import Corpus
+    from longrank.models.checkpoint import load_model, verify_weights
+    from longrank.models.registry import artifact_scopes, model_class
+
+    config, entry = model_entry(results, model)
+    kind = entry.get("type")
+    if kind in UNSUPPORTED:
+        raise InputError(f"models.{model}: type {kind!r} cannot be exported: {UNSUPPORTED[kind]}")
+    if "collection" in artifact_scopes(entry):
+        raise InputError(f"models.{model}: a {kind!r} model configured so reads collection artifacts built from the whole "
+                         "collection; an export scores (query, document) texts alone")
+    weights_of = entry.get("checkpoint_of") or model
+    checkpoint = results / "models" / weights_of / f"fold{fold_index}" / WEIGHTS
+    corpus = Corpus(results / "data")
+    if not (corpus.dir / "folds.json").is_file():
+        raise InputError(f"{corpus.dir / 'folds.json'} not found: --results must hold the data stage's output (data/)")
+    if not 0 <= fold_index < len(corpus.folds):
+        raise InputError(f"--fold {fold_index}: the data has {len(corpus.folds)} folds (0..{len(corpus.folds) - 1})")
+    verify_weights(checkpoint, require_manifest=True)
+    ranker = load_model(checkpoint, entry, corpus, require_manifest=True)
+    cls = model_class(kind)
+    summary_path = checkpoint.parent / "train_summary.json"
+    summary = read_json(summary_path) if summary_path.is_file() else None
+    dataset = config.get("dataset") or {}
+    meta = {
+        "format": FORMAT, "name": model, "type": kind, "class": f"{cls.__module__}:{cls.__qualname__}", "config": entry,
+        "longrank_version": __version__, "longrank_commit": longrank_commit(),
+        "source": {"dataset": dataset.get("name") if isinstance(dataset, dict) else str(dataset),
+                   "dataset_id": dataset.get("id") if isinstance(dataset, dict) else None, "fold": fold_index,
+                   "weights_of": weights_of, "num_docs": corpus.stats.get("num_docs"), "first_stage": entry.get("first_stage")},
+        "rerank_depth": entry.get("rerank_depth", config.get("rerank_depth")),
+        "notes": [],
+    }
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        shutil.copyfile(checkpoint, tmp / WEIGHTS)
+        shutil.copyfile(checkpoint.with_name("model.manifest.json"), tmp / "model.manifest.json")
+        embedder = getattr(ranker, "embedder", None)
+        if embedder is not None:  # a word model: its vocabulary as it reads it, and the count its IDF divides by
+            vocab = embedder.vocab
+            write_text(tmp / VOCABULARY, "word\tdoc_freq\n" + "".join(f"{w}\t{df}\n" for w, df in zip(vocab.words[2:], vocab.doc_freq[2:])))
+            meta["vocabulary"] = {"file": VOCABULARY, "words": len(vocab) - 2, "num_docs": vocab.num_docs,
+                                  "embedding_dim": embedder.dim,
+                                  "idf": "log((num_docs - doc_freq + 0.5) / (doc_freq + 0.5) + 1) of vocabulary.tsv"}
+        else:
+            encoder = getattr(ranker, "document_module", None) or getattr(ranker, "encoder", None)
+            if encoder is None or not hasattr(encoder, "save_pretrained"):
+                raise InputError(f"models.{model}: a {type(ranker).__name__} has neither a word vocabulary nor a Hugging Face encoder to export")
+            encoder.save_pretrained(tmp / ENCODER_DIR)
+            ranker.tokenizer.save_pretrained(tmp / ENCODER_DIR)
+            meta["encoder"] = {"dir": ENCODER_DIR, "trained_from": entry.get("encoder", "minilm")}
+        if kind == "mores" and entry.get("reuse") in ("s1", "s2"):
+            meta["notes"].append(f"reuse: {entry['reuse']}: the Reuse store is a per-collection cache of the document "
+                                 "representations; the exported model computes them from the text (the same scores)")
+        if kind == "ndrm":
+            meta["notes"].append("NDRM scores from its weights; the workflow's impact index (fullrank over a whole collection) "
+                                 "is not exported: rerank a first stage's run with it")
+        write_json(tmp / RANKER_FILE, meta)
+        folds = corpus.folds[fold_index]
+        write_text(tmp / "README.md", _card(meta, summary, _test_ndcg(results, model, folds.get("test", [])), folds))
+        for path in [tmp, *tmp.rglob("*")]:
+            path.chmod(umask_mode(0o777 if path.is_dir() else 0o666))
+        replace_directory(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
