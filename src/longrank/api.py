@@ -1,0 +1,198 @@
+"""The Python API over an exported model (``longrank export``, :mod:`longrank.export`):
+
+    ranker = longrank.load_ranker("exported/tk")
+    ranker.score("wing lift", ["a text", "another text"])          # -> [float, float]
+    ranker.rerank("bm25.run", "queries.tsv", "docs.jsonl.gz")       # -> DataFrame qid, docno, score, rank
+
+It reads the exported directory alone (no ``results/`` tree, no ``config/``) and scores exactly as the workflow's
+rerank stage does: the same model code (``Ranker.score_pairs``) over the same batches of (query, document) pairs.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from longrank.io import InputError, Run, read_json, read_run
+
+DEFAULT_BATCH_SIZE = 32
+
+
+class _ExportedCollection:
+    """What a word model reads of a collection when it is built (``WordEmbedder.for_corpus``): its vocabulary,
+    here the exported one, whatever filter keys the config entry names (it was cut by them already)."""
+
+    def __init__(self, directory: Path, vocab):
+        self.dir, self.vocab = directory, vocab
+
+    def word_vocabulary(self, min_doc_freq: int = 1, max_words: int | None = None):
+        return self.vocab
+
+
+def _read_vocabulary(directory: Path, meta: dict):
+    from longrank.data.words import Vocabulary
+    from longrank.io import numbered_lines
+
+    path = directory / meta["file"]
+    words, freqs = [], []
+    for lineno, line in numbered_lines(path):
+        if lineno == 1:
+            continue
+        word, sep, df = line.rstrip("\n").partition("\t")
+        if not sep or not df.isdigit():
+            raise InputError(f"{path}:{lineno}: expected word<TAB>document frequency, got {line[:60]!r}")
+        words.append(word)
+        freqs.append(int(df))
+    return Vocabulary(words, freqs, int(meta["num_docs"]))
+
+
+def _build(directory: Path, meta: dict):
+    """The model the directory describes, untrained (its weights are loaded after): word models over the exported
+    vocabulary, encoder models over the exported encoder."""
+    from longrank.models.registry import build_model
+
+    cfg = dict(meta["config"])
+    if "vocabulary" in meta:
+        vocab = _read_vocabulary(directory, meta["vocabulary"])
+        # The initial vectors (GloVe, word2vec) are overwritten by the trained weights: a one-word file of the right
+        # width stands in for them, so neither the vectors' package nor the collection's word2vec file is needed.
+        with tempfile.TemporaryDirectory(prefix="longrank-ranker-") as tmp:
+            stub = Path(tmp) / "width.txt"
+            stub.write_text("<width> " + " ".join(["0"] * int(meta["vocabulary"]["embedding_dim"])) + "\n")
+            model = build_model({**cfg, "embeddings": str(stub)}, _ExportedCollection(directory, vocab))
+        if model.embedder.vocab.words != vocab.words:
+            raise InputError(f"{directory}: the model's vocabulary differs from {meta['vocabulary']['file']} "
+                             "(its config entry cuts it again); export the model again")
+        return model
+    if "encoder" in meta:
+        return build_model({**cfg, "encoder": str(directory / meta["encoder"]["dir"])}, None)
+    raise InputError(f"{directory / 'ranker.json'}: names neither a vocabulary nor an encoder")
+
+
+def read_queries(queries: Mapping[str, str] | str | os.PathLike) -> dict[str, str]:
+    """Query id -> text: a dict, or a ``.tsv`` (``id<TAB>text``; a first line ``query_id<TAB>text`` / ``qid<TAB>query``
+    is a header) or ``.jsonl[.gz]`` file (``{"query_id", "text"}``)."""
+    if isinstance(queries, Mapping):
+        return {str(k): str(v) for k, v in queries.items()}
+    from longrank.data.collections import read_local_queries
+    from longrank.io import numbered_lines, read_id_text_tsv
+
+    path = Path(queries)
+    if path.suffix == ".tsv":
+        first = next((line for _, line in numbered_lines(path)), "")
+        header = first.split("\t")[0].strip().lower() in {"query_id", "qid", "id"}
+        return dict(read_id_text_tsv(path, "query", header=header, text_required=True))
+    return dict(read_local_queries(str(path)))
+
+
+def read_docs(docs: Mapping[str, str] | str | os.PathLike, wanted: set[str]) -> Mapping[str, str]:
+    """Doc id -> text of the ``wanted`` documents: a dict (used as it is), or a documents file in any format the
+    workflow reads (``.jsonl[.gz]``, ``.tsv``, TREC SGML), streamed, keeping only those documents."""
+    if isinstance(docs, Mapping):
+        return docs
+    from longrank.data.collections import read_local_docs
+
+    return {d: t for d, t in read_local_docs(str(docs)) if d in wanted}
+
+
+def read_ranking(run) -> tuple[Run, str]:
+    """A ranking as query id -> doc id -> score, and what to call it in errors: a TREC run file, or a DataFrame with
+    ``qid``, ``docno`` and ``score`` columns (PyTerrier's)."""
+    if isinstance(run, (str, os.PathLike)):
+        return read_run(run), str(run)
+    columns = getattr(run, "columns", None)
+    if columns is None:
+        raise InputError(f"run: expected a TREC run file or a DataFrame with qid, docno and score columns, got {type(run).__name__}")
+    missing = [c for c in ("qid", "docno", "score") if c not in columns]
+    if missing:
+        raise InputError(f"run: the DataFrame lacks the column(s) {missing}; expected qid, docno and score")
+    out: Run = {}
+    for row, (qid, docno, score) in enumerate(zip(run["qid"].astype(str), run["docno"].astype(str), run["score"].astype(float))):
+        if docno in out.setdefault(qid, {}):
+            raise InputError(f"run: row {row}: document {docno!r} is ranked twice for query {qid!r}")
+        out[qid][docno] = score
+    return out, "the run's DataFrame"
+
+
+class Ranker:
+    """A trained LongRank re-ranker loaded from an exported directory."""
+
+    def __init__(self, path: str | os.PathLike, device: str = "auto", batch_size: int = DEFAULT_BATCH_SIZE):
+        from longrank.export import FORMAT, RANKER_FILE, WEIGHTS
+        from longrank.models.checkpoint import load_weights
+        from longrank.runtime import resolve_device
+
+        self.path = Path(path)
+        if not (self.path / RANKER_FILE).is_file():
+            raise InputError(f"{self.path} is not an exported ranker ({RANKER_FILE} not found); write one with "
+                             "`longrank export --results results/<dataset> --model <name> --fold N --out DIR`")
+        self.meta: dict[str, Any] = read_json(self.path / RANKER_FILE)
+        if self.meta.get("format") != FORMAT:
+            raise InputError(f"{self.path / RANKER_FILE}: format {self.meta.get('format')!r}; this LongRank reads {FORMAT!r}")
+        self.name, self.type = self.meta["name"], self.meta["type"]
+        self.batch_size = batch_size
+        self.depth: int | None = self.meta.get("rerank_depth")
+        self.model = _build(self.path, self.meta)
+        load_weights(self.model, self.path / WEIGHTS, require_manifest=True)
+        self.model = self.model.to(resolve_device(device)).eval()
+
+    def __repr__(self) -> str:
+        return f"Ranker({str(self.path)!r}, {self.name!r}, type={self.type!r})"
+
+    def score(self, query: str, documents) -> list[float]:
+        """The model's score of ``query`` against each of ``documents`` (a list of texts, or doc id -> text)."""
+        from longrank.scoring import score_candidates
+
+        texts = dict(documents) if isinstance(documents, Mapping) else {str(i): t for i, t in enumerate(documents)}
+        candidates = {"q": {d: 0.0 for d in texts}}
+        scored = score_candidates(self.model, SimpleNamespace(queries={"q": query}, docs=texts), candidates, ["q"],
+                                  len(texts), self.batch_size, desc=f"score {self.name}")
+        return [scored.get("q", {})[d] for d in texts]
+
+    def rerank_run(self, candidates: Run, queries: Mapping[str, str], docs: Mapping[str, str], depth: int | None = None,
+                   where: str = "the run", queries_from: str = "queries", docs_from: str = "docs") -> Run:
+        """Rerank each query's top ``depth`` candidates (default: the model's rerank depth, else all of them) in the
+        order the queries come in ``candidates``; documents below keep their first-stage order underneath (as the
+        workflow's rerank stage). Returns query id -> doc id -> score."""
+        from longrank.runs import top_candidates, with_tail
+        from longrank.scoring import score_candidates
+
+        depth = depth or self.depth or max((len(r) for r in candidates.values()), default=1)
+        qids = list(candidates)
+        missing = [q for q in qids if q not in queries]
+        if missing:
+            raise InputError(f"{where}: query {missing[0]!r} is not in {queries_from}"
+                             + (f" ({len(missing)} queries are missing)" if len(missing) > 1 else ""))
+        for q in qids:
+            for d in top_candidates(candidates, q, depth):
+                if d not in docs:
+                    raise InputError(f"{where}: document {d!r} (query {q!r}) is not in {docs_from}")
+        scored = score_candidates(self.model, SimpleNamespace(queries=queries, docs=docs), candidates, qids, depth,
+                                  self.batch_size, desc=f"rerank {self.name}")
+        return with_tail(scored, candidates, qids)
+
+    def rerank(self, run, queries, docs, depth: int | None = None):
+        """Rerank ``run`` (a TREC run file or a DataFrame qid, docno, score) with ``queries`` (dict or a .tsv /
+        .jsonl file) and ``docs`` (dict or a docs.jsonl[.gz] / .tsv / TREC file): a DataFrame qid, docno, score, rank."""
+        import pandas as pd
+
+        from longrank.runs import top_candidates
+
+        candidates, where = read_ranking(run)
+        depth = depth or self.depth or max((len(r) for r in candidates.values()), default=1)
+        wanted = {d for q in candidates for d in top_candidates(candidates, q, depth)}
+        reranked = self.rerank_run(candidates, read_queries(queries), read_docs(docs, wanted), depth, where,
+                                   "queries" if isinstance(queries, Mapping) else str(queries),
+                                   "docs" if isinstance(docs, Mapping) else str(docs))
+        rows = [(q, d, s, rank) for q, ranking in reranked.items()
+                for rank, (d, s) in enumerate(sorted(ranking.items(), key=lambda kv: (-kv[1], kv[0])), start=1)]
+        return pd.DataFrame(rows, columns=["qid", "docno", "score", "rank"])
+
+
+def load_ranker(path: str | os.PathLike, device: str = "auto", batch_size: int = DEFAULT_BATCH_SIZE) -> Ranker:
+    """A ranker from a directory ``longrank export`` wrote (``device``: auto, cpu, cuda[:N])."""
+    return Ranker(path, device, batch_size)
