@@ -27,7 +27,8 @@ STAGES = {
     "graphs": ("longrank.graphs.build", "MIR: passages, pivot tokens and the p2p / s2s / t2t graphs of every document, once per graph set"),
     "train": ("longrank.train.loop", "train one model on the training queries, early-stopping on dev nDCG@10"),
     "artifacts": ("longrank.artifacts", "what a model needs precomputed per document, per collection or per fold (MORES Reuse stores)"),
-    "rerank": ("longrank.rerank", "rerank the test queries' candidates with each fold's trained model"),
+    "rerank": ("longrank.rerank", "rerank the test queries' candidates with each fold's trained model; with --ranker DIR: "
+               "any run with an exported model"),
     "interpolate": ("longrank.interpolate", "mix a reranked run with its first stage, the weight chosen on dev queries"),
     "evaluate": ("longrank.evaluate.evaluate", "per-query measures of a run through ir-measures"),
     "compare": ("longrank.evaluate.compare", "significance tests, confidence intervals and non-inferiority across systems"),
@@ -36,7 +37,20 @@ STAGES = {
     "mir_speed": ("longrank.bench.mir_speed", "MIR Fig. 5: MIR and BERT-MaxP over the same windows, docs/ms and peak memory by length, and graph construction time"),
     "attention_scaling": ("longrank.bench.attention_scaling", "peak memory and time of materialised, fused and separable attention by sequence length"),
     "mores_speed": ("longrank.bench.mores_speed", "MORES Table 4: time to rank 1,000 candidates, BERT ranker vs MORES with no reuse / Reuse-S1 / Reuse-S2"),
+    "export": ("longrank.export", "one trained model as a self-contained directory (weights, vocabulary or encoder, config, "
+               "model card) for longrank.load_ranker, rerank --ranker and PyTerrier"),
 }
+# ``longrank rerank --ranker DIR --run ... --out ...`` reranks any run with an exported model (longrank.rerank_run);
+# without --ranker, ``rerank`` is the workflow's stage (its arguments unchanged).
+STANDALONE = {"rerank": ("--ranker", "longrank.rerank_run")}
+
+
+def stage_module(stage: str, argv: list[str]) -> str:
+    """The module that runs ``stage`` with these arguments."""
+    flag, module = STANDALONE.get(stage, (None, None))
+    if flag and any(a == flag or a.startswith(flag + "=") for a in argv):
+        return module
+    return STAGES[stage][0]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -47,11 +61,11 @@ def main(argv: list[str] | None = None) -> None:
     for name, (module_name, help_text) in STAGES.items():
         stage_parser = sub.add_parser(name, help=help_text)
         if name == wanted:  # only import the module of the stage that runs
-            importlib.import_module(module_name).add_arguments(stage_parser)
+            importlib.import_module(stage_module(name, argv[1:])).add_arguments(stage_parser)
     args, _ = parser.parse_known_args(argv) if wanted is None else (parser.parse_args(argv), None)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        importlib.import_module(STAGES[args.stage][0]).run(args)
+        importlib.import_module(stage_module(args.stage, argv[1:])).run(args)
     except InputError as err:
         print(f"longrank {args.stage}: error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -1,0 +1,51 @@
+"""``longrank rerank --ranker DIR``: rerank any TREC run with an exported model (``longrank export``), outside the
+workflow. The workflow's own ``rerank`` stage (``--model ... --checkpoints ...``, :mod:`longrank.rerank`) is the same
+subcommand: ``--ranker`` tells them apart (``longrank.cli``).
+
+    longrank rerank --ranker exported/tk --run any.trec --queries q.tsv --docs docs.jsonl.gz --out new.trec
+
+Queries: ``.tsv`` (``id<TAB>text``, an optional ``query_id<TAB>text`` header) or ``.jsonl[.gz]``; documents:
+``.jsonl[.gz]``, ``.tsv`` or TREC SGML, read as the workflow reads a local collection (errors name the file and line).
+The top ``--depth`` candidates of each query (default: the model's rerank depth) are reranked; the rest keep their
+first-stage order below them, as in the workflow."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from longrank.io import InputError, write_run
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ranker", required=True, help="a directory `longrank export` wrote")
+    parser.add_argument("--run", required=True, help="the TREC run to rerank (qid Q0 docno rank score tag)")
+    parser.add_argument("--queries", required=True, help="query texts: .tsv (id<TAB>text) or .jsonl[.gz]")
+    parser.add_argument("--docs", required=True, help="document texts: .jsonl[.gz] ({doc_id, text}), .tsv or TREC SGML")
+    parser.add_argument("--out", required=True, help="the reranked TREC run to write")
+    parser.add_argument("--depth", type=int, help="rerank each query's top DEPTH candidates (default: the model's rerank depth)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--tag", help="the run's tag column (default: the model's name)")
+
+
+def run(args) -> None:
+    from longrank.api import load_ranker, read_docs, read_queries, read_ranking
+    from longrank.runs import top_candidates
+
+    if args.batch_size < 1 or (args.depth is not None and args.depth < 1):
+        raise InputError("--batch-size and --depth must be positive integers")
+    for flag in ("run", "queries", "docs"):
+        if Path(getattr(args, flag)).is_dir():
+            raise InputError(f"--{flag}: {getattr(args, flag)} is a directory; expected a file")
+    ranker = load_ranker(args.ranker, args.device, args.batch_size)
+    candidates, where = read_ranking(args.run)
+    depth = args.depth or ranker.depth or max((len(r) for r in candidates.values()), default=1)
+    wanted = {d for q in candidates for d in top_candidates(candidates, q, depth)}
+    reranked = ranker.rerank_run(candidates, read_queries(args.queries), read_docs(args.docs, wanted), depth, where,
+                                 args.queries, args.docs)
+    write_run(args.out, reranked, tag=args.tag or ranker.name)
+    log.info("reranked %d queries (top %d each) of %s with %s into %s", len(reranked), depth, args.run, args.ranker, args.out)
