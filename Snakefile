@@ -31,3 +31,9 @@ rule all:
     default_target: True
     input:
         REPORT,
+
+
+onsuccess:
+    # where to look: the report's path when this run built it or it exists (a run for another target leaves it be)
+    if os.path.exists(REPORT):
+        print(f"LongRank report: {os.path.abspath(REPORT)}")

@@ -2,7 +2,7 @@
 
     ranker = longrank.load_ranker("exported/tk")
     ranker.score("wing lift", ["a text", "another text"])          # -> [float, float]
-    ranker.rerank("bm25.run", "queries.tsv", "docs.jsonl.gz")       # -> DataFrame qid, docno, score, rank
+    ranker.rerank("first.run", "queries.tsv", "docs.jsonl.gz")      # -> DataFrame qid, docno, score, rank
 
 It reads the exported directory alone (no ``results/`` tree, no ``config/``) and scores exactly as the workflow's
 rerank stage does: the same model code (``Ranker.score_pairs``) over the same batches of (query, document) pairs.

@@ -28,7 +28,6 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from longrank import __version__
 from longrank.io import InputError, read_json, replace_directory, umask_mode, write_json, write_text
 
 FORMAT = "longrank-ranker/1"
@@ -54,6 +53,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> None:
     out = export(Path(args.results), args.model, args.fold, Path(args.out))
     print(f"exported {args.model} fold {args.fold} to {out}")
+
+
+def longrank_version() -> str:
+    """The installed package's version (``pip install -e .`` included)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("longrank")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def longrank_commit() -> str:
@@ -171,7 +180,7 @@ def export(results: Path, model: str, fold_index: int, out: Path) -> Path:
     dataset = config.get("dataset") or {}
     meta = {
         "format": FORMAT, "name": model, "type": kind, "class": f"{cls.__module__}:{cls.__qualname__}", "config": entry,
-        "longrank_version": __version__, "longrank_commit": longrank_commit(),
+        "longrank_version": longrank_version(), "longrank_commit": longrank_commit(),
         "source": {"dataset": dataset.get("name") if isinstance(dataset, dict) else str(dataset),
                    "dataset_id": dataset.get("id") if isinstance(dataset, dict) else None, "fold": fold_index,
                    "weights_of": weights_of, "num_docs": corpus.stats.get("num_docs"), "first_stage": entry.get("first_stage")},

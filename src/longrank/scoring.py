@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import torch
-from tqdm import tqdm
+from longrank.progress import progress
 
 from longrank.io import Run
 from longrank.models.base import Ranker
@@ -22,7 +22,7 @@ def score_candidates(model, corpus, candidates: Run, qids: list[str], depth: int
     explains = details is not None and type(model).explain is not Ranker.explain
     pairs = [(q, d) for q in qids for d in top_candidates(candidates, q, depth)]
     out: Run = {q: {} for q in qids if candidates.get(q)}
-    for start in tqdm(range(0, len(pairs), batch_size), desc=desc, unit="batch", mininterval=5):
+    for start in progress(range(0, len(pairs), batch_size), desc=desc, unit="batch", mininterval=5):
         chunk = pairs[start : start + batch_size]
         queries = [corpus.queries[q] for q, _ in chunk]
         doc_ids = [d for _, d in chunk]

@@ -7,7 +7,7 @@ samples 100) and tests on every judged TREC DL query, rather than selecting on a
 from __future__ import annotations
 
 import numpy as np
-from tqdm import tqdm
+from longrank.progress import progress
 
 from longrank.data.collections import ir_datasets_downloads, local_file, read_local_queries
 from longrank.io import InputError, read_qrels
@@ -74,7 +74,7 @@ def _ir_datasets_queries(dataset_id: str, query_field: str | None, role: str):
     field = query_field or ("text" if "text" in ds.queries_cls()._fields else "title")
     with ir_datasets_downloads(dataset_id):
         queries = [(q.query_id, getattr(q, field))
-                   for q in tqdm(ds.queries_iter(), desc=f"reading {role} queries", unit="query", mininterval=5)]
+                   for q in progress(ds.queries_iter(), desc=f"reading {role} queries", unit="query", mininterval=5)]
         qrels: dict[str, dict[str, int]] = {}
         for qr in ds.qrels_iter():
             qrels.setdefault(qr.query_id, {})[qr.doc_id] = qr.relevance

@@ -28,7 +28,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from tqdm import tqdm
+from longrank.progress import progress
 
 from longrank.data.corpus import Corpus
 from longrank.data.records import Records, RecordWriter
@@ -96,7 +96,7 @@ def annotate(docs: Iterable[tuple[str, str]], n_docs: int, cfg: dict, out: Path)
     try:
         with RecordWriter(staging / ANNOTATIONS, "annotations") as writer:
             parsed = nlp.pipe(texts, as_tuples=True, batch_size=cfg["batch_size"], n_process=cfg["n_process"])
-            for doc, doc_id in tqdm(parsed, total=n_docs, desc="annotate", unit="doc", mininterval=5):
+            for doc, doc_id in progress(parsed, total=n_docs, desc="annotate", unit="doc", mininterval=5):
                 record = annotation(doc)
                 writer.add(doc_id, record)
                 n += 1
@@ -123,7 +123,7 @@ def annotate_texts(texts: Mapping[str, str], cfg: dict) -> dict[str, dict]:
     nlp = load_pipeline()
     items = ((cut_text(text, cfg["max_words"]), doc_id) for doc_id, text in texts.items())
     parsed = nlp.pipe(items, as_tuples=True, batch_size=cfg["batch_size"], n_process=cfg["n_process"])
-    return {doc_id: annotation(doc) for doc, doc_id in tqdm(parsed, total=len(texts), desc="annotate", unit="doc", mininterval=5)}
+    return {doc_id: annotation(doc) for doc, doc_id in progress(parsed, total=len(texts), desc="annotate", unit="doc", mininterval=5)}
 
 
 class Annotations(Records):

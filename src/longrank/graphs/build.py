@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
-from tqdm import tqdm
+from longrank.progress import progress
 
 from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import Annotations, cut_text, read_config
@@ -309,7 +309,7 @@ def build(corpus: Corpus, annotations: Annotations, prf_dir: str | Path | None, 
         raise InputError(f"mir_graphs.encoder: {s['encoder']!r} has no fast tokenizer (character offsets are needed)")
     docs, max_words = corpus.docs, annotations.max_words
     begin = time.perf_counter()
-    vectorizer = fit_tfidf(cut_text(text, max_words) for text in tqdm(docs.values(), total=len(docs), desc="graphs: tf-idf",
+    vectorizer = fit_tfidf(cut_text(text, max_words) for text in progress(docs.values(), total=len(docs), desc="graphs: tf-idf",
                                                                         unit="doc", mininterval=5))
     prf = {}
     if prf_dir is not None:
@@ -321,7 +321,7 @@ def build(corpus: Corpus, annotations: Annotations, prf_dir: str | Path | None, 
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         with RecordWriter(staging / GRAPHS, "graphs") as writer:
-            for doc_id, text in tqdm(docs.items(), total=len(docs), desc="graphs", unit="doc", mininterval=5):
+            for doc_id, text in progress(docs.items(), total=len(docs), desc="graphs", unit="doc", mininterval=5):
                 annotation = annotations[doc_id]
                 start = time.perf_counter()
                 try:

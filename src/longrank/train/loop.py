@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
-from tqdm import tqdm
+from longrank.progress import progress
 
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
 from longrank.io import InputError, read_run, write_run, write_text
@@ -127,6 +127,12 @@ def _cli_arguments(args) -> list[str]:
         if value:
             argv += [flag, str(value)]
     return argv
+
+
+def _clock(seconds: float) -> str:
+    """h:mm:ss for the console's progress lines."""
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 def _hyperparameters(name: str, model_cfg: dict) -> dict:
@@ -475,7 +481,7 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
     model.train()
     started = time.time() - position["seconds"]
     losses: list[float] = []
-    bar = tqdm(total=hp["steps"], initial=position["step"], desc=f"train {name} fold {fold_index}", unit="step", mininterval=5,
+    bar = progress(total=hp["steps"], initial=position["step"], desc=f"train {name} fold {fold_index}", unit="step", mininterval=5,
                disable=not lead)
     while position["step"] < hp["steps"] and position["evals_without_improvement"] < hp["patience"]:
         step = position["step"]
@@ -520,8 +526,11 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
                     position["evals_without_improvement"] += 1
                 position["history"].append({"step": position["step"], "train_loss": mean_loss, "dev_ndcg10": dev_ndcg})
                 position["seconds"] = time.time() - started
-                log.info("%s fold %d step %d: loss %.4f, dev nDCG@10 %.4f%s", name, fold_index, position["step"], mean_loss, dev_ndcg,
-                         " (best)" if improved else "")
+                # one line per dev evaluation on stderr (the console; the job's log under the workflow: tail -f it)
+                per_step = position["seconds"] / max(position["step"], 1)
+                log.info("%s fold %d step %d/%d: loss %.4f, dev nDCG@10 %.4f%s, elapsed %s, ETA %s", name, fold_index, position["step"],
+                         hp["steps"], mean_loss, dev_ndcg, " (best)" if improved else "", _clock(position["seconds"]),
+                         _clock(per_step * (hp["steps"] - position["step"])))
                 best_run = (lambda path: write_run(path, dev_run, tag=name)) if improved else None  # this step's weights are the best
                 save_training_state(state_dir, model, optimizer, scheduler, position, best_run)
                 return position
