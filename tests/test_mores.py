@@ -253,8 +253,9 @@ def test_speed_table_smoke(tmp_path):
     table = read_json(out)
     assert {"title", "columns", "rows", "notes"} <= set(table)
     assert [(r["model"], r["reuse"]) for r in table["measurements"]] == [("BERT ranker", "-"), ("MORES 1xIB", "none"), ("MORES 1xIB", "s1"), ("MORES 1xIB", "s2")]
-    bounds = [r["flop_bound"] for r in table["measurements"]]
-    assert bounds[0] == 1.0 and bounds[2] < bounds[3]  # S2 skips the K/V projections S1 still runs
+    ratios = [r["flop_ratio"] for r in table["measurements"]]
+    assert ratios[0] == 1.0 and ratios[2] < ratios[3]  # S2 skips the K/V projections S1 still runs
+    assert "FLOP ratio" in table["columns"] and not any("bound" in c.lower() for c in table["columns"])
     assert table["measurements"][3]["space_mb_per_doc"] == pytest.approx(2 * table["measurements"][2]["space_mb_per_doc"])
 
 
