@@ -1,10 +1,13 @@
 rule word2vec:
     """word2vec trained on the collection (IN and OUT vectors concatenated, the Conformer-Kernel paper's
-    initialisation): built once per collection, read by every model with `embeddings: word2vec`."""
+    initialisation): built once per collection, read by every model with `embeddings: word2vec`; with it the
+    processed terms' document frequencies and the keys it was built with (a model checks the processing)."""
     input:
         docs=DATA["docs.jsonl"],
     output:
-        WORD2VEC,
+        vectors=WORD2VEC,
+        doc_freq=f"{R}/data/word2vec_doc_freq.tsv",
+        meta=f"{R}/data/word2vec.json",
     log:
         f"{R}/logs/word2vec.log",
     benchmark:
@@ -18,6 +21,11 @@ rule word2vec:
         epochs=config["word2vec"]["epochs"],
         min_count=config["word2vec"]["min_count"],
         seed=config["word2vec"]["seed"],
+        architecture=config["word2vec"]["architecture"],
+        processing=config["word2vec"]["processing"],
+        sample=config["word2vec"]["sample"],
+        alpha=config["word2vec"]["alpha"],
     shell:
         "python -m longrank word2vec --docs {input.docs:q} --dim {params.dim:q} --window {params.window:q} --epochs {params.epochs:q}"
-        " --min-count {params.min_count:q} --seed {params.seed:q} --out {output:q} 2> {log:q}"
+        " --min-count {params.min_count:q} --seed {params.seed:q} --architecture {params.architecture:q}"
+        " --processing {params.processing:q} --sample {params.sample:q} --alpha {params.alpha:q} --out {output.vectors:q} 2> {log:q}"

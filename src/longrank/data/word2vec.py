@@ -13,15 +13,30 @@ Choices, stated:
   because the OUT vectors must be per word: hierarchical softmax's output matrix has one row per tree node, not
   per word. (The CK paper ran fastText's word2vec, whose defaults are the gensim defaults used here: 5
   negatives, window 5, 5 epochs, dimension 100.)
-- Text: ``data/docs.jsonl``, tokenised as the word models tokenise (``longrank.data.words.tokenize``: lower-cased
-  ``\\w+`` runs), so every vector's key is a key of the models' vocabulary. A document is one sentence; longer
+- **Skip-gram** (``architecture: skipgram``, ``sg=1``) is the Conformer-Kernel authors' code instead: fastText
+  ``train_unsupervised(model='skipgram', ws=10, minCount=100, maxn=0, epoch=5)``, which with ``maxn=0`` has no
+  character n-grams (fastText then sets its bucket count to 0), so it is word2vec skip-gram with negative
+  sampling; gensim's ``Word2Vec(sg=1)`` trains that same model, deterministically (one worker, a seed), with no
+  new dependency, where the ``fasttext`` package's threads make its vectors differ run to run, and gensim's
+  ``FastText`` with ``max_n=0`` is Word2Vec again. fastText's own defaults, which the authors keep, differ from
+  gensim's in two numbers, so both are keys: ``sample`` (fastText's ``t`` 1e-4, gensim 1e-3) and ``alpha`` (the
+  start learning rate: fastText's skip-gram 0.05, gensim 0.025). NDRM's full-scale configs take all of these.
+- Text: ``data/docs.jsonl``, processed as ``processing`` says (``longrank.data.words.analyzer``): ``words``, as the
+  word models tokenise (``longrank.data.words.tokenize``: lower-cased ``\\w+`` runs), so every vector's key is a
+  key of the models' vocabulary; ``ck``, the Conformer-Kernel authors' processing (their stop words removed,
+  Krovetz stems), for NDRM's ``text_processing: ck``. The authors also train on the training queries; here the
+  documents alone (no query text of any split reaches the vectors). A document is one sentence; longer
   ones are cut into pieces of gensim's ``MAX_WORDS_IN_BATCH`` (10,000) words, because gensim silently drops the
   words of a sentence beyond that.
 - Deterministic: one worker thread and a seed (gensim seeds its vectors from ``seed`` and draws negatives from
   a seeded generator; with ``workers=1`` the batches and their order are fixed too), so the same collection and
   keys give the same file byte for byte.
 - Output: word2vec text format (``n_words width`` header, then ``word v1 ... v_width`` per line, vocabulary in
-  gensim's order: frequency, descending), read by ``embeddings: word2vec`` (``models/modules/word_embedder.py``).
+  gensim's order: frequency, descending), read by ``embeddings: word2vec`` (``models/modules/word_embedder.py``);
+  beside it ``word2vec_doc_freq.tsv``, each processed term's document frequency (``words.write_doc_freq``'s
+  format, every term, not only those with a vector: the vocabulary and IDF of a model whose processing is not
+  the data stage's), and ``word2vec.json``, the keys it was built with (``processing`` above all: a model checks
+  that the vectors' terms are its terms).
 """
 
 from __future__ import annotations
@@ -34,33 +49,54 @@ from typing import Iterator
 
 import numpy as np
 
-from longrank.data.words import tokenize
-from longrank.io import InputError, atomic_path
+from collections import Counter
+
+from longrank.data.words import analyzer, write_doc_freq
+from longrank.io import InputError, atomic_path, write_json
 
 log = logging.getLogger(__name__)
 
 #: the file the stage writes into the data directory and ``embeddings: word2vec`` reads from it
 FILE_NAME = "word2vec.txt"
+#: written beside it: the processed terms' document frequencies, and the keys the vectors were built with
+DOC_FREQ_FILE, META_FILE = "word2vec_doc_freq.tsv", "word2vec.json"
+ARCHITECTURES = {"cbow": 0, "skipgram": 1}
 
 
 class DocumentSentences:
     """The collection's documents as token lists, read again on every pass (gensim iterates once to build the
-    vocabulary and once per epoch), so memory holds one document at a time."""
+    vocabulary and once per epoch), so memory holds one document at a time. The first pass also counts each
+    term's document frequency (``doc_freq``, with the document count under ``words._NUM_DOCS``)."""
 
-    def __init__(self, docs_path: Path, max_words: int):
+    def __init__(self, docs_path: Path, max_words: int, processing: str = "words"):
         self.docs_path, self.max_words = Path(docs_path), max_words
+        self.analyze = analyzer(processing)
+        self.doc_freq: Counter | None = None
 
     def __iter__(self) -> Iterator[list[str]]:
+        from longrank.data.words import _NUM_DOCS
+
+        counting = self.doc_freq is None
+        df: Counter = Counter()
         with open(self.docs_path, encoding="utf-8") as f:
             for line in f:
-                tokens = tokenize(json.loads(line)["text"])
+                tokens = self.analyze(json.loads(line)["text"])
+                if counting:
+                    df.update(set(tokens))
+                    df[_NUM_DOCS] += 1
                 for start in range(0, len(tokens), self.max_words):
                     yield tokens[start:start + self.max_words]
+        if counting:
+            self.doc_freq = df
 
 
 def train_word2vec(docs_path: Path, dim: int = 100, window: int = 5, epochs: int = 5, min_count: int = 2, seed: int = 0,
-                   negative: int = 5):
-    """A gensim CBOW Word2Vec with negative sampling trained on ``docs_path`` (see the module docstring)."""
+                   negative: int = 5, architecture: str = "cbow", processing: str = "words", sample: float = 1e-3,
+                   alpha: float = 0.025, sentences: DocumentSentences | None = None):
+    """A gensim Word2Vec (CBOW or skip-gram) with negative sampling trained on ``docs_path`` (module docstring).
+    ``sentences``: the corpus iterator to use (its ``doc_freq`` is filled by the first pass)."""
+    if architecture not in ARCHITECTURES:
+        raise InputError(f"word2vec: architecture {architecture!r} is not one of {list(ARCHITECTURES)}")
     from gensim.models import Word2Vec
     from gensim.models.callbacks import CallbackAny2Vec
     from gensim.models.word2vec import MAX_WORDS_IN_BATCH
@@ -73,9 +109,9 @@ def train_word2vec(docs_path: Path, dim: int = 100, window: int = 5, epochs: int
             self.epoch += 1
             log.info("word2vec: epoch %d/%d done (%.1f s)", self.epoch, epochs, time.perf_counter() - self.started)
 
-    sentences = DocumentSentences(docs_path, MAX_WORDS_IN_BATCH)
-    model = Word2Vec(vector_size=dim, window=window, min_count=min_count, sg=0, hs=0, negative=negative, workers=1,
-                     seed=seed, epochs=epochs)
+    sentences = sentences or DocumentSentences(docs_path, MAX_WORDS_IN_BATCH, processing)
+    model = Word2Vec(vector_size=dim, window=window, min_count=min_count, sg=ARCHITECTURES[architecture], hs=0,
+                     negative=negative, workers=1, seed=seed, epochs=epochs, sample=sample, alpha=alpha)
     model.build_vocab(sentences)
     if not len(model.wv):
         raise InputError(f"word2vec: no word of {docs_path} occurs min_count={min_count} times or more")
@@ -102,9 +138,17 @@ def write_word2vec_text(path: Path, words: list[str], vectors: np.ndarray) -> No
 def build(docs_path: Path, out: Path, **keys) -> None:
     if not Path(docs_path).is_file():
         raise InputError(f"word2vec: {docs_path} not found (the data stage writes it)")
+    from gensim.models.word2vec import MAX_WORDS_IN_BATCH
+
+    from longrank.data.words import _NUM_DOCS
+
     started = time.perf_counter()
-    words, vectors = in_out_vectors(train_word2vec(Path(docs_path), **keys))
+    sentences = DocumentSentences(Path(docs_path), MAX_WORDS_IN_BATCH, keys.get("processing", "words"))
+    words, vectors = in_out_vectors(train_word2vec(Path(docs_path), sentences=sentences, **keys))
     write_word2vec_text(Path(out), words, vectors)
+    num_docs = sentences.doc_freq[_NUM_DOCS]
+    write_doc_freq(Path(out).parent / DOC_FREQ_FILE, sentences.doc_freq)
+    write_json(Path(out).parent / META_FILE, {**keys, "num_docs": num_docs, "words": len(words), "width": int(vectors.shape[1])})
     log.info("word2vec: wrote %d vectors of %d values (IN ‖ OUT) to %s in %.1f s", len(words), vectors.shape[1], out,
              time.perf_counter() - started)
 
@@ -121,6 +165,12 @@ def add_arguments(parser):
     parser.add_argument("--min-count", type=int, default=defaults["min_count"],
                         help="words rarer than this in the collection get no vector")
     parser.add_argument("--seed", type=int, default=defaults["seed"])
+    parser.add_argument("--architecture", choices=list(ARCHITECTURES), default=defaults["architecture"],
+                        help="cbow (DESM's) or skipgram (the Conformer-Kernel authors' fastText skip-gram)")
+    parser.add_argument("--processing", default=defaults["processing"],
+                        help="text processing: words (the word models' tokens) or ck (the CK authors': stop words, Krovetz)")
+    parser.add_argument("--sample", type=float, default=defaults["sample"], help="down-sampling threshold of frequent words")
+    parser.add_argument("--alpha", type=float, default=defaults["alpha"], help="initial learning rate")
     parser.add_argument("--out", required=True, help=f"results/{{dataset}}/data/{FILE_NAME}")
 
 
@@ -128,5 +178,6 @@ def run(args):
     for key in ("dim", "window", "epochs", "min_count"):
         if getattr(args, key) < 1:
             raise InputError(f"word2vec: --{key.replace('_', '-')} must be at least 1, got {getattr(args, key)}")
+    analyzer(args.processing)  # an unknown name is an InputError before any work
     build(Path(args.docs), Path(args.out), dim=args.dim, window=args.window, epochs=args.epochs, min_count=args.min_count,
-          seed=args.seed)
+          seed=args.seed, architecture=args.architecture, processing=args.processing, sample=args.sample, alpha=args.alpha)

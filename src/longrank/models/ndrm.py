@@ -78,19 +78,36 @@ from tqdm import tqdm
 from torch import nn
 from torch.nn import functional as F
 
-from longrank.data.words import OOV, PAD
+from longrank.data import word2vec as word2vec_stage
+from longrank.data.words import OOV, PAD, TEXT_PROCESSING, Vocabulary, analyzer
 from longrank.data.words import query_terms as split_query
-from longrank.io import InputError, write_json
+from longrank.io import InputError, read_tsv_dict, write_json
 from longrank.models.base import Ranker, config_keys, split_config
 from longrank.models.modules.conformer import ConformerLayer
 from longrank.models.modules.positions import sinusoidal_positions
-from longrank.models.modules.word_embedder import WordEmbedder
+from longrank.models.modules.word_embedder import WORD2VEC, WordEmbedder, word2vec_path
 
 VARIANTS = ("ndrm1", "ndrm2", "ndrm3")
 IMPACT_FORMAT = "longrank-impact/1"
 LOG_EPS = 1e-6  # window features: log(kernel sum + 1e-6)
 SCALE_EPS = 1e-6  # Eq. 4's ε, in BatchScale and in the denominator
 KERNEL_BUDGET = 1 << 24  # elements of one [docs, terms, kernels, length] block when scoring many terms
+IDF_FORMULAS = ("smoothed", "clipped")
+DOC_MARKERS = ("<S>", "</S>")  # the authors' document start and end tokens (ids past the vocabulary's, own rows)
+
+
+def ndrm_idf(vocab: Vocabulary, formula: str = "smoothed") -> torch.Tensor:
+    """NDRM2's IDF per vocabulary id: ``smoothed`` log((N − df + 0.5) / (df + 0.5) + 1) (``Vocabulary.idf``, the
+    other kernel models' and BM25's, never negative) or ``clipped`` max(log((N − df + 0.5) / (df + 0.5)), 0), the
+    authors' code's (0 for a term in half the documents or more); 0 for padding either way."""
+    if formula not in IDF_FORMULAS:
+        raise InputError(f"idf_formula: {formula!r} is not one of {list(IDF_FORMULAS)}")
+    if formula == "smoothed":
+        return vocab.idf()
+    df = torch.tensor(vocab.doc_freq, dtype=torch.float64)
+    idf = torch.clamp(torch.log((vocab.num_docs - df + 0.5) / (df + 0.5)), min=0.0).float()
+    idf[PAD] = 0.0
+    return idf
 
 
 def ndrm_kernels(n_kernels: int = 10, sigma: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
@@ -185,17 +202,24 @@ class ExplicitMatch(nn.Module):
 class NDRM(Ranker):
     default_loss = "ranknet"
     config_parts = (WordEmbedder, ConformerLayer, ndrm_kernels)
-    parameter_groups = {"embeddings": ("embedder.",), "scoring": ("window_scorer.", "explicit.", "combine.")}
+    parameter_groups = {"embeddings": ("embedder.", "markers."), "scoring": ("window_scorer.", "explicit.", "combine.")}
 
     def __init__(self, embedder: WordEmbedder, mu: torch.Tensor, sigma: torch.Tensor, idf: torch.Tensor, conformer: dict,
                  variant: str = "ndrm1", hidden_dim: int = 256, n_layers: int = 2,
                  n_heads: int = 32, max_query_len: int = 20, max_doc_len: int = 4000, pool_window: int = 300,
-                 pool_stride: int = 100, impact_depth: int | None = None):
-        """``conformer``: the config's ConformerLayer keys (conv_window, conv_groups, ff, dropout, attention; the
-        layer's signature holds their defaults); ``mu``/``sigma`` from ``ndrm_kernels``; ``idf`` per vocabulary id."""
+                 pool_stride: int = 100, impact_depth: int | None = None, text_processing: str = "words",
+                 doc_markers: bool = False, score_padding_windows: bool = False, idf_formula: str = "smoothed"):
+        """``conformer``: the config's ConformerLayer keys (conv_window, conv_groups, ff, dropout, attention,
+        convolve_padding; the layer's signature holds their defaults); ``mu``/``sigma`` from ``ndrm_kernels``; ``idf``
+        per vocabulary id (``ndrm_idf`` of ``idf_formula``, which ``from_config`` applies). ``text_processing`` must
+        be the processing ``embedder``'s vocabulary was built with (``from_config`` builds it so)."""
         super().__init__()
         if variant not in VARIANTS:
             raise InputError(f"variant: {variant!r} is not one of {list(VARIANTS)}")
+        if text_processing not in TEXT_PROCESSING:
+            raise InputError(f"text_processing: {text_processing!r} is not one of {list(TEXT_PROCESSING)}")
+        if idf_formula not in IDF_FORMULAS:
+            raise InputError(f"idf_formula: {idf_formula!r} is not one of {list(IDF_FORMULAS)}")
         for key, value in (("hidden_dim", hidden_dim), ("n_layers", n_layers), ("max_query_len", max_query_len),
                            ("max_doc_len", max_doc_len), ("pool_window", pool_window), ("pool_stride", pool_stride)):
             if int(value) < 1 and not (key == "n_layers" and value == 0):
@@ -205,6 +229,9 @@ class NDRM(Ranker):
         self.embedder, self.variant = embedder, variant
         self.max_query_len, self.max_doc_len = max_query_len, max_doc_len
         self.pool_window, self.pool_stride, self.impact_depth = pool_window, pool_stride, impact_depth
+        self.text_processing, self.idf_formula = text_processing, idf_formula
+        self.doc_markers, self.score_padding_windows = bool(doc_markers), bool(score_padding_windows)
+        self._analyze = None if text_processing == "words" else analyzer(text_processing)
         self.latent, self.explicit_match = variant != "ndrm2", variant != "ndrm1"
         self.register_buffer("mu", mu, persistent=False)
         self.register_buffer("sigma", sigma, persistent=False)
@@ -218,6 +245,9 @@ class NDRM(Ranker):
             nn.init.eye_(self.query_proj.weight)
             nn.init.zeros_(self.query_proj.bias)
             self.position_dropout = nn.Dropout(layer_keys["dropout"])
+            if self.doc_markers:  # the authors' <S>, </S> rows: zeros at the start, trained with the embeddings
+                self.markers = nn.Embedding(len(DOC_MARKERS), dim)
+                nn.init.zeros_(self.markers.weight)
             self.encoder = nn.ModuleList(ConformerLayer(hidden_dim, n_heads, **conformer) for _ in range(n_layers))
             self.mix = nn.Linear(2, 1)
             with torch.no_grad():
@@ -239,29 +269,88 @@ class NDRM(Ranker):
     @classmethod
     def from_config(cls, params, corpus):
         embedder_keys, conformer_keys, kernel_keys, own = split_config("ndrm", params, WordEmbedder, ConformerLayer, ndrm_kernels, cls.__init__)
-        embedder = WordEmbedder.for_corpus(corpus, **embedder_keys)  # resolves ``embeddings: word2vec`` (the paper's)
-        return cls(embedder, *ndrm_kernels(**kernel_keys), embedder.vocab.idf(), conformer=conformer_keys, **own)
+        defaults = config_keys(cls.__init__)
+        processing = own.get("text_processing", defaults["text_processing"])
+        if processing == "words":
+            embedder = WordEmbedder.for_corpus(corpus, **embedder_keys)  # resolves ``embeddings: word2vec`` (the paper's)
+        else:
+            embedder = WordEmbedder(cls.processed_vocabulary(corpus, processing, embedder_keys), **{
+                **embedder_keys, **({"embeddings": str(word2vec_path(corpus.dir))} if embedder_keys.get("embeddings") == WORD2VEC else {})})
+        idf = ndrm_idf(embedder.vocab, own.get("idf_formula", defaults["idf_formula"]))
+        return cls(embedder, *ndrm_kernels(**kernel_keys), idf, conformer=conformer_keys, **own)
+
+    @staticmethod
+    def processed_vocabulary(corpus, processing: str, embedder_keys: dict) -> Vocabulary:
+        """The vocabulary of ``processing``'s terms (stems, for ``ck``), its ``analyze`` that processing. With
+        ``embeddings: word2vec`` it is read from the word2vec stage's document frequencies, which must have been
+        counted with the same processing (``word2vec.json`` says which); otherwise it is counted here over the
+        collection's documents (a pass over them: fine for a small collection, use word2vec on a large one)."""
+        analyze = analyzer(processing)
+        queries = read_tsv_dict(Path(corpus.dir) / "queries.tsv").values()
+        limits = (embedder_keys.get("min_doc_freq", 1), embedder_keys.get("max_vocabulary"))
+        if embedder_keys.get("embeddings") != WORD2VEC:
+            return Vocabulary.build(corpus.docs.values(), queries, *limits, analyze=analyze)
+        directory = word2vec_path(corpus.dir).parent
+        meta_path = directory / word2vec_stage.META_FILE
+        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+        if meta.get("processing", "words") != processing:
+            raise InputError(f"ndrm: text_processing: {processing} needs word vectors of {processing} terms, but "
+                             f"{directory / word2vec_stage.FILE_NAME} was trained on {meta.get('processing', 'words')!r} terms "
+                             f"({meta_path}); set the config's word2vec.processing: {processing} and rerun the word2vec stage")
+        return Vocabulary.load(directory / word2vec_stage.DOC_FREQ_FILE, corpus.stats["num_docs"], queries, *limits, analyze=analyze)
 
     @classmethod
     def artifacts(cls, params):
         return {"impact_index": "fold"}
 
     # ---- inputs -----------------------------------------------------------------------------------------
+    def _query_words(self, text: str) -> list[str]:
+        """A query's processed words, out-of-vocabulary ones included, truncated to ``max_query_len``: ``words``
+        processing is the embedder's (stop words as ``remove_query_stopwords`` says), ``ck`` the authors' (their
+        stop words always removed; a query of stop words only has no terms, as theirs)."""
+        if self._analyze is None:
+            return split_query(text, self.embedder.remove_query_stopwords)[: self.max_query_len]
+        return self._analyze(text)[: self.max_query_len]
+
     def query_terms(self, text: str) -> list[str]:
         """The terms the model scores ``text`` by (module docstring): Σ term_scores over them = the score."""
-        words = split_query(text, self.embedder.remove_query_stopwords)[: self.max_query_len]
-        return [w for w in words if self.embedder.vocab.index.get(w, OOV) > OOV]
+        return [w for w in self._query_words(text) if self.embedder.vocab.index.get(w, OOV) > OOV]
+
+    def _query_ids(self, queries: list[str]) -> torch.Tensor:
+        index = self.embedder.vocab.index
+        rows = [[index.get(w, OOV) for w in self._query_words(q)] for q in queries]
+        out = torch.full((len(rows), max(1, max((len(r) for r in rows), default=0))), PAD, dtype=torch.long)
+        for i, row in enumerate(rows):
+            out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+        return out
+
+    def _doc_ids(self, docs: list[str]) -> torch.Tensor:
+        """Documents -> ids [D, L] (through the vocabulary's processing), at most ``max_doc_len`` terms; with
+        ``doc_markers`` <S> first and </S> last, then truncated (a long document loses </S>, as the authors'); with
+        ``score_padding_windows`` every row padded to ``max_doc_len``."""
+        vocab = self.embedder.vocab
+        start, end = len(vocab), len(vocab) + 1
+        rows = [vocab.ids(text, self.max_doc_len) for text in docs]
+        if self.doc_markers:
+            rows = [([start] + row + [end])[: self.max_doc_len] for row in rows]
+        width = self.max_doc_len if self.score_padding_windows else max(1, max((len(r) for r in rows), default=0))
+        out = torch.full((len(rows), width), PAD, dtype=torch.long)
+        for i, row in enumerate(rows):
+            out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+        return out
 
     def _document_counts(self, docs: list[str]) -> tuple[list[Counter], torch.Tensor]:
-        """Per document: term-id counts over the whole text, and its length in terms (Eq. 4's TF and |d|)."""
+        """Per document: term-id counts over the whole text, and its length in terms (Eq. 4's TF and |d|; with
+        ``doc_markers`` the two markers count in |d|, as the authors' len(d))."""
         counts = [Counter(self.embedder.vocab.ids(text)) for text in docs]
-        return counts, torch.tensor([float(sum(c.values())) for c in counts])
+        extra = len(DOC_MARKERS) if self.doc_markers else 0
+        return counts, torch.tensor([float(sum(c.values()) + extra) for c in counts])
 
     def encode(self, queries, doc_ids, docs):
-        query = self.embedder.encode_query(queries, self.max_query_len)
+        query = self._query_ids(queries)
         batch = {"query": query}
         if self.latent:
-            batch["doc"] = self.embedder.encode(docs, self.max_doc_len)
+            batch["doc"] = self._doc_ids(docs)
         if self.explicit_match:
             counts, batch["dlen"] = self._document_counts(docs)
             batch["tf"] = torch.tensor([[float(c.get(t, 0)) for t in row] for c, row in zip(counts, query.tolist())])
@@ -270,7 +359,13 @@ class NDRM(Ranker):
     # ---- scoring ----------------------------------------------------------------------------------------
     def _encode_documents(self, doc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """doc ids [D, L] -> unit document vectors [D, L, H] (zero at padding/OOV), mask [D, L], lengths [D]."""
-        vectors, mask = self.embedder(doc)
+        if self.doc_markers:
+            marker = doc >= len(self.embedder.vocab)
+            vectors, mask = self.embedder(doc.masked_fill(marker, PAD))
+            vectors = torch.where(marker[..., None], self.markers((doc - len(self.embedder.vocab)).clamp(min=0)), vectors)
+            mask = mask + marker.to(mask.dtype)
+        else:
+            vectors, mask = self.embedder(doc)
         raw = self.project(vectors)
         contextual = self.position_dropout(raw + sinusoidal_positions(doc.shape[1], raw.shape[-1], raw.device))
         for layer in self.encoder:
@@ -289,6 +384,8 @@ class NDRM(Ranker):
         missing = aligned_length(cosine.shape[-1], self.pool_window, self.pool_stride) - cosine.shape[-1]
         cosine, d_mask = F.pad(cosine, (0, missing)), F.pad(d_mask, (0, missing))
         kernels = term_kernels(cosine, d_mask, self.mu, self.sigma)  # [D, T, K, L']
+        if self.score_padding_windows:  # the authors': every window of the padded length, all-padding ones too
+            lengths = torch.full_like(lengths, kernels.shape[-1])
         features, valid = windowed_kernel_pooling(kernels, lengths[:, None], self.pool_window, self.pool_stride)
         window_scores = self.window_scorer(features).squeeze(-1)  # [D, T, J]
         return window_scores.masked_fill(~valid, float("-inf")).amax(dim=-1)
@@ -320,7 +417,7 @@ class NDRM(Ranker):
         Each document is encoded once; terms are scored in blocks that keep the kernel tensor bounded."""
         device = self.device
         term_ids = term_ids.to(device)
-        encoded = self._encode_documents(self.embedder.encode(docs, self.max_doc_len).to(device)) if self.latent else None
+        encoded = self._encode_documents(self._doc_ids(docs).to(device)) if self.latent else None
         if self.explicit_match:
             counts, dlen = self._document_counts(docs)
             ids = term_ids.tolist()

@@ -24,7 +24,11 @@ Choices where the paper is silent, with the reason:
 - Feed-forward width ``ff`` defaults to the hidden width: the paper sets "all hidden layer sizes to 256".
 - Padding: positions outside the document are zeroed before every convolution (so a document's vectors
   never depend on how far its batch is padded) and masked out of the keys of every attention. A row with
-  no real token attends over its padding instead (its output is zeroed, never NaN).
+  no real token attends over its padding instead (its output is zeroed, never NaN). ``convolve_padding:
+  true`` is the authors' code instead: padding keeps its vectors (its embedding plus position, then each
+  layer's output there) into the next convolution, so the terms near a document's end see them; attention
+  keys stay masked, as theirs (``src_key_padding_mask``). NDRM's full-scale configs use it, with documents
+  padded to ``max_doc_len`` as the authors' (``score_padding_windows``).
 """
 
 from __future__ import annotations
@@ -82,7 +86,7 @@ class ConformerLayer(nn.Module):
     defaults are the paper's (Sec. 4) and NDRM's config defaults."""
 
     def __init__(self, hidden: int, heads: int, conv_window: int = 31, conv_groups: int = 32, ff: int | None = None,
-                 dropout: float = 0.2, attention: str = "separable"):
+                 dropout: float = 0.2, attention: str = "separable", convolve_padding: bool = False):
         super().__init__()
         if attention not in ATTENTIONS:
             raise InputError(f"attention: {attention!r} is not one of {list(ATTENTIONS)}")
@@ -92,7 +96,7 @@ class ConformerLayer(nn.Module):
             raise InputError(f"conv_groups: {conv_groups} groups must divide the hidden width {hidden}")
         if conv_window < 1 or conv_window % 2 == 0:
             raise InputError(f"conv_window: must be a positive odd number (the output keeps the input's length), got {conv_window}")
-        self.heads, self.attention = heads, attention
+        self.heads, self.attention, self.convolve_padding = heads, attention, bool(convolve_padding)
         self.attend = ATTENTION_FUNCTIONS[attention]
         self.conv = nn.Conv1d(hidden, hidden, conv_window, padding=conv_window // 2, groups=conv_groups)
         self.qkv = nn.Linear(hidden, 3 * hidden)
@@ -103,9 +107,10 @@ class ConformerLayer(nn.Module):
         self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """x [B, n, hidden], mask [B, n] (1 for real tokens; None: all real) -> [B, n, hidden], padding zeroed."""
+        """x [B, n, hidden], mask [B, n] (1 for real tokens; None: all real) -> [B, n, hidden], padding zeroed
+        (kept, with ``convolve_padding``)."""
         batch, length, hidden = x.shape
-        keep = None if mask is None else mask.to(x.dtype)[..., None]
+        keep = None if mask is None or self.convolve_padding else mask.to(x.dtype)[..., None]
         if keep is not None:
             x = x * keep
         local = self.conv(x.transpose(1, 2)).transpose(1, 2)
