@@ -1,6 +1,8 @@
 """Stage ``report``: one self-contained ``index.html`` (+ ``report.md``, tables and PNGs) per dataset.
 
-Everything is read from the files the rule names in its manifest (``report.manifest``); no number is typed in.
+Everything is read from the files the rule names in its manifest (``report.manifest``); the only numbers typed in are
+the papers' published figures the reproduction section sets beside the measured ones (``published.yaml``, with the
+table row each comes from).
 Each section is a module of this package that computes its numbers and its fragment (``section(ctx) -> Section``);
 this module gathers the inputs and puts the sections in order. A section the configuration gives no data (no
 TKL model: no region positions) is kept with a one-line note saying so, or left out.
