@@ -1,9 +1,11 @@
 """TK and TKL invariants: TKL's window split (Eq. 1), window packing, saturation (Eq. 4), top-local-max
-(Eq. 7), shapes, gradients and a short training run that must lower the loss."""
+(Eq. 7), shapes, gradients and a short training run that must lower the loss; the position tables
+(``sinusoids``) and unknown words (``mask_unknown_words``) read as values."""
 
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
@@ -57,7 +59,7 @@ def corpus(tmp_path_factory):
 
 
 def small(model_type: str, **extra):
-    cfg = {"type": model_type, "n_layers": 1, "max_query_len": 8}
+    cfg = {"type": model_type, "max_query_len": 8} if model_type == "knrm" else {"type": model_type, "n_layers": 1, "max_query_len": 8}
     if model_type == "tkl":
         cfg.update(max_doc_len=200, window=40, overlap=10, region_size=30)
     cfg.update(extra)
@@ -187,7 +189,7 @@ def test_explain_gives_non_overlapping_region_offsets(corpus):
 @pytest.mark.parametrize("tail_regions", [True, False])
 def test_unknown_words_do_not_shorten_the_valid_regions(corpus, tail_regions):
     """A region's validity follows the document's length in tokens: the same document with a tenth of its words
-    unknown (masked like padding, matchmaker's pad_oov_mask) keeps every region of the all-known version. Counting
+    unknown (masked like padding, mask_unknown_words' default) keeps every region of the all-known version. Counting
     known words only lost a document's last regions, one per region_stride (2) unknown words."""
     torch.manual_seed(0)
     model = build_model(small("tkl", tail_regions=tail_regions), corpus).eval()
@@ -290,3 +292,102 @@ def test_region_sums_match_direct_sums():
         assert torch.allclose(region_sums(values, 30, stride), direct, atol=1e-5)
     assert region_sums(torch.zeros(1, 5000), 30).abs().max() == 0  # no cancellation noise where nothing matched
     assert region_sums(torch.ones(1, 12), 30).tolist() == [[12.0]]  # shorter than a region: one region
+
+
+# ---- position tables (sinusoids) and unknown words (mask_unknown_words) ------------------------------------
+
+def test_project_sinusoids_are_the_transformer_frequencies_sin_then_cos():
+    """project (default): h = ceil(d/2) frequencies 10000^(-i/h); [p, i] = sin(p f_i), [p, h + i] = cos(p f_i);
+    odd d drops the last cosine."""
+    from longrank.models.modules.positions import sinusoidal_positions
+
+    table = sinusoidal_positions(520, 50)
+    assert table.shape == (520, 50)
+    for p, i in [(0, 0), (1, 0), (3, 1), (7, 12), (517, 24), (501, 5)]:
+        f = 10000.0 ** (-i / 25)
+        assert table[p, i].item() == pytest.approx(math.sin(p * f), abs=2e-4)
+        assert table[p, 25 + i].item() == pytest.approx(math.cos(p * f), abs=2e-4)
+    assert table[1, 24].item() == pytest.approx(math.sin(10000.0 ** (-24 / 25)), abs=1e-6)  # slowest: not 1/10000
+    odd = sinusoidal_positions(10, 7)  # h = 4: sin f_0..f_3, cos f_0..f_2
+    assert odd[3, 3].item() == pytest.approx(math.sin(3 * 10000.0 ** (-3 / 4)), abs=1e-6)
+    assert odd[3, 6].item() == pytest.approx(math.cos(3 * 10000.0 ** (-2 / 4)), abs=1e-6)
+    assert torch.equal(sinusoidal_positions(30, 300, sinusoids="project"), sinusoidal_positions(30, 300))
+
+
+def test_official_sinusoids_are_matchmakers_table():
+    """official (matchmaker's get_positional_features, the tensor2tensor timing signal): h = d // 2 timescales
+    from 1 to exactly 10^4, f_i = 10000^(-i/(h-1)); [p, i] = sin(p f_i), [p, h + i] = cos(p f_i); odd d: a zero column."""
+    from longrank.models.modules.positions import sinusoidal_positions
+
+    for dim in (50, 300):
+        h = dim // 2
+        table = sinusoidal_positions(560, dim, sinusoids="official")
+        assert table.shape == (560, dim)
+        for p, i in [(0, 0), (1, 0), (2, 1), (9, h // 2), (500, 3), (549, h - 1)]:
+            f = 10000.0 ** (-i / (h - 1))
+            assert table[p, i].item() == pytest.approx(math.sin(p * f), abs=2e-4)
+            assert table[p, h + i].item() == pytest.approx(math.cos(p * f), abs=2e-4)
+        assert table[1, h - 1].item() == pytest.approx(math.sin(1e-4), rel=1e-4)  # the slowest timescale is 10^4
+        assert table[1, 0].item() == pytest.approx(math.sin(1.0), abs=1e-6) and table[1, h].item() == pytest.approx(math.cos(1.0), abs=1e-6)
+        # the two tables differ (only their first frequency, 1, agrees)
+        project = sinusoidal_positions(560, dim)
+        assert torch.equal(table[:, 0], project[:, 0]) and (table - project).abs().max() > 0.5
+    odd = sinusoidal_positions(10, 7, sinusoids="official")  # h = 3: f = 1, 0.01, 0.0001, then a zero column
+    assert odd[5, 1].item() == pytest.approx(math.sin(0.05), abs=1e-6)
+    assert odd[5, 5].item() == pytest.approx(math.cos(5e-4), abs=1e-6)
+    assert odd[:, 6].abs().max() == 0
+
+
+@pytest.mark.parametrize("model_type", ["tk", "tkl"])
+def test_sinusoids_key_reaches_the_models_positions(corpus, model_type):
+    """``sinusoids: official`` in a config gives TK's fixed table and TKL's learned table's start matchmaker's
+    values: queries at rows 0.., documents at rows 500.. (doc_position_offset)."""
+    from longrank.config import check_model_keys
+    from longrank.models.modules.positions import sinusoidal_positions
+
+    check_model_keys({model_type: small(model_type, sinusoids="official", mask_unknown_words=False)})
+    torch.manual_seed(0)
+    model = build_model(small(model_type, sinusoids="official"), corpus)
+    default = build_model(small(model_type), corpus)
+    dim = model.embedder.dim
+    official = sinusoidal_positions(560, dim, sinusoids="official")
+    ctx = model.contextualizer
+    query_rows = ctx.positions(8, 0, dim, torch.device("cpu"))
+    doc_rows = ctx.positions(40, ctx.doc_position_offset, dim, torch.device("cpu"))
+    assert torch.allclose(query_rows, official[:8]) and torch.allclose(doc_rows, official[500:540])
+    h = dim // 2
+    assert doc_rows[7, h - 1].item() == pytest.approx(math.sin(507 * 1e-4), abs=1e-5)  # entry [507, h-1], read as a value
+    assert ctx.position_table is None if model_type == "tk" else isinstance(ctx.position_table, torch.nn.Parameter)
+    default_rows = default.contextualizer.positions(40, 500, dim, torch.device("cpu"))
+    assert torch.allclose(default_rows, sinusoidal_positions(540, dim)[500:])
+    with pytest.raises(Exception, match="sinusoids"):
+        build_model(small(model_type, sinusoids="vaswani"), corpus)
+
+
+@pytest.mark.parametrize("model_type", ["knrm", "tk", "tkl"])
+def test_unknown_words_masked_or_kept_per_setting(corpus, model_type):
+    """mask_unknown_words: true (default) masks an OOV token like padding; false keeps it as a token (the official
+    codes): mask 1, its vector the OOV row, so two different unknown words are one vector (cosine 1) and match."""
+    from longrank.data.words import PAD
+
+    torch.manual_seed(0)
+    masked = build_model(small(model_type), corpus)
+    kept = build_model(small(model_type, mask_unknown_words=False), corpus)
+    assert masked.embedder.mask_unknown_words is True and kept.embedder.mask_unknown_words is False
+    ids = kept.embedder.encode(["river zzunknownone flood qqunknowntwo", "river flood river flood river flood"], 6)[:1]
+    assert ids.tolist() == [[ids[0, 0].item(), OOV, ids[0, 2].item(), OOV, PAD, PAD]] and ids[0, 0] > OOV
+    vectors_kept, mask_kept = kept.embedder(ids)
+    _, mask_masked = masked.embedder(ids)
+    assert mask_kept.tolist() == [[1.0, 1.0, 1.0, 1.0, 0.0, 0.0]]
+    assert mask_masked.tolist() == [[1.0, 0.0, 1.0, 0.0, 0.0, 0.0]]
+    oov_row = kept.embedder.embedding.weight[OOV]
+    assert oov_row.abs().sum() > 0 and torch.equal(vectors_kept[0, 1], oov_row) and torch.equal(vectors_kept[0, 3], oov_row)
+    # the scores see it: a query of one unknown word against a document of another one
+    query = kept.embedder.encode_query(["zzunknownthree"], 8)
+    doc = kept.embedder.encode(["qqunknownfour " * 5], 200)
+    assert query[0, 0] == OOV and doc[0, 0] == OOV
+    with torch.no_grad():
+        masked.load_state_dict(kept.state_dict())
+        assert kept(query, doc).item() != pytest.approx(masked(query, doc).item(), abs=1e-6)
+    with pytest.raises(Exception, match="mask_unknown_words"):
+        build_model(small(model_type, mask_unknown_words="yes"), corpus)

@@ -14,14 +14,21 @@ Choices, stated, with the source each default follows (the official code is matc
 - Positions (official code): sinusoids added to the Transformer's input only (not to the raw half of the
   mix); query tokens take positions 0, 1, ..., document tokens ``doc_position_offset`` = 500, 501, ...
   ``positions: learned`` makes them trainable (TKL's choice); ``doc_position_offset: 0`` shares them.
+  The sinusoids' frequencies (``sinusoids``, ``modules/positions.py``; the paper gives none): ``project``
+  (default, 10000^(-2i/d)) or ``official``, matchmaker's table (timescales from 1 to exactly 10^4,
+  10000^(-i/(d/2-1))); at the same weights the two give other scores (issue 27 measured TK scores moving by
+  ~1.8 at 50d, ~0.5 at 300d). The full-scale configs use ``official``.
 - Kernels: mu = 1, 0.9, 0.7, ..., -0.9 with sigma 0.1 for *every* kernel (``exact_sigma: 0.1``): the TKL paper
   states "11 kernels from -1 to +1 and standard deviation of 0.1", and after contextualisation the same word
   in two places no longer has cosine exactly 1, so KNRM's sigma = 0.001 exact-match kernel would rarely fire.
-- Pooling (official code): log-saturated kernel sums per query term (KNRM's ``log(sum) * 0.01``), summed
-  over query terms, one linear layer to the score. ``length_norm: true`` adds a second feature set, kernel
-  mass per document token (this project's first version; it invites a document-length shortcut).
-- Query terms and unknown words: see ``modules/word_embedder.py`` (``remove_query_stopwords``, ``query_term_weights``;
-  OOV tokens are masked like padding, as the official ``pad_oov_mask``).
+- Pooling: log-saturated kernel sums per query term, summed over query terms, one linear layer to the score
+  (the official code's structure). The saturation is KNRM's ``log(sum) * 0.01`` (KNRM; this project's
+  choice): the official ECAI code instead takes ``log(sum * alpha_k)`` with a learned per-kernel scale
+  ``alpha_k`` (initialised 1; from TK-Sparse) and no 0.01, and its linear layer has no bias.
+  ``length_norm: true`` adds a second feature set, kernel mass per document token (this project's first version; it invites a document-length shortcut).
+- Query terms and unknown words: see ``modules/word_embedder.py`` (``remove_query_stopwords``, ``query_term_weights``,
+  ``mask_unknown_words``: OOV tokens masked like padding by default, this project's choice; the official code
+  keeps them as tokens, which ``mask_unknown_words: false`` and the full-scale configs do).
 - Learning rates: ``train.scoring_lr`` reaches ``dense`` (the official code gives its kernel weights 10x
   the Transformer's rate), ``train.embedding_lr`` the word embeddings.
 """

@@ -6,34 +6,49 @@ Equation by equation (the paper's numbering). Where the paper is silent, default
 reading still reachable.
 
 - Eq. 1, local self-attention. The document is cut into chunks of ``window`` w = 40 tokens; each
-  chunk is contextualised together with ``overlap`` o = 5 tokens of context on each side (a w + 2o = 50 token
-  window, stride w; official code; the first version used o = 10) and only the chunk's own w output vectors are kept, so every token's vector comes from
+  chunk is contextualised together with ``overlap`` o tokens of context on each side (a w + 2o token window,
+  stride w) and only the chunk's own w output vectors are kept, so every token's vector comes from
   exactly one window, the one in whose middle it sits. The first window has no left context: it sees
   d_1..d_{w+o} (the paper's ``TF(d_{1:w+o})``; implemented as o masked padding slots, so position features
   are the same for every window: a token of the kept chunk always sits at slots o..o+w-1). The paper's
   ``TF(d_{w-o:2w+o})_{o:-o}`` is the second window; we read the first window's ``_{1:o}`` as ``_{1:-o}``
   (keep all but the right overlap), the only reading under which the concatenation covers d_1..d_m once.
-  The query is contextualised in one window. Windows whose kept chunk holds only padding are skipped and
-  the remaining windows of the whole batch are packed into one Transformer batch (``pack_windows: true``);
-  ``pack_windows: false`` runs every window of the padded batch (same scores, more work: the comparison the
+  ``overlap``: the paper (§4) states o = 10, which the full-scale configs (config/trec-dl-20*.yaml) set; the
+  official code hard-codes o = 5, the default here, kept so that the CPU config (which leaves the key out) keeps
+  its measured numbers. The query is contextualised in one window. Windows whose kept chunk holds only
+  padding are skipped and the remaining windows of the whole batch are packed into one Transformer batch
+  (``pack_windows: true``); ``pack_windows: false`` runs every window of the padded batch (same scores, more work: the comparison the
   ``bench`` stage makes). ``window_passes`` counts the windows fed to the Transformer.
 - Eq. 2, kernels: as TK (11 kernels, sigma 0.1).
   Positions (official code): trainable (``positions: learned``), initialised with sinusoids; the query's
   start at 0, every document window's at ``doc_position_offset`` = 500 (``modules.contextualizer.Contextualizer``).
+  The starting sinusoids: ``sinusoids: project`` (default) or ``official`` (matchmaker's table,
+  ``modules/positions.py``; the paper is silent), which the full-scale configs use.
 - Eq. 3, regions: kernel activations summed over sliding regions of ``region_size`` r = 30 document tokens,
   one region starting at every ``region_stride`` = 2 tokens (official code; the first version used 1).
-  ``tail_regions: true`` (official code): a document of n tokens has regions starting at every stride
-  before n, the last ones running past its end and holding fewer than r tokens, which is what the
-  region-length input c_len of Eq. 5 is for; ``false`` keeps only full regions (starts 0 .. max(n - r, 0);
-  c_len is then the constant r). Either way a score never depends on the other documents of a batch.
+  ``tail_regions: true`` (default; this project's rule, not the official code's): a document of n tokens has
+  regions starting at every stride before n, the last ones running past its end and holding fewer than r
+  tokens, which is what the region-length input c_len of Eq. 5 is for; ``false`` keeps only full regions
+  (starts 0 .. max(n - r, 0); c_len is then the constant r). Either way a score never depends on the other
+  documents of a batch. The official code differs on purpose here: it slides regions over the *batch's*
+  padded width (its windows padded to the longest document, w-aligned) and keeps every region with at least
+  one real token, so a short document's tail regions exist only when a longer document shares its batch
+  (its score changes with the batch it is scored in; a document alone in a batch of its own length gets
+  none past width - r). A reranker's score should not depend on which candidates share its batch, so the
+  project keeps the batch-independent rule (regions up to the document's own end).
 - Eq. 4-5, learned saturation ``a * x^(1/b) - c`` with a, b, c = [ReLU(e_i); c_len] W + bias per query term
   and region, e_i a one-dimensional query-term salience embedding initialised with the collection IDF and
   c_len the region's token count. Biases are initialised to 100 (a = b = c = 100: 100 x^(1/100) - 100 ~ ln x,
   so training starts log-like) and W to N(0, 0.01) (still log-like, but every parameter gets a gradient
   from the first step). Numerical safety: x is clamped to >= 1e-10 (KNRM's clamp; 100 x^(0.01) - 100 at
   1e-10 is -20.6 ~ ln 1e-10) and b to >= 1 (the function stays a saturation, never super-linear, and
-  x^(1/b) <= x cannot overflow). ``saturation: log`` is the fixed ln(max(x, 1e-10)) of earlier kernel models,
-  ``saturation: linear`` fixes b = 1 (a x - c; a's bias initialised to 1 and c's to 0): the Table 2 ablation.
+  x^(1/b) <= x cannot overflow). This follows the paper's Eq. 4-5, not the official code, which differs:
+  its ``embedding`` saturation conditions on a linear map of the *contextualised* query vector (not an
+  IDF-initialised per-word embedding), LayerNorms [e_i; c_len] before the three layers, starts W at
+  U(-0.014, 0.014), and takes b as 1 / (the layer's output). ``saturation: log`` is the fixed
+  ln(max(x, 1e-10)) of earlier kernel models (the official ``log`` saturation scales x by a learned
+  per-kernel factor first), ``saturation: linear`` fixes b = 1 (a x - c; a's bias initialised to 1 and c's
+  to 0): the Table 2 ablation.
 - Eq. 6, relevance topography: saturated values summed over (real) query terms, kernels weighted by W_k.
 - Eq. 7, top-local-max: greedily the t = ``top_t`` highest regions, each followed by non-maximum suppression
   of every region starting less than ``nms_radius`` (default r) tokens away, so selected regions never
@@ -260,7 +275,8 @@ class TKL(Ranker):
         topography = torch.einsum("bkr,k->br", saturated, self.kernel_weights.weight[0])  # Eq. 6
         starts = torch.arange(topography.shape[1], device=doc.device) * self.region_stride
         # Regions are valid by the document's length in tokens, unknown words included: d_mask leaves them out
-        # (no vector to match), and counting only known words lost a document's last regions to its OOV words.
+        # when mask_unknown_words (the default), and counting only known words lost a document's last regions
+        # to its OOV words.
         n_tokens = (doc != PAD).sum(dim=1)
         last_start = n_tokens - 1 if self.tail_regions else (n_tokens - self.region_size).clamp(min=0)
         return topography, starts[None, :] <= last_start[:, None]

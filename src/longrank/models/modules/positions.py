@@ -1,4 +1,17 @@
-"""Position features (TK, TKL)."""
+"""Position features (TK, TKL; NDRM uses the default table).
+
+Two sinusoid tables, both laid out ``[sin | cos]`` (the first half of a row holds the sines, the second the
+cosines at the same frequencies), differing in their frequencies. Neither TK paper (ECAI 2020, SIGIR 2020)
+fixes them, so the choice is the ``sinusoids`` key of TK/TKL (``modules.contextualizer.Contextualizer``):
+
+- ``project`` (default, this project's first version): h = ceil(d / 2) frequencies ``10000^(-i/h)``, i = 0..h-1,
+  i.e. the Transformer paper's ``10000^(-2i/d)``; for odd d the last cosine column is dropped. The slowest
+  frequency stops one step short of 1/10000.
+- ``official`` (matchmaker's ``get_positional_features`` in ``ecai20_tk.py`` / ``sigir20_tkl.py``, the
+  tensor2tensor timing signal): h = floor(d / 2) timescales spaced geometrically from 1 to exactly 10000, so
+  frequency i is ``10000^(-i/(h-1))``; for odd d a zero column is appended. Entry [p, i] = sin(p * f_i) and
+  [p, h + i] = cos(p * f_i).
+"""
 
 from __future__ import annotations
 
@@ -6,11 +19,28 @@ import math
 
 import torch
 
+#: the ``sinusoids`` values: this project's frequencies, or the official TK/TKL code's
+SINUSOIDS = ("project", "official")
 
-def sinusoidal_positions(length: int, dim: int, device=None) -> torch.Tensor:
-    """[length, dim] sine/cosine position features (Vaswani et al.), computed on the fly so any length works."""
+
+def sinusoid_frequencies(dim: int, sinusoids: str = "project", device=None) -> torch.Tensor:
+    """The frequencies of one row's sine (and cosine) half, per the module docstring."""
+    if sinusoids == "project":
+        half = (dim + 1) // 2
+        return torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32, device=device) / max(1, half))
+    if sinusoids == "official":
+        half = dim // 2
+        step = math.log(10000.0) / max(1, half - 1)  # one timescale (half == 1): frequency 1
+        return torch.exp(-step * torch.arange(half, dtype=torch.float32, device=device))
+    raise ValueError(f"sinusoids: {sinusoids!r} is not one of {list(SINUSOIDS)}")
+
+
+def sinusoidal_positions(length: int, dim: int, device=None, sinusoids: str = "project") -> torch.Tensor:
+    """[length, dim] sine/cosine position features, computed on the fly so any length works; ``sinusoids``
+    picks the frequencies (module docstring)."""
     position = torch.arange(length, dtype=torch.float32, device=device)[:, None]
-    half = (dim + 1) // 2
-    freq = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32, device=device) / max(1, half))
-    angles = position * freq
-    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)[:, :dim]
+    angles = position * sinusoid_frequencies(dim, sinusoids, device)
+    table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)[:, :dim]
+    if table.shape[1] < dim:  # official, odd width: a zero column
+        table = torch.cat([table, table.new_zeros(length, dim - table.shape[1])], dim=-1)
+    return table

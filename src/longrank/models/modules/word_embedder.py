@@ -1,8 +1,15 @@
 """Word embeddings of the kernel-pooling family (KNRM, TK, TKL, NDRM): pretrained vectors (GloVe, or the
 collection's word2vec) over the collection vocabulary, and how query terms count.
 
-Out-of-vocabulary tokens are masked like padding (matchmaker's ``pad_oov_mask``): every unknown word shares
-one vector, so unmasked, two different unknown words would match each other exactly (the classic KNRM bug).
+Unknown words (``mask_unknown_words``): a word outside the vocabulary becomes the one OOV id, whose vector is a
+random row (N(0, 0.1), trained with the other rows when ``train_embeddings``). ``true`` (default, this project's
+choice) masks OOV tokens like padding: every unknown word shares that one vector, so unmasked, two different
+unknown words match each other exactly (cosine 1; the classic KNRM bug). ``false`` keeps them as tokens, as the
+official codes do: matchmaker (TK, TKL, KNRM; ``modules/neuralIR_encoder.py``) masks ``tokens > 0``, padding
+only, and feeds the OOV id's vector like any word (its argument is named ``pad_oov_mask``, but the OOV-masking
+``> 1`` survives only in commented-out and older model code); the Conformer-Kernel code keeps unknown words
+as a trainable row too. The papers are silent; the full-scale configs follow the official codes. A model reads the
+mask from ``forward`` (or ``token_mask``), so the setting reaches every model built on this embedder.
 Query terms: ``remove_query_stopwords`` drops scikit-learn's English stop words from queries (Cranfield's
 17-word questions are half stop words, and every query term counts equally in kernel pooling), and
 ``query_term_weights: idf`` multiplies each query term's pooled features by its IDF (the query-weight slot
@@ -55,8 +62,10 @@ class WordEmbedder(nn.Module):
 
     def __init__(self, vocab: Vocabulary, embeddings: str = "glove-6b-50d", train_embeddings: bool = True,
                  remove_query_stopwords: bool = True, query_term_weights: str = "uniform", min_doc_freq: int = 1,
-                 max_vocabulary: int | None = None):
+                 max_vocabulary: int | None = None, mask_unknown_words: bool = True):
         super().__init__()
+        if not isinstance(mask_unknown_words, bool):
+            raise InputError(f"mask_unknown_words: expected true or false, got {mask_unknown_words!r}")
         if min_doc_freq > 1 or max_vocabulary is not None:
             # for_corpus reads the collection's words with these filters already (memory: only the words kept);
             # a vocabulary given here directly is cut the same way, so the keys mean one thing either way.
@@ -67,7 +76,7 @@ class WordEmbedder(nn.Module):
             raise InputError("embeddings: word2vec names the collection's vectors; build the embedder with "
                              f"WordEmbedder.for_corpus(corpus, ...) so that it finds <data dir>/{WORD2VEC_FILE}")
         self.vocab = vocab
-        self.remove_query_stopwords = remove_query_stopwords
+        self.remove_query_stopwords, self.mask_unknown_words = remove_query_stopwords, mask_unknown_words
         matrix, self.coverage = embedding_matrix(vocab, embeddings)
         self.embedding = nn.Embedding.from_pretrained(matrix, freeze=not train_embeddings, padding_idx=PAD)
         self.register_buffer("idf", vocab.idf() if query_term_weights == "idf" else None, persistent=False)
@@ -94,6 +103,10 @@ class WordEmbedder(nn.Module):
         """[B, Lq] weight of each query term in the sum over terms: the mask, times IDF if configured."""
         return mask if self.idf is None else mask * self.idf[ids]
 
+    def token_mask(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids [B, L] -> [B, L] float: 0 for padding, and for unknown words when ``mask_unknown_words``; else 1."""
+        return (ids > (OOV if self.mask_unknown_words else PAD)).float()
+
     def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """ids [B, L] -> (vectors [B, L, E], mask [B, L] float: 1 for known words, 0 for padding and OOV)."""
-        return self.embedding(ids), (ids > OOV).float()
+        """ids [B, L] -> (vectors [B, L, E], mask [B, L] as ``token_mask``)."""
+        return self.embedding(ids), self.token_mask(ids)
