@@ -18,12 +18,16 @@ Config keys and the source each default follows:
 - ``interaction_blocks`` (K, default 2: the paper's main setting), ``max_query_len``, ``max_doc_len``,
   ``cross_attention_init`` (``copy``: paper Sec. 3.3 / Table 3), ``reuse`` (``none``/``s1``/``s2``: paper
   Sec. 3.2), ``encoder`` (see :mod:`longrank.models.modules.encoders`).
-- ``tie_query_layers`` (default ``true``: the official code, luyug/MORES ``modeling.py``, where the
-  query encoder is a deep copy of BERT whose layer list is then replaced by the document encoder's own
-  first L-K layer objects). The query module's Transformer layers *are* the document module's first L-K
-  layers (one set of weights, trained by both paths); its embeddings stay a separate copy, as there.
-  ``false`` is the paper's wording (Sec. 3.3: the query module is initialised from "another copy" of
-  BERT) and this project's earlier behaviour: the query module owns a separate copy of those layers.
+- ``tie_query_layers``: ``false`` is the paper (Sec. 3.3: the query module is initialised from "another copy"
+  of BERT) and what the full-scale configs (config/trec-dl-20*.yaml) set: the query module owns a separate copy
+  of those layers. The paper's parameter counts agree (Appendix A.2: 224M, 228M, 231M, 233M for 1-4 IBs): at
+  BERT-base dimensions the untied layout has 220.1M / 222.5M / 224.9M / 227.2M (within 3% of them; the 1-6M
+  left over is not explained by poolers, 1.2M), the tied one 142M-171M (tests/test_mores.py).
+  ``true`` (the default, kept so that the CPU config, which leaves the key out, keeps its measured numbers) is
+  the released code, luyug/MORES ``modeling.py``, where the query encoder is a deep copy of BERT whose layer
+  list is then replaced by the document encoder's own first L-K layer objects: the query module's Transformer
+  layers *are* the document module's first L-K layers (one set of weights, trained by both paths); its
+  embeddings stay a separate copy, as there.
   Checkpoints hold a tied layer once, under ``document_module.``; a checkpoint saved untied does not load
   into a tied model (and the reverse), the error says which key to set.
 - ``doc_segment_id`` (default ``0``: the official code encodes documents as a single sequence, so their
