@@ -33,7 +33,7 @@ from transformers import BertConfig
 from test_config_matrix import CONFIG, merged_config
 from longrank.config import validate_config
 from longrank.data.corpus import Corpus
-from longrank.data.words import count_doc_freq, write_doc_freq
+from longrank.data.words import analyzer, count_doc_freq, write_doc_freq
 from longrank.models.modules.encoders import RANDOM_BERT_BASE, bert_base_config
 from longrank.models.registry import build_model, model_class, on_pretrained_encoder
 from longrank.train.loop import TRAIN_DEFAULTS, TrainingBatches, parameter_groups
@@ -122,7 +122,13 @@ def collection(tmp_path_factory):
     corpus = write_collection(root / "data")
     words = sorted(set(corpus.word_vocabulary().index) - {"<pad>", "<oov>"})
     write_vectors(root / "glove.300d.txt", words, GLOVE_DIM, seed=0)
-    write_vectors(root / "data" / "word2vec.txt", words, WORD2VEC_DIM, seed=1)
+    # NDRM's text_processing: ck reads what the word2vec stage writes with processing: ck (data/word2vec.py):
+    # vectors and document frequencies of the processed terms, and word2vec.json naming the processing
+    ck_df = count_doc_freq(corpus.docs.values(), analyzer("ck"))
+    write_doc_freq(root / "data" / "word2vec_doc_freq.tsv", ck_df)
+    (root / "data" / "word2vec.json").write_text(json.dumps({"processing": "ck"}))
+    ck_terms = sorted(w for w in ck_df if "\0" not in w)  # past count_doc_freq's document count entry
+    write_vectors(root / "data" / "word2vec.txt", ck_terms, WORD2VEC_DIM, seed=1)
     candidates = {q: {d: -i for i, d in enumerate(sorted(corpus.docs))} for q in TOPICS}
     return corpus, candidates, root / "glove.300d.txt"
 

@@ -1,0 +1,258 @@
+"""Exported models (issue 30): ``longrank export`` writes a directory that ``longrank.load_ranker`` reads with no
+results tree and no config, and it scores every (query, document) pair as the workflow's rerank stage does. Tiny
+models of every exportable type are trained by the project's own training loop on a synthetic collection."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import REPO, synthetic_collection, write_local_collection
+from longrank.cli import main
+from longrank.data.corpus import Corpus
+from longrank.io import InputError, read_run, write_json, write_run
+
+DEPTH = 30
+TRAIN = {"steps": 2, "batch_size": 2, "eval_every": 2, "eval_batch_size": 16}
+WORD = {"max_query_len": 8, "max_doc_len": 60}
+MODELS = {
+    # IDF query-term weights and a cut vocabulary: the collection statistics an export has to carry
+    "knrm": {"type": "knrm", **WORD, "query_term_weights": "idf", "max_vocabulary": 25, "train": TRAIN},
+    "tk": {"type": "tk", **WORD, "n_layers": 1, "train": TRAIN},
+    "tkl": {"type": "tkl", **WORD, "n_layers": 1, "window": 20, "overlap": 4, "region_size": 10, "train": TRAIN},
+    "ndrm3": {"type": "ndrm", "variant": "ndrm3", "hidden_dim": 16, "n_heads": 4, "conv_groups": 4, "conv_window": 5, "n_layers": 1,
+              "max_doc_len": 60, "pool_window": 16, "pool_stride": 8, "max_query_len": 8, "min_doc_freq": 2, "train": TRAIN},
+    "bert_maxp": {"type": "bert_ranker", "mode": "maxp", "passage_len": 24, "passage_stride": 16, "max_passages": 3,
+                  "max_query_len": 12, "train": TRAIN},
+    "mores": {"type": "mores", "interaction_blocks": 2, "max_query_len": 12, "max_doc_len": 40, "train": TRAIN},
+    "bi_encoder": {"type": "bi_encoder", "max_query_len": 12, "max_doc_len": 40, "train": {"steps": 0}},
+}
+#: the workflow reranks NDRM through its fold's impact index (precomputed s_{t,d}, summed in float64); the export
+#: computes the same terms from its weights, so the two agree to float32 rounding
+TOLERANCE = {"ndrm3": 1e-5}
+
+
+def build_results(root: Path, models: dict, dataset: dict | None = None) -> Path:
+    """A results/<dataset> tree as the workflow writes it: data, candidates, trained models, runs, eval, config.json
+    (``dataset``: a collection's config block; default: the synthetic collection)."""
+    from longrank import artifacts
+    from longrank.data.prepare import prepare
+    from longrank.evaluate.metrics import per_query, write_eval_tsv
+    from longrank.models.registry import artifact_scopes
+    from longrank.rerank import rerank
+    from longrank.retrieval.bm25 import bm25_run
+    from longrank.train import loop
+
+    if dataset is None:
+        dataset = write_local_collection(root / "src", *synthetic_collection())
+    results = root / "results" / dataset["name"]
+    prepare(dataset, {"method": "full"}, {"method": "holdout", "dev": 0.25, "test": 0.25}, results / "data")
+    corpus = Corpus(results / "data")
+    candidates_path = results / "candidates" / "first.run"
+    write_run(candidates_path, bm25_run(corpus.docs, corpus.queries, top_k=DEPTH), "first")
+    candidates = read_run(candidates_path)
+    for name, cfg in models.items():
+        torch.manual_seed(0)
+        checkpoint = results / "models" / name / "fold0" / "model.safetensors"
+        loop.train(name, cfg, corpus, candidates, 0, DEPTH, torch.device("cpu"), checkpoint)
+        fold_artifacts = []
+        if "fold" in artifact_scopes(cfg):
+            fold_artifacts = [results / "artifacts" / name / "fold0"]
+            artifacts.build(cfg, corpus, "fold", fold_artifacts[0], checkpoint, candidates_path)
+        rerank(name, cfg, corpus, candidates, [str(checkpoint)], DEPTH, 32, torch.device("cpu"), results / "runs",
+               fold_artifacts=fold_artifacts)
+        write_eval_tsv(results / "eval" / f"{name}.tsv",
+                       per_query(read_run(results / "runs" / f"{name}.run"), corpus.qrels, corpus.test_queries(), ["nDCG@10"]))
+    write_json(results / "config.json", {"dataset": dataset, "rerank_depth": DEPTH, "models": models})
+    return results
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return build_results(tmp_path_factory.mktemp("export"), MODELS)
+
+
+@pytest.fixture(scope="module")
+def exported(results, tmp_path_factory):
+    """Every model exported, then the results tree moved away: loading must not need it."""
+    from longrank.export import export
+
+    out = tmp_path_factory.mktemp("exported")
+    dirs = {name: export(results, name, 0, out / name) for name in MODELS}
+    return dirs
+
+
+def workflow_scores(results: Path, name: str) -> dict[str, dict[str, str]]:
+    """The rerank stage's scores as its run file holds them (8 significant digits), for the reranked head only."""
+    out: dict[str, dict[str, str]] = {}
+    for line in (results / "runs" / f"{name}.run").read_text().splitlines():
+        qid, _, doc, _, score, _ = line.split()
+        out.setdefault(qid, {})[doc] = score
+    return out
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_an_exported_model_scores_as_the_workflows_rerank_stage(results, exported, name, tmp_path):
+    import pandas as pd
+
+    import longrank
+
+    corpus = Corpus(results / "data")
+    candidates = read_run(results / "candidates" / "first.run")
+    test = corpus.folds[0]["test"]
+    # the run in the rerank stage's query order (fold["test"]), so the batches of pairs are the same
+    frame = pd.DataFrame([(q, d, s) for q in test for d, s in candidates[q].items()], columns=["qid", "docno", "score"])
+    # the exported directory alone: a copy somewhere else, with results/ out of reach
+    alone = shutil.copytree(exported[name], tmp_path / "ranker")
+    ranker = longrank.load_ranker(alone, device="cpu")
+    assert ranker.type == MODELS[name]["type"]
+    reranked = ranker.rerank(frame, corpus.queries, corpus.docs)
+    expected = workflow_scores(results, name)
+    assert set(reranked["qid"]) == set(test)
+    diffs = []
+    for qid, doc, score in zip(reranked["qid"], reranked["docno"], reranked["score"]):
+        if name in TOLERANCE:
+            diffs.append(abs(score - float(expected[qid][doc])))
+        else:
+            assert f"{score:.8g}" == expected[qid][doc], (name, qid, doc, score, expected[qid][doc])
+            diffs.append(abs(score - float(expected[qid][doc])))
+    assert max(diffs) <= TOLERANCE.get(name, 1e-6 * max(1.0, *(abs(s) for s in reranked["score"])))
+    # and bit for bit against the rerank stage's own scoring (load_model over the results tree, score_candidates),
+    # which the run file rounds to 8 digits
+    from longrank.models.checkpoint import load_model
+    from longrank.scoring import score_candidates
+
+    model = load_model(results / "models" / name / "fold0" / "model.safetensors", MODELS[name], corpus, "cpu", require_manifest=True)
+    raw = score_candidates(model, corpus, candidates, test, DEPTH, 32)
+    exact = [abs(s - raw[q][d]) for q, d, s in zip(reranked["qid"], reranked["docno"], reranked["score"])]
+    print(f"{name}: {len(diffs)} pairs, max |exported - workflow run file| = {max(diffs):.3g}, "
+          f"max |exported - workflow scoring| = {max(exact):.3g}")
+    assert max(exact) == 0.0
+    # score() on one query's documents gives the same numbers (its own batches: equal to float rounding)
+    qid = test[0]
+    docs = list(candidates[qid])[:5]
+    scores = ranker.score(corpus.queries[qid], [corpus.docs[d] for d in docs])
+    head = reranked[reranked["qid"] == qid].set_index("docno")["score"]
+    assert scores == pytest.approx([head[d] for d in docs], rel=1e-5, abs=1e-5)
+
+
+def test_the_export_directory_is_self_describing(results, exported):
+    from transformers import AutoModel, AutoTokenizer
+
+    knrm = json.loads((exported["knrm"] / "ranker.json").read_text())
+    assert knrm["type"] == "knrm" and knrm["class"] == "longrank.models.knrm:KNRM" and knrm["config"] == MODELS["knrm"]
+    assert knrm["vocabulary"]["num_docs"] == Corpus(results / "data").stats["num_docs"]
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?|unknown", knrm["longrank_commit"])
+    vocab = (exported["knrm"] / "vocabulary.tsv").read_text().splitlines()
+    assert vocab[0] == "word\tdoc_freq" and len(vocab) - 1 == knrm["vocabulary"]["words"]
+    for name in ("bert_maxp", "mores", "bi_encoder"):
+        encoder = exported[name] / "encoder"
+        assert AutoModel.from_pretrained(encoder).config.hidden_size == 384  # Hugging Face tools open it
+        assert AutoTokenizer.from_pretrained(encoder)("wing lift")["input_ids"]
+    card = (exported["tk"] / "README.md").read_text()
+    summary = json.loads((results / "models" / "tk" / "fold0" / "train_summary.json").read_text())
+    assert f"dev nDCG@10 (best): {summary['best_dev_ndcg10']:.4f}" in card and "test nDCG@10 (tk" in card
+    assert "steps: 2 of 2" in card and knrm["longrank_commit"] in (exported["knrm"] / "README.md").read_text()
+
+
+def test_mir_and_a_changed_or_missing_export_are_refused_by_name(results, exported, tmp_path):
+    import longrank
+    from longrank.export import export
+
+    config = json.loads((results / "config.json").read_text())
+    mir_results = tmp_path / "r"
+    mir_results.mkdir()
+    (mir_results / "config.json").write_text(json.dumps({**config, "models": {"mir": {"type": "mir"}}}))
+    with pytest.raises(InputError, match="MIR reads graphs built from the whole collection.*out of scope"):
+        export(mir_results, "mir", 0, tmp_path / "mir")
+    with pytest.raises(InputError, match="no model 'nope'; the config has"):
+        export(results, "nope", 0, tmp_path / "nope")
+    with pytest.raises(InputError, match="--fold 3: the data has 1 folds"):
+        export(results, "knrm", 3, tmp_path / "k")
+    with pytest.raises(InputError, match="is not an exported ranker"):
+        longrank.load_ranker(tmp_path)
+    changed = shutil.copytree(exported["knrm"], tmp_path / "changed")
+    data = bytearray((changed / "model.safetensors").read_bytes())
+    data[-1] ^= 1
+    (changed / "model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(InputError, match="corrupt"):
+        longrank.load_ranker(changed, device="cpu")
+
+
+def test_the_export_command_and_the_standalone_rerank_command(results, exported, tmp_path, capsys):
+    """``longrank export`` then ``longrank rerank --ranker`` on a run file, a queries TSV without header and a gzipped
+    docs.jsonl, outside any results tree; bad input is named by file, line or id; the workflow's rerank arguments
+    still parse as before."""
+    import gzip
+
+    corpus = Corpus(results / "data")
+    main(["export", "--results", str(results), "--model", "tk", "--fold", "0", "--out", str(tmp_path / "tk")])
+    assert (tmp_path / "tk" / "ranker.json").is_file()
+    test = corpus.folds[0]["test"]
+    candidates = read_run(results / "candidates" / "first.run")
+    write_run(tmp_path / "any.trec", {q: candidates[q] for q in test}, "first")
+    (tmp_path / "q.tsv").write_text("".join(f"{q}\t{corpus.queries[q]}\n" for q in test))
+    with gzip.open(tmp_path / "docs.jsonl.gz", "wt") as f:
+        f.writelines(json.dumps({"doc_id": d, "text": corpus.docs[d]}) + "\n" for d in sorted(corpus.docs))
+    files = {"--ranker": tmp_path / "tk", "--run": tmp_path / "any.trec", "--queries": tmp_path / "q.tsv",
+             "--docs": tmp_path / "docs.jsonl.gz", "--device": "cpu", "--out": tmp_path / "new.trec"}
+
+    def rerank_command(**changed):
+        given = {**files, **{f"--{k}": v for k, v in changed.items()}}
+        return ["rerank", *(str(x) for kv in given.items() for x in kv)]
+
+    main(rerank_command())
+    new = read_run(tmp_path / "new.trec")
+    expected = read_run(results / "runs" / "tk.run")
+    assert new == {q: expected[q] for q in test}  # the workflow's scores, tail included, to the file's 8 digits
+
+    (tmp_path / "q_missing.tsv").write_text("".join(f"{q}\t{corpus.queries[q]}\n" for q in test[1:]))
+    with pytest.raises(SystemExit):
+        main(rerank_command(queries=tmp_path / "q_missing.tsv", out=tmp_path / "x.trec"))
+    assert f"longrank rerank: error: {tmp_path / 'any.trec'}: query {test[0]!r} is not in {tmp_path / 'q_missing.tsv'}" in capsys.readouterr().err
+    (tmp_path / "bad.trec").write_text(f"{test[0]} Q0 d1 1 high first\n")
+    with pytest.raises(SystemExit):
+        main(rerank_command(run=tmp_path / "bad.trec", out=tmp_path / "x.trec"))
+    assert f"{tmp_path / 'bad.trec'}:1: the score (5th column) must be a number" in capsys.readouterr().err
+    (tmp_path / "few.jsonl").write_text(json.dumps({"doc_id": "other", "text": "x"}) + "\n")
+    with pytest.raises(SystemExit):
+        main(rerank_command(docs=tmp_path / "few.jsonl", out=tmp_path / "x.trec"))
+    assert f"is not in {tmp_path / 'few.jsonl'}" in capsys.readouterr().err
+    assert not (tmp_path / "x.trec").exists()
+
+    import argparse
+
+    from longrank.cli import stage_module
+    from longrank.rerank import add_arguments
+
+    assert stage_module("rerank", ["--model", "tk"]) == "longrank.rerank" and stage_module("rerank", ["--ranker=x"]) == "longrank.rerank_run"
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert parser.parse_args(["--model", "m", "--model-config", "{}", "--data", "d", "--candidates", "c", "--checkpoints", "a",
+                              "--out-dir", "o"]).model == "m"
+
+
+def python_blocks(path: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
+
+
+def test_the_api_pages_python_example_runs(results, exported, tmp_path, monkeypatch):
+    """docs/api.md's ```python block, run as written against an exported tiny model and files in the formats it names."""
+    corpus = Corpus(results / "data")
+    test = corpus.folds[0]["test"]
+    candidates = read_run(results / "candidates" / "first.run")
+    write_run(tmp_path / "bm25.run", {q: candidates[q] for q in test}, "first")
+    (tmp_path / "queries.tsv").write_text("".join(f"{q}\t{corpus.queries[q]}\n" for q in test))
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"doc_id": d, "text": corpus.docs[d]}) + "\n" for d in sorted(corpus.docs)))
+    shutil.copytree(exported["tk"], tmp_path / "exported" / "tk")
+    monkeypatch.chdir(tmp_path)
+    blocks = python_blocks(REPO / "docs" / "api.md")
+    assert blocks, "docs/api.md has no ```python block"
+    namespace: dict = {}
+    exec(compile(blocks[0], "docs/api.md", "exec"), namespace)
+    assert len(namespace["scores"]) == 2 and set(namespace["reranked"]["qid"]) == set(test)
