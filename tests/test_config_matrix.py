@@ -4,6 +4,7 @@ so that a config nobody has run yet still parses, validates and resolves every r
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -16,7 +17,8 @@ import pytest
 import yaml
 
 from conftest import REPO
-from longrank.config import document_budget, resolve_likes, validate_config
+from longrank.config import resolve_likes, validate_config
+from longrank.entries import document_budget
 from longrank.io import InputError
 
 CONFIG = REPO / "config"
@@ -213,11 +215,14 @@ def test_like_starts_from_the_named_entry_merged_key_by_key_but_not_its_enabled(
     models = {"a": {"type": "tk", "enabled": False, "max_doc_len": 100, "train": {"steps": 5, "lr": 0.1}},
               "b": {"like": "c", "train": {"lr": 0.2}}, "c": {"like": "a", "max_doc_len": 200}}
     resolve_likes(models)
-    assert models["c"] == {"type": "tk", "max_doc_len": 200, "train": {"steps": 5, "lr": 0.1}}
-    assert models["b"] == {"type": "tk", "max_doc_len": 200, "train": {"steps": 5, "lr": 0.2}}
+    assert models["c"] == {"type": "tk", "max_doc_len": 200, "train": {"steps": 5, "lr": 0.1}, "like": "a"}
+    assert models["b"] == {"type": "tk", "max_doc_len": 200, "train": {"steps": 5, "lr": 0.2}, "like": "c"}
     assert models["a"] == {"type": "tk", "enabled": False, "max_doc_len": 100, "train": {"steps": 5, "lr": 0.1}}
     models["b"]["train"]["steps"] = 9  # a copy, not the entry it started from
     assert models["c"]["train"]["steps"] == 5
+    resolved = copy.deepcopy(models)
+    resolve_likes(resolved)  # resolving again (the entries keep their base's name) changes nothing
+    assert resolved == models
 
 
 @pytest.mark.parametrize("models, message", [
@@ -240,7 +245,8 @@ def test_mir_ablations_differ_from_mir_only_in_the_keys_they_name(combo):
     for name, own in yaml.safe_load((CONFIG / "mir.yaml").read_text())["models"].items():
         if own.get("like") == "mir":
             entry = models[name]
-            assert {k for k in set(entry) | set(ref) if entry.get(k) != ref.get(k)} == set(own) - {"like"}, name
+            assert entry["like"] == "mir"
+            assert {k for k in set(entry) | set(ref) if entry.get(k) != ref.get(k)} == set(own), name
     assert models["bert_maxp128"]["enabled"] and document_budget(models["bert_maxp128"]) == ref["max_doc_tokens"]
 
 
@@ -257,5 +263,5 @@ def test_each_pretrained_row_is_its_default_entry_with_a_pretraining_block(combo
     models = validate_config(merged_config(combo), str(CONFIG / "schema.yaml"))["models"]
     for name in yaml.safe_load((CONFIG / "pretrain.yaml").read_text())["models"]:
         entry, default = models[name], models[name.removesuffix("_pretrained")]
-        assert entry["train"].pop("pretrain")
+        assert entry["train"].pop("pretrain") and entry.pop("like") == name.removesuffix("_pretrained")
         assert entry == default, name

@@ -170,3 +170,15 @@ def test_bm25_is_named_only_by_the_bm25_module():
                       if isinstance(node, ast.Constant) and isinstance(node.value, str) and bm25_literal(node.value))
         found += [f"{MODULES[name].relative_to(REPO)}:{line}: {value[:80]!r}" for line, value in hits]
     assert not found, f"{len(found)} 'bm25' literal(s) outside {BM25_MODULE}:\n" + "\n".join(found)
+
+
+def test_the_report_reaches_nothing_in_models_or_train():
+    """The report reads files (config.json's resolved_models says what it needs of each model), never the model or
+    training code: no report module imports models/ or train/, directly or through any other module."""
+    graph = import_graph()
+    reached = {}
+    for name in (m for m in MODULES if m.startswith("longrank.report")):
+        for target in nx.descendants(graph, name):
+            if target.startswith(("longrank.models", "longrank.train")):
+                reached.setdefault(target, name)
+    assert not reached, "report modules that reach models/ or train/: " + ", ".join(f"{v} -> {k}" for k, v in reached.items())

@@ -216,12 +216,17 @@ def test_models_are_reported_by_family_then_length_whatever_the_config_order():
 
 
 def test_a_length_sweep_joins_entries_that_differ_in_max_doc_len_only():
-    key = max_length.sweep_key
-    train = {"steps": 150}
-    assert key({"type": "tkl", "max_doc_len": 2000, "saturation": "embedding", "train": train}) == \
-        key({"type": "tkl", "max_doc_len": 200, "train": train})  # the default saturation, spelled out or not
-    assert key({"type": "tkl", "max_doc_len": 2000, "saturation": "linear", "train": train}) != key({"type": "tkl", "max_doc_len": 200, "train": train})
-    assert key({"type": "tkl", "max_doc_len": 2000, "train": {"steps": 100}}) != key({"type": "tkl", "max_doc_len": 200, "train": train})
+    from longrank.config import resolved_models
+
+    entries = {"a": {"type": "tkl", "max_doc_len": 2000, "saturation": "embedding", "train": {"steps": 150}},
+               "b": {"type": "tkl", "max_doc_len": 200, "train": {"steps": 150}},
+               "c": {"type": "tkl", "max_doc_len": 2000, "saturation": "linear", "train": {"steps": 150}},
+               "d": {"type": "tkl", "max_doc_len": 2000, "train": {"steps": 100}},
+               "e": {"type": "tkl", "max_doc_len": 4000, "like": "b", "train": {"steps": 150}}}
+    resolved = resolved_models(entries)  # as the config stage writes them into config.json
+    key = {name: max_length.sweep_key(entry, resolved[name]) for name, entry in entries.items()}
+    assert key["a"] == key["b"] == key["e"]  # the default saturation, spelled out or not; an entry like another
+    assert key["c"] != key["b"] and key["d"] != key["b"]
 
 
 def test_the_training_plot_draws_any_number_of_untrained_references(tmp_path):

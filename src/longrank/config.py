@@ -13,6 +13,7 @@ import yaml
 from jsonschema import Draft202012Validator, validators
 
 from longrank.data.grades import check_gain_order, integer_grades
+from longrank.entries import document_budget
 from longrank.io import InputError, write_json
 from longrank.retrieval import bm25
 
@@ -172,8 +173,8 @@ def _did_you_mean(error) -> str:
     return "; " + " ".join(hints) if hints else f"; known keys here: {sorted(known)}"
 
 
-# keys an entry does not take from the entry it is ``like``: whether it runs is its own business
-NOT_INHERITED = {"enabled"}
+# keys an entry does not take from the entry it is ``like``: whether it runs is its own business, and what it is like
+NOT_INHERITED = {"enabled", "like"}
 
 
 def _merged(base: dict, own: dict) -> dict:
@@ -186,7 +187,7 @@ def _merged(base: dict, own: dict) -> dict:
 
 def resolve_likes(models: dict) -> None:
     """Expand ``like: <model>`` in place: the entry becomes that model's entry (itself resolved) with its own keys
-    merged over it. An ablation file then names only what it changes, and stays right over any config it is
+    merged over it, and ``like`` naming its base. An ablation file then names only what it changes, and stays right over any config it is
     layered on: ``{like: mir, graphs: []}`` over config/irled.yaml reads IRLeD's 416 tokens, where a YAML anchor
     (which cannot reach across files) would have repeated Cranfield's."""
     def resolve(name: str, chain: list[str]) -> dict:
@@ -200,7 +201,9 @@ def resolve_likes(models: dict) -> None:
         if base in chain:
             raise InputError(f"config key models.{name}.like: the entries are like each other in a circle "
                              f"({' -> '.join(chain + [base])})")
-        models[name] = _merged(resolve(base, chain + [base]), {k: v for k, v in entry.items() if k != "like"})
+        # the resolved entry keeps the name of its base (a workflow key, never the model's): the report says what an
+        # entry changes against it; resolving an entry again gives the same entry
+        models[name] = {**_merged(resolve(base, chain + [base]), {k: v for k, v in entry.items() if k != "like"}), "like": base}
         return models[name]
 
     for name in list(models):
@@ -304,19 +307,6 @@ def _check_no_cycle(model: str, models: dict, stages: dict) -> None:
         seen.append(current)
 
 
-def document_budget(entry: dict) -> int | None:
-    """How much of a document a model entry reads: ``max_doc_len`` (words or WordPiece tokens), or for the
-    BERT ranker its passages (FirstP: ``passage_len``; MaxP: ``max_passages`` windows every ``passage_stride``,
-    as :class:`longrank.models.bert_ranker.BertRanker` cuts them)."""
-    if entry.get("type") == "mir":
-        return entry.get("max_doc_tokens")
-    if entry.get("type") == "bert_ranker" and entry.get("passage_len"):
-        if entry.get("mode") == "maxp":
-            return (entry.get("passage_stride") or entry["passage_len"]) * ((entry.get("max_passages") or 16) - 1) + entry["passage_len"]
-        return entry["passage_len"]
-    return entry.get("max_doc_len")
-
-
 def model_order(models: dict) -> list[str]:
     """Enabled models grouped by family (the registry's order: word models, then encoders), then by the
     document length they read, then by name. Snakemake puts a ``--configfile``'s entries before the
@@ -334,4 +324,20 @@ def add_arguments(parser):
 
 
 def run(args):
-    write_json(args.out, json.loads(args.json))
+    config = json.loads(args.json)
+    config["resolved_models"] = resolved_models(config["models"])
+    write_json(args.out, config)
+
+
+def resolved_models(models: dict) -> dict:
+    """Each model entry as its jobs read it, for the report, which imports nothing from models/ or train/: its
+    architecture keys with the model's defaults filled in, its training keys with the loop's, the entry it is
+    ``like`` (if any), and whether it is built on a pretrained WordPiece encoder."""
+    from longrank.models.registry import architecture_params, constructor_defaults, on_pretrained_encoder
+    from longrank.train.loop import TRAIN_DEFAULTS
+
+    return {name: {"architecture": {**constructor_defaults(entry["type"]), **architecture_params(entry)},
+                   "train": {**TRAIN_DEFAULTS, **(entry.get("train") or {})},
+                   "like": entry.get("like"),
+                   "on_pretrained_encoder": on_pretrained_encoder(entry["type"])}
+            for name, entry in models.items()}

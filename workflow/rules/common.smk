@@ -218,4 +218,8 @@ def local_collection_files(wildcards):
     dataset = config["dataset"]
     if dataset["source"] != "local":
         return []
-    return [dataset[k] for k in ("docs", "queries", "qrels", "train_queries", "train_qrels", "dev_queries", "dev_qrels") if k in dataset]
+    return [
+        dataset[k]
+        for k in ("docs", "queries", "qrels", "train_queries", "train_qrels", "dev_queries", "dev_qrels")
+        if k in dataset
+    ]

@@ -29,7 +29,7 @@ import time
 import torch
 
 from longrank.bench.run import MemoryProbe, bench_queries
-from longrank.config import document_budget
+from longrank.entries import document_budget
 from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import annotation, cut_text, load_pipeline
 from longrank.graphs.build import build_record, fit_tfidf, graph_settings, stride

@@ -38,6 +38,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from longrank.entries import DEFAULT_MAX_PASSAGES
 from longrank.io import InputError
 from longrank.models.base import Ranker
 from longrank.models.modules.encoders import encoder_choice, freeze_lower_layers, from_encoder_config, mean_pool, wordpiece_ids
@@ -68,7 +69,7 @@ class BertRanker(Ranker):
         self.mode, self.pooling, self.maxp_training = mode, pooling, maxp_training
         self.passage_len, self.max_query_len = passage_len, max_query_len
         self.passage_stride = passage_stride or passage_len
-        self.max_passages = 1 if mode == "firstp" else (max_passages or 16)
+        self.max_passages = 1 if mode == "firstp" else (max_passages or DEFAULT_MAX_PASSAGES)
         if self.passage_stride <= 0 or self.max_passages <= 0:
             raise InputError("passage_stride and max_passages must be positive")
         self.head = None

@@ -4,7 +4,6 @@ against the sanity references, and every pair's differences."""
 
 from __future__ import annotations
 
-from longrank.models.registry import on_pretrained_encoder
 from longrank.report import sanity
 from longrank.report.context import Context
 from longrank.report.html import Section
@@ -15,9 +14,10 @@ from longrank.tables import LETTER_NOTE, Cell, effectiveness_rows, fmt, fmt_p
 VERDICT_HEADERS = ["Mean difference", "p (Wilcoxon, Holm)"]
 
 
-def is_fine_tuned_encoder(spec: dict | None) -> bool:
-    """A model on a pretrained WordPiece encoder whose weights were trained here (its own or ``checkpoint_of``'s)."""
-    return bool(spec) and "type" in spec and on_pretrained_encoder(spec["type"]) and not is_zero_shot(spec)
+def is_fine_tuned_encoder(spec: dict | None, resolved: dict | None) -> bool:
+    """A model on a pretrained WordPiece encoder (config.json's ``resolved_models``) whose weights were trained here
+    (its own or ``checkpoint_of``'s)."""
+    return bool(spec) and bool(resolved) and resolved["on_pretrained_encoder"] and not is_zero_shot(spec)
 
 
 def section(ctx: Context) -> Section:
@@ -54,7 +54,7 @@ def section(ctx: Context) -> Section:
 
     # Each fine-tuned encoder row against the untrained encoder it starts from (on the same first stage),
     # interpolated against interpolated.
-    tuned = [s for s in systems if is_fine_tuned_encoder(inp.models.get(inp.base_model(s)))]
+    tuned = [s for s in systems if is_fine_tuned_encoder(inp.models.get(inp.base_model(s)), inp.resolved.get(inp.base_model(s)))]
     for floor in [s for s in systems if is_zero_shot(inp.models.get(s))]:
         stage = inp.stage_of(floor)
         pairings = [(s, floor if inp.base_model(s) == s else interpolated(inp, floor))

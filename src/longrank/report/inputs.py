@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Mapping
 
-from longrank.config import document_budget
+from longrank.entries import document_budget
 from longrank.evaluate.lengths import read_doc_lengths
 from longrank.evaluate.metrics import evaluable_queries, read_folds, test_queries
 from longrank.io import read_json, read_qrels, read_run
@@ -91,6 +91,9 @@ class Inputs:
         self.config = read_json(manifest.config)
         # A model an earlier config had and this one disables stays out of every section.
         self.models = {m: spec for m, spec in (self.config.get("models") or {}).items() if spec.get("enabled", True)}
+        # each entry with its model's and the training loop's defaults filled in, written by the config stage (the
+        # report imports nothing from models/ or train/)
+        self.resolved = self.config["resolved_models"]
         self.first_stages = first_stages(self.config)
         self.default_first_stage = next(iter(self.first_stages), None)
         data = manifest.data

@@ -7,7 +7,6 @@ import json
 
 import pandas as pd
 
-from longrank.models.registry import constructor_defaults
 from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
@@ -16,12 +15,12 @@ from longrank.report.inputs import PRIMARY, stage_label
 COLUMNS = ["type", "system", "max_doc_len", "mean", "ci_low", "ci_high"]
 
 
-def sweep_key(spec: dict) -> str:
-    """What a model entry is besides its maximum length; keys left at the model's default count as unset."""
-    defaults = constructor_defaults(spec["type"])
-    rest = {k: v for k, v in spec.items()
-            if k not in {"max_doc_len", "enabled", "interpolate", "checkpoint_of"} and not (k in defaults and defaults[k] == v)}
-    return json.dumps(rest, sort_keys=True, default=str)
+def sweep_key(spec: dict, resolved: dict) -> str:
+    """What a model entry is besides its maximum length: its keys with the model's and the training loop's defaults
+    filled in (config.json's ``resolved_models``), so a key spelled out at its default is the same as one left out."""
+    workflow = {k: v for k, v in spec.items() if k not in {"max_doc_len", "enabled", "interpolate", "checkpoint_of", "like", "train"}}
+    architecture = {k: v for k, v in resolved["architecture"].items() if k != "max_doc_len"}
+    return json.dumps({**workflow, **architecture, "train": resolved["train"]}, sort_keys=True, default=str)
 
 
 def sweep_points(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -35,7 +34,7 @@ def sweep_points(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
                         "mean": prim.loc[s, "mean"], "ci_low": prim.loc[s, "ci_low"], "ci_high": prim.loc[s, "ci_high"]})
     pts = pd.DataFrame(pts, columns=COLUMNS)
     # One line per sweep: entries that differ in max_doc_len only (not saturation, training, depth, ...).
-    pts["sweep"] = [sweep_key(inp.models[s]) for s in pts["system"]]
+    pts["sweep"] = [sweep_key(inp.models[s], inp.resolved[s]) for s in pts["system"]]
     lengths = pts.groupby("sweep")["max_doc_len"].nunique() if len(pts) else pd.Series(dtype=int)
     pts = pts[pts["sweep"].isin(lengths[lengths >= 2].index)].copy()
     per_type = pts.groupby("type")["sweep"].nunique()

@@ -33,18 +33,15 @@ def reference(models: dict, names: list[str]) -> str | None:
 UNCHANGING = {"interpolate", "enabled"}
 
 
-def changed_keys(entry: dict, ref: dict) -> str:
-    """What an ablation changes: the keys whose values differ from the reference entry's, each entry filled with
-    the model's and the training loop's defaults first (an entry that leaves a key out has its default)."""
-    from longrank.models.registry import constructor_defaults
-    from longrank.train.loop import TRAIN_DEFAULTS
+def changed_keys(name: str, ref: str, models: dict, resolved: dict) -> str:
+    """What an ablation changes: the keys whose values differ from the reference entry's, each entry with the model's
+    and the training loop's defaults filled in (config.json's ``resolved_models``: an entry that leaves a key out
+    has its default)."""
+    def flat(n: str) -> dict:
+        own = {k: v for k, v in models[n].items() if k not in {"train", "like"} | UNCHANGING}
+        return {**resolved[n]["architecture"], **own, **{f"train.{k}": v for k, v in resolved[n]["train"].items()}}
 
-    def flat(e: dict) -> dict:
-        out = {**constructor_defaults(e["type"]), **{k: v for k, v in e.items() if k != "train" and k not in UNCHANGING}}
-        out.update({f"train.{k}": v for k, v in {**TRAIN_DEFAULTS, **(e.get("train") or {})}.items()})
-        return out
-
-    a, b = flat(entry), flat(ref)
+    a, b = flat(name), flat(ref)
     return ", ".join(f"{k}: {a.get(k)}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)) or "(same entry)"
 
 
@@ -62,7 +59,7 @@ def section(ctx: Context) -> Section | None:
     sec.warning(cmp.too_few_queries)
     rows = []
     for name in [ref] + [n for n in names if n != ref]:
-        row = [name, "reference" if name == ref else changed_keys(inp.models[name], inp.models[ref])]
+        row = [name, "reference" if name == ref else changed_keys(name, ref, inp.models, inp.resolved)]
         for m in measures:
             value, base = float(means[m][name]), float(means[m][ref])
             rel = "" if name == ref or base == 0 else f" ({100 * (value - base) / base:+.1f}%)"

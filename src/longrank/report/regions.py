@@ -6,7 +6,6 @@ import math
 from pathlib import Path
 
 from longrank.evaluate.lengths import region_positions, uniform_region_share
-from longrank.models.registry import constructor_defaults
 from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
@@ -29,7 +28,7 @@ def section(ctx: Context) -> Section:
         spec = inp.models.get(model) or {}
         uniform = None
         if inp.lengths is not None and spec.get("max_doc_len") and spec.get("type"):
-            region_size = spec.get("region_size", constructor_defaults(spec["type"]).get("region_size", 1))
+            region_size = inp.resolved[model]["architecture"].get("region_size", 1)
             uniform = uniform_region_share(inp.run(model), inp.evaluated_qids, inp.lengths, int(spec["max_doc_len"]),
                                            int(region_size))
         for r, ps in sorted(pos.items()):

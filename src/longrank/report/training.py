@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from longrank.config import model_order
 from longrank.io import read_json
 from longrank.outputs import TrainSummary
 from longrank.report import plots
@@ -24,7 +23,7 @@ def section(ctx: Context) -> Section:
     inp, frames = ctx.inp, ctx.cmp.frames
     sec = Section("Training: dev curves and early stopping")
     summaries = {m: [TrainSummary.read(p) for p in paths] for m, paths in inp.manifest.training.items()}
-    trained = [m for m in model_order(inp.models) if not inp.models[m].get("checkpoint_of")]
+    trained = list(inp.manifest.training)  # the models that train their own weights, in the workflow's order
     floors = [m for m in trained if is_zero_shot(inp.models[m])]
     stages = {s: c for s in inp.first_stages if (c := inp.candidates(s)) is not None}
     rows, curves = [], {}
