@@ -274,8 +274,12 @@ class NDRM(Ranker):
         if processing == "words":
             embedder = WordEmbedder.for_corpus(corpus, **embedder_keys)  # resolves ``embeddings: word2vec`` (the paper's)
         else:
-            embedder = WordEmbedder(cls.processed_vocabulary(corpus, processing, embedder_keys), **{
-                **embedder_keys, **({"embeddings": str(word2vec_path(corpus.dir))} if embedder_keys.get("embeddings") == WORD2VEC else {})})
+            # the vocabulary is read with the filters already: not cut again (a cut would drop the query words kept
+            # beyond it, whose document frequency is not 0)
+            keys = {**embedder_keys, "min_doc_freq": 1, "max_vocabulary": None}
+            if keys.get("embeddings") == WORD2VEC:
+                keys["embeddings"] = str(word2vec_path(corpus.dir))
+            embedder = WordEmbedder(cls.processed_vocabulary(corpus, processing, embedder_keys), **keys)
         idf = ndrm_idf(embedder.vocab, own.get("idf_formula", defaults["idf_formula"]))
         return cls(embedder, *ndrm_kernels(**kernel_keys), idf, conformer=conformer_keys, **own)
 
