@@ -205,3 +205,21 @@ def test_shell_metacharacters_in_config_values_never_reach_a_shell_unquoted(tmp_
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((tmp_path / "results" / "tiny" / "data" / "stats.json").read_text())
     assert not list(tmp_path.rglob("PWNED*")) and not list(Path.cwd().glob("PWNED*"))
+
+
+def test_a_full_disk_is_one_line_naming_the_file_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """ENOSPC while a stage writes: the command line says what happened and where, exit 2, as for bad input."""
+    import errno
+
+    from longrank import cli, io
+
+    def full(path, text):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(io, "write_text", full)
+    with pytest.raises(SystemExit) as done:
+        cli.main(["config", "--json", '{"models": {}}', "--out", str(tmp_path / "config.json")])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert f"longrank config: error: no space left on the device writing {tmp_path / 'config.json'}" in err
+    assert "Traceback" not in err and not (tmp_path / "config.json").exists()

@@ -9,6 +9,7 @@ Snakemake rule that runs it has the same name, in ``workflow/rules/<stage>.smk``
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import sys
@@ -68,4 +69,13 @@ def main(argv: list[str] | None = None) -> None:
         importlib.import_module(stage_module(args.stage, argv[1:])).run(args)
     except InputError as err:
         print(f"longrank {args.stage}: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # a full disk is the machine's state, not a bug: say so in one line (every output is written under a
+        # temporary name and renamed, so nothing already written was touched)
+        where = f" writing {err.filename}" if err.filename else ""
+        print(f"longrank {args.stage}: error: no space left on the device{where} ({err.strerror}); free some space "
+              "and run again: the earlier outputs are as they were", file=sys.stderr)
         sys.exit(2)

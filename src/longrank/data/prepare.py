@@ -12,7 +12,6 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from longrank.data import query_sets
 from longrank.data.collections import load_ir_datasets, load_local
@@ -22,6 +21,7 @@ from longrank.data.queries import formulate
 from longrank.data.splits import make_folds
 from longrank.data.words import tokenize, write_doc_freq
 from longrank.io import InputError, replace_directory, umask_mode, write_json, write_qrels, write_text
+from longrank.progress import progress
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
     word_doc_freq: Counter[str] = Counter()  # the word-level models' vocabulary, counted here once for every job
 
     def non_empty():
-        for doc_id, text in tqdm(docs_iter, total=doc_count, desc="reading documents", unit="doc", mininterval=2):
+        for doc_id, text in progress(docs_iter, total=doc_count, desc="reading documents", unit="doc", mininterval=2):
             if doc_id in empty:
                 raise InputError(f"duplicate document id {doc_id!r} in the collection")
             if text.strip():

@@ -45,7 +45,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from longrank.data.collections import read_field
 from longrank.data.corpus import Corpus
@@ -53,6 +52,7 @@ from longrank.data.words import STOP_WORDS, tokenize
 from longrank.io import InputError, read_qrels, read_tsv_dict, replace_directory, umask_mode, write_json
 from longrank.models.checkpoint import load_weights, save_weights
 from longrank.models.modules.encoders import load_encoder, load_tokenizer
+from longrank.progress import progress
 from longrank.retrieval.hdct import INDEX, STATS
 from longrank.runtime import resolve_device, seed_everything
 
@@ -177,7 +177,7 @@ def train_model(model: HDCT, examples, spec: dict) -> list[dict]:
     rng = np.random.default_rng(spec["seed"])
     model.train()
     curve, window = [], []
-    for step in tqdm(range(spec["steps"]), desc="train hdct", unit="step", mininterval=5):
+    for step in progress(range(spec["steps"]), desc="train hdct", unit="step", mininterval=5):
         batch = [examples[i] for i in rng.choice(len(examples), size=min(spec["batch_size"], len(examples)), replace=False)]
         predicted = model([words for words, _ in batch])
         losses = []
@@ -204,7 +204,7 @@ def document_frequencies(model: HDCT, corpus: Corpus, spec: dict, batch_size: in
     """Every document's pseudo term frequencies (ids in collection order), ``chunk`` documents' passages at a time."""
     doc_ids = list(corpus.docs)
     tfs = []
-    for start in tqdm(range(0, len(doc_ids), chunk), desc="hdct weights", unit=f"x{chunk} docs", mininterval=5):
+    for start in progress(range(0, len(doc_ids), chunk), desc="hdct weights", unit=f"x{chunk} docs", mininterval=5):
         flat, owner = [], []
         for k, doc_id in enumerate(doc_ids[start : start + chunk]):
             for words in passages_of(corpus.docs[doc_id], spec["passage_words"], spec["max_passages"]):
