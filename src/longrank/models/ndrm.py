@@ -27,8 +27,11 @@ Quick-Start; read, not copied):
   contextualised document vectors never match a query term exactly.
 - Windows: a document of n terms has windows starting at 0, stride, 2·stride, ... until one reaches its end
   (the last may be partly empty), so no term is left out and a document shorter than one window has a
-  single window: plain kernel pooling. Windows past a document's end are not scored (the authors pad every
-  document to 4,000 terms and also score all-padding windows, which would make scores depend on padding).
+  single window: plain kernel pooling. Windows past a document's end are not scored by default;
+  ``score_padding_windows: true`` is the authors' code: every document padded to ``max_doc_len`` and every
+  window scored, all-padding ones too, whose features are all log(1e-6), so each term's score is at least that
+  window's score (a floor that only documents shorter than ``max_doc_len`` get). ``convolve_padding: true``
+  (``modules/conformer.py``) lets the convolution read the padding, as theirs. Full-scale configs: both on.
   Window features are log(sum + 1e-6) (the authors' saturation), scored by Linear(K, hidden) → ReLU →
   dropout → Linear(hidden, 1) and max-pooled over windows (the authors' aggregation).
 - Query vectors: one linear map (``query_proj``) after the lookup (the authors' code has it), initialised
@@ -43,14 +46,21 @@ Quick-Start; read, not copied):
   evaluation, so a term's score never depends on the other terms or documents it is scored with (QTI).
   TF statistics count real query terms only (not padding slots). Before any training E[x] = 1.
 - TF and |d| are counted over the whole document, not only its first ``max_doc_len`` terms (the explicit
-  model costs nothing per term, and the authors' code does the same); IDF is the collection's smoothed BM25
-  IDF (``Vocabulary.idf``) that the other kernel models use. w_dlen starts at 1, b_dlen at 0 (BM25-like).
+  model costs nothing per term, and the authors' code does the same); IDF is ``idf_formula``'s (``ndrm_idf``). w_dlen starts at 1, b_dlen at 0 (BM25-like).
 - NDRM3's BN: batch statistics over real query terms in training, running statistics (momentum 0.1: the
   latent scores drift while the model learns) at evaluation; w1 = w2 = 1, b = 0 at the start.
-- Query terms (``query_terms``): the word embedder's processing (stop words removed unless
-  ``remove_query_stopwords: false``: the paper does not say, the authors' code keeps them; this project's
-  word models remove them by default, and a stop word would cost the impact index a row with a high score
-  everywhere; a query of stop words only keeps them),
+- Text processing (``text_processing``; ``data/words.py``): ``words`` (default) is the word models' tokens, with
+  query stop words removed as ``remove_query_stopwords`` says (a query of stop words only keeps them); ``ck`` is
+  the authors' code: lower-cased, non-alphanumerics dropped, their stop-word list removed from queries **and**
+  documents, Krovetz stems (the full-scale configs). Queries, documents (ids, TF, |d|), the vocabulary and its
+  document frequencies, the word2vec vectors (the stage's ``processing``, checked through ``word2vec.json``) and
+  so the impact index's terms all go through the one processing. The paper says nothing of either.
+- ``doc_markers: true``: <S> and </S> around every document, as the authors' (own zero-initialised rows; a
+  document longer than ``max_doc_len`` loses </S>, and both count in |d|). ``idf_formula``: ``smoothed``
+  log((N − df + 0.5) / (df + 0.5) + 1) (default) or ``clipped`` max(log((N − df + 0.5) / (df + 0.5)), 0), the
+  authors' (full-scale). Unknown document words: masked unless the embedder's ``mask_unknown_words: false``
+  (full-scale: kept, as the authors' UNK row); unknown query terms score 0 either way (no impact-index row).
+- Query terms (``query_terms``): processed as above,
   truncated to ``max_query_len`` = 20, duplicates kept (a repeated term counts twice); out-of-vocabulary
   terms score 0 and are left out. ``query_term_weights: idf`` multiplies each term's score by its IDF.
 
