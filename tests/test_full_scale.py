@@ -21,6 +21,7 @@ paper's extra pairs where configured), backward, gradient clipping, the optimise
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from pathlib import Path
@@ -33,7 +34,7 @@ from transformers import BertConfig
 from test_config_matrix import CONFIG, merged_config
 from longrank.config import validate_config
 from longrank.data.corpus import Corpus
-from longrank.data.words import analyzer, count_doc_freq, write_doc_freq
+from longrank.data.words import OOV, PAD, analyzer, count_doc_freq, write_doc_freq
 from longrank.models.modules.encoders import RANDOM_BERT_BASE, bert_base_config
 from longrank.models.registry import build_model, model_class, on_pretrained_encoder
 from longrank.train.loop import TRAIN_DEFAULTS, TrainingBatches, parameter_groups
@@ -190,9 +191,14 @@ def check_dimensions(name: str, entry: dict, model, corpus: Corpus) -> None:
             assert doc.shape[-1] == DOC_LENGTHS[name], f"{name} reads {doc.shape[-1]} terms"
         trains_embeddings = entry.get("variant") != "ndrm2"  # NDRM2's embeddings only tokenise (Eq. 4 has no vectors)
         assert model.embedder.embedding.weight.requires_grad == trains_embeddings, name
+    if entry["type"] in ("knrm", "tk", "tkl"):  # official code: an unknown word is a token (mask 1), padding is not
+        assert model.embedder.token_mask(torch.tensor([[OOV, PAD]])).tolist() == [[1.0, 0.0]], name
     if entry["type"] in ("tk", "tkl"):  # TKL §4: 2 layers, 10 heads, 11 kernels; TKL's w = 40, o = 10, r = 30, top 3 x (2 + 1 + 2)
         assert len(model.contextualizer.layers) == 2 and model.contextualizer.layers[0].n_heads == 10 and len(model.mu) == 11
         assert model.embedder.idf is None, f"{name}: the TK papers sum query terms uniformly"
+        # matchmaker's sinusoids (timescales 1 .. 10^4): document row 501 (offset 500), last sine column = sin(501 / 10^4)
+        rows = model.contextualizer.positions(2, 500, GLOVE_DIM, torch.device("cpu"))
+        assert abs(rows[1, GLOVE_DIM // 2 - 1].item() - math.sin(501e-4)) < 1e-6, name
     if entry["type"] == "tkl":
         assert (model.window, model.overlap, model.region_size, model.top_t, model.neighbours) == (40, 10, 30, 3, 2)
         assert model.saturation == "embedding", "TKL Eq. 4-5: the learned saturation"
@@ -204,6 +210,9 @@ def check_dimensions(name: str, entry: dict, model, corpus: Corpus) -> None:
     if entry.get("encoder") == RANDOM_BERT_BASE:  # the config's bert-base-uncased (bi_encoder is MiniLM's zero-shot floor)
         encoder = getattr(model, "encoder", None) or model.document_module
         assert encoder.config.num_hidden_layers == 12 and encoder.config.hidden_size == 768, name
+    if entry["type"] == "mores":  # §3.3: the query module's layers are another copy, not the document module's
+        query_params = {id(p) for p in model.query_module.parameters()}
+        assert not query_params & {id(p) for p in model.document_module.parameters()}, name
 
 
 def check_learning_rates(name: str, optimizer: torch.optim.Optimizer) -> None:
@@ -224,12 +233,16 @@ def one_training_step(name: str, entry: dict, model, corpus: Corpus, candidates:
     loss_fn = get_loss(hp["loss"] or model_class(entry["type"]).default_loss)
     if hp["negative_pairs"]:
         loss_fn = with_negative_pairs(loss_fn, sampler.from_candidates)
-    _, n_groups, batch = next(iter(TrainingBatches(sampler, corpus, model.encode, 0, 1, hp["batch_size"], 0, hp["batch_size"])))
     before = {g["name"]: [p.detach().clone() for p in g["params"]] for g in optimizer.param_groups}
     model.train()
-    scores = model(**batch).view(n_groups, -1)
-    assert scores.shape == (2, 1 + hp["negatives"]), name
-    loss = loss_fn(scores.float())
+    # The first of the sampler's steps whose loss is not 0: a hinge loss met with margin at batch 2 has no gradient
+    # (TKL's untrained scores span tens, so a batch whose positives already lead by 1 happens by chance).
+    for _, n_groups, batch in TrainingBatches(sampler, corpus, model.encode, 0, 8, hp["batch_size"], 0, hp["batch_size"]):
+        scores = model(**batch).view(n_groups, -1)
+        assert scores.shape == (2, 1 + hp["negatives"]), name
+        loss = loss_fn(scores.float())
+        if loss.item() > 0:
+            break
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]], hp["grad_clip"])
