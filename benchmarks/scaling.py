@@ -113,8 +113,14 @@ def _occurrences(rng: np.random.Generator, terms: list[int]) -> list[int]:
     return [t for t in terms for _ in range(int(rng.integers(OCCURRENCES[0], OCCURRENCES[1] + 1)))]
 
 
-def generate_collection(out_dir: str | os.PathLike, n_docs: int, n_queries: int = 1000, seed: int = 0,
-                        vocab_size: int = VOCAB_SIZE, zipf_exponent: float = ZIPF_EXPONENT) -> dict:
+def generate_collection(
+    out_dir: str | os.PathLike,
+    n_docs: int,
+    n_queries: int = 1000,
+    seed: int = 0,
+    vocab_size: int = VOCAB_SIZE,
+    zipf_exponent: float = ZIPF_EXPONENT,
+) -> dict:
     """Write ``docs.jsonl`` ({"doc_id", "text"} per line), ``queries.tsv`` (id<TAB>text, no header) and
     ``qrels.txt`` (TREC: qid 0 docid grade) under ``out_dir``. Documents are written one at a time: memory is
     the vocabulary, the queries and their relevant documents (O(queries)), never the collection.
@@ -147,7 +153,7 @@ def generate_collection(out_dir: str | os.PathLike, n_docs: int, n_queries: int 
             for d in rng.integers(n_docs, size=n_distractors).tolist():
                 if d not in rel:
                     left_out = int(rng.integers(k))
-                    inserts_of_doc.setdefault(d, []).extend(_occurrences(rng, terms[:left_out] + terms[left_out + 1:]))
+                    inserts_of_doc.setdefault(d, []).extend(_occurrences(rng, terms[:left_out] + terms[left_out + 1 :]))
 
     total_words, seen = 0, np.zeros(vocab_size, dtype=bool)  # seen: the word types that occur (O(vocabulary))
     with open(out / "docs.jsonl", "w", encoding="utf-8") as df:
@@ -164,9 +170,16 @@ def generate_collection(out_dir: str | os.PathLike, n_docs: int, n_queries: int 
                 seen[ranks] = True
                 total_words += length
                 df.write(json.dumps({"doc_id": f"D{d}", "text": " ".join(words[ranks].tolist())}) + "\n")
-    return {"docs": str(out / "docs.jsonl"), "queries": str(out / "queries.tsv"), "qrels": str(out / "qrels.txt"),
-            "n_docs": n_docs, "n_queries": n_queries, "judgments": judgments,
-            "words": total_words, "word_types": int(seen.sum())}
+    return {
+        "docs": str(out / "docs.jsonl"),
+        "queries": str(out / "queries.tsv"),
+        "qrels": str(out / "qrels.txt"),
+        "n_docs": n_docs,
+        "n_queries": n_queries,
+        "judgments": judgments,
+        "words": total_words,
+        "word_types": int(seen.sum()),
+    }
 
 
 # --- running the stages -------------------------------------------------------------------------------------
@@ -185,8 +198,15 @@ print(json.dumps({"rc": rc, "seconds": seconds, "maxrss_kib": usage.ru_maxrss, "
 def measure(argv: list[str], log_path: Path, env: dict | None = None, cwd: str | os.PathLike = REPO) -> dict:
     """Run ``argv`` in a fresh process under the wrapper; its stdout and stderr go to ``log_path``."""
     with open(log_path, "w", encoding="utf-8") as log:
-        done = subprocess.run([sys.executable, "-c", _WRAPPER, *argv], stdout=subprocess.PIPE, stderr=log, env=env, cwd=cwd,
-                              text=True, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", _WRAPPER, *argv],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=env,
+            cwd=cwd,
+            text=True,
+            check=False,
+        )
     if done.returncode != 0 or not done.stdout.strip():
         raise RuntimeError(f"wrapper failed ({done.returncode}) for {argv[:4]}; see {log_path}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -198,8 +218,13 @@ def measure(argv: list[str], log_path: Path, env: dict | None = None, cwd: str |
 
 def knrm_config(steps: int) -> dict:
     """The KNRM entry the benchmark trains: CPU-sized, one dev evaluation at the end (eval_every = steps)."""
-    return {"type": "knrm", "max_doc_len": 200, "min_doc_freq": MIN_DOC_FREQ, "max_vocabulary": MAX_VOCABULARY,
-            "train": {"steps": steps, "batch_size": 8, "eval_every": steps, "patience": 1}}
+    return {
+        "type": "knrm",
+        "max_doc_len": 200,
+        "min_doc_freq": MIN_DOC_FREQ,
+        "max_vocabulary": MAX_VOCABULARY,
+        "train": {"steps": steps, "batch_size": 8, "eval_every": steps, "patience": 1},
+    }
 
 
 def model_words(doc_freq_path: Path, min_doc_freq: int = MIN_DOC_FREQ, max_words: int = MAX_VOCABULARY) -> int:
@@ -210,31 +235,126 @@ def model_words(doc_freq_path: Path, min_doc_freq: int = MIN_DOC_FREQ, max_words
     return min(frequent, max_words)
 
 
-def stage_commands(collection: dict, work: Path, steps: int, device: str = "cpu", rerank_depth: int = 100) -> list[tuple[str, list[str]]]:
+def stage_commands(
+    collection: dict, work: Path, steps: int, device: str = "cpu", rerank_depth: int = 100
+) -> list[tuple[str, list[str]]]:
     """Each stage's command line as its rule writes it (workflow/rules/{data,candidates,train,rerank,evaluate}.smk),
     with the config's defaults (config/config.yaml: query_formulation full, holdout splits 0.15 / 0.35, seed 0;
     the bm25 first stage with schema.yaml's defaults, top 100; rerank_depth 100)."""
     py = [sys.executable, "-m", "longrank"]
-    dataset = {"name": "synthetic", "source": "local", "docs": collection["docs"], "queries": collection["queries"],
-               "qrels": collection["qrels"]}
-    first_stage = {"name": "bm25", "method": "bm25", "top_k": 100, "k1": 0.9, "b": 0.4, "stemmer": "english", "stopwords": "en"}
+    dataset = {
+        "name": "synthetic",
+        "source": "local",
+        "docs": collection["docs"],
+        "queries": collection["queries"],
+        "qrels": collection["qrels"],
+    }
+    first_stage = {
+        "name": "bm25",
+        "method": "bm25",
+        "top_k": 100,
+        "k1": 0.9,
+        "b": 0.4,
+        "stemmer": "english",
+        "stopwords": "en",
+    }
     model = json.dumps(knrm_config(steps), sort_keys=True)
     data, candidates = work / "data", work / "candidates" / "bm25.run"
     checkpoint = work / "models" / "knrm" / "fold0" / "model.safetensors"
     return [
-        ("data", py + ["data", "--dataset", json.dumps(dataset, sort_keys=True),
-                       "--query-formulation", json.dumps({"method": "full"}),
-                       "--splits", json.dumps({"method": "holdout", "dev": 0.15, "test": 0.35, "seed": 0}, sort_keys=True),
-                       "--out-dir", str(data)]),
-        ("candidates", py + ["candidates", "--data", str(data), "--first-stage", json.dumps(first_stage, sort_keys=True),
-                             "--dataset", json.dumps(dataset, sort_keys=True), "--out", str(candidates)]),
-        ("train", py + ["train", "--model", "knrm", "--model-config", model, "--data", str(data), "--candidates", str(candidates),
-                        "--fold", "0", "--rerank-depth", str(rerank_depth), "--device", device, "--out", str(checkpoint)]),
-        ("rerank", py + ["rerank", "--model", "knrm", "--model-config", model, "--data", str(data), "--candidates", str(candidates),
-                         "--checkpoints", str(checkpoint), "--rerank-depth", str(rerank_depth), "--device", device,
-                         "--out-dir", str(work / "runs")]),
-        ("evaluate", py + ["evaluate", "--run", str(work / "runs" / "knrm.run"), "--qrels", str(data / "qrels.txt"),
-                           "--folds", str(data / "folds.json"), "--measures", "nDCG@10", "--out", str(work / "eval" / "knrm.tsv")]),
+        (
+            "data",
+            py
+            + [
+                "data",
+                "--dataset",
+                json.dumps(dataset, sort_keys=True),
+                "--query-formulation",
+                json.dumps({"method": "full"}),
+                "--splits",
+                json.dumps({"method": "holdout", "dev": 0.15, "test": 0.35, "seed": 0}, sort_keys=True),
+                "--out-dir",
+                str(data),
+            ],
+        ),
+        (
+            "candidates",
+            py
+            + [
+                "candidates",
+                "--data",
+                str(data),
+                "--first-stage",
+                json.dumps(first_stage, sort_keys=True),
+                "--dataset",
+                json.dumps(dataset, sort_keys=True),
+                "--out",
+                str(candidates),
+            ],
+        ),
+        (
+            "train",
+            py
+            + [
+                "train",
+                "--model",
+                "knrm",
+                "--model-config",
+                model,
+                "--data",
+                str(data),
+                "--candidates",
+                str(candidates),
+                "--fold",
+                "0",
+                "--rerank-depth",
+                str(rerank_depth),
+                "--device",
+                device,
+                "--out",
+                str(checkpoint),
+            ],
+        ),
+        (
+            "rerank",
+            py
+            + [
+                "rerank",
+                "--model",
+                "knrm",
+                "--model-config",
+                model,
+                "--data",
+                str(data),
+                "--candidates",
+                str(candidates),
+                "--checkpoints",
+                str(checkpoint),
+                "--rerank-depth",
+                str(rerank_depth),
+                "--device",
+                device,
+                "--out-dir",
+                str(work / "runs"),
+            ],
+        ),
+        (
+            "evaluate",
+            py
+            + [
+                "evaluate",
+                "--run",
+                str(work / "runs" / "knrm.run"),
+                "--qrels",
+                str(data / "qrels.txt"),
+                "--folds",
+                str(data / "folds.json"),
+                "--measures",
+                "nDCG@10",
+                "--out",
+                str(work / "eval" / "knrm.tsv"),
+            ],
+        ),
     ]
 
 
@@ -244,31 +364,64 @@ def run_size(size: int, args, work_root: Path, log=print) -> list[dict]:
     started = time.perf_counter()
     collection = generate_collection(work / "collection", size, args.queries, args.seed)
     generate_seconds = time.perf_counter() - started
-    log(f"[n={size}] generated {collection['n_docs']} documents ({collection['words']} words, {collection['word_types']} word types), "
-        f"{collection['n_queries']} queries in {generate_seconds:.1f}s")
+    log(
+        f"[n={size}] generated {collection['n_docs']} documents ({collection['words']} words, {collection['word_types']} word types), "
+        f"{collection['n_queries']} queries in {generate_seconds:.1f}s"
+    )
     for sub in ("candidates", "runs", "eval", "logs"):
         (work / sub).mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     rows = []
     for stage, argv in stage_commands(collection, work, args.steps, args.device):
         result = measure(argv, work / "logs" / f"{stage}.log", env)
-        row = {"size": size, "stage": stage, "seconds": result["seconds"], "peak_rss_mb": result["maxrss_kib"] / 1024.0,
-               "steps_per_second": "", "cpu_seconds": result["cpu_seconds"], "ndcg10": "", "words": collection["words"],
-               "word_types": collection["word_types"], "generate_seconds": generate_seconds, "model_words": ""}
+        row = {
+            "size": size,
+            "stage": stage,
+            "seconds": result["seconds"],
+            "peak_rss_mb": result["maxrss_kib"] / 1024.0,
+            "steps_per_second": "",
+            "cpu_seconds": result["cpu_seconds"],
+            "ndcg10": "",
+            "words": collection["words"],
+            "word_types": collection["word_types"],
+            "generate_seconds": generate_seconds,
+            "model_words": "",
+        }
         if stage in ("train", "rerank"):
             row["model_words"] = model_words(work / "data" / "word_doc_freq.tsv")
         if stage == "train":
             summary = json.loads((work / "models" / "knrm" / "fold0" / "train_summary.json").read_text())
-            row["steps_per_second"] = summary["steps_run"] / summary["seconds"] if summary["seconds"] > 0 else float("nan")
+            row["steps_per_second"] = (
+                summary["steps_run"] / summary["seconds"] if summary["seconds"] > 0 else float("nan")
+            )
         if stage == "evaluate":
             row["ndcg10"] = mean_column(work / "eval" / "knrm.tsv", "nDCG@10")
         log(f"[n={size}] {stage:<10} {row['seconds']:8.1f}s  {row['peak_rss_mb']:8.1f} MB")
         rows.append(row)
     # For context, not measured: BM25's own nDCG@10 on the same test queries (what KNRM reranked).
     bm25_eval = work / "eval" / "bm25.tsv"
-    subprocess.run([sys.executable, "-m", "longrank", "evaluate", "--run", str(work / "candidates" / "bm25.run"),
-                    "--qrels", str(work / "data" / "qrels.txt"), "--folds", str(work / "data" / "folds.json"),
-                    "--measures", "nDCG@10", "--out", str(bm25_eval)], env=env, cwd=REPO, check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "longrank",
+            "evaluate",
+            "--run",
+            str(work / "candidates" / "bm25.run"),
+            "--qrels",
+            str(work / "data" / "qrels.txt"),
+            "--folds",
+            str(work / "data" / "folds.json"),
+            "--measures",
+            "nDCG@10",
+            "--out",
+            str(bm25_eval),
+        ],
+        env=env,
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
     rows[-1]["bm25_ndcg10"] = mean_column(bm25_eval, "nDCG@10")
     return rows
 
@@ -328,8 +481,20 @@ def _evaluate(value, attempt: int):
 
 
 def write_tsv(path: Path, rows: list[dict]) -> None:
-    columns = ["size", "stage", "seconds", "peak_rss_mb", "steps_per_second", "cpu_seconds", "ndcg10", "bm25_ndcg10", "words",
-               "word_types", "generate_seconds", "model_words"]
+    columns = [
+        "size",
+        "stage",
+        "seconds",
+        "peak_rss_mb",
+        "steps_per_second",
+        "cpu_seconds",
+        "ndcg10",
+        "bm25_ndcg10",
+        "words",
+        "word_types",
+        "generate_seconds",
+        "model_words",
+    ]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\t".join(columns) + "\n")
         for r in rows:
@@ -370,8 +535,14 @@ def plot(path: Path, rows: list[dict]) -> None:
     plt.close(fig)
 
 
-def extrapolation_report(rows: list[dict], profile_path: Path, target: int = TARGET_DOCS, steps: int | None = None,
-                         threads: int = 1, queries: int | None = None) -> str:
+def extrapolation_report(
+    rows: list[dict],
+    profile_path: Path,
+    target: int = TARGET_DOCS,
+    steps: int | None = None,
+    threads: int = 1,
+    queries: int | None = None,
+) -> str:
     sizes = sorted({r["size"] for r in rows})
     exact = len(sizes) == 2
     try:
@@ -387,8 +558,12 @@ def extrapolation_report(rows: list[dict], profile_path: Path, target: int = TAR
         "",
         "Fit per stage: least squares `a + b*N` of peak RSS (MB) and of CPU time (s; the stages run one thread, so on a "
         "quiet machine this is their wall time, while on a shared one the wall time also counts waiting for the CPU)"
-        + (". **With only two sizes the line passes exactly through both points: a weak fit** that cannot tell linear "
-           "growth from any other curve through the same two points" if exact else "")
+        + (
+            ". **With only two sizes the line passes exactly through both points: a weak fit** that cannot tell linear "
+            "growth from any other curve through the same two points"
+            if exact
+            else ""
+        )
         + ". A negative slope (noise) is taken as flat at the largest measured value.",
         f"Profile: `{shown_profile}`, `set-resources.<rule>` else `default-resources`, evaluated at attempt = 1 "
         "(the first submission; retries get more).",
@@ -415,24 +590,44 @@ def extrapolation_report(rows: list[dict], profile_path: Path, target: int = TAR
             f"| {stage} | {mem[0]:,.0f} -> {mem[-1]:,.0f} MB | {mem_fit_text} | "
             f"{mem_at:,.0f} | {_num(resources['mem_mb'])} | {sec[0]:,.1f} -> {sec[-1]:,.1f} s | "
             f"{time_fit[0]:,.1f} s + {time_fit[1] * 1e6 / 60:,.1f} min per 1M docs | {seconds_at / 60:,.1f} | "
-            f"{_num(resources['runtime'])} | {verdict} |")
+            f"{_num(resources['runtime'])} | {verdict} |"
+        )
     lines += ["", "Measured points (size: peak RSS MB / wall s / CPU s):", ""]
     for stage in STAGES:
-        points = sorted((r["size"], r["peak_rss_mb"], r["seconds"], r["cpu_seconds"]) for r in rows if r["stage"] == stage)
-        lines.append(f"- {stage}: " + "; ".join(f"{n:,}: {m:,.0f} MB / {s:,.1f} s / {c:,.1f} s" for n, m, s, c in points))
-    steps_rate = [(r["size"], r["steps_per_second"]) for r in rows if r["stage"] == "train" and r.get("steps_per_second", "") != ""]
+        points = sorted(
+            (r["size"], r["peak_rss_mb"], r["seconds"], r["cpu_seconds"]) for r in rows if r["stage"] == stage
+        )
+        lines.append(
+            f"- {stage}: " + "; ".join(f"{n:,}: {m:,.0f} MB / {s:,.1f} s / {c:,.1f} s" for n, m, s, c in points)
+        )
+    steps_rate = [
+        (r["size"], r["steps_per_second"])
+        for r in rows
+        if r["stage"] == "train" and r.get("steps_per_second", "") != ""
+    ]
     if steps_rate:
-        lines.append("- train steps per second (train_summary.json steps_run / seconds, which includes the one dev evaluation at "
-                     "the end): " + "; ".join(f"{n:,}: {v:.2f}" for n, v in sorted(steps_rate)))
+        lines.append(
+            "- train steps per second (train_summary.json steps_run / seconds, which includes the one dev evaluation at "
+            "the end): " + "; ".join(f"{n:,}: {v:.2f}" for n, v in sorted(steps_rate))
+        )
     types = sorted({(r["size"], r.get("word_types"), r.get("words")) for r in rows if r.get("word_types") is not None})
-    lines += ["", "Collections: " + "; ".join(f"{n:,} docs = {w:,} words, {t:,} word types" for n, t, w in types)
-              + f" (of a {VOCAB_SIZE:,}-type synthetic vocabulary)."]
-    kept = sorted({(r["size"], r["model_words"]) for r in rows if r["stage"] == "train" and r.get("model_words", "") != ""})
+    lines += [
+        "",
+        "Collections: "
+        + "; ".join(f"{n:,} docs = {w:,} words, {t:,} word types" for n, t, w in types)
+        + f" (of a {VOCAB_SIZE:,}-type synthetic vocabulary).",
+    ]
+    kept = sorted(
+        {(r["size"], r["model_words"]) for r in rows if r["stage"] == "train" and r.get("model_words", "") != ""}
+    )
     if kept:
-        lines.append(f"KNRM's vocabulary (document words in {MIN_DOC_FREQ}+ documents, at most {MAX_VOCABULARY:,}: the TREC DL "
-                     "configs' `min_doc_freq` / `max_vocabulary`): " + "; ".join(f"{n:,} docs: {w:,} words" for n, w in kept)
-                     + ". `train` and `rerank` memory is fitted against it rather than N, and taken at the cap for "
-                     f"{target:,} documents (MS MARCO has millions of word types in {MIN_DOC_FREQ}+ documents).")
+        lines.append(
+            f"KNRM's vocabulary (document words in {MIN_DOC_FREQ}+ documents, at most {MAX_VOCABULARY:,}: the TREC DL "
+            "configs' `min_doc_freq` / `max_vocabulary`): "
+            + "; ".join(f"{n:,} docs: {w:,} words" for n, w in kept)
+            + ". `train` and `rerank` memory is fitted against it rather than N, and taken at the cap for "
+            f"{target:,} documents (MS MARCO has millions of word types in {MIN_DOC_FREQ}+ documents)."
+        )
     lines += ["", _run_estimates(rows, (10_000, 100_000, 300_000)), "", *NOTES, ""]
     return "\n".join(lines)
 
@@ -440,8 +635,9 @@ def extrapolation_report(rows: list[dict], profile_path: Path, target: int = TAR
 def vocabulary_memory(rows: list[dict], stage: str) -> tuple[float, str] | None:
     """Peak RSS of a word-model stage at the vocabulary cap, fitted against the words it kept (``model_words``):
     measured if a size reached the cap, else the least-squares line a + b·words at the cap. None for other stages."""
-    points = sorted((r["model_words"], r["peak_rss_mb"]) for r in rows
-                    if r["stage"] == stage and r.get("model_words", "") != "")
+    points = sorted(
+        (r["model_words"], r["peak_rss_mb"]) for r in rows if r["stage"] == stage and r.get("model_words", "") != ""
+    )
     if not points:
         return None
     at_cap = [mem for words, mem in points if words >= MAX_VOCABULARY]
@@ -473,8 +669,12 @@ NOTES = [
 
 def _run_estimates(rows: list[dict], sizes) -> str:
     """What this benchmark would take at other sizes, from the same fits (generation included)."""
-    out = ["Estimated cost of this benchmark at other sizes (same fits; CPU time, one thread):", "",
-           "| N | generate (s) | stages (s) | total (min) | largest peak RSS (MB) |", "|---|---|---|---|---|"]
+    out = [
+        "Estimated cost of this benchmark at other sizes (same fits; CPU time, one thread):",
+        "",
+        "| N | generate (s) | stages (s) | total (min) | largest peak RSS (MB) |",
+        "|---|---|---|---|---|",
+    ]
     gen = sorted({(r["size"], r["generate_seconds"]) for r in rows if r.get("generate_seconds") is not None})
     gen_fit = fit_linear(*zip(*gen)) if len({n for n, _ in gen}) >= 2 else None
     fits = {}
@@ -514,20 +714,29 @@ def print_table(rows: list[dict], out=sys.stdout) -> None:
         sps = f"{r['steps_per_second']:.2f}" if r["steps_per_second"] != "" else ""
         ndcg = f"{r['ndcg10']:.4f}" if r["ndcg10"] != "" else ""
         bm25 = f"{r['bm25_ndcg10']:.4f}" if r.get("bm25_ndcg10", "") != "" else ""
-        print(f"{r['size']:>8} {r['stage']:<11} {r['seconds']:>9.1f} {r['peak_rss_mb']:>12.1f} {r['cpu_seconds']:>8.1f} {sps:>8} {ndcg:>8} "
-              f"{bm25:>7}", file=out)
+        print(
+            f"{r['size']:>8} {r['stage']:<11} {r['seconds']:>9.1f} {r['peak_rss_mb']:>12.1f} {r['cpu_seconds']:>8.1f} {sps:>8} {ndcg:>8} "
+            f"{bm25:>7}",
+            file=out,
+        )
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 10000], help="collection sizes (documents)")
-    parser.add_argument("--out", default=str(REPO / "benchmarks" / "scaling"), help="folder for scaling.tsv / .png / extrapolation.md")
+    parser.add_argument(
+        "--out", default=str(REPO / "benchmarks" / "scaling"), help="folder for scaling.tsv / .png / extrapolation.md"
+    )
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=30, help="KNRM training steps (one dev evaluation, at the end)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")),
-                        help="OMP_NUM_THREADS of the stages (the rules use their threads: 2; default: this shell's, else 1)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=int(os.environ.get("OMP_NUM_THREADS", "1")),
+        help="OMP_NUM_THREADS of the stages (the rules use their threads: 2; default: this shell's, else 1)",
+    )
     parser.add_argument("--profile", default=str(REPO / "profiles" / "slurm" / "config.yaml"))
     parser.add_argument("--target", type=int, default=TARGET_DOCS, help="extrapolate to this many documents")
     parser.add_argument("--work-dir", help="collections and stage outputs (default: a temporary directory)")
@@ -579,9 +788,10 @@ def main(argv=None) -> list[dict]:
         rows = measure_sizes(args, out)
     plot(out / "scaling.png", rows)
     if len({r["size"] for r in rows}) >= 2:
-        (out / "extrapolation.md").write_text(extrapolation_report(rows, Path(args.profile), args.target, args.steps, args.threads,
-                                                                   args.queries),
-                                              encoding="utf-8")
+        (out / "extrapolation.md").write_text(
+            extrapolation_report(rows, Path(args.profile), args.target, args.steps, args.threads, args.queries),
+            encoding="utf-8",
+        )
     print_table(rows)
     return rows
 

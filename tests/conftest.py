@@ -65,12 +65,18 @@ E2E_CONFIG = REPO / "tests" / "e2e_config.yaml"
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "IR_DATASETS_HOME": str(IR_DATASETS_HOME), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "IR_DATASETS_HOME": str(IR_DATASETS_HOME),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2", *args]
     done = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
     if check and done.returncode != 0:
         logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted((workdir / "results").rglob("*.log")))
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{done.stdout[-5000:]}\n{done.stderr[-5000:]}\n{logs}")
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed:\n{done.stdout[-5000:]}\n{done.stderr[-5000:]}\n{logs}"
+        )
     return done
 
 
@@ -84,17 +90,35 @@ def workflow_run(tmp_path_factory, ir_datasets_home) -> Path:
     return workdir
 
 
-def write_local_collection(root: Path, docs: dict[str, str], queries: dict[str, str], qrels: list[tuple[str, str, int]]) -> dict:
+def write_local_collection(
+    root: Path, docs: dict[str, str], queries: dict[str, str], qrels: list[tuple[str, str, int]]
+) -> dict:
     """A small local collection in the adapter's formats; returns the config's dataset block."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "docs.jsonl").write_text("".join(json.dumps({"doc_id": d, "text": t}) + "\n" for d, t in docs.items()))
     (root / "queries.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries.items()))
     (root / "qrels.txt").write_text("".join(f"{q} 0 {d} {g}\n" for q, d, g in qrels))
-    return {"name": "tiny", "source": "local", "docs": str(root / "docs.jsonl"), "queries": str(root / "queries.tsv"), "qrels": str(root / "qrels.txt")}
+    return {
+        "name": "tiny",
+        "source": "local",
+        "docs": str(root / "docs.jsonl"),
+        "queries": str(root / "queries.tsv"),
+        "qrels": str(root / "qrels.txt"),
+    }
 
 
-TOPICS = ["wing lift airfoil", "heat transfer boundary", "shock wave supersonic", "plate buckling stress", "flutter vibration panel",
-          "jet nozzle flow", "laminar turbulent transition", "rocket combustion chamber", "cone pressure hypersonic", "viscous drag body"]
+TOPICS = [
+    "wing lift airfoil",
+    "heat transfer boundary",
+    "shock wave supersonic",
+    "plate buckling stress",
+    "flutter vibration panel",
+    "jet nozzle flow",
+    "laminar turbulent transition",
+    "rocket combustion chamber",
+    "cone pressure hypersonic",
+    "viscous drag body",
+]
 
 
 def synthetic_collection(n_queries: int = 20, docs_per_query: int = 6, seed: int = 0):

@@ -16,8 +16,17 @@ TINY = dict(batch_size=2, layers=2, hidden=64, heads=8)  # hidden divisible by t
 
 
 def bench_args(out, **overrides):
-    args = dict(lengths=[64, 128], attentions=ATTENTIONS, repeats=1, max_memory_gb=4.0, threads=1, device="cpu", seed=0,
-                out=out, **TINY)
+    args = dict(
+        lengths=[64, 128],
+        attentions=ATTENTIONS,
+        repeats=1,
+        max_memory_gb=4.0,
+        threads=1,
+        device="cpu",
+        seed=0,
+        out=out,
+        **TINY,
+    )
     args.update(overrides)
     return Namespace(**args)
 
@@ -28,7 +37,9 @@ def test_every_attention_is_measured_on_tiny_lengths(tmp_path):
     out = tmp_path / "attention_scaling.json"
     attention_scaling.run(bench_args(out))
     data = read_json(out)
-    assert sorted((r["attention"], r["length"]) for r in data["rows"]) == sorted((a, n) for a in ATTENTIONS for n in (64, 128))
+    assert sorted((r["attention"], r["length"]) for r in data["rows"]) == sorted(
+        (a, n) for a in ATTENTIONS for n in (64, 128)
+    )
     for r in data["rows"]:
         assert not r["skipped"] and r["reason"] is None and r["device"] == "cpu"
         assert r["peak_mb"] > 0 and r["seconds"] > 0 and len(r["seconds_all"]) == 1, r
@@ -50,12 +61,19 @@ def test_configurations_over_the_cap_are_skipped_by_estimate(tmp_path, monkeypat
     from longrank.bench import attention_scaling
 
     shape = dict(length=128, **TINY)
-    cap = (attention_scaling.estimate_bytes("separable", **shape) + attention_scaling.estimate_bytes("materialised", **shape)) / 2
+    cap = (
+        attention_scaling.estimate_bytes("separable", **shape)
+        + attention_scaling.estimate_bytes("materialised", **shape)
+    ) / 2
     started = []
     real = attention_scaling._in_fresh_process
-    monkeypatch.setattr(attention_scaling, "_in_fresh_process", lambda job: started.append(job["attention"]) or real(job))
+    monkeypatch.setattr(
+        attention_scaling, "_in_fresh_process", lambda job: started.append(job["attention"]) or real(job)
+    )
     out = tmp_path / "attention_scaling.json"
-    attention_scaling.run(bench_args(out, lengths=[128], attentions=["materialised", "separable"], max_memory_gb=cap / 2**30))
+    attention_scaling.run(
+        bench_args(out, lengths=[128], attentions=["materialised", "separable"], max_memory_gb=cap / 2**30)
+    )
     rows = {r["attention"]: r for r in read_json(out)["rows"]}
     assert started == ["separable"]  # the skipped configuration never ran
     assert rows["materialised"]["skipped"] and "max_memory_gb" in rows["materialised"]["reason"]
@@ -76,15 +94,47 @@ SDPA_TIME = [0.75, 3.0, 12.0, 48.0]
 def hand_made() -> dict:
     rows = []
     for i, n in enumerate(LENGTHS):
-        rows.append({"attention": "separable", "length": n, "peak_mb": SEP_MEM[i], "seconds": SEP_TIME[i], "device": "cpu",
-                     "skipped": False, "reason": None})
-        rows.append({"attention": "sdpa", "length": n, "peak_mb": SDPA_MEM[i], "seconds": SDPA_TIME[i], "device": "cpu",
-                     "skipped": False, "reason": None})
+        rows.append(
+            {
+                "attention": "separable",
+                "length": n,
+                "peak_mb": SEP_MEM[i],
+                "seconds": SEP_TIME[i],
+                "device": "cpu",
+                "skipped": False,
+                "reason": None,
+            }
+        )
+        rows.append(
+            {
+                "attention": "sdpa",
+                "length": n,
+                "peak_mb": SDPA_MEM[i],
+                "seconds": SDPA_TIME[i],
+                "device": "cpu",
+                "skipped": False,
+                "reason": None,
+            }
+        )
         skipped = n not in MAT_MEM
-        rows.append({"attention": "materialised", "length": n, "peak_mb": MAT_MEM.get(n), "seconds": None if skipped else 1e-6 * n * n,
-                     "device": "cpu", "skipped": skipped, "reason": "estimated 24.6 GB > max_memory_gb 16" if skipped else None})
-    return {"rows": rows, "config": {"layers": 2, "hidden": 256, "heads": 32, "batch_size": 4, "repeats": 3},
-            "device": "cpu", "device_name": "CPU", "method": "hand-made"}
+        rows.append(
+            {
+                "attention": "materialised",
+                "length": n,
+                "peak_mb": MAT_MEM.get(n),
+                "seconds": None if skipped else 1e-6 * n * n,
+                "device": "cpu",
+                "skipped": skipped,
+                "reason": "estimated 24.6 GB > max_memory_gb 16" if skipped else None,
+            }
+        )
+    return {
+        "rows": rows,
+        "config": {"layers": 2, "hidden": 256, "heads": 32, "batch_size": 4, "repeats": 3},
+        "device": "cpu",
+        "device_name": "CPU",
+        "method": "hand-made",
+    }
 
 
 def test_summary_ratios_and_straight_line_fit():

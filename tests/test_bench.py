@@ -24,9 +24,29 @@ def bench(tmp_path, corpus, name, cfg, lengths):
     checkpoint = tmp_path / f"{name}.safetensors"
     save_weights(build_model(cfg, corpus), checkpoint)
     out = tmp_path / f"{name}.json"
-    main(["bench", "--model", name, "--model-config", json.dumps(cfg), "--checkpoint", str(checkpoint),
-          "--data", str(corpus.dir), "--lengths", *map(str, lengths), "--batch-size", "4", "--repeats", "2",
-          "--device", "cpu", "--out", str(out)])
+    main(
+        [
+            "bench",
+            "--model",
+            name,
+            "--model-config",
+            json.dumps(cfg),
+            "--checkpoint",
+            str(checkpoint),
+            "--data",
+            str(corpus.dir),
+            "--lengths",
+            *map(str, lengths),
+            "--batch-size",
+            "4",
+            "--repeats",
+            "2",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ]
+    )
     return read_json(out)
 
 
@@ -61,16 +81,36 @@ def test_mir_speed_times_mir_at_other_lengths_and_maxp_over_its_windows_but_not_
     models = {
         "mir": {"type": "mir", "graph_set": "g", "max_doc_tokens": 416, "train": train},
         "mir_1k": {"type": "mir", "graph_set": "g", "max_doc_tokens": 1024, "train": {"steps": 9}},
-        "mir_default_len": {"type": "mir", "graph_set": "g", "graphs": ["p2p", "s2s", "t2t"]},  # the defaults, spelt out
+        "mir_default_len": {
+            "type": "mir",
+            "graph_set": "g",
+            "graphs": ["p2p", "s2s", "t2t"],
+        },  # the defaults, spelt out
         "mir_no_graph": {"type": "mir", "graph_set": "g", "max_doc_tokens": 416, "graphs": []},
         "mir_other_set": {"type": "mir", "graph_set": "h", "max_doc_tokens": 416},
-        "maxp_2k": {"type": "bert_ranker", "mode": "maxp", "passage_len": 128, "passage_stride": 96, "max_passages": 21},
-        "maxp_other_windows": {"type": "bert_ranker", "mode": "maxp", "passage_len": 128, "passage_stride": 64, "max_passages": 4},
+        "maxp_2k": {
+            "type": "bert_ranker",
+            "mode": "maxp",
+            "passage_len": 128,
+            "passage_stride": 96,
+            "max_passages": 21,
+        },
+        "maxp_other_windows": {
+            "type": "bert_ranker",
+            "mode": "maxp",
+            "passage_len": 128,
+            "passage_stride": 64,
+            "max_passages": 4,
+        },
         "firstp": {"type": "bert_ranker", "mode": "firstp", "passage_len": 128},
     }
     alike = timed_alike(models, "mir", {"window": 128, "overlap": 0.25, "max_doc_tokens": 2048})
-    assert alike == {"mir": {"model": "MIR", "tokens": 416}, "mir_1k": {"model": "MIR", "tokens": 1024},
-                     "mir_default_len": {"model": "MIR", "tokens": 2048}, "maxp_2k": {"model": "MaxP", "tokens": 2048}}
+    assert alike == {
+        "mir": {"model": "MIR", "tokens": 416},
+        "mir_1k": {"model": "MIR", "tokens": 1024},
+        "mir_default_len": {"model": "MIR", "tokens": 2048},
+        "maxp_2k": {"model": "MaxP", "tokens": 2048},
+    }
 
 
 def test_the_side_by_side_throughput_wins_over_a_separate_bench_of_the_same_entry(tmp_path):

@@ -19,18 +19,32 @@ def tokenizer():
 
 
 def small_encoder(tokenizer, **overrides):
-    cfg = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, **overrides)
+    cfg = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        **overrides,
+    )
     return random_encoder(cfg, seed=3)
 
 
 def test_maxp_is_the_max_over_firstp_scores_of_each_passage(tokenizer, device):
     torch.manual_seed(0)
-    maxp = BertRanker(small_encoder(tokenizer), tokenizer, mode="maxp", passage_len=8, passage_stride=6, max_passages=5).eval().to(device)
+    maxp = (
+        BertRanker(small_encoder(tokenizer), tokenizer, mode="maxp", passage_len=8, passage_stride=6, max_passages=5)
+        .eval()
+        .to(device)
+    )
     torch.nn.init.normal_(maxp.head.weight)
     firstp = BertRanker(maxp.encoder, tokenizer, mode="firstp", passage_len=8).eval().to(device)
     firstp.head.load_state_dict(maxp.head.state_dict())
     query = "boundary layer transition"
-    doc = "the boundary layer on a flat plate at high mach numbers shows transition to turbulence downstream of the leading edge " * 2
+    doc = (
+        "the boundary layer on a flat plate at high mach numbers shows transition to turbulence downstream of the leading edge "
+        * 2
+    )
     short = "short doc"
     ids = tokenizer(doc, add_special_tokens=False)["input_ids"]
     windows = maxp.passages(ids)
@@ -52,7 +66,9 @@ def test_pair_input_layout(tokenizer):
 
 
 def test_firstp_gradients_reach_the_encoder(tokenizer):
-    ranker = BertRanker(small_encoder(tokenizer), tokenizer, mode="maxp", passage_len=8, max_passages=3, freeze_layers=1)
+    ranker = BertRanker(
+        small_encoder(tokenizer), tokenizer, mode="maxp", passage_len=8, max_passages=3, freeze_layers=1
+    )
     ranker(**ranker.encode(["q one", "q two"], ["d1", "d2"], ["some words here " * 6, "x"])).sum().backward()
     assert ranker.encoder.encoder.layer[1].output.dense.weight.grad is not None
     assert ranker.encoder.encoder.layer[0].output.dense.weight.grad is None  # frozen
@@ -78,11 +94,13 @@ def maxp_ranker(tokenizer, **kw):
     return ranker
 
 
-MAXP_DOCS = ["the boundary layer on a flat plate at high mach numbers shows transition to turbulence downstream of the "
-             "leading edge while heat transfer rates rise sharply near the wall and skin friction follows a similar trend "
-             "which experiments in the wind tunnel confirmed for several nose shapes",
-             "short doc",
-             "heat transfer to blunt bodies at hypersonic speeds measured in a shock tunnel facility for a range of enthalpies"]
+MAXP_DOCS = [
+    "the boundary layer on a flat plate at high mach numbers shows transition to turbulence downstream of the "
+    "leading edge while heat transfer rates rise sharply near the wall and skin friction follows a similar trend "
+    "which experiments in the wind tunnel confirmed for several nose shapes",
+    "short doc",
+    "heat transfer to blunt bodies at hypersonic speeds measured in a shock tunnel facility for a range of enthalpies",
+]
 MAXP_IDS = ["long", "short", "medium"]
 
 
@@ -152,7 +170,9 @@ def test_bi_encoder_is_mean_pooled_cosine():
 
 
 def test_segment_cosine_scores_the_cosine_of_the_two_segments_mean_states(tokenizer):
-    ranker = BertRanker(small_encoder(tokenizer), tokenizer, mode="firstp", passage_len=16, pooling="segment_cosine").eval()
+    ranker = BertRanker(
+        small_encoder(tokenizer), tokenizer, mode="firstp", passage_len=16, pooling="segment_cosine"
+    ).eval()
     assert ranker.head is None  # nothing new to learn: the score is defined by the encoder alone
     query, doc = "boundary layer transition", "the boundary layer on a flat plate shows transition"
     q_ids = tokenizer(query, add_special_tokens=False)["input_ids"]
@@ -160,8 +180,12 @@ def test_segment_cosine_scores_the_cosine_of_the_two_segments_mean_states(tokeni
     seq = [tokenizer.cls_token_id, *q_ids, tokenizer.sep_token_id, *d_ids, tokenizer.sep_token_id]
     types = [0] * (len(q_ids) + 2) + [1] * (len(d_ids) + 1)
     with torch.no_grad():
-        got = ranker(**ranker.encode([query, query], ["d", "x"], [doc, "x " * 40]))[0]  # padded next to a longer document
-        states = ranker.encoder(input_ids=torch.tensor([seq]), token_type_ids=torch.tensor([types])).last_hidden_state[0]
+        got = ranker(**ranker.encode([query, query], ["d", "x"], [doc, "x " * 40]))[
+            0
+        ]  # padded next to a longer document
+        states = ranker.encoder(input_ids=torch.tensor([seq]), token_type_ids=torch.tensor([types])).last_hidden_state[
+            0
+        ]
     split = len(q_ids) + 2
     expected = 20.0 * F.cosine_similarity(states[:split].mean(0), states[split:].mean(0), dim=0)
     assert got.item() == pytest.approx(expected.item(), abs=1e-4)
@@ -171,7 +195,11 @@ def test_wordpiece_ids_of_a_long_text_are_those_of_the_whole_text():
     from longrank.models.modules.encoders import load_tokenizer, wordpiece_ids
 
     tok = load_tokenizer("minilm")
-    long = " ".join(["Supersonic flow, (past) a slender cone: pressure-distribution!"] * 400)  # 2,400 words, punctuation
+    long = " ".join(
+        ["Supersonic flow, (past) a slender cone: pressure-distribution!"] * 400
+    )  # 2,400 words, punctuation
     for n in (1, 7, 128):
-        assert wordpiece_ids(tok, [long, "short text"], n) == tok([long, "short text"], add_special_tokens=False,
-                                                                  truncation=True, max_length=n)["input_ids"]
+        assert (
+            wordpiece_ids(tok, [long, "short text"], n)
+            == tok([long, "short text"], add_special_tokens=False, truncation=True, max_length=n)["input_ids"]
+        )

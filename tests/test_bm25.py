@@ -24,8 +24,13 @@ def lucene_bm25(query: list[str], doc: list[str], docs: list[list[str]], k1: flo
 
 
 def test_bm25_scores_equal_hand_computation():
-    docs = {"d1": "wing lift wing slipstream", "d2": "heat transfer in slab", "d3": "lift of wing at high speed flight",
-            "d4": "supersonic flow over cone", "d5": "slab heat conduction heat flux"}
+    docs = {
+        "d1": "wing lift wing slipstream",
+        "d2": "heat transfer in slab",
+        "d3": "lift of wing at high speed flight",
+        "d4": "supersonic flow over cone",
+        "d5": "slab heat conduction heat flux",
+    }
     queries = {"q1": "wing lift", "q2": "heat slab", "q3": "cone flight"}
     k1, b = 1.2, 0.75
     run = bm25_run(docs, queries, k1=k1, b=b, stemmer=None, stopwords=None, top_k=5)

@@ -22,9 +22,20 @@ from longrank.train.checkpoint import sets_newest_first
 from longrank.train.sampling import PairSampler
 from conftest import synthetic_collection, write_local_collection
 
-KNRM = {"type": "knrm", "max_doc_len": 60, "train": {"steps": 24, "batch_size": 4, "lr": 0.01, "eval_every": 8, "patience": 5}}
-SET_FILES = ["last.safetensors", "optimizer.safetensors", "optimizer.json", "position.json", "best.safetensors", "best_dev.run",
-             "manifest.json"]
+KNRM = {
+    "type": "knrm",
+    "max_doc_len": 60,
+    "train": {"steps": 24, "batch_size": 4, "lr": 0.01, "eval_every": 8, "patience": 5},
+}
+SET_FILES = [
+    "last.safetensors",
+    "optimizer.safetensors",
+    "optimizer.json",
+    "position.json",
+    "best.safetensors",
+    "best_dev.run",
+    "manifest.json",
+]
 
 
 def train(root: Path, out_name: str) -> Path:
@@ -43,8 +54,12 @@ def base(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("integrity")
     docs, queries, qrels = synthetic_collection()
-    prepare(write_local_collection(root / "src", docs, queries, qrels), {"method": "full"},
-            {"method": "holdout", "dev": 0.25, "test": 0.25}, root / "data")
+    prepare(
+        write_local_collection(root / "src", docs, queries, qrels),
+        {"method": "full"},
+        {"method": "holdout", "dev": 0.25, "test": 0.25},
+        root / "data",
+    )
     corpus = Corpus(root / "data")
     write_run(root / "bm25.run", bm25_run(corpus.docs, corpus.queries, top_k=30), "bm25")
     train(root, "reference")
@@ -92,7 +107,9 @@ def test_a_damaged_file_sets_its_set_aside_and_training_resumes_from_the_one_bef
     out = train(base, run.name)
     (warning,) = messages(caplog, "checkpoint set")
     assert "step-000000016 is corrupt" in warning and "moved aside" in warning
-    assert [p.name for p in (run / "train_state").glob("step-000000016.corrupt-*")], "the corrupt set was not kept aside"
+    assert [p.name for p in (run / "train_state").glob("step-000000016.corrupt-*")], (
+        "the corrupt set was not kept aside"
+    )
     assert messages(caplog, "resuming knrm fold 0 at step 8")
     assert out.read_bytes() == (base / "reference" / "model.safetensors").read_bytes()
 
@@ -169,7 +186,17 @@ def test_a_state_in_the_layout_before_checksums_is_discarded(base, caplog):
 # ---- the final model ------------------------------------------------------------------------------------------
 def rerank_with(base: Path, checkpoint: Path) -> None:
     corpus = Corpus(base / "data")
-    rerank("knrm", KNRM, corpus, read_run(base / "bm25.run"), [str(checkpoint)], 10, 16, torch.device("cpu"), checkpoint.parent / "runs")
+    rerank(
+        "knrm",
+        KNRM,
+        corpus,
+        read_run(base / "bm25.run"),
+        [str(checkpoint)],
+        10,
+        16,
+        torch.device("cpu"),
+        checkpoint.parent / "runs",
+    )
 
 
 def test_the_model_has_a_manifest_and_rerank_scores_with_it(base):
@@ -184,7 +211,9 @@ def test_the_model_has_a_manifest_and_rerank_scores_with_it(base):
 def test_rerank_refuses_a_damaged_model(base, how):
     run = copy_of(base, "reference", f"model_{how}")
     damage(run / "model.safetensors", how)
-    with pytest.raises(InputError, match=r"model.safetensors is corrupt: model.safetensors( has \d+ bytes|'s SHA-256 differs)"):
+    with pytest.raises(
+        InputError, match=r"model.safetensors is corrupt: model.safetensors( has \d+ bytes|'s SHA-256 differs)"
+    ):
         rerank_with(base, run / "model.safetensors")
     assert not (run / "runs").exists()
 

@@ -8,7 +8,6 @@ workflow's copy of it."""
 from __future__ import annotations
 
 import gzip
-import json
 
 import ir_measures
 import pandas as pd
@@ -57,7 +56,9 @@ def assert_reported_ndcg_equals_ir_measures(results, qrels) -> set[str]:
         expected = ir_measures.calc_aggregate([measure], [q for q in qrels if q.query_id in test], run)[measure]
         reported = table[(table.system == system) & (table.measure == "nDCG@10")]["mean"].item()
         assert reported == pytest.approx(expected, abs=1e-6), system
-        assert f"{expected:.3f}" in report or f"{expected:.4f}" in report, f"{system}'s nDCG@10 {expected:.4f} is not in the report"
+        assert f"{expected:.3f}" in report or f"{expected:.4f}" in report, (
+            f"{system}'s nDCG@10 {expected:.4f} is not in the report"
+        )
     return systems
 
 
@@ -67,18 +68,35 @@ def test_graded_judgments_keep_their_own_grades(graded):
     assert relevance["gains"] == {"0": 0, "1": 1, "2": 2, "3": 3} and not relevance["reverses_grades"]
     by_grade = pd.Series([q.relevance for q in own_qrels("graded")]).value_counts()
     assert relevance["judgments_by_grade"]["3"] >= by_grade[3] > 0  # training judgments add to the evaluated ones
-    assert "grades -> gains applied: {'0': 0, '1': 1, '2': 2, '3': 3}" in (graded.parent.parent / "results" / "graded" / "logs" / "data.log").read_text()
+    assert (
+        "grades -> gains applied: {'0': 0, '1': 1, '2': 2, '3': 3}"
+        in (graded.parent.parent / "results" / "graded" / "logs" / "data.log").read_text()
+    )
 
 
 def test_graded_rows_equal_ir_measures_on_the_users_grades_for_every_family(graded):
     systems = assert_reported_ndcg_equals_ir_measures(graded, own_qrels("graded"))
-    for family in ("knrm", "tk", "tkl", "bert_firstp", "mores", "bi_encoder", "ndrm3", "mir", "given", "bm25", "query_term_matches"):
+    for family in (
+        "knrm",
+        "tk",
+        "tkl",
+        "bert_firstp",
+        "mores",
+        "bi_encoder",
+        "ndrm3",
+        "mir",
+        "given",
+        "bm25",
+        "query_term_matches",
+    ):
         assert family in systems, family
 
 
 def test_the_users_training_queries_train_and_are_never_evaluated(graded):
     folds = read_json(graded / "data" / "folds.json")
-    train_only = {line.split("\t")[0] for line in (COLLECTIONS / "graded" / "train_queries.tsv").read_text().splitlines()}
+    train_only = {
+        line.split("\t")[0] for line in (COLLECTIONS / "graded" / "train_queries.tsv").read_text().splitlines()
+    }
     for fold in folds:
         assert train_only <= set(fold["train"]) and not train_only & (set(fold["dev"]) | set(fold["test"]))
     evaluated = set(pd.read_csv(graded / "eval" / "knrm.tsv", sep="\t")["query_id"].astype(str))
@@ -96,6 +114,8 @@ def test_long_documents_run_through_irleds_settings(long):
     assert stats["doc_words"]["median"] > 3000 and stats["relevance"]["gains"] == {"0": 0, "1": 1}
     systems = assert_reported_ndcg_equals_ir_measures(long, own_qrels("long"))
     assert {"bm25", "knrm", "tkl", "mir"} <= systems
-    assert read_json(long / "graphs" / "mir" / "stats.json")["nodes"]["passages"]["mean"] > 1  # several windows a document
+    assert (
+        read_json(long / "graphs" / "mir" / "stats.json")["nodes"]["passages"]["mean"] > 1
+    )  # several windows a document
     with gzip.open(COLLECTIONS / "long" / "docs.jsonl.gz", "rt") as f:
         assert sum(1 for _ in f) == stats["num_docs"]

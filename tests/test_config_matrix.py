@@ -162,12 +162,25 @@ def dry_runs() -> dict[tuple[str, ...], DryRun]:
         jobs = {combo: prepare(combo, Path(root)) for combo in COMBINATIONS}
         empty_home = Path(root) / "ir_datasets"
         empty_home.mkdir()  # a dry run must not need any data
-        env = {**os.environ, "IR_DATASETS_HOME": str(empty_home), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-        done = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(list(jobs.values()))], cwd=root, env=env,
-                              capture_output=True, text=True, timeout=600)
+        env = {
+            **os.environ,
+            "IR_DATASETS_HOME": str(empty_home),
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", RUNNER, json.dumps(list(jobs.values()))],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, f"the dry-run runner failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         codes = json.loads(done.stdout.strip().splitlines()[-1])
-        yield {combo: DryRun(codes[workdir], (Path(workdir) / "dry_run.log").read_text()) for combo, (workdir, _) in jobs.items()}
+        yield {
+            combo: DryRun(codes[workdir], (Path(workdir) / "dry_run.log").read_text())
+            for combo, (workdir, _) in jobs.items()
+        }
 
 
 @pytest.mark.parametrize("combo", COMBINATIONS, ids=combo_id)
@@ -176,7 +189,9 @@ def test_dry_run_builds_the_dag(dry_runs, combo):
     output = done.output
     args = " ".join(f"config/{c}" for c in combo) or "(default)"
     if done.returncode != 0:
-        pytest.fail(f"snakemake -n --configfile {args} failed (exit {done.returncode}):\n{output[-6000:]}", pytrace=False)
+        pytest.fail(
+            f"snakemake -n --configfile {args} failed (exit {done.returncode}):\n{output[-6000:]}", pytrace=False
+        )
     # Non-strict DAG evaluation logs an input function's exception and goes on: a config that only works
     # because Snakemake swallows an error is a bug waiting for the strict mode.
     if "Exception" in output:
@@ -212,8 +227,11 @@ def test_documented_combinations_are_listed():
 
 
 def test_like_starts_from_the_named_entry_merged_key_by_key_but_not_its_enabled():
-    models = {"a": {"type": "tk", "enabled": False, "max_doc_len": 100, "train": {"steps": 5, "lr": 0.1}},
-              "b": {"like": "c", "train": {"lr": 0.2}}, "c": {"like": "a", "max_doc_len": 200}}
+    models = {
+        "a": {"type": "tk", "enabled": False, "max_doc_len": 100, "train": {"steps": 5, "lr": 0.1}},
+        "b": {"like": "c", "train": {"lr": 0.2}},
+        "c": {"like": "a", "max_doc_len": 200},
+    }
     resolve_likes(models)
     assert models["c"] == {"type": "tk", "max_doc_len": 200, "train": {"steps": 5, "lr": 0.1}, "like": "a"}
     assert models["b"] == {"type": "tk", "max_doc_len": 200, "train": {"steps": 5, "lr": 0.2}, "like": "c"}
@@ -225,11 +243,20 @@ def test_like_starts_from_the_named_entry_merged_key_by_key_but_not_its_enabled(
     assert resolved == models
 
 
-@pytest.mark.parametrize("models, message", [
-    ({"a": {"like": "nope"}}, "config key models.a.like: expected the name of another configured model; got 'nope'"),
-    ({"a": {"like": "b"}, "b": {"like": "a"}}, "config key models.b.like: the entries are like each other in a circle (a -> b -> a)"),
-    ({"a": {"like": "a"}}, "config key models.a.like: the entries are like each other in a circle (a -> a)"),
-])
+@pytest.mark.parametrize(
+    "models, message",
+    [
+        (
+            {"a": {"like": "nope"}},
+            "config key models.a.like: expected the name of another configured model; got 'nope'",
+        ),
+        (
+            {"a": {"like": "b"}, "b": {"like": "a"}},
+            "config key models.b.like: the entries are like each other in a circle (a -> b -> a)",
+        ),
+        ({"a": {"like": "a"}}, "config key models.a.like: the entries are like each other in a circle (a -> a)"),
+    ],
+)
 def test_a_bad_like_names_the_key(models, message):
     with pytest.raises(InputError) as err:
         resolve_likes(models)
@@ -254,7 +281,11 @@ def test_mir_ablations_differ_from_mir_only_in_the_keys_they_name(combo):
 def test_full_scale_entries_rerank_the_configs_depth_not_the_defaults_cpu_sized_one(combo):
     config = merged_config(combo)
     depth = config["rerank_depth"]
-    leaked = {name: entry["rerank_depth"] for name, entry in config["models"].items() if entry.get("rerank_depth", depth) != depth}
+    leaked = {
+        name: entry["rerank_depth"]
+        for name, entry in config["models"].items()
+        if entry.get("rerank_depth", depth) != depth
+    }
     assert not leaked, f"entries that kept config/config.yaml's rerank_depth over {combo}: {leaked}"
 
 

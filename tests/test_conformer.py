@@ -9,7 +9,13 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from longrank.io import InputError
-from longrank.models.modules.conformer import ATTENTIONS, ConformerLayer, materialised_attention, sdpa_attention, separable_attention
+from longrank.models.modules.conformer import (
+    ATTENTIONS,
+    ConformerLayer,
+    materialised_attention,
+    sdpa_attention,
+    separable_attention,
+)
 
 
 def test_separable_attention_is_eq_2_written_out():
@@ -83,7 +89,9 @@ def test_sdpa_and_materialised_are_the_same_attention_and_no_row_is_nan():
     torch.manual_seed(2)
     q, k, v = torch.randn(3, 2, 6, 4), torch.randn(3, 2, 6, 4), torch.randn(3, 2, 6, 4)
     mask = torch.tensor([[1] * 6, [1] * 3 + [0] * 3, [0] * 6])  # the last row has no real token at all
-    torch.testing.assert_close(sdpa_attention(q, k, v, mask), materialised_attention(q, k, v, mask), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        sdpa_attention(q, k, v, mask), materialised_attention(q, k, v, mask), rtol=1e-5, atol=1e-5
+    )
     for attention in (separable_attention, sdpa_attention, materialised_attention):
         assert torch.isfinite(attention(q, k, v, mask)).all()
 
@@ -98,9 +106,14 @@ def test_a_layer_trains_with_each_attention():
     assert ConformerLayer(256, 32).ff[0].out_features == 256  # "all hidden layer sizes 256" (paper, Sec. 4)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"attention": "linear"}, "attention"), ({"conv_groups": 5}, "conv_groups"), ({"conv_window": 4}, "conv_window"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"attention": "linear"}, "attention"),
+        ({"conv_groups": 5}, "conv_groups"),
+        ({"conv_window": 4}, "conv_window"),
+    ],
+)
 def test_bad_settings_are_named(kwargs, message):
     with pytest.raises(InputError, match=message):
         ConformerLayer(16, 4, **{"conv_groups": 4, **kwargs})

@@ -18,7 +18,15 @@ from conftest import write_local_collection
 
 
 def test_tokenize_lowercases_and_drops_punctuation():
-    assert tokenize("Heat-Transfer, in a BOUNDARY layer (1958).") == ["heat", "transfer", "in", "a", "boundary", "layer", "1958"]
+    assert tokenize("Heat-Transfer, in a BOUNDARY layer (1958).") == [
+        "heat",
+        "transfer",
+        "in",
+        "a",
+        "boundary",
+        "layer",
+        "1958",
+    ]
 
 
 def test_vocabulary_ids_padding_and_idf():
@@ -69,13 +77,21 @@ def test_kfold_tests_every_query_exactly_once():
     tested = [q for f in folds for q in f["test"]]
     assert sorted(tested) == sorted(qids)
     for f in folds:
-        assert not (set(f["train"]) & set(f["test"])) and not (set(f["dev"]) & set(f["test"])) and not (set(f["train"]) & set(f["dev"]))
+        assert (
+            not (set(f["train"]) & set(f["test"]))
+            and not (set(f["dev"]) & set(f["test"]))
+            and not (set(f["train"]) & set(f["dev"]))
+        )
     with pytest.raises(InputError, match="splits.k"):
         make_folds(qids, "kfold", k=2)
 
 
 def test_query_formulation_first_words_and_tfidf():
-    docs = {"d1": "court appeal stamp duty registration", "d2": "court appeal pension retirement", "d3": "court appeal tax"}
+    docs = {
+        "d1": "court appeal stamp duty registration",
+        "d2": "court appeal pension retirement",
+        "d3": "court appeal tax",
+    }
     queries = {"q": "The court heard the appeal about stamp duty and stamp registration of the sale deed"}
     assert formulate(queries, docs, "first_words", 3) == {"q": "The court heard"}
     terms = formulate(queries, docs, "tfidf_terms", 2)["q"].split()
@@ -86,9 +102,12 @@ def test_query_formulation_first_words_and_tfidf():
 
 
 def test_prepare_local_collection_maps_gains_and_writes_every_file(tmp_path):
-    dataset = write_local_collection(tmp_path / "src", {"d1": "alpha beta", "d2": "gamma", "d3": "   "},
-                                     {"q1": "alpha", "q2": "gamma", "q3": "delta", "q4": "beta gamma"},
-                                     [("q1", "d1", 2), ("q1", "d2", -1), ("q2", "d2", 1), ("q3", "d1", -1), ("q4", "d1", 1)])
+    dataset = write_local_collection(
+        tmp_path / "src",
+        {"d1": "alpha beta", "d2": "gamma", "d3": "   "},
+        {"q1": "alpha", "q2": "gamma", "q3": "delta", "q4": "beta gamma"},
+        [("q1", "d1", 2), ("q1", "d2", -1), ("q2", "d2", 1), ("q3", "d1", -1), ("q4", "d1", 1)],
+    )
     dataset["gains"] = {"-1": 0}
     prepare(dataset, {"method": "full"}, {"method": "holdout", "dev": 0.34, "test": 0.34}, tmp_path / "data")
     corpus = Corpus(tmp_path / "data")
@@ -100,7 +119,11 @@ def test_prepare_local_collection_maps_gains_and_writes_every_file(tmp_path):
     assert stats["num_docs"] == 2 and stats["empty_docs_dropped"] == 1
     assert corpus.doc_lengths == {"d1": 2, "d2": 1}
     vocab = corpus.word_vocabulary()  # documents' words with their document frequency, and the queries' words
-    assert vocab.words[2:] == ["alpha", "beta", "delta", "gamma"] and vocab.doc_freq[2:] == [1, 1, 0, 1] and vocab.num_docs == 2
+    assert (
+        vocab.words[2:] == ["alpha", "beta", "delta", "gamma"]
+        and vocab.doc_freq[2:] == [1, 1, 0, 1]
+        and vocab.num_docs == 2
+    )
 
 
 def test_the_data_stage_records_the_map_it_applied_and_refuses_one_reversing_the_qrels_grades(tmp_path):
@@ -112,15 +135,32 @@ def test_the_data_stage_records_the_map_it_applied_and_refuses_one_reversing_the
     dataset = write_local_collection(tmp_path / "src", docs, {"q1": "wing", "q2": "lift", "q3": "wing lift"}, qrels)
     prepare(dataset, {"method": "full"}, {"method": "holdout", "dev": 0.34, "test": 0.34}, tmp_path / "data")
     relevance = json.loads((tmp_path / "data" / "stats.json").read_text())["relevance"]
-    assert relevance == {"gains": {"0": 0, "1": 1, "2": 2, "3": 3}, "configured_gains": {}, "exclude_grades": [], "excluded_judgments": 0,
-                         "reverses_grades": False, "judgments_by_grade": {"0": 2, "1": 2, "2": 3, "3": 3}}
+    assert relevance == {
+        "gains": {"0": 0, "1": 1, "2": 2, "3": 3},
+        "configured_gains": {},
+        "exclude_grades": [],
+        "excluded_judgments": 0,
+        "reverses_grades": False,
+        "judgments_by_grade": {"0": 2, "1": 2, "2": 3, "3": 3},
+    }
     assert read_qrels(tmp_path / "data" / "qrels.txt")["q1"] == {f"d{i}": i % 4 for i in range(8)}
-    with pytest.raises(InputError, match=r"dataset.gains over the qrels' grades: grade 2 gets gain 2 and the higher grade 3 gets 1"):
-        prepare({**dataset, "gains": {3: 1}}, {"method": "full"}, {"method": "holdout", "dev": 0.34, "test": 0.34}, tmp_path / "data2")
+    with pytest.raises(
+        InputError, match=r"dataset.gains over the qrels' grades: grade 2 gets gain 2 and the higher grade 3 gets 1"
+    ):
+        prepare(
+            {**dataset, "gains": {3: 1}},
+            {"method": "full"},
+            {"method": "holdout", "dev": 0.34, "test": 0.34},
+            tmp_path / "data2",
+        )
     assert not (tmp_path / "data2").exists()
     # on purpose (Cranfield's 1 = best), the same map is applied and recorded with its intent
-    prepare({**dataset, "gains": {"3": 1}, "reverses_grades": True}, {"method": "full"}, {"method": "holdout", "dev": 0.34, "test": 0.34},
-            tmp_path / "data3")
+    prepare(
+        {**dataset, "gains": {"3": 1}, "reverses_grades": True},
+        {"method": "full"},
+        {"method": "holdout", "dev": 0.34, "test": 0.34},
+        tmp_path / "data3",
+    )
     relevance = json.loads((tmp_path / "data3" / "stats.json").read_text())["relevance"]
     assert relevance["gains"] == {"0": 0, "1": 1, "2": 2, "3": 1} and relevance["reverses_grades"] is True
 
@@ -129,14 +169,24 @@ def test_training_and_dev_queries_of_their_own_make_every_judged_query_a_test_qu
     """TREC DL's shape: training queries (train_queries) and a seeded sample of dev queries (dev_queries, dev_sample) of
     their own choose nothing from the judged queries, which are all test queries; ids must be distinct."""
     docs = {f"d{i}": f"wing lift {i}" for i in range(10)}
-    dataset = write_local_collection(tmp_path / "src", docs, {"q1": "wing", "q2": "lift"}, [("q1", "d1", 2), ("q2", "d2", 1)])
+    dataset = write_local_collection(
+        tmp_path / "src", docs, {"q1": "wing", "q2": "lift"}, [("q1", "d1", 2), ("q2", "d2", 1)]
+    )
     src = tmp_path / "src"
     (src / "train.tsv").write_text("t1\twing one\nt2\tlift two\n")
     (src / "train_qrels.txt").write_text("t1 0 d3 1\nt2 0 d4 1\n")
     (src / "dev.tsv").write_text("".join(f"v{i}\tlift {i}\n" for i in range(6)))
-    (src / "dev_qrels.txt").write_text("".join(f"v{i} 0 d{i} {int(i != 5)}\n" for i in range(6)))  # v5: nothing relevant
-    dataset |= {"train_queries": str(src / "train.tsv"), "train_qrels": str(src / "train_qrels.txt"),
-                "dev_queries": str(src / "dev.tsv"), "dev_qrels": str(src / "dev_qrels.txt"), "dev_sample": 3, "dev_seed": 1}
+    (src / "dev_qrels.txt").write_text(
+        "".join(f"v{i} 0 d{i} {int(i != 5)}\n" for i in range(6))
+    )  # v5: nothing relevant
+    dataset |= {
+        "train_queries": str(src / "train.tsv"),
+        "train_qrels": str(src / "train_qrels.txt"),
+        "dev_queries": str(src / "dev.tsv"),
+        "dev_qrels": str(src / "dev_qrels.txt"),
+        "dev_sample": 3,
+        "dev_seed": 1,
+    }
     prepare(dataset, {"method": "full"}, {"method": "holdout"}, tmp_path / "data")
     (fold,) = Corpus(tmp_path / "data").folds
     assert fold["train"] == ["t1", "t2"] and fold["test"] == ["q1", "q2"]
@@ -146,7 +196,12 @@ def test_training_and_dev_queries_of_their_own_make_every_judged_query_a_test_qu
     stats = json.loads((tmp_path / "data" / "stats.json").read_text())
     assert stats["query_sets"]["dev"] == f"{src / 'dev.tsv'} judged by {src / 'dev_qrels.txt'}, a sample of 3 (seed 1)"
     with pytest.raises(InputError, match=r"need training queries of their own too"):
-        prepare({k: v for k, v in dataset.items() if not k.startswith("train_")}, {"method": "full"}, {"method": "holdout"}, tmp_path / "x")
+        prepare(
+            {k: v for k, v in dataset.items() if not k.startswith("train_")},
+            {"method": "full"},
+            {"method": "holdout"},
+            tmp_path / "x",
+        )
     with pytest.raises(InputError, match=r"dataset.dev_queries: query id 'q1' is also a query"):
         (src / "dev.tsv").write_text("q1\tlift\n")
         (src / "dev_qrels.txt").write_text("q1 0 d1 1\n")
@@ -156,10 +211,18 @@ def test_training_and_dev_queries_of_their_own_make_every_judged_query_a_test_qu
 def test_excluded_grades_leave_the_qrels_and_every_ranking(tmp_path):
     from longrank.retrieval.candidates import without_excluded
 
-    dataset = write_local_collection(tmp_path / "src", {"d1": "wing lift", "d2": "wing", "d3": "lift"},
-                                     {"q1": "wing lift", "q2": "wing", "q3": "lift"},
-                                     [("q1", "d1", -1), ("q1", "d2", 1), ("q2", "d2", 1), ("q3", "d3", 1)])
-    prepare({**dataset, "exclude_grades": [-1]}, {"method": "full"}, {"method": "holdout", "dev": 0.3, "test": 0.3}, tmp_path / "data")
+    dataset = write_local_collection(
+        tmp_path / "src",
+        {"d1": "wing lift", "d2": "wing", "d3": "lift"},
+        {"q1": "wing lift", "q2": "wing", "q3": "lift"},
+        [("q1", "d1", -1), ("q1", "d2", 1), ("q2", "d2", 1), ("q3", "d3", 1)],
+    )
+    prepare(
+        {**dataset, "exclude_grades": [-1]},
+        {"method": "full"},
+        {"method": "holdout", "dev": 0.3, "test": 0.3},
+        tmp_path / "data",
+    )
     corpus = Corpus(tmp_path / "data")
     assert corpus.qrels["q1"] == {"d2": 1} and corpus.excluded == {"q1": {"d1"}}
     run = {"q1": {"d1": 3.0, "d2": 2.0, "d3": 1.0}}
@@ -167,7 +230,9 @@ def test_excluded_grades_leave_the_qrels_and_every_ranking(tmp_path):
 
 
 def test_prepare_rejects_qrels_naming_unknown_documents_and_writes_nothing(tmp_path):
-    dataset = write_local_collection(tmp_path / "src", {"d1": "alpha"}, {"q1": "alpha"}, [("q1", "d1", 1), ("q1", "ghost", 1)])
+    dataset = write_local_collection(
+        tmp_path / "src", {"d1": "alpha"}, {"q1": "alpha"}, [("q1", "d1", 1), ("q1", "ghost", 1)]
+    )
     with pytest.raises(InputError, match="'ghost'"):
         prepare(dataset, {}, {"method": "holdout"}, tmp_path / "data")
     assert not (tmp_path / "data" / "docs.jsonl").exists()
@@ -184,15 +249,41 @@ def test_prepare_errors_name_the_problem(tmp_path):
 
 
 def test_cranfield_through_ir_datasets(ir_datasets_home, tmp_path):
-    prepare({"name": "cranfield", "source": "ir_datasets", "id": "cranfield", "doc_fields": ["title", "text"], "gains": {"-1": 0}},
-            {"method": "full"}, {"method": "holdout"}, tmp_path / "data")
+    prepare(
+        {
+            "name": "cranfield",
+            "source": "ir_datasets",
+            "id": "cranfield",
+            "doc_fields": ["title", "text"],
+            "gains": {"-1": 0},
+        },
+        {"method": "full"},
+        {"method": "holdout"},
+        tmp_path / "data",
+    )
     corpus = Corpus(tmp_path / "data")
     assert len(corpus.docs) == 1398 and len(corpus.queries) == 225  # two Cranfield documents are empty
     grades = {g for judged in corpus.qrels.values() for g in judged.values()}
-    assert grades == {0, 1, 2, 3, 4}  # -1 (the question's source paper) became gain 0; 4 = complete answer stays highest
+    assert grades == {
+        0,
+        1,
+        2,
+        3,
+        4,
+    }  # -1 (the question's source paper) became gain 0; 4 = complete answer stays highest
     # With the default config's exclude_grades: exactly one source paper per query, out of the qrels.
-    prepare({"name": "cranfield", "source": "ir_datasets", "id": "cranfield", "doc_fields": ["title", "text"], "exclude_grades": [-1]},
-            {"method": "full"}, {"method": "holdout"}, tmp_path / "excluding")
+    prepare(
+        {
+            "name": "cranfield",
+            "source": "ir_datasets",
+            "id": "cranfield",
+            "doc_fields": ["title", "text"],
+            "exclude_grades": [-1],
+        },
+        {"method": "full"},
+        {"method": "holdout"},
+        tmp_path / "excluding",
+    )
     excluding = Corpus(tmp_path / "excluding")
     assert len(excluding.excluded) == 225 and all(len(v) == 1 for v in excluding.excluded.values())
     assert all(d not in excluding.qrels.get(q, {}) for q, ds in excluding.excluded.items() for d in ds)
@@ -203,7 +294,9 @@ def test_the_bundled_cranfield_is_ir_datasets_copy():
 
     assert sorted(p.name for p in (BUNDLED / "cranfield").iterdir()) == sorted(SHA256["cranfield"])
     for name, digest in SHA256["cranfield"].items():
-        assert sha256(BUNDLED / "cranfield" / name) == digest, f"bundled/cranfield/{name} differs from the copy ir_datasets extracts"
+        assert sha256(BUNDLED / "cranfield" / name) == digest, (
+            f"bundled/cranfield/{name} differs from the copy ir_datasets extracts"
+        )
 
 
 def test_seeding_copies_what_the_cache_lacks_and_keeps_what_it_has(tmp_path, monkeypatch):
@@ -217,18 +310,31 @@ def test_seeding_copies_what_the_cache_lacks_and_keeps_what_it_has(tmp_path, mon
     assert (tmp_path / "cranfield" / "qrels.txt").read_text() == "the user's own copy"
     assert sha256(tmp_path / "cranfield" / "docs.txt") == SHA256["cranfield"]["docs.txt"]
     assert seed_ir_datasets_cache("cranfield") == []
-    assert seed_ir_datasets_cache("vaswani") == [] and not (tmp_path / "vaswani").exists()  # not bundled: ir_datasets downloads it
+    assert (
+        seed_ir_datasets_cache("vaswani") == [] and not (tmp_path / "vaswani").exists()
+    )  # not bundled: ir_datasets downloads it
 
 
-def test_a_collection_that_cannot_be_downloaded_names_the_dataset_and_where_its_files_go(ir_datasets_home, tmp_path, monkeypatch):
+def test_a_collection_that_cannot_be_downloaded_names_the_dataset_and_where_its_files_go(
+    ir_datasets_home, tmp_path, monkeypatch
+):
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):  # offline: every request is refused at once
         monkeypatch.setenv(var, "http://127.0.0.1:9")
     for var in ("NO_PROXY", "no_proxy"):
         monkeypatch.delenv(var, raising=False)
     with pytest.raises(InputError) as err:
-        prepare({"name": "vaswani", "source": "ir_datasets", "id": "vaswani"}, {"method": "full"}, {"method": "holdout"}, tmp_path / "data")
+        prepare(
+            {"name": "vaswani", "source": "ir_datasets", "id": "vaswani"},
+            {"method": "full"},
+            {"method": "holdout"},
+            tmp_path / "data",
+        )
     message = str(err.value)
-    assert "could not download 'vaswani'" in message and str(ir_datasets_home / "vaswani") in message and "IR_DATASETS_HOME" in message
+    assert (
+        "could not download 'vaswani'" in message
+        and str(ir_datasets_home / "vaswani") in message
+        and "IR_DATASETS_HOME" in message
+    )
     assert not (tmp_path / "data").exists()
 
 

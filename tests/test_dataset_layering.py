@@ -19,10 +19,19 @@ from longrank.config import validate_config
 from test_config_matrix import COMBINATIONS, CONFIG, combo_id, merged_config
 
 SCHEMA = str(CONFIG / "schema.yaml")
-SCHEMA_DEFAULTS = {k: v["default"] for k, v in yaml.safe_load(open(SCHEMA))["properties"]["dataset"]["properties"].items()
-                   if "default" in v}
+SCHEMA_DEFAULTS = {
+    k: v["default"]
+    for k, v in yaml.safe_load(open(SCHEMA))["properties"]["dataset"]["properties"].items()
+    if "default" in v
+}
 # a user's own collection as the README tells them to write it
-MINE = {"name": "mine", "source": "local", "docs": "mine/docs.jsonl", "queries": "mine/queries.tsv", "qrels": "mine/qrels.txt"}
+MINE = {
+    "name": "mine",
+    "source": "local",
+    "docs": "mine/docs.jsonl",
+    "queries": "mine/queries.tsv",
+    "qrels": "mine/qrels.txt",
+}
 
 
 def _update(base: dict, new: dict) -> None:
@@ -42,10 +51,14 @@ def test_each_combination_resolves_to_exactly_its_collections_description(combo)
     dataset = validate_config(merged_config(combo), SCHEMA)["dataset"]
     own = described(dataset["name"])
     own["gains"] = {str(g): v for g, v in (own.get("gains") or {}).items()}
-    assert dataset == {**SCHEMA_DEFAULTS, **own}, f"{combo}: keys from elsewhere: {set(dataset) - set(own) - set(SCHEMA_DEFAULTS)}"
+    assert dataset == {**SCHEMA_DEFAULTS, **own}, (
+        f"{combo}: keys from elsewhere: {set(dataset) - set(own) - set(SCHEMA_DEFAULTS)}"
+    )
 
 
-@pytest.mark.parametrize("combo", [c for c in COMBINATIONS if c and c[0] in ("trec-dl-2019.yaml", "trec-dl-2020.yaml")], ids=combo_id)
+@pytest.mark.parametrize(
+    "combo", [c for c in COMBINATIONS if c and c[0] in ("trec-dl-2019.yaml", "trec-dl-2020.yaml")], ids=combo_id
+)
 def test_trec_dl_keeps_nists_grades(combo):
     dataset = validate_config(merged_config(combo), SCHEMA)["dataset"]
     assert dataset["gains"] == {} and dataset["exclude_grades"] == [] and dataset["reverses_grades"] is False
@@ -55,18 +68,33 @@ def test_trec_dl_keeps_nists_grades(combo):
 @pytest.mark.parametrize("combo", [c for c in COMBINATIONS if c and c[0] == "irled.yaml"], ids=combo_id)
 def test_irled_has_its_own_keys_only(combo):
     dataset = validate_config(merged_config(combo), SCHEMA)["dataset"]
-    assert {k for k, v in dataset.items() if SCHEMA_DEFAULTS.get(k, object()) != v} == {"name", "source", "docs", "queries", "qrels"}
+    assert {k for k, v in dataset.items() if SCHEMA_DEFAULTS.get(k, object()) != v} == {
+        "name",
+        "source",
+        "docs",
+        "queries",
+        "qrels",
+    }
 
 
-@pytest.mark.parametrize("combo", [c for c in COMBINATIONS if not c or c[0] not in ("irled.yaml", "trec-dl-2019.yaml", "trec-dl-2020.yaml")],
-                         ids=combo_id)
+@pytest.mark.parametrize(
+    "combo",
+    [c for c in COMBINATIONS if not c or c[0] not in ("irled.yaml", "trec-dl-2019.yaml", "trec-dl-2020.yaml")],
+    ids=combo_id,
+)
 def test_cranfield_keeps_its_reversed_map_on_purpose(combo):
     dataset = validate_config(merged_config(combo), SCHEMA)["dataset"]
     assert dataset["name"] == "cranfield"
-    assert dataset["gains"] == {"1": 4, "2": 3, "3": 2, "4": 1} and dataset["reverses_grades"] is True and dataset["exclude_grades"] == [-1]
+    assert (
+        dataset["gains"] == {"1": 4, "2": 3, "3": 2, "4": 1}
+        and dataset["reverses_grades"] is True
+        and dataset["exclude_grades"] == [-1]
+    )
 
 
-@pytest.mark.parametrize("base", [(), ("irled.yaml",), ("trec-dl-2019.yaml",), ("irled.yaml", "mir.yaml")], ids=combo_id)
+@pytest.mark.parametrize(
+    "base", [(), ("irled.yaml",), ("trec-dl-2019.yaml",), ("irled.yaml", "mir.yaml")], ids=combo_id
+)
 def test_a_users_own_collection_gets_none_of_the_base_configs_dataset_keys(base):
     config = merged_config(base)
     _update(config, {"dataset": dict(MINE)})
@@ -78,19 +106,45 @@ def test_a_description_file_of_the_users_own_is_read_whole(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)  # relative to the working directory, as Snakemake's
     config = merged_config(("irled.yaml",))
     config["dataset"] = "mine.yaml"
-    assert validate_config(config, SCHEMA)["dataset"] == {**SCHEMA_DEFAULTS, **MINE, "gains": {"0": 0, "1": 1, "2": 3, "3": 7}}
+    assert validate_config(config, SCHEMA)["dataset"] == {
+        **SCHEMA_DEFAULTS,
+        **MINE,
+        "gains": {"0": 0, "1": 1, "2": 3, "3": 7},
+    }
 
 
 def snakemake_resolves(tmp_path: Path, *configfiles: Path) -> dict:
     """``config.json`` as the workflow writes it (rule resolved_config): Snakemake's own merge of the files."""
     tmp_path.mkdir(exist_ok=True)
     (tmp_path / "config").symlink_to(CONFIG)
-    env = {**os.environ, "IR_DATASETS_HOME": str(tmp_path / "ir_datasets"), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "IR_DATASETS_HOME": str(tmp_path / "ir_datasets"),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
     dataset = yaml.safe_load(configfiles[-1].read_text())["dataset"]  # the results folder is named after it
     target = f"results/{dataset['name'] if isinstance(dataset, dict) else described(dataset)['name']}/config.json"
-    done = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "1",
-                           target, "--configfile", *map(str, configfiles)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(REPO / "Snakefile"),
+            "-d",
+            str(tmp_path),
+            "--cores",
+            "1",
+            target,
+            "--configfile",
+            *map(str, configfiles),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads((tmp_path / target).read_text())
 

@@ -24,7 +24,11 @@ from longrank.train.losses import LOSSES, with_negative_pairs
 from longrank.train.sampling import PairSampler
 
 # eval_every 1: training_log.tsv then holds every step's loss (it logs the mean loss since the last evaluation)
-KNRM = {"type": "knrm", "max_doc_len": 60, "train": {"steps": 8, "batch_size": 8, "lr": 0.01, "eval_every": 1, "patience": 8}}
+KNRM = {
+    "type": "knrm",
+    "max_doc_len": 60,
+    "train": {"steps": 8, "batch_size": 8, "lr": 0.01, "eval_every": 1, "patience": 8},
+}
 KNRM2 = {**KNRM, "train": {**KNRM["train"], "processes": 2}}
 RTOL = 1e-4
 REPO = Path(__file__).resolve().parents[1]
@@ -42,12 +46,30 @@ def launch(command: list[str]) -> str:
 
 
 def train_args(tiny_data, cfg: dict, out: Path) -> list[str]:
-    return ["--model", "knrm", "--model-config", json.dumps(cfg), "--data", str(tiny_data / "data"), "--candidates",
-            str(tiny_data / "bm25.run"), "--fold", "0", "--rerank-depth", "30", "--device", "cpu", "--out", str(out)]
+    return [
+        "--model",
+        "knrm",
+        "--model-config",
+        json.dumps(cfg),
+        "--data",
+        str(tiny_data / "data"),
+        "--candidates",
+        str(tiny_data / "bm25.run"),
+        "--fold",
+        "0",
+        "--rerank-depth",
+        "30",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    ]
 
 
 def train_in_process(tiny_data, cfg: dict, out: Path) -> Path:
-    loop.train("knrm", cfg, Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run"), 0, 30, torch.device("cpu"), out)
+    loop.train(
+        "knrm", cfg, Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run"), 0, 30, torch.device("cpu"), out
+    )
     return out
 
 
@@ -61,7 +83,9 @@ def curve_of(out: Path) -> list[tuple[int, float, float]]:
     at full precision (the state's history the log is written from)."""
     history = read_position(newest_set(out))["history"]
     logged = [line.split("\t") for line in (out.parent / "training_log.tsv").read_text().splitlines()[1:]]
-    assert [(int(s), round(float(loss), 6)) for s, loss, _ in logged] == [(h["step"], round(h["train_loss"], 6)) for h in history]
+    assert [(int(s), round(float(loss), 6)) for s, loss, _ in logged] == [
+        (h["step"], round(h["train_loss"], 6)) for h in history
+    ]
     return [(h["step"], h["train_loss"], h["dev_ndcg10"]) for h in history]
 
 
@@ -69,21 +93,36 @@ def assert_same_training(one: Path, two: Path) -> dict:
     """The loss curves and final weights of a 1-process and a 2-process run agree; returns the largest differences."""
     a, b = curve_of(one), curve_of(two)
     assert [s for s, _, _ in a] == [s for s, _, _ in b] == list(range(1, 9))
-    loss_a, loss_b = torch.tensor([x[1] for x in a], dtype=torch.float64), torch.tensor([x[1] for x in b], dtype=torch.float64)
+    loss_a, loss_b = (
+        torch.tensor([x[1] for x in a], dtype=torch.float64),
+        torch.tensor([x[1] for x in b], dtype=torch.float64),
+    )
     torch.testing.assert_close(loss_b, loss_a, rtol=RTOL, atol=1e-6)
     torch.testing.assert_close(torch.tensor([x[2] for x in b]), torch.tensor([x[2] for x in a]), rtol=RTOL, atol=1e-6)
     assert loss_a[-1] < loss_a[0]  # it learned something, so agreeing is not trivially so
-    for kept in ("model.safetensors", "last.safetensors"):  # the best weights, and those after step 8 (the newest set's)
-        wa, wb = (load_file(str(out.parent / kept if kept == "model.safetensors" else newest_set(out) / kept)) for out in (one, two))
+    for kept in (
+        "model.safetensors",
+        "last.safetensors",
+    ):  # the best weights, and those after step 8 (the newest set's)
+        wa, wb = (
+            load_file(str(out.parent / kept if kept == "model.safetensors" else newest_set(out) / kept))
+            for out in (one, two)
+        )
         assert wa.keys() == wb.keys()
         for key in wa:
             torch.testing.assert_close(wb[key], wa[key], rtol=RTOL, atol=1e-6, msg=f"{kept}: {key}")
     summary = json.loads((two.parent / "train_summary.json").read_text())
-    assert summary["processes"] == 2 and summary["best_step"] == json.loads((one.parent / "train_summary.json").read_text())["best_step"]
-    return {"loss_max_abs": float((loss_a - loss_b).abs().max()), "loss_max_rel": float(((loss_a - loss_b) / loss_a).abs().max()),
-            "last_weights_max_abs": max(float((wa[k] - wb[k]).abs().max()) for k in wa),
-            "last_weights_max_rel": max(float(((wa[k] - wb[k]) / wa[k].abs().clamp_min(1e-3)).abs().max()) for k in wa),
-            "best_step": summary["best_step"]}
+    assert (
+        summary["processes"] == 2
+        and summary["best_step"] == json.loads((one.parent / "train_summary.json").read_text())["best_step"]
+    )
+    return {
+        "loss_max_abs": float((loss_a - loss_b).abs().max()),
+        "loss_max_rel": float(((loss_a - loss_b) / loss_a).abs().max()),
+        "last_weights_max_abs": max(float((wa[k] - wb[k]).abs().max()) for k in wa),
+        "last_weights_max_rel": max(float(((wa[k] - wb[k]) / wa[k].abs().clamp_min(1e-3)).abs().max()) for k in wa),
+        "best_step": summary["best_step"],
+    }
 
 
 def test_two_processes_under_torchrun_train_as_one_and_rank_1_writes_nothing(tiny_data):
@@ -91,7 +130,17 @@ def test_two_processes_under_torchrun_train_as_one_and_rank_1_writes_nothing(tin
     one = train_in_process(tiny_data, KNRM, tiny_data / "one" / "model.safetensors")
     two = tiny_data / "two" / "model.safetensors"
     started = time.time()
-    launch([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", __file__, *train_args(tiny_data, KNRM2, two)])
+    launch(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node=2",
+            __file__,
+            *train_args(tiny_data, KNRM2, two),
+        ]
+    )
     print(f"2 processes (torchrun): {time.time() - started:.1f} s;", assert_same_training(one, two))
     assert (tiny_data / "rank1_marker").read_text() == "1"  # rank 1 did run, with its own --out
     assert not (tiny_data / "rank1").exists(), "rank 1 wrote into its output directory"
@@ -146,7 +195,9 @@ def test_the_process_count_must_match_torchruns(tiny_data, monkeypatch):
         train_in_process(tiny_data, KNRM, tiny_data / "x" / "model.safetensors")
     monkeypatch.delenv("RANK")
     monkeypatch.delenv("WORLD_SIZE")
-    with pytest.raises(InputError, match=r"models\.knrm\.train\.processes: 2 processes are started by the train command"):
+    with pytest.raises(
+        InputError, match=r"models\.knrm\.train\.processes: 2 processes are started by the train command"
+    ):
         train_in_process(tiny_data, KNRM2, tiny_data / "x" / "model.safetensors")
 
 
@@ -170,7 +221,9 @@ def test_the_process_count_is_not_part_of_the_fingerprint(tiny_data):
     def fingerprint(cfg: dict) -> str:
         return loop.fingerprint_of(loop.training_inputs(cfg, corpus, corpus.folds[0], 30, candidates, built={}))
 
-    prints = {fingerprint({**KNRM, "train": {**KNRM["train"], **extra}}) for extra in ({}, {"processes": 1}, {"processes": 4})}
+    prints = {
+        fingerprint({**KNRM, "train": {**KNRM["train"], **extra}}) for extra in ({}, {"processes": 1}, {"processes": 4})
+    }
     assert len(prints) == 1
     assert fingerprint({**KNRM, "train": {**KNRM["train"], "batch_size": 4}}) not in prints
 
@@ -190,8 +243,9 @@ def test_parameter_groups_see_through_the_ddp_wrapper(tiny_data, tmp_path):
         plain, seen = loop.parameter_groups(model, hp, "knrm"), loop.parameter_groups(wrapped, hp, "knrm")
     finally:
         dist.destroy_process_group()
-    assert [(g["name"], g.get("lr"), [id(p) for p in g["params"]]) for g in seen] == \
-           [(g["name"], g.get("lr"), [id(p) for p in g["params"]]) for g in plain]
+    assert [(g["name"], g.get("lr"), [id(p) for p in g["params"]]) for g in seen] == [
+        (g["name"], g.get("lr"), [id(p) for p in g["params"]]) for g in plain
+    ]
     assert {g["name"]: g.get("lr") for g in seen} == {"embeddings": 1e-4, "scoring": 0.05}
 
 

@@ -47,7 +47,10 @@ def test_an_id_that_would_shift_a_run_file_s_columns_is_refused_and_leaves_the_e
     are checked here, before any is written."""
     write_docs(tmp_path / "docs.jsonl", iter(DOCS))
     before = {name: (tmp_path / name).read_bytes() for name in ("docs.jsonl", INDEX_NAME)}
-    with pytest.raises(InputError, match=rf"document id {re.escape(repr(bad))} \(the collection's document 4\) is empty or has whitespace"):
+    with pytest.raises(
+        InputError,
+        match=rf"document id {re.escape(repr(bad))} \(the collection's document 4\) is empty or has whitespace",
+    ):
         write_docs(tmp_path / "docs.jsonl", iter(DOCS + [(bad, "text")]))
     assert {name: (tmp_path / name).read_bytes() for name in before} == before
 

@@ -25,10 +25,30 @@ MODELS = {
     "knrm": {"type": "knrm", **WORD, "query_term_weights": "idf", "max_vocabulary": 25, "train": TRAIN},
     "tk": {"type": "tk", **WORD, "n_layers": 1, "train": TRAIN},
     "tkl": {"type": "tkl", **WORD, "n_layers": 1, "window": 20, "overlap": 4, "region_size": 10, "train": TRAIN},
-    "ndrm3": {"type": "ndrm", "variant": "ndrm3", "hidden_dim": 16, "n_heads": 4, "conv_groups": 4, "conv_window": 5, "n_layers": 1,
-              "max_doc_len": 60, "pool_window": 16, "pool_stride": 8, "max_query_len": 8, "min_doc_freq": 2, "train": TRAIN},
-    "bert_maxp": {"type": "bert_ranker", "mode": "maxp", "passage_len": 24, "passage_stride": 16, "max_passages": 3,
-                  "max_query_len": 12, "train": TRAIN},
+    "ndrm3": {
+        "type": "ndrm",
+        "variant": "ndrm3",
+        "hidden_dim": 16,
+        "n_heads": 4,
+        "conv_groups": 4,
+        "conv_window": 5,
+        "n_layers": 1,
+        "max_doc_len": 60,
+        "pool_window": 16,
+        "pool_stride": 8,
+        "max_query_len": 8,
+        "min_doc_freq": 2,
+        "train": TRAIN,
+    },
+    "bert_maxp": {
+        "type": "bert_ranker",
+        "mode": "maxp",
+        "passage_len": 24,
+        "passage_stride": 16,
+        "max_passages": 3,
+        "max_query_len": 12,
+        "train": TRAIN,
+    },
     "mores": {"type": "mores", "interaction_blocks": 2, "max_query_len": 12, "max_doc_len": 40, "train": TRAIN},
     "bi_encoder": {"type": "bi_encoder", "max_query_len": 12, "max_doc_len": 40, "train": {"steps": 0}},
 }
@@ -64,10 +84,22 @@ def build_results(root: Path, models: dict, dataset: dict | None = None) -> Path
         if "fold" in artifact_scopes(cfg):
             fold_artifacts = [results / "artifacts" / name / "fold0"]
             artifacts.build(cfg, corpus, "fold", fold_artifacts[0], checkpoint, candidates_path)
-        rerank(name, cfg, corpus, candidates, [str(checkpoint)], DEPTH, 32, torch.device("cpu"), results / "runs",
-               fold_artifacts=fold_artifacts)
-        write_eval_tsv(results / "eval" / f"{name}.tsv",
-                       per_query(read_run(results / "runs" / f"{name}.run"), corpus.qrels, corpus.test_queries(), ["nDCG@10"]))
+        rerank(
+            name,
+            cfg,
+            corpus,
+            candidates,
+            [str(checkpoint)],
+            DEPTH,
+            32,
+            torch.device("cpu"),
+            results / "runs",
+            fold_artifacts=fold_artifacts,
+        )
+        write_eval_tsv(
+            results / "eval" / f"{name}.tsv",
+            per_query(read_run(results / "runs" / f"{name}.run"), corpus.qrels, corpus.test_queries(), ["nDCG@10"]),
+        )
     write_json(results / "config.json", {"dataset": dataset, "rerank_depth": DEPTH, "models": models})
     return results
 
@@ -127,11 +159,15 @@ def test_an_exported_model_scores_as_the_workflows_rerank_stage(results, exporte
     from longrank.models.checkpoint import load_model
     from longrank.scoring import score_candidates
 
-    model = load_model(results / "models" / name / "fold0" / "model.safetensors", MODELS[name], corpus, "cpu", require_manifest=True)
+    model = load_model(
+        results / "models" / name / "fold0" / "model.safetensors", MODELS[name], corpus, "cpu", require_manifest=True
+    )
     raw = score_candidates(model, corpus, candidates, test, DEPTH, 32)
     exact = [abs(s - raw[q][d]) for q, d, s in zip(reranked["qid"], reranked["docno"], reranked["score"])]
-    print(f"{name}: {len(diffs)} pairs, max |exported - workflow run file| = {max(diffs):.3g}, "
-          f"max |exported - workflow scoring| = {max(exact):.3g}")
+    print(
+        f"{name}: {len(diffs)} pairs, max |exported - workflow run file| = {max(diffs):.3g}, "
+        f"max |exported - workflow scoring| = {max(exact):.3g}"
+    )
     assert max(exact) == 0.0
     # score() on one query's documents gives the same numbers (its own batches: equal to float rounding)
     qid = test[0]
@@ -199,8 +235,14 @@ def test_the_export_command_and_the_standalone_rerank_command(results, exported,
     (tmp_path / "q.tsv").write_text("".join(f"{q}\t{corpus.queries[q]}\n" for q in test))
     with gzip.open(tmp_path / "docs.jsonl.gz", "wt") as f:
         f.writelines(json.dumps({"doc_id": d, "text": corpus.docs[d]}) + "\n" for d in sorted(corpus.docs))
-    files = {"--ranker": tmp_path / "tk", "--run": tmp_path / "any.trec", "--queries": tmp_path / "q.tsv",
-             "--docs": tmp_path / "docs.jsonl.gz", "--device": "cpu", "--out": tmp_path / "new.trec"}
+    files = {
+        "--ranker": tmp_path / "tk",
+        "--run": tmp_path / "any.trec",
+        "--queries": tmp_path / "q.tsv",
+        "--docs": tmp_path / "docs.jsonl.gz",
+        "--device": "cpu",
+        "--out": tmp_path / "new.trec",
+    }
 
     def rerank_command(**changed):
         given = {**files, **{f"--{k}": v for k, v in changed.items()}}
@@ -214,7 +256,10 @@ def test_the_export_command_and_the_standalone_rerank_command(results, exported,
     (tmp_path / "q_missing.tsv").write_text("".join(f"{q}\t{corpus.queries[q]}\n" for q in test[1:]))
     with pytest.raises(SystemExit):
         main(rerank_command(queries=tmp_path / "q_missing.tsv", out=tmp_path / "x.trec"))
-    assert f"longrank rerank: error: {tmp_path / 'any.trec'}: query {test[0]!r} is not in {tmp_path / 'q_missing.tsv'}" in capsys.readouterr().err
+    assert (
+        f"longrank rerank: error: {tmp_path / 'any.trec'}: query {test[0]!r} is not in {tmp_path / 'q_missing.tsv'}"
+        in capsys.readouterr().err
+    )
     (tmp_path / "bad.trec").write_text(f"{test[0]} Q0 d1 1 high first\n")
     with pytest.raises(SystemExit):
         main(rerank_command(run=tmp_path / "bad.trec", out=tmp_path / "x.trec"))
@@ -230,11 +275,31 @@ def test_the_export_command_and_the_standalone_rerank_command(results, exported,
     from longrank.cli import stage_module
     from longrank.rerank import add_arguments
 
-    assert stage_module("rerank", ["--model", "tk"]) == "longrank.rerank" and stage_module("rerank", ["--ranker=x"]) == "longrank.rerank_run"
+    assert (
+        stage_module("rerank", ["--model", "tk"]) == "longrank.rerank"
+        and stage_module("rerank", ["--ranker=x"]) == "longrank.rerank_run"
+    )
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    assert parser.parse_args(["--model", "m", "--model-config", "{}", "--data", "d", "--candidates", "c", "--checkpoints", "a",
-                              "--out-dir", "o"]).model == "m"
+    assert (
+        parser.parse_args(
+            [
+                "--model",
+                "m",
+                "--model-config",
+                "{}",
+                "--data",
+                "d",
+                "--candidates",
+                "c",
+                "--checkpoints",
+                "a",
+                "--out-dir",
+                "o",
+            ]
+        ).model
+        == "m"
+    )
 
 
 def python_blocks(path: Path) -> list[str]:
@@ -248,7 +313,9 @@ def test_the_api_pages_python_example_runs(results, exported, tmp_path, monkeypa
     candidates = read_run(results / "candidates" / "first.run")
     write_run(tmp_path / "bm25.run", {q: candidates[q] for q in test}, "first")
     (tmp_path / "queries.tsv").write_text("".join(f"{q}\t{corpus.queries[q]}\n" for q in test))
-    (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"doc_id": d, "text": corpus.docs[d]}) + "\n" for d in sorted(corpus.docs)))
+    (tmp_path / "docs.jsonl").write_text(
+        "".join(json.dumps({"doc_id": d, "text": corpus.docs[d]}) + "\n" for d in sorted(corpus.docs))
+    )
     shutil.copytree(exported["tk"], tmp_path / "exported" / "tk")
     monkeypatch.chdir(tmp_path)
     blocks = python_blocks(REPO / "docs" / "api.md")

@@ -51,7 +51,11 @@ from conftest import IR_DATASETS_HOME, REPO, synthetic_collection, write_local_c
 SPLITS = {"method": "holdout", "dev": 0.25, "test": 0.25}
 SCHEMA = str(REPO / "config" / "schema.yaml")
 DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-KNRM = {"type": "knrm", "max_doc_len": 60, "train": {"steps": 400, "batch_size": 4, "lr": 0.01, "eval_every": 8, "patience": 100}}
+KNRM = {
+    "type": "knrm",
+    "max_doc_len": 60,
+    "train": {"steps": 400, "batch_size": 4, "lr": 0.01, "eval_every": 8, "patience": 100},
+}
 KINDS: dict[str, int] = {}
 
 
@@ -84,8 +88,18 @@ def assert_clear_error(err: str, stage: str, message: str) -> None:
 
 
 def data_stage(capsys, dataset: dict, out: Path, formulation: dict | None = None) -> tuple[int, str]:
-    return run_stage(capsys, "data", "--dataset", json.dumps(dataset), "--query-formulation", json.dumps(formulation or {"method": "full"}),
-                     "--splits", json.dumps(SPLITS), "--out-dir", str(out))
+    return run_stage(
+        capsys,
+        "data",
+        "--dataset",
+        json.dumps(dataset),
+        "--query-formulation",
+        json.dumps(formulation or {"method": "full"}),
+        "--splits",
+        json.dumps(SPLITS),
+        "--out-dir",
+        str(out),
+    )
 
 
 # ---- the collection and the outputs a fault must not touch --------------------------------------------------------
@@ -132,21 +146,32 @@ def results(tmp_path, good_data) -> Path:
     return tmp_path / "results" / "tiny"
 
 
-def source(tmp_path: Path, docs: str | bytes | None = None, queries: str | bytes | None = None, qrels: str | bytes | None = None,
-           docs_name: str = "docs.jsonl", queries_name: str = "queries.tsv", **keys) -> dict:
+def source(
+    tmp_path: Path,
+    docs: str | bytes | None = None,
+    queries: str | bytes | None = None,
+    qrels: str | bytes | None = None,
+    docs_name: str = "docs.jsonl",
+    queries_name: str = "queries.tsv",
+    **keys,
+) -> dict:
     """A local collection: the good files, with any of them replaced by ``docs`` / ``queries`` / ``qrels`` (text or
     bytes) under the given file names; ``keys`` are more keys of the dataset block."""
     src = tmp_path / "src"
     src.mkdir(exist_ok=True)
-    files = {"docs": (docs_name, docs if docs is not None else jsonl(doc_records())),
-             "queries": (queries_name, queries if queries is not None else tsv(QUERIES)),
-             "qrels": ("qrels.txt", qrels if qrels is not None else qrels_text())}
+    files = {
+        "docs": (docs_name, docs if docs is not None else jsonl(doc_records())),
+        "queries": (queries_name, queries if queries is not None else tsv(QUERIES)),
+        "qrels": ("qrels.txt", qrels if qrels is not None else qrels_text()),
+    }
     dataset = {"name": "tiny", "source": "local"}
     for key, (name, content) in files.items():
         path = src / name
         if name.endswith(".gz") and isinstance(content, str):
             content = gzip.compress(content.encode())
-        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content, encoding="utf-8", newline="")
+        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(
+            content, encoding="utf-8", newline=""
+        )
         dataset[key] = str(path)
     return {**dataset, **keys}
 
@@ -155,88 +180,240 @@ BOM = "\ufeff"
 FIRST_DOC = next(iter(DOCS))
 
 # ---- kind input: (case id, the collection's files as source() takes them, the message) ----------------------------
-INPUT = kind("input", [
-    # TREC SGML documents
-    ("trec_unclosed_doc", dict(docs=trec(DOCS).replace("</DOC>\n", "", 1), docs_name="docs.trec"),
-     r"docs.trec:6: <DOC> inside the <DOC> opened at line 1; expected </DOC> first \(is that one missing its </DOC>\?\)"),
-    ("trec_unclosed_last_doc", dict(docs=trec(DOCS).rstrip().removesuffix("</DOC>"), docs_name="docs.trec"),
-     rf"docs.trec:{TREC_LINES * (len(DOCS) - 1) + 1}: this <DOC> is never closed; expected </DOC> before the end of the file"),
-    ("trec_nested_doc", dict(docs="<DOC>\n<DOCNO>a</DOCNO>\n<DOC><DOCNO>b</DOCNO>x</DOC>\n</DOC>\n", docs_name="docs.trec"),
-     r"docs.trec:3: <DOC> inside the <DOC> opened at line 1"),
-    ("trec_close_without_open", dict(docs=trec(DOCS) + "</DOC>\n", docs_name="docs.trec"), rf"docs.trec:{TREC_LINES * len(DOCS) + 1}: </DOC> closes no <DOC>"),
-    ("trec_doc_without_docno", dict(docs="<DOC>\n<TEXT>no number</TEXT>\n</DOC>\n" + trec(DOCS), docs_name="docs.trec"),
-     r"docs.trec:1: the <DOC> opened here has no <DOCNO> elements; expected one <DOCNO>id</DOCNO>"),
-    ("trec_two_docnos", dict(docs="<DOC><DOCNO>a</DOCNO><DOCNO>b</DOCNO>text</DOC>\n", docs_name="docs.trec"),
-     r"docs.trec:1: the <DOC> opened here has 2 <DOCNO> elements"),
-    ("trec_text_outside_doc", dict(docs=trec(DOCS) + "stray words\n", docs_name="docs.trec"),
-     rf"docs.trec:{TREC_LINES * len(DOCS) + 1}: text outside a <DOC> block \('stray words'\); expected <DOC>"),
-    ("trec_docno_with_space", dict(docs="<DOC><DOCNO>FT 911-1</DOCNO>text</DOC>\n", docs_name="docs.trec"),
-     r"docs.trec:1: document id 'FT 911-1' is not one word; ids are columns of TREC run and qrels files"),
-    ("trec_duplicate_docno", dict(docs=trec(DOCS) + trec({FIRST_DOC: "again"}), docs_name="docs.trec"),
-     rf"docs.trec:{TREC_LINES * len(DOCS) + 1}: duplicate document id '{FIRST_DOC}' \(given earlier in the file\)"),
-    # ids with whitespace, empty ids, duplicate ids: named where they are read
-    ("jsonl_doc_id_with_space", dict(docs=jsonl(doc_records() + [{"doc_id": "d 1", "text": "x"}])),
-     rf"docs.jsonl:{len(DOCS) + 1}: document id 'd 1' is not one word"),
-    ("jsonl_doc_id_with_tab", dict(docs=jsonl([{"doc_id": "d\t1", "text": "x"}] + doc_records())), r"docs.jsonl:1: document id 'd\\t1' is not one word"),
-    ("jsonl_doc_id_empty", dict(docs=jsonl([{"doc_id": "", "text": "x"}] + doc_records())), r"docs.jsonl:1: document id '' is empty"),
-    ("tsv_doc_id_with_space", dict(docs=tsv({**DOCS, "d 9": "text"}), docs_name="docs.tsv"), rf"docs.tsv:{len(DOCS) + 1}: document id 'd 9' is not one word"),
-    ("tsv_query_id_with_space", dict(queries=tsv({"q 0": "wing lift", **QUERIES})), r"queries.tsv:1: query id 'q 0' is not one word"),
-    ("jsonl_query_id_with_space", dict(queries=jsonl([{"query_id": "q 0", "text": "wing"}]), queries_name="queries.jsonl"),
-     r"queries.jsonl:1: query id 'q 0' is not one word"),
-    ("tsv_query_id_empty", dict(queries=tsv(QUERIES) + "\twing lift\n"), rf"queries.tsv:{len(QUERIES) + 1}: query id '' is empty"),
-    ("jsonl_duplicate_doc_id", dict(docs=jsonl(doc_records() + [{"doc_id": FIRST_DOC, "text": "again"}])),
-     rf"docs.jsonl:{len(DOCS) + 1}: duplicate document id '{FIRST_DOC}' \(given earlier in the file\)"),
-    ("tsv_duplicate_doc_id", dict(docs=tsv(DOCS) + f"{FIRST_DOC}\tagain\n", docs_name="docs.tsv"),
-     rf"docs.tsv:{len(DOCS) + 1}: duplicate document id '{FIRST_DOC}'"),
-    ("tsv_duplicate_query_id", dict(queries=tsv(QUERIES) + "q3\tanother text\n"), rf"queries.tsv:{len(QUERIES) + 1}: duplicate query id 'q3'"),
-    ("jsonl_duplicate_query_id", dict(queries=jsonl([{"query_id": "q1", "text": "a"}, {"query_id": "q1", "text": "b"}]), queries_name="queries.jsonl"),
-     r"queries.jsonl:2: duplicate query id 'q1'"),
-    # an empty query
-    ("tsv_empty_query", dict(queries=tsv({**QUERIES, "q5": ""})), r"queries.tsv:6: this query has no text; expected words"),
-    ("tsv_blank_query", dict(queries=tsv({**QUERIES, "q2": "   "})), r"queries.tsv:3: this query has no text"),
-    ("jsonl_empty_query", dict(queries=jsonl([{"query_id": q, "text": "" if q == "q1" else t} for q, t in QUERIES.items()]), queries_name="queries.jsonl"),
-     r"queries.jsonl:2: this query has no text"),
-    # files missing, of the wrong kind, or not text
-    ("docs_not_utf8", dict(docs=jsonl(doc_records()).encode() + b'{"doc_id": "x", "text": "caf\xe9"}\n'),
-     rf"docs.jsonl:{len(DOCS) + 1}: not UTF-8 text \(byte 0xe9 at column 29\)"),
-    ("docs_truncated_gzip", dict(docs=gzip.compress(jsonl(doc_records()).encode())[:150], docs_name="docs.jsonl.gz"), r"docs.jsonl.gz: not a complete gzip file"),
-    ("queries_not_gzip", dict(queries=jsonl([{"query_id": "q0", "text": "x"}]).encode(), queries_name="queries.jsonl.gz"),
-     r"queries.jsonl.gz: not a complete gzip file"),
-    ("docs_binary", dict(docs=bytes(range(1, 128)) * 3), r"docs.jsonl:1: not valid JSON"),
-    ("jsonl_not_json", dict(docs=jsonl(doc_records()) + "{doc_id: x}\n"), rf"docs.jsonl:{len(DOCS) + 1}: not valid JSON .*expected one JSON object per line"),
-    ("jsonl_array_not_object", dict(docs='["d1", "text"]\n'), r"docs.jsonl:1: expected a JSON object with an id and a text field, got list"),
-    ("jsonl_no_id_field", dict(docs=jsonl([{"name": "d1", "text": "x"}])), r"docs.jsonl:1: no document id field; expected one of \['doc_id', 'docno', 'id'\]"),
-    ("jsonl_no_text_field", dict(docs=jsonl([{"doc_id": "d1", "body": "x"}])), r"docs.jsonl:1: no text field; expected \['text'\]"),
-    ("tsv_docs_without_tab", dict(docs=tsv(DOCS) + "d9 no tab here\n", docs_name="docs.tsv"),
-     rf"docs.tsv:{len(DOCS) + 1}: expected 'document id<TAB>text', got 'd9 no tab here'"),
-    ("tsv_queries_without_tab", dict(queries="q0 wing lift\n"), r"queries.tsv:1: expected 'query id<TAB>text'"),
-    ("queries_of_unknown_format", dict(queries="q0 wing\n", queries_name="queries.txt"), r"dataset.queries: .*queries.txt must be .jsonl\(.gz\) or .tsv"),
-    # qrels
-    ("qrels_three_columns", dict(qrels="q0 d0_0 1\n"), r"qrels.txt:1: expected a TREC qrels line 'qid iter docid grade', got 'q0 d0_0 1'"),
-    ("qrels_grade_not_integer", dict(qrels=qrels_text() + "q0 0 d0_1 high\n"), rf"qrels.txt:{len(QRELS) + 1}: relevance grade 'high' is not an integer"),
-    ("qrels_judged_twice", dict(qrels=qrels_text() + "q0 0 d0_0 0\n"),
-     rf"qrels.txt:{len(QRELS) + 1}: document 'd0_0' is judged twice for query 'q0', with grades 1 and 0"),
-    ("qrels_unknown_document", dict(qrels=qrels_text() + "q0 0 nowhere 1\n"), r"qrels name 1 documents that are not in the collection: 'nowhere'"),
-    ("qrels_judge_no_query_of_the_collection", dict(qrels=qrels_text([(f"t{q}", d, g) for q, d, g in QRELS])),
-     r"qrels name 8 queries that are not in the query file: 'tq0', 'tq1'"),
-    ("qrels_judge_no_test_query_relevant", dict(qrels=qrels_text([(q, d, 0) for q, d, _ in QRELS])),
-     r"dataset.qrels: no query of the collection has a relevant judged document \(8 of its 8 queries judged"),
-    # documents of 0 words
-    ("every_document_empty", dict(docs=jsonl([{"doc_id": d, "text": " "} for d in DOCS])), r"the collection has no non-empty documents"),
-    ("empty_document_refused_on_request", dict(docs=jsonl(doc_records() + [{"doc_id": "blank", "text": ""}]), empty_documents="error"),
-     r"1 empty documents: 'blank' \(set dataset.empty_documents: drop to skip them\)"),
-    ("queries_missing", dict(queries_name="queries.tsv", missing="queries"), r"dataset.queries: file .*missing-queries.tsv not found \(paths are relative"),
-    ("docs_missing", dict(missing="docs"), r"dataset.docs: file .*missing-docs.jsonl not found"),
-    ("qrels_missing", dict(missing="qrels"), r"dataset.qrels: file .*missing-qrels.txt not found"),
-    ("docs_a_directory", dict(directory="docs"), r"dataset.docs: .*src is a directory; expected a file"),
-    ("train_qrels_missing", dict(train_queries="QUERIES", train_qrels="missing"), r"dataset.train_qrels: file .*nothing.txt not found"),
-])
+INPUT = kind(
+    "input",
+    [
+        # TREC SGML documents
+        (
+            "trec_unclosed_doc",
+            dict(docs=trec(DOCS).replace("</DOC>\n", "", 1), docs_name="docs.trec"),
+            r"docs.trec:6: <DOC> inside the <DOC> opened at line 1; expected </DOC> first \(is that one missing its </DOC>\?\)",
+        ),
+        (
+            "trec_unclosed_last_doc",
+            dict(docs=trec(DOCS).rstrip().removesuffix("</DOC>"), docs_name="docs.trec"),
+            rf"docs.trec:{TREC_LINES * (len(DOCS) - 1) + 1}: this <DOC> is never closed; expected </DOC> before the end of the file",
+        ),
+        (
+            "trec_nested_doc",
+            dict(docs="<DOC>\n<DOCNO>a</DOCNO>\n<DOC><DOCNO>b</DOCNO>x</DOC>\n</DOC>\n", docs_name="docs.trec"),
+            r"docs.trec:3: <DOC> inside the <DOC> opened at line 1",
+        ),
+        (
+            "trec_close_without_open",
+            dict(docs=trec(DOCS) + "</DOC>\n", docs_name="docs.trec"),
+            rf"docs.trec:{TREC_LINES * len(DOCS) + 1}: </DOC> closes no <DOC>",
+        ),
+        (
+            "trec_doc_without_docno",
+            dict(docs="<DOC>\n<TEXT>no number</TEXT>\n</DOC>\n" + trec(DOCS), docs_name="docs.trec"),
+            r"docs.trec:1: the <DOC> opened here has no <DOCNO> elements; expected one <DOCNO>id</DOCNO>",
+        ),
+        (
+            "trec_two_docnos",
+            dict(docs="<DOC><DOCNO>a</DOCNO><DOCNO>b</DOCNO>text</DOC>\n", docs_name="docs.trec"),
+            r"docs.trec:1: the <DOC> opened here has 2 <DOCNO> elements",
+        ),
+        (
+            "trec_text_outside_doc",
+            dict(docs=trec(DOCS) + "stray words\n", docs_name="docs.trec"),
+            rf"docs.trec:{TREC_LINES * len(DOCS) + 1}: text outside a <DOC> block \('stray words'\); expected <DOC>",
+        ),
+        (
+            "trec_docno_with_space",
+            dict(docs="<DOC><DOCNO>FT 911-1</DOCNO>text</DOC>\n", docs_name="docs.trec"),
+            r"docs.trec:1: document id 'FT 911-1' is not one word; ids are columns of TREC run and qrels files",
+        ),
+        (
+            "trec_duplicate_docno",
+            dict(docs=trec(DOCS) + trec({FIRST_DOC: "again"}), docs_name="docs.trec"),
+            rf"docs.trec:{TREC_LINES * len(DOCS) + 1}: duplicate document id '{FIRST_DOC}' \(given earlier in the file\)",
+        ),
+        # ids with whitespace, empty ids, duplicate ids: named where they are read
+        (
+            "jsonl_doc_id_with_space",
+            dict(docs=jsonl(doc_records() + [{"doc_id": "d 1", "text": "x"}])),
+            rf"docs.jsonl:{len(DOCS) + 1}: document id 'd 1' is not one word",
+        ),
+        (
+            "jsonl_doc_id_with_tab",
+            dict(docs=jsonl([{"doc_id": "d\t1", "text": "x"}] + doc_records())),
+            r"docs.jsonl:1: document id 'd\\t1' is not one word",
+        ),
+        (
+            "jsonl_doc_id_empty",
+            dict(docs=jsonl([{"doc_id": "", "text": "x"}] + doc_records())),
+            r"docs.jsonl:1: document id '' is empty",
+        ),
+        (
+            "tsv_doc_id_with_space",
+            dict(docs=tsv({**DOCS, "d 9": "text"}), docs_name="docs.tsv"),
+            rf"docs.tsv:{len(DOCS) + 1}: document id 'd 9' is not one word",
+        ),
+        (
+            "tsv_query_id_with_space",
+            dict(queries=tsv({"q 0": "wing lift", **QUERIES})),
+            r"queries.tsv:1: query id 'q 0' is not one word",
+        ),
+        (
+            "jsonl_query_id_with_space",
+            dict(queries=jsonl([{"query_id": "q 0", "text": "wing"}]), queries_name="queries.jsonl"),
+            r"queries.jsonl:1: query id 'q 0' is not one word",
+        ),
+        (
+            "tsv_query_id_empty",
+            dict(queries=tsv(QUERIES) + "\twing lift\n"),
+            rf"queries.tsv:{len(QUERIES) + 1}: query id '' is empty",
+        ),
+        (
+            "jsonl_duplicate_doc_id",
+            dict(docs=jsonl(doc_records() + [{"doc_id": FIRST_DOC, "text": "again"}])),
+            rf"docs.jsonl:{len(DOCS) + 1}: duplicate document id '{FIRST_DOC}' \(given earlier in the file\)",
+        ),
+        (
+            "tsv_duplicate_doc_id",
+            dict(docs=tsv(DOCS) + f"{FIRST_DOC}\tagain\n", docs_name="docs.tsv"),
+            rf"docs.tsv:{len(DOCS) + 1}: duplicate document id '{FIRST_DOC}'",
+        ),
+        (
+            "tsv_duplicate_query_id",
+            dict(queries=tsv(QUERIES) + "q3\tanother text\n"),
+            rf"queries.tsv:{len(QUERIES) + 1}: duplicate query id 'q3'",
+        ),
+        (
+            "jsonl_duplicate_query_id",
+            dict(
+                queries=jsonl([{"query_id": "q1", "text": "a"}, {"query_id": "q1", "text": "b"}]),
+                queries_name="queries.jsonl",
+            ),
+            r"queries.jsonl:2: duplicate query id 'q1'",
+        ),
+        # an empty query
+        (
+            "tsv_empty_query",
+            dict(queries=tsv({**QUERIES, "q5": ""})),
+            r"queries.tsv:6: this query has no text; expected words",
+        ),
+        ("tsv_blank_query", dict(queries=tsv({**QUERIES, "q2": "   "})), r"queries.tsv:3: this query has no text"),
+        (
+            "jsonl_empty_query",
+            dict(
+                queries=jsonl([{"query_id": q, "text": "" if q == "q1" else t} for q, t in QUERIES.items()]),
+                queries_name="queries.jsonl",
+            ),
+            r"queries.jsonl:2: this query has no text",
+        ),
+        # files missing, of the wrong kind, or not text
+        (
+            "docs_not_utf8",
+            dict(docs=jsonl(doc_records()).encode() + b'{"doc_id": "x", "text": "caf\xe9"}\n'),
+            rf"docs.jsonl:{len(DOCS) + 1}: not UTF-8 text \(byte 0xe9 at column 29\)",
+        ),
+        (
+            "docs_truncated_gzip",
+            dict(docs=gzip.compress(jsonl(doc_records()).encode())[:150], docs_name="docs.jsonl.gz"),
+            r"docs.jsonl.gz: not a complete gzip file",
+        ),
+        (
+            "queries_not_gzip",
+            dict(queries=jsonl([{"query_id": "q0", "text": "x"}]).encode(), queries_name="queries.jsonl.gz"),
+            r"queries.jsonl.gz: not a complete gzip file",
+        ),
+        ("docs_binary", dict(docs=bytes(range(1, 128)) * 3), r"docs.jsonl:1: not valid JSON"),
+        (
+            "jsonl_not_json",
+            dict(docs=jsonl(doc_records()) + "{doc_id: x}\n"),
+            rf"docs.jsonl:{len(DOCS) + 1}: not valid JSON .*expected one JSON object per line",
+        ),
+        (
+            "jsonl_array_not_object",
+            dict(docs='["d1", "text"]\n'),
+            r"docs.jsonl:1: expected a JSON object with an id and a text field, got list",
+        ),
+        (
+            "jsonl_no_id_field",
+            dict(docs=jsonl([{"name": "d1", "text": "x"}])),
+            r"docs.jsonl:1: no document id field; expected one of \['doc_id', 'docno', 'id'\]",
+        ),
+        (
+            "jsonl_no_text_field",
+            dict(docs=jsonl([{"doc_id": "d1", "body": "x"}])),
+            r"docs.jsonl:1: no text field; expected \['text'\]",
+        ),
+        (
+            "tsv_docs_without_tab",
+            dict(docs=tsv(DOCS) + "d9 no tab here\n", docs_name="docs.tsv"),
+            rf"docs.tsv:{len(DOCS) + 1}: expected 'document id<TAB>text', got 'd9 no tab here'",
+        ),
+        ("tsv_queries_without_tab", dict(queries="q0 wing lift\n"), r"queries.tsv:1: expected 'query id<TAB>text'"),
+        (
+            "queries_of_unknown_format",
+            dict(queries="q0 wing\n", queries_name="queries.txt"),
+            r"dataset.queries: .*queries.txt must be .jsonl\(.gz\) or .tsv",
+        ),
+        # qrels
+        (
+            "qrels_three_columns",
+            dict(qrels="q0 d0_0 1\n"),
+            r"qrels.txt:1: expected a TREC qrels line 'qid iter docid grade', got 'q0 d0_0 1'",
+        ),
+        (
+            "qrels_grade_not_integer",
+            dict(qrels=qrels_text() + "q0 0 d0_1 high\n"),
+            rf"qrels.txt:{len(QRELS) + 1}: relevance grade 'high' is not an integer",
+        ),
+        (
+            "qrels_judged_twice",
+            dict(qrels=qrels_text() + "q0 0 d0_0 0\n"),
+            rf"qrels.txt:{len(QRELS) + 1}: document 'd0_0' is judged twice for query 'q0', with grades 1 and 0",
+        ),
+        (
+            "qrels_unknown_document",
+            dict(qrels=qrels_text() + "q0 0 nowhere 1\n"),
+            r"qrels name 1 documents that are not in the collection: 'nowhere'",
+        ),
+        (
+            "qrels_judge_no_query_of_the_collection",
+            dict(qrels=qrels_text([(f"t{q}", d, g) for q, d, g in QRELS])),
+            r"qrels name 8 queries that are not in the query file: 'tq0', 'tq1'",
+        ),
+        (
+            "qrels_judge_no_test_query_relevant",
+            dict(qrels=qrels_text([(q, d, 0) for q, d, _ in QRELS])),
+            r"dataset.qrels: no query of the collection has a relevant judged document \(8 of its 8 queries judged",
+        ),
+        # documents of 0 words
+        (
+            "every_document_empty",
+            dict(docs=jsonl([{"doc_id": d, "text": " "} for d in DOCS])),
+            r"the collection has no non-empty documents",
+        ),
+        (
+            "empty_document_refused_on_request",
+            dict(docs=jsonl(doc_records() + [{"doc_id": "blank", "text": ""}]), empty_documents="error"),
+            r"1 empty documents: 'blank' \(set dataset.empty_documents: drop to skip them\)",
+        ),
+        (
+            "queries_missing",
+            dict(queries_name="queries.tsv", missing="queries"),
+            r"dataset.queries: file .*missing-queries.tsv not found \(paths are relative",
+        ),
+        ("docs_missing", dict(missing="docs"), r"dataset.docs: file .*missing-docs.jsonl not found"),
+        ("qrels_missing", dict(missing="qrels"), r"dataset.qrels: file .*missing-qrels.txt not found"),
+        ("docs_a_directory", dict(directory="docs"), r"dataset.docs: .*src is a directory; expected a file"),
+        (
+            "train_qrels_missing",
+            dict(train_queries="QUERIES", train_qrels="missing"),
+            r"dataset.train_qrels: file .*nothing.txt not found",
+        ),
+    ],
+)
 
 
 def input_dataset(tmp_path: Path, files: dict) -> dict:
     files = dict(files)
     missing, directory = files.pop("missing", None), files.pop("directory", None)
-    train_queries, train_qrels = files.pop("train_queries", None), files.pop("train_qrels", None)
+    train_queries, _train_qrels = files.pop("train_queries", None), files.pop("train_qrels", None)
     dataset = source(tmp_path, **files)
     if missing:
         dataset[missing] = str(tmp_path / "src" / f"missing-{Path(dataset[missing]).name}")
@@ -244,7 +421,9 @@ def input_dataset(tmp_path: Path, files: dict) -> dict:
         dataset[directory] = str(tmp_path / "src")
     if train_queries:
         (tmp_path / "src" / "train.tsv").write_text("t0\twing lift\n")
-        dataset.update(train_queries=str(tmp_path / "src" / "train.tsv"), train_qrels=str(tmp_path / "src" / "nothing.txt"))
+        dataset.update(
+            train_queries=str(tmp_path / "src" / "train.tsv"), train_qrels=str(tmp_path / "src" / "nothing.txt")
+        )
     return dataset
 
 
@@ -282,7 +461,9 @@ def check_signs(data: Path):
 
 
 def zero_word_document(tmp_path):
-    return source(tmp_path, docs=jsonl(doc_records() + [{"doc_id": "blank", "text": ""}, {"doc_id": "spaces", "text": " \n\t "}]))
+    return source(
+        tmp_path, docs=jsonl(doc_records() + [{"doc_id": "blank", "text": ""}, {"doc_id": "spaces", "text": " \n\t "}])
+    )
 
 
 def check_zero_words(data: Path):
@@ -291,8 +472,13 @@ def check_zero_words(data: Path):
 
 
 def crlf_lines(tmp_path):
-    return source(tmp_path, docs=tsv(DOCS).replace("\n", "\r\n"), docs_name="docs.tsv", queries=tsv(QUERIES).replace("\n", "\r\n"),
-                  qrels=qrels_text().replace("\n", "\r\n"))
+    return source(
+        tmp_path,
+        docs=tsv(DOCS).replace("\n", "\r\n"),
+        docs_name="docs.tsv",
+        queries=tsv(QUERIES).replace("\n", "\r\n"),
+        qrels=qrels_text().replace("\n", "\r\n"),
+    )
 
 
 def check_crlf(data: Path):
@@ -300,7 +486,11 @@ def check_crlf(data: Path):
 
 
 def trec_one_line_blocks(tmp_path):
-    return source(tmp_path, docs="".join(f"<doc><docno>{d}</docno>{t}</doc>" for d, t in DOCS.items()) + "\n", docs_name="docs.sgml")
+    return source(
+        tmp_path,
+        docs="".join(f"<doc><docno>{d}</docno>{t}</doc>" for d, t in DOCS.items()) + "\n",
+        docs_name="docs.sgml",
+    )
 
 
 def check_one_line_blocks(data: Path):
@@ -308,22 +498,33 @@ def check_one_line_blocks(data: Path):
 
 
 def gzipped_queries_jsonl(tmp_path):
-    return source(tmp_path, queries=jsonl([{"query_id": q, "text": t} for q, t in QUERIES.items()]), queries_name="queries.jsonl.gz")
+    return source(
+        tmp_path,
+        queries=jsonl([{"query_id": q, "text": t} for q, t in QUERIES.items()]),
+        queries_name="queries.jsonl.gz",
+    )
 
 
 def check_queries(data: Path):
     assert len((data / "queries.tsv").read_text().splitlines()) == len(QUERIES) + 1
 
 
-HANDLED = kind("handled", [
-    pytest.param(bom_everywhere, check_bom, id="bom_in_docs_queries_and_qrels_dropped"),
-    pytest.param(lambda t: source(t, docs=BOM + trec(DOCS), docs_name="docs.trec"), lambda d: read_docs(d) == DOCS, id="bom_in_trec_docs_dropped"),
-    pytest.param(trec_with_signs, check_signs, id="trec_text_a_lt_b_gt_c_kept_markup_stripped"),
-    pytest.param(zero_word_document, check_zero_words, id="documents_of_0_words_dropped"),
-    pytest.param(crlf_lines, check_crlf, id="crlf_line_ends"),
-    pytest.param(trec_one_line_blocks, check_one_line_blocks, id="trec_blocks_on_one_line_lower_case"),
-    pytest.param(gzipped_queries_jsonl, check_queries, id="gzipped_jsonl_queries"),
-])
+HANDLED = kind(
+    "handled",
+    [
+        pytest.param(bom_everywhere, check_bom, id="bom_in_docs_queries_and_qrels_dropped"),
+        pytest.param(
+            lambda t: source(t, docs=BOM + trec(DOCS), docs_name="docs.trec"),
+            lambda d: read_docs(d) == DOCS,
+            id="bom_in_trec_docs_dropped",
+        ),
+        pytest.param(trec_with_signs, check_signs, id="trec_text_a_lt_b_gt_c_kept_markup_stripped"),
+        pytest.param(zero_word_document, check_zero_words, id="documents_of_0_words_dropped"),
+        pytest.param(crlf_lines, check_crlf, id="crlf_line_ends"),
+        pytest.param(trec_one_line_blocks, check_one_line_blocks, id="trec_blocks_on_one_line_lower_case"),
+        pytest.param(gzipped_queries_jsonl, check_queries, id="gzipped_jsonl_queries"),
+    ],
+)
 
 
 @pytest.mark.parametrize("make, check", HANDLED)
@@ -347,7 +548,9 @@ def config_with(tmp_path: Path, key: str) -> dict:
     return config
 
 
-CONFIG = kind("config", ["dataset.docs", "dataset.queries", "dataset.qrels", "dataset.train_qrels", "first_stages.mine.path"])
+CONFIG = kind(
+    "config", ["dataset.docs", "dataset.queries", "dataset.qrels", "dataset.train_qrels", "first_stages.mine.path"]
+)
 
 
 @pytest.mark.parametrize("key", CONFIG)
@@ -359,22 +562,52 @@ def test_a_directory_given_for_a_file_is_refused_with_the_key(tmp_path, key):
 def test_a_file_that_does_not_exist_yet_is_left_to_the_stage_that_reads_it(tmp_path):
     """Another job (or the user) may make it before the data stage runs: the data stage names the key then."""
     config = copy.deepcopy(DEFAULT)
-    config["dataset"] = {**write_local_collection(tmp_path / "src", DOCS, QUERIES, QRELS), "docs": str(tmp_path / "later.jsonl")}
+    config["dataset"] = {
+        **write_local_collection(tmp_path / "src", DOCS, QUERIES, QRELS),
+        "docs": str(tmp_path / "later.jsonl"),
+    }
     assert validate_config(config, SCHEMA)["dataset"]["docs"] == str(tmp_path / "later.jsonl")
 
 
 # ---- kind run_file: a run the user brings ---------------------------------------------------------------------
-RUN = "".join(f"{q} Q0 {d} {i + 1} {10 - i} theirs\n" for q in QUERIES for i, d in enumerate(d for d in DOCS if d.startswith(f"d{q[1:]}_")))
-RUN_FILE = kind("run_file", [
-    ("run_five_columns", RUN + "q0 Q0 d0_0 1 2.0\n", rf"mine.run:{RUN.count(chr(10)) + 1}: expected a TREC run line 'qid Q0 docid rank score tag'"),
-    ("run_score_not_a_number", "q0 Q0 d0_0 1 high theirs\n", r"mine.run:1: the score \(5th column\) must be a number, got 'high'"),
-    ("run_score_nan", "q0 Q0 d0_0 1 nan theirs\n", r"mine.run:1: the score \(5th column\) must be a finite number"),
-    ("run_document_ranked_twice", "q0 Q0 d0_0 1 2 theirs\nq0 Q0 d0_0 2 1 theirs\n", r"mine.run:2: document 'd0_0' is ranked twice for query 'q0'"),
-    ("run_of_another_collection", "x1 Q0 d0_0 1 2 theirs\n", r"mine.run: none of its 1 query ids is a query of the collection"),
-    ("run_not_utf8", b"q0 Q0 d0_0 1 2 th\xe9irs\n", r"mine.run:1: not UTF-8 text"),
-    ("run_file_missing", None, r"config key first_stages.mine.path: run file .*mine.run not found"),
-    ("run_file_a_directory", "directory", r"config key first_stages.mine.path: .*mine.run is a directory; expected a TREC run file"),
-])
+RUN = "".join(
+    f"{q} Q0 {d} {i + 1} {10 - i} theirs\n"
+    for q in QUERIES
+    for i, d in enumerate(d for d in DOCS if d.startswith(f"d{q[1:]}_"))
+)
+RUN_FILE = kind(
+    "run_file",
+    [
+        (
+            "run_five_columns",
+            RUN + "q0 Q0 d0_0 1 2.0\n",
+            rf"mine.run:{RUN.count(chr(10)) + 1}: expected a TREC run line 'qid Q0 docid rank score tag'",
+        ),
+        (
+            "run_score_not_a_number",
+            "q0 Q0 d0_0 1 high theirs\n",
+            r"mine.run:1: the score \(5th column\) must be a number, got 'high'",
+        ),
+        ("run_score_nan", "q0 Q0 d0_0 1 nan theirs\n", r"mine.run:1: the score \(5th column\) must be a finite number"),
+        (
+            "run_document_ranked_twice",
+            "q0 Q0 d0_0 1 2 theirs\nq0 Q0 d0_0 2 1 theirs\n",
+            r"mine.run:2: document 'd0_0' is ranked twice for query 'q0'",
+        ),
+        (
+            "run_of_another_collection",
+            "x1 Q0 d0_0 1 2 theirs\n",
+            r"mine.run: none of its 1 query ids is a query of the collection",
+        ),
+        ("run_not_utf8", b"q0 Q0 d0_0 1 2 th\xe9irs\n", r"mine.run:1: not UTF-8 text"),
+        ("run_file_missing", None, r"config key first_stages.mine.path: run file .*mine.run not found"),
+        (
+            "run_file_a_directory",
+            "directory",
+            r"config key first_stages.mine.path: .*mine.run is a directory; expected a TREC run file",
+        ),
+    ],
+)
 
 
 @pytest.fixture
@@ -386,12 +619,22 @@ def candidates_dir(results) -> Path:
 
 def candidates_stage(capsys, results: Path, path: Path) -> tuple[int, str]:
     spec = {"name": "mine", "method": "run_file", "path": str(path), "top_k": 10}
-    return run_stage(capsys, "candidates", "--data", str(results / "data"), "--first-stage", json.dumps(spec),
-                     "--out", str(results / "candidates" / "mine.run"))
+    return run_stage(
+        capsys,
+        "candidates",
+        "--data",
+        str(results / "data"),
+        "--first-stage",
+        json.dumps(spec),
+        "--out",
+        str(results / "candidates" / "mine.run"),
+    )
 
 
 @pytest.mark.parametrize("content, message", [pytest.param(c, m, id=case) for case, c, m in RUN_FILE])
-def test_a_broken_run_file_is_named_and_the_previous_candidates_survive(tmp_path, results, candidates_dir, capsys, content, message):
+def test_a_broken_run_file_is_named_and_the_previous_candidates_survive(
+    tmp_path, results, candidates_dir, capsys, content, message
+):
     path = tmp_path / "theirs" / "mine.run"
     path.parent.mkdir()
     if content == "directory":
@@ -473,7 +716,12 @@ def test_a_full_disk_while_the_data_stage_writes_keeps_the_previous_data(tmp_pat
 
     monkeypatch.setattr(Path, "write_text", enospc_on_queries)
     with pytest.raises(OSError, match="No space left on device"):
-        prepare(source(tmp_path, docs=jsonl(doc_records({**DOCS, FIRST_DOC: "changed text"}))), {"method": "full"}, SPLITS, results / "data")
+        prepare(
+            source(tmp_path, docs=jsonl(doc_records({**DOCS, FIRST_DOC: "changed text"}))),
+            {"method": "full"},
+            SPLITS,
+            results / "data",
+        )
     assert snapshot(results) == before
 
 
@@ -516,16 +764,50 @@ def stages(tmp_path_factory) -> Path:
     # a run file ranking every document for every query: reading and checking it takes the candidates stage seconds
     write_run(root / "theirs.run", {q: {d: float(i) for i, d in enumerate(docs)} for q in queries}, "theirs")
     quick = {**KNRM, "train": {**KNRM["train"], "steps": 8}}
-    loop.train("knrm", quick, corpus, candidates, 0, 100, torch.device("cpu"), results / "models" / "knrm" / "fold0" / "model.safetensors")
-    rerank("knrm", quick, corpus, candidates, [str(results / "models" / "knrm" / "fold0" / "model.safetensors")], 100, 16,
-           torch.device("cpu"), results / "runs")
-    ndrm = {"type": "ndrm", "hidden_dim": 16, "n_heads": 4, "conv_groups": 4, "conv_window": 5, "n_layers": 1, "max_doc_len": 60,
-            "pool_window": 16, "pool_stride": 8, "max_query_len": 8}
+    loop.train(
+        "knrm",
+        quick,
+        corpus,
+        candidates,
+        0,
+        100,
+        torch.device("cpu"),
+        results / "models" / "knrm" / "fold0" / "model.safetensors",
+    )
+    rerank(
+        "knrm",
+        quick,
+        corpus,
+        candidates,
+        [str(results / "models" / "knrm" / "fold0" / "model.safetensors")],
+        100,
+        16,
+        torch.device("cpu"),
+        results / "runs",
+    )
+    ndrm = {
+        "type": "ndrm",
+        "hidden_dim": 16,
+        "n_heads": 4,
+        "conv_groups": 4,
+        "conv_window": 5,
+        "n_layers": 1,
+        "max_doc_len": 60,
+        "pool_window": 16,
+        "pool_stride": 8,
+        "max_query_len": 8,
+    }
     from longrank.models.checkpoint import save_weights
     from longrank.models.registry import build_model
 
     save_weights(build_model(ndrm, corpus), results / "models" / "ndrm" / "fold0" / "model.safetensors")
-    artifacts.build(ndrm, corpus, "fold", results / "artifacts" / "ndrm" / "fold0", results / "models" / "ndrm" / "fold0" / "model.safetensors")
+    artifacts.build(
+        ndrm,
+        corpus,
+        "fold",
+        results / "artifacts" / "ndrm" / "fold0",
+        results / "models" / "ndrm" / "fold0" / "model.safetensors",
+    )
     (root / "ndrm.json").write_text(json.dumps(ndrm))
     return root
 
@@ -535,19 +817,81 @@ def stage_argv(root: Path, results: Path, stage: str) -> tuple[list[str], Path]:
     model = ["--model", "knrm", "--model-config", json.dumps(KNRM), "--data", str(results / "data")]
     candidates = str(results / "candidates" / "bm25.run")
     argv = {
-        "data": (["--dataset", (root / "dataset.json").read_text(), "--query-formulation", '{"method": "full"}', "--splits",
-                  json.dumps(SPLITS), "--out-dir", str(results / "data")], results / "data"),
-        "candidates": (["--data", str(results / "data"), "--out", candidates, "--first-stage",
-                        json.dumps({"name": "bm25", "method": "run_file", "path": str(root / "theirs.run"), "top_k": 1000})],
-                       results / "candidates"),
-        "train": ([*model, "--candidates", candidates, "--fold", "0", "--rerank-depth", "100", "--device", "cpu", "--out",
-                   str(results / "models" / "knrm" / "fold0" / "model.safetensors")], results / "models" / "knrm"),
-        "rerank": ([*model, "--candidates", candidates, "--checkpoints", str(results / "models" / "knrm" / "fold0" / "model.safetensors"),
-                    "--rerank-depth", "100", "--device", "cpu", "--out-dir", str(results / "runs")], results / "runs"),
-        "artifacts": (["--model-config", str(root / "ndrm.json"), "--scope", "fold", "--checkpoint",
-                       str(results / "models" / "ndrm" / "fold0" / "model.safetensors"), "--data", str(results / "data"),
-                       "--device", "cpu", "--batch-size", "2", "--out", str(results / "artifacts" / "ndrm" / "fold0")],
-                      results / "artifacts" / "ndrm"),
+        "data": (
+            [
+                "--dataset",
+                (root / "dataset.json").read_text(),
+                "--query-formulation",
+                '{"method": "full"}',
+                "--splits",
+                json.dumps(SPLITS),
+                "--out-dir",
+                str(results / "data"),
+            ],
+            results / "data",
+        ),
+        "candidates": (
+            [
+                "--data",
+                str(results / "data"),
+                "--out",
+                candidates,
+                "--first-stage",
+                json.dumps({"name": "bm25", "method": "run_file", "path": str(root / "theirs.run"), "top_k": 1000}),
+            ],
+            results / "candidates",
+        ),
+        "train": (
+            [
+                *model,
+                "--candidates",
+                candidates,
+                "--fold",
+                "0",
+                "--rerank-depth",
+                "100",
+                "--device",
+                "cpu",
+                "--out",
+                str(results / "models" / "knrm" / "fold0" / "model.safetensors"),
+            ],
+            results / "models" / "knrm",
+        ),
+        "rerank": (
+            [
+                *model,
+                "--candidates",
+                candidates,
+                "--checkpoints",
+                str(results / "models" / "knrm" / "fold0" / "model.safetensors"),
+                "--rerank-depth",
+                "100",
+                "--device",
+                "cpu",
+                "--out-dir",
+                str(results / "runs"),
+            ],
+            results / "runs",
+        ),
+        "artifacts": (
+            [
+                "--model-config",
+                str(root / "ndrm.json"),
+                "--scope",
+                "fold",
+                "--checkpoint",
+                str(results / "models" / "ndrm" / "fold0" / "model.safetensors"),
+                "--data",
+                str(results / "data"),
+                "--device",
+                "cpu",
+                "--batch-size",
+                "2",
+                "--out",
+                str(results / "artifacts" / "ndrm" / "fold0"),
+            ],
+            results / "artifacts" / "ndrm",
+        ),
     }[stage]
     return ["python", "-m", "longrank", stage, *argv[0]], argv[1]
 
@@ -560,8 +904,11 @@ def started(pid: int, results: Path, outputs: Path, stderr: Path) -> bool:
     except OSError:  # ended, or no /proc: the other signs
         open_files = []
     temporaries = [p for p in outputs.parent.rglob(".*") if p.name.endswith(".tmp") or p.name.startswith(".partial-")]
-    return (any(f.startswith(str(results)) for f in open_files) or bool(temporaries)
-            or " INFO " in stderr.read_text(errors="replace"))
+    return (
+        any(f.startswith(str(results)) for f in open_files)
+        or bool(temporaries)
+        or " INFO " in stderr.read_text(errors="replace")
+    )
 
 
 def kill_when_started(argv: list[str], cwd: Path, outputs: Path, log: Path, delay: float) -> bool:
@@ -571,7 +918,11 @@ def kill_when_started(argv: list[str], cwd: Path, outputs: Path, log: Path, dela
     with open(log, "w") as stderr:
         process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
     deadline = time.monotonic() + 120
-    while process.poll() is None and not started(process.pid, cwd / "results", outputs, log) and time.monotonic() < deadline:
+    while (
+        process.poll() is None
+        and not started(process.pid, cwd / "results", outputs, log)
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.005)
     time.sleep(delay)
     with contextlib.suppress(ProcessLookupError):
@@ -582,8 +933,13 @@ def kill_when_started(argv: list[str], cwd: Path, outputs: Path, log: Path, dela
 def final_outputs(directory: Path) -> dict[str, bytes]:
     """Files under their final names: temporaries a killed writer leaves (``.name.*.tmp``, ``.partial-*``) are
     never read by a stage, so they are not outputs."""
-    return {k: v for k, v in snapshot(directory).items()
-            if not any(part.startswith(".") and (part.endswith(".tmp") or part.startswith(".partial-")) for part in Path(k).parts)}
+    return {
+        k: v
+        for k, v in snapshot(directory).items()
+        if not any(
+            part.startswith(".") and (part.endswith(".tmp") or part.startswith(".partial-")) for part in Path(k).parts
+        )
+    }
 
 
 KILLED = kind("kill", ["data", "candidates", "train", "rerank", "artifacts"])
@@ -608,14 +964,18 @@ def test_kill_9_of_a_stage_keeps_its_previous_outputs_and_a_rerun_succeeds(tmp_p
     rerun = final_outputs(results)
     # Killed at work, the stage left every earlier output as it was; killed as it ended, its outputs were all in place
     # already: what a complete run writes. Never a mix, never a partial file.
-    assert comparable(after) == comparable(before) or comparable(after, stamped=False) == comparable(rerun, stamped=False)
+    assert comparable(after) == comparable(before) or comparable(after, stamped=False) == comparable(
+        rerun, stamped=False
+    )
 
 
 def comparable(outputs: dict[str, bytes], stamped: bool = True) -> dict[str, bytes]:
     """Outputs to compare: without the killed run's checkpoint sets (its own, complete and verified, and what a rerun
     resumes from) and, between two runs (``stamped=False``), without the document index, which records the time its
     docs.jsonl was written (and is rebuilt by the store whenever that does not match)."""
-    return {k: v for k, v in outputs.items() if "train_state" not in k and (stamped or not k.endswith("docs.index.sqlite"))}
+    return {
+        k: v for k, v in outputs.items() if "train_state" not in k and (stamped or not k.endswith("docs.index.sqlite"))
+    }
 
 
 # ---- kind lock: two workflows on one results directory ----------------------------------------------------------
@@ -630,20 +990,45 @@ def test_a_second_workflow_on_the_same_results_is_refused_and_the_first_complete
     pipe = tmp_path / "src" / "docs.jsonl"
     pipe.unlink()
     os.mkfifo(pipe)
-    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump({"dataset": dataset, "query_formulation": {"method": "full"}, "splits": SPLITS}))
+    (tmp_path / "tiny.yaml").write_text(
+        yaml.safe_dump({"dataset": dataset, "query_formulation": {"method": "full"}, "splits": SPLITS})
+    )
     (tmp_path / "config").symlink_to(REPO / "config")
-    env = {**os.environ, "IR_DATASETS_HOME": str(IR_DATASETS_HOME), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "1",
-           "results/tiny/data/stats.json", "--configfile", str(tmp_path / "tiny.yaml")]
+    env = {
+        **os.environ,
+        "IR_DATASETS_HOME": str(IR_DATASETS_HOME),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(tmp_path),
+        "--cores",
+        "1",
+        "results/tiny/data/stats.json",
+        "--configfile",
+        str(tmp_path / "tiny.yaml"),
+    ]
     first = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not list((tmp_path / "results" / "tiny").glob(".data.*.tmp")) and first.poll() is None and time.monotonic() < deadline:
+        while (
+            not list((tmp_path / "results" / "tiny").glob(".data.*.tmp"))
+            and first.poll() is None
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.1)  # the data job is running: its staging directory exists, and it waits on the pipe
         assert first.poll() is None, first.communicate()[0][-3000:]
         second = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         assert second.returncode != 0
-        assert "Directory cannot be locked" in second.stdout + second.stderr and "Traceback" not in second.stdout + second.stderr
+        assert (
+            "Directory cannot be locked" in second.stdout + second.stderr
+            and "Traceback" not in second.stdout + second.stderr
+        )
         with open(pipe, "w") as writer:
             writer.write(jsonl(doc_records()))
         output, _ = first.communicate(timeout=300)

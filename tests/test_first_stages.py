@@ -17,7 +17,10 @@ from longrank.retrieval import candidates as stage
 from conftest import REPO
 
 SCHEMA = str(REPO / "config" / "schema.yaml")
-BASE = {"dataset": {"name": "x", "id": "cranfield"}, "models": {"knrm": {"type": "knrm"}, "tk": {"type": "tk", "first_stage": "mine"}}}
+BASE = {
+    "dataset": {"name": "x", "id": "cranfield"},
+    "models": {"knrm": {"type": "knrm"}, "tk": {"type": "tk", "first_stage": "mine"}},
+}
 
 
 def resolved(first_stages):
@@ -27,26 +30,51 @@ def resolved(first_stages):
 def test_first_stages_resolve_in_order_with_method_defaults_and_each_model_names_one():
     config = resolved([{"name": "bm25", "method": "bm25"}, {"name": "mine", "method": "run_file", "path": "x.run"}])
     assert list(config["first_stages"]) == ["bm25", "mine"]
-    assert config["first_stages"]["bm25"] == {"name": "bm25", "method": "bm25", "top_k": 100, "k1": 0.9, "b": 0.4,
-                                              "stemmer": "english", "stopwords": "en"}
+    assert config["first_stages"]["bm25"] == {
+        "name": "bm25",
+        "method": "bm25",
+        "top_k": 100,
+        "k1": 0.9,
+        "b": 0.4,
+        "stemmer": "english",
+        "stopwords": "en",
+    }
     assert config["first_stages"]["mine"] == {"name": "mine", "method": "run_file", "path": "x.run", "top_k": 100}
     assert config["models"]["knrm"]["first_stage"] == "bm25"  # the first is the default
     assert config["models"]["tk"]["first_stage"] == "mine"
 
 
-@pytest.mark.parametrize("first_stages, message", [
-    ([{"name": "bm25", "method": "bm25"}], "config key models.tk.first_stage: 'mine' is not a first stage"),
-    ([{"name": "mine", "method": "bm25"}, {"name": "mine", "method": "scoreddocs"}], "the name 'mine' is used twice"),
-    ([{"name": "knrm", "method": "bm25"}, {"name": "mine", "method": "bm25"}], "'knrm' is also a first stage's name"),
-    ([{"name": "mine", "method": "run_file"}], "config key first_stages.0: 'path' is a required property"),
-    ([{"name": "mine", "method": "scoreddocs", "k1": 1.2}], "config key first_stages.0.k1: a key of method 'bm25' / 'hdct'; "
-                                                            "this first stage's method is 'scoreddocs'"),
-    ([{"name": "bm25", "method": "bm25", "path": "x"}], "config key first_stages.0.path: a key of method 'run_file'"),
-    ([{"name": "bm25", "method": "bm25"}, {"name": "mine", "method": "model", "model": "nope"}],
-     "config key first_stages.mine.model: 'nope' is not a configured model"),
-    ([{"name": "bm25", "method": "bm25"}, {"name": "mine", "method": "model", "model": "tk"}],
-     "config key models.tk.first_stage: 'mine' depends on the model's own ranking (tk -> tk)"),
-])
+@pytest.mark.parametrize(
+    "first_stages, message",
+    [
+        ([{"name": "bm25", "method": "bm25"}], "config key models.tk.first_stage: 'mine' is not a first stage"),
+        (
+            [{"name": "mine", "method": "bm25"}, {"name": "mine", "method": "scoreddocs"}],
+            "the name 'mine' is used twice",
+        ),
+        (
+            [{"name": "knrm", "method": "bm25"}, {"name": "mine", "method": "bm25"}],
+            "'knrm' is also a first stage's name",
+        ),
+        ([{"name": "mine", "method": "run_file"}], "config key first_stages.0: 'path' is a required property"),
+        (
+            [{"name": "mine", "method": "scoreddocs", "k1": 1.2}],
+            "config key first_stages.0.k1: a key of method 'bm25' / 'hdct'; this first stage's method is 'scoreddocs'",
+        ),
+        (
+            [{"name": "bm25", "method": "bm25", "path": "x"}],
+            "config key first_stages.0.path: a key of method 'run_file'",
+        ),
+        (
+            [{"name": "bm25", "method": "bm25"}, {"name": "mine", "method": "model", "model": "nope"}],
+            "config key first_stages.mine.model: 'nope' is not a configured model",
+        ),
+        (
+            [{"name": "bm25", "method": "bm25"}, {"name": "mine", "method": "model", "model": "tk"}],
+            "config key models.tk.first_stage: 'mine' depends on the model's own ranking (tk -> tk)",
+        ),
+    ],
+)
 def test_bad_first_stages_name_the_key(first_stages, message):
     with pytest.raises(InputError) as err:
         resolved(first_stages)
@@ -60,8 +88,15 @@ def test_the_old_single_first_stage_key_says_what_replaced_it():
 
 def candidates(tiny_data, spec, dataset=None):
     out = tiny_data / f"{spec['name']}.run"
-    stage.run(argparse.Namespace(data=str(tiny_data / "data"), first_stage=json.dumps(spec), dataset=json.dumps(dataset or {}),
-                                 artifacts=[], out=str(out)))
+    stage.run(
+        argparse.Namespace(
+            data=str(tiny_data / "data"),
+            first_stage=json.dumps(spec),
+            dataset=json.dumps(dataset or {}),
+            artifacts=[],
+            out=str(out),
+        )
+    )
     return read_run(out)
 
 
@@ -70,17 +105,32 @@ def test_run_file_keeps_the_collections_queries_and_documents_top_k_each(tiny_da
     lines = [f"{q} Q0 {d} 0 {-s} theirs" for q, scores in bm25.items() for d, s in scores.items()]  # BM25 reversed
     lines += ["q_unknown Q0 d0_0 1 5.0 theirs", "q0 Q0 not_a_doc 1 99.0 theirs"]
     (tiny_data / "theirs.trec").write_text("\n".join(lines) + "\n")
-    run = candidates(tiny_data, {"name": "theirs", "method": "run_file", "path": str(tiny_data / "theirs.trec"), "top_k": 5})
+    run = candidates(
+        tiny_data, {"name": "theirs", "method": "run_file", "path": str(tiny_data / "theirs.trec"), "top_k": 5}
+    )
     assert set(run) == set(bm25)
     for q, scores in run.items():
         worst_bm25 = sorted(bm25[q], key=lambda d: (bm25[q][d], d))[:5]
         assert sorted(scores) == sorted(worst_bm25) and len(scores) == min(5, len(bm25[q]))
     assert "1 document ids not in the collection dropped" in caplog.text
-    assert json.loads((tiny_data / "theirs.stats.json").read_text()) == {"method": "run_file"}  # nothing timed: it came ready-made
+    assert json.loads((tiny_data / "theirs.stats.json").read_text()) == {
+        "method": "run_file"
+    }  # nothing timed: it came ready-made
 
 
 def test_bm25_candidates_record_index_and_query_time(tiny_data):
-    run = candidates(tiny_data, {"name": "lexical", "method": "bm25", "k1": 0.9, "b": 0.4, "stemmer": "english", "stopwords": "en", "top_k": 30})
+    run = candidates(
+        tiny_data,
+        {
+            "name": "lexical",
+            "method": "bm25",
+            "k1": 0.9,
+            "b": 0.4,
+            "stemmer": "english",
+            "stopwords": "en",
+            "top_k": 30,
+        },
+    )
     assert run == read_run(tiny_data / "bm25.run")  # what the fixture's bm25_run gives with the same settings
     stats = json.loads((tiny_data / "lexical.stats.json").read_text())
     assert stats["method"] == "bm25" and stats["index_seconds"] > 0 and stats["query_ms_per_query"] > 0
@@ -107,11 +157,18 @@ def test_scoreddocs_come_from_ir_datasets_for_the_test_and_training_ids(tiny_dat
     queries = sorted(bm25)
     for part, qids in (("eval", queries[:10]), ("train", queries[10:])):
         path = tiny_data / f"{part}.scoreddocs"
-        path.write_text("".join(f"{q} Q0 {d} {r} {-r} official\n" for q in qids for r, d in enumerate(sorted(bm25[q]), 1)))
+        path.write_text(
+            "".join(f"{q} Q0 {d} {r} {-r} official\n" for q in qids for r, d in enumerate(sorted(bm25[q]), 1))
+        )
         if f"longrank-test/{part}" not in ir_datasets.registry:
-            ir_datasets.registry.register(f"longrank-test/{part}", ir_datasets.Dataset(TrecScoredDocs(LocalDownload(path))))
-    run = candidates(tiny_data, {"name": "official", "method": "scoreddocs", "top_k": 3},
-                     {"source": "ir_datasets", "id": "longrank-test/eval", "train_id": "longrank-test/train"})
+            ir_datasets.registry.register(
+                f"longrank-test/{part}", ir_datasets.Dataset(TrecScoredDocs(LocalDownload(path)))
+            )
+    run = candidates(
+        tiny_data,
+        {"name": "official", "method": "scoreddocs", "top_k": 3},
+        {"source": "ir_datasets", "id": "longrank-test/eval", "train_id": "longrank-test/train"},
+    )
     assert set(run) == set(queries)
     for q in queries:
         assert sorted(run[q]) == sorted(bm25[q])[:3]  # the dataset's own order (by doc id here), top 3
@@ -119,6 +176,8 @@ def test_scoreddocs_come_from_ir_datasets_for_the_test_and_training_ids(tiny_dat
 
 def test_scoreddocs_of_a_collection_without_them_is_an_error(tiny_data, ir_datasets_home):
     with pytest.raises(InputError, match="ir_datasets 'cranfield' provides no scoreddocs; use bm25 or run_file"):
-        candidates(tiny_data, {"name": "official", "method": "scoreddocs"}, {"source": "ir_datasets", "id": "cranfield"})
+        candidates(
+            tiny_data, {"name": "official", "method": "scoreddocs"}, {"source": "ir_datasets", "id": "cranfield"}
+        )
     with pytest.raises(InputError, match="a local collection has no scored documents"):
         candidates(tiny_data, {"name": "official", "method": "scoreddocs"}, {"source": "local"})

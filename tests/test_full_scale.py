@@ -79,10 +79,15 @@ def test_the_full_scale_configs_resolve_the_same_models():
 
 # ---- a tiny collection ---------------------------------------------------------------------------------------------
 
-TOPICS = {"q1": "river flood water bank rain dam", "q2": "aircraft wing lift drag engine flight",
-          "q3": "court judge appeal law trial verdict"}
-FILLER = ("the of and a in to is was for on that with as by at from this it an be are or have which new York Paris "
-          "government report study").split()
+TOPICS = {
+    "q1": "river flood water bank rain dam",
+    "q2": "aircraft wing lift drag engine flight",
+    "q3": "court judge appeal law trial verdict",
+}
+FILLER = (
+    "the of and a in to is was for on that with as by at from this it an be are or have which new York Paris "
+    "government report study"
+).split()
 LONG_DOC = "long"  # longer than every model's budget: its encoding shows how much of a document each model reads
 
 
@@ -104,7 +109,9 @@ def write_collection(directory: Path) -> Corpus:
     (directory / "queries.tsv").write_text("query_id\ttext\n" + "".join(f"{q}\t{t}\n" for q, t in TOPICS.items()))
     (directory / "qrels.txt").write_text("".join(qrels))
     (directory / "folds.json").write_text(json.dumps([{"train": ["q1", "q2"], "dev": ["q3"], "test": ["q3"]}]))
-    (directory / "doc_lengths.tsv").write_text("doc_id\twords\n" + "".join(f"{d}\t{len(t.split())}\n" for d, t in docs.items()))
+    (directory / "doc_lengths.tsv").write_text(
+        "doc_id\twords\n" + "".join(f"{d}\t{len(t.split())}\n" for d, t in docs.items())
+    )
     write_doc_freq(directory / "word_doc_freq.tsv", count_doc_freq(docs.values()))
     (directory / "stats.json").write_text(json.dumps({"num_docs": len(docs)}))
     return Corpus(directory)
@@ -113,7 +120,9 @@ def write_collection(directory: Path) -> Corpus:
 def write_vectors(path: Path, words: list[str], dim: int, seed: int) -> None:
     """Random vectors in the word-vector text format (GloVe's lines; word2vec's header line too, which the reader skips)."""
     vectors = np.random.default_rng(seed).normal(0, 0.3, size=(len(words), dim))
-    lines = [f"{len(words)} {dim}\n"] + [w + " " + " ".join(f"{v:.5f}" for v in row) + "\n" for w, row in zip(words, vectors)]
+    lines = [f"{len(words)} {dim}\n"] + [
+        w + " " + " ".join(f"{v:.5f}" for v in row) + "\n" for w, row in zip(words, vectors)
+    ]
     path.write_text("".join(lines))
 
 
@@ -157,16 +166,32 @@ def attach_mir_graphs(model, corpus: Corpus) -> None:
     vectorizer = build.fit_tfidf(cut.values())
     tok = model.tokenizer
     records = {d: build.build_record(cut[d], annotations[d], [], tok, settings, vectorizer) for d in texts}
-    model.use_graphs(records, {**settings, "cls_id": tok.cls_token_id, "sep_id": tok.sep_token_id, "pad_id": tok.pad_token_id,
-                               "vocab_size": tok.vocab_size})
+    model.use_graphs(
+        records,
+        {
+            **settings,
+            "cls_id": tok.cls_token_id,
+            "sep_id": tok.sep_token_id,
+            "pad_id": tok.pad_token_id,
+            "vocab_size": tok.vocab_size,
+        },
+    )
 
 
 # ---- what the papers fix ------------------------------------------------------------------------------------------
 
+
 def test_random_bert_base_is_bert_base():
     """The encoder the test builds has BertConfig()'s shape: what bert-base-uncased has."""
     ours, reference = bert_base_config().to_dict(), BertConfig().to_dict()
-    keys = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "max_position_embeddings")
+    keys = (
+        "vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "intermediate_size",
+        "max_position_embeddings",
+    )
     assert {k: ours[k] for k in keys} == {k: reference[k] for k in keys}
 
 
@@ -193,8 +218,15 @@ def check_dimensions(name: str, entry: dict, model, corpus: Corpus) -> None:
         assert model.embedder.embedding.weight.requires_grad == trains_embeddings, name
     if entry["type"] in ("knrm", "tk", "tkl"):  # official code: an unknown word is a token (mask 1), padding is not
         assert model.embedder.token_mask(torch.tensor([[OOV, PAD]])).tolist() == [[1.0, 0.0]], name
-    if entry["type"] in ("tk", "tkl"):  # TKL §4: 2 layers, 10 heads, 11 kernels; TKL's w = 40, o = 10, r = 30, top 3 x (2 + 1 + 2)
-        assert len(model.contextualizer.layers) == 2 and model.contextualizer.layers[0].n_heads == 10 and len(model.mu) == 11
+    if entry["type"] in (
+        "tk",
+        "tkl",
+    ):  # TKL §4: 2 layers, 10 heads, 11 kernels; TKL's w = 40, o = 10, r = 30, top 3 x (2 + 1 + 2)
+        assert (
+            len(model.contextualizer.layers) == 2
+            and model.contextualizer.layers[0].n_heads == 10
+            and len(model.mu) == 11
+        )
         assert model.embedder.idf is None, f"{name}: the TK papers sum query terms uniformly"
         # matchmaker's sinusoids (timescales 1 .. 10^4): document row 501 (offset 500), last sine column = sin(501 / 10^4)
         rows = model.contextualizer.positions(2, 500, GLOVE_DIM, torch.device("cpu"))
@@ -207,7 +239,9 @@ def check_dimensions(name: str, entry: dict, model, corpus: Corpus) -> None:
         assert len(model.encoder) == 2 and layer.heads == 32 and layer.conv.in_channels == 256, name
         assert (layer.conv.kernel_size[0], layer.conv.groups, layer.drop1.p) == (31, 32, 0.2), name
         assert (len(model.mu), model.pool_window, model.pool_stride, model.max_query_len) == (10, 300, 100, 20), name
-    if entry.get("encoder") == RANDOM_BERT_BASE:  # the config's bert-base-uncased (bi_encoder is MiniLM's zero-shot floor)
+    if (
+        entry.get("encoder") == RANDOM_BERT_BASE
+    ):  # the config's bert-base-uncased (bi_encoder is MiniLM's zero-shot floor)
         encoder = getattr(model, "encoder", None) or model.document_module
         assert encoder.config.num_hidden_layers == 12 and encoder.config.hidden_size == 768, name
     if entry["type"] == "mores":  # §3.3: the query module's layers are another copy, not the document module's
@@ -223,13 +257,24 @@ def check_learning_rates(name: str, optimizer: torch.optim.Optimizer) -> None:
         assert set(rates.values()) == {ONE_RATE[name]}, f"{name}: {rates}"
 
 
-def one_training_step(name: str, entry: dict, model, corpus: Corpus, candidates: dict) -> tuple[float, torch.optim.Optimizer, dict]:
+def one_training_step(
+    name: str, entry: dict, model, corpus: Corpus, candidates: dict
+) -> tuple[float, torch.optim.Optimizer, dict]:
     """The training loop's step on two queries; returns the loss, the optimiser and each group's parameters before."""
     hp = {**TRAIN_DEFAULTS, **entry.get("train", {}), "batch_size": 2}
     optimizer = torch.optim.AdamW(parameter_groups(model, hp, name), lr=hp["lr"], weight_decay=hp["weight_decay"])
     collection = list(corpus.docs) if hp["negatives_from"] != "candidates" else None
-    sampler = PairSampler(corpus.folds[0]["train"], corpus.qrels, candidates, entry.get("rerank_depth", 100), hp["negatives"],
-                          hp["seed"], hp["positives"], hp["negatives_from"], collection)
+    sampler = PairSampler(
+        corpus.folds[0]["train"],
+        corpus.qrels,
+        candidates,
+        entry.get("rerank_depth", 100),
+        hp["negatives"],
+        hp["seed"],
+        hp["positives"],
+        hp["negatives_from"],
+        collection,
+    )
     loss_fn = get_loss(hp["loss"] or model_class(entry["type"]).default_loss)
     if hp["negative_pairs"]:
         loss_fn = with_negative_pairs(loss_fn, sampler.from_candidates)
@@ -237,7 +282,9 @@ def one_training_step(name: str, entry: dict, model, corpus: Corpus, candidates:
     model.train()
     # The first of the sampler's steps whose loss is not 0: a hinge loss met with margin at batch 2 has no gradient
     # (TKL's untrained scores span tens, so a batch whose positives already lead by 1 happens by chance).
-    for _, n_groups, batch in TrainingBatches(sampler, corpus, model.encode, 0, 8, hp["batch_size"], 0, hp["batch_size"]):
+    for _, n_groups, batch in TrainingBatches(
+        sampler, corpus, model.encode, 0, 8, hp["batch_size"], 0, hp["batch_size"]
+    ):
         scores = model(**batch).view(n_groups, -1)
         assert scores.shape == (2, 1 + hp["negatives"]), name
         loss = loss_fn(scores.float())

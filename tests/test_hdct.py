@@ -15,8 +15,12 @@ from longrank.models import hdct
 from longrank.retrieval import hdct as hdct_index
 from longrank.retrieval.candidates import retrieve
 
-DOCS = {"d1": "wing lift wing drag of the wing", "d2": "heat transfer in a heated slab", "d3": "lift of a slender wing body",
-        "d4": "drag of cones at supersonic speed"}
+DOCS = {
+    "d1": "wing lift wing drag of the wing",
+    "d2": "heat transfer in a heated slab",
+    "d3": "lift of a slender wing body",
+    "d4": "drag of cones at supersonic speed",
+}
 
 
 def test_the_config_knows_hdcts_keys():
@@ -31,7 +35,9 @@ def test_weights_map_to_integer_pseudo_frequencies():
     assert hdct.pseudo_frequencies(passages, m=100, combine="max") == {"wing": 50, "body": 100}
     assert hdct.pseudo_frequencies(passages, m=100, combine="decay") == {"wing": 70, "body": 50}  # 50 + 40/2; 100/2
     assert hdct.pseudo_frequencies([[("wing", 0.3)]], m=10) == {"wing": 5}  # round(10 * 0.5477)
-    assert hdct.pseudo_frequencies([[("wing", 0.3)], [("wing", 0.3)], [("wing", 0.3)]], m=10, combine="decay") == {"wing": 9}  # int(5 + 2.5 + 1.67)
+    assert hdct.pseudo_frequencies([[("wing", 0.3)], [("wing", 0.3)], [("wing", 0.3)]], m=10, combine="decay") == {
+        "wing": 9
+    }  # int(5 + 2.5 + 1.67)
     with pytest.raises(InputError, match="combine 'mean'"):
         hdct.pseudo_frequencies(passages, combine="mean")
 
@@ -40,8 +46,10 @@ def test_a_word_repeated_in_a_passage_counts_once_so_equal_weights_index_every_t
     """DeepCT and HDCT replace a term's frequency by its predicted importance: with every weight equal, a word said
     five times and a word said once get the same pseudo frequency, and BM25 over them ranks by the terms' idf alone."""
     doc_ids = list(DOCS)
-    tfs = [hdct.pseudo_frequencies([[(w, 0.25) for w in tokenize(DOCS[d]) if w not in STOP_WORDS]], m=100, combine="sum")
-           for d in doc_ids]
+    tfs = [
+        hdct.pseudo_frequencies([[(w, 0.25) for w in tokenize(DOCS[d]) if w not in STOP_WORDS]], m=100, combine="sum")
+        for d in doc_ids
+    ]
     assert all(set(tf.values()) == {50} for tf in tfs)
     hdct.build_index(doc_ids, tfs, {"k1": 0.9 * 50, "b": 0.4}, tmp_path / "index")  # tf, dl and k1 scaled alike
     binary = bm25s.BM25(k1=0.9, b=0.4, method="lucene")  # each distinct term once
@@ -56,27 +64,38 @@ def test_title_and_pseudo_query_targets_match_a_hand_computation(tmp_path):
     assert hdct.term_recall(["wing", "lift", "the", "drag"], ["Wing body", "wing lift"]) == [1.0, 0.5, 0.0, 0.0]
     (tmp_path / "docs.jsonl").write_text("")
     corpus = Corpus(tmp_path)
-    corpus.__dict__["docs"] = {"d1": "Wing Lift. wing lift of a slender wing body at low speed"}  # the title repeated in the body
+    corpus.__dict__["docs"] = {
+        "d1": "Wing Lift. wing lift of a slender wing body at low speed"
+    }  # the title repeated in the body
     spec = hdct.settings({"passage_words": 4, "targets": "titles"})
     examples = hdct.training_examples(spec, corpus, {"d1": ["wing lift"]})
     # both copies of the title are taken out; the rest in passages of 4 words, targets by the title's terms
-    assert examples == [(["of", "a", "slender", "wing"], [0.0, 0.0, 0.0, 1.0]), (["body", "at", "low", "speed"], [0.0] * 4)]
+    assert examples == [
+        (["of", "a", "slender", "wing"], [0.0, 0.0, 0.0, 1.0]),
+        (["body", "at", "low", "speed"], [0.0] * 4),
+    ]
 
 
 def test_index_save_and_load_give_identical_scores(tmp_path):
     doc_ids = list(DOCS)
-    tfs = [hdct.pseudo_frequencies([[(w, 0.1 + 0.05 * i) for i, w in enumerate(tokenize(DOCS[d])) if w not in STOP_WORDS]])
-           for d in doc_ids]
+    tfs = [
+        hdct.pseudo_frequencies([[(w, 0.1 + 0.05 * i) for i, w in enumerate(tokenize(DOCS[d])) if w not in STOP_WORDS]])
+        for d in doc_ids
+    ]
     hdct.build_index(doc_ids, tfs, {"k1": 0.9, "b": 0.4}, tmp_path / "index")
     (tmp_path / "stats.json").write_text('{"weight_seconds": 1.0, "index_seconds": 0.5, "index_mb": 0.1}')
     in_memory = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
     in_memory.index([[t for t, f in sorted(tf.items()) for _ in range(f)] for tf in tfs], show_progress=False)
-    run, stats = hdct_index.retrieve(tmp_path, {"q1": "the wing lift", "q2": "supersonic drag", "q3": "the of"}, top_k=3)
+    run, stats = hdct_index.retrieve(
+        tmp_path, {"q1": "the wing lift", "q2": "supersonic drag", "q3": "the of"}, top_k=3
+    )
     assert set(run) == {"q1", "q2"}  # q3 has only stop words: no candidates
     expected = in_memory.get_scores(["wing", "lift"])
     for doc_id, score in run["q1"].items():
         assert score == pytest.approx(float(expected[doc_ids.index(doc_id)]), rel=1e-6)
-    assert stats["build_seconds"] == 1.5 and stats["index_bytes"] == pytest.approx(1e5) and "query_ms_per_query" in stats
+    assert (
+        stats["build_seconds"] == 1.5 and stats["index_bytes"] == pytest.approx(1e5) and "query_ms_per_query" in stats
+    )
 
 
 def test_the_stage_trains_indexes_and_retrieves(tiny_data):
@@ -87,6 +106,9 @@ def test_the_stage_trains_indexes_and_retrieves(tiny_data):
     assert stats["documents"] == len(corpus.docs) and stats["docs_per_second"] > 0 and len(stats["loss_curve"]) == 1
     run, cost = retrieve(spec, corpus, {}, depth=10, artifacts=[tiny_data / "hdct" / "hdct"])
     assert len(run) == len(corpus.queries) and all(len(r) <= 10 for r in run.values())
-    assert cost["documents"] == len(corpus.docs) and read_json(tiny_data / "hdct" / "hdct" / "stats.json")["settings"]["m"] == 100
+    assert (
+        cost["documents"] == len(corpus.docs)
+        and read_json(tiny_data / "hdct" / "hdct" / "stats.json")["settings"]["m"] == 100
+    )
     model = hdct.load_model(tiny_data / "hdct" / "hdct", spec)
     assert len(model([["wing", "lift", "airfoil"]])[0]) == 3

@@ -40,35 +40,85 @@ def collection(root: Path, docs=None, queries=None) -> dict:
 
 
 # ---- the config ----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("change, message", [
-    (lambda c: c.__setitem__("rerank_depth", "ten"), r"config key rerank_depth: 'ten' is not of type 'integer'"),
-    (lambda c: c["models"].__setitem__("mine", {"type": "bogus"}), r"config key models.mine.type: 'bogus' is not one of"),
-    (lambda c: c["models"]["knrm"].__setitem__("max_doc_len", -5), r"config key models.knrm.max_doc_len: -5 is less than the minimum of 1"),
-    (lambda c: c["models"]["knrm"]["train"].__setitem__("steps", -3), r"config key models.knrm.train.steps: -3 is less than the minimum"),
-    (lambda c: c.__setitem__("rerank_dpth", 3), r"'rerank_dpth' was unexpected\); did you mean 'rerank_depth' for 'rerank_dpth'\?"),
-    (lambda c: c["models"]["knrm"]["train"].__setitem__("stpes", 3),
-     r"config key models.knrm.train: .*'stpes' was unexpected\); did you mean 'steps' for 'stpes'\?"),
-    (lambda c: c.__setitem__("evaluation", {"measurez": ["P@10"]}), r"config key evaluation: .*did you mean 'measures' for 'measurez'\?"),
-    (lambda c: c["models"]["tk"].__setitem__("max_doc_length", 300),
-     r"config key models.tk.max_doc_length: not a key of a 'tk' model; did you mean 'max_doc_len'\?"),
-    (lambda c: c.__setitem__("dataset", {"name": "x; rm -rf ~", "id": "cranfield"}), r"config key dataset.name: 'x; rm -rf ~' does not match"),
-    # the collection: a name that is no description, a block that only changes one key of one (it replaces it whole)
-    (lambda c: c.__setitem__("dataset", "cranfeld"), r"config key dataset: 'cranfeld' is neither a shipped collection \(cranfield, irled"),
-    (lambda c: c.__setitem__("dataset", {"doc_fields": ["title"]}), r"config key dataset: this block has no name.*replaces the one before it whole"),
-    # grades: integers only; a map reversing their order only where the description says so on purpose
-    (lambda c: c.__setitem__("dataset", {"name": "x", "id": "cranfield", "gains": {"high": 2}}), r"config key dataset.gains.high: a grade must be an integer"),
-    (lambda c: c.__setitem__("dataset", {"name": "x", "id": "cranfield", "gains": {1: 4, 2: 3}}),
-     r"config key dataset.gains: grade 1 gets gain 4 and the higher grade 2 gets 3: the map reverses .*reverses_grades: true"),
-    (lambda c: c.__setitem__("dataset", {"name": "x", "id": "cranfield", "gains": {0: 0, 1: 1}, "reverses_grades": True}),
-     r"config key dataset.gains: dataset.reverses_grades is true but the map keeps the grades' order"),
-    # measures through ir-measures' parser when the workflow is parsed, trec_eval's spelling translated
-    (lambda c: c.__setitem__("evaluation", {"measures": ["nDCG@10", "P_10"]}),
-     r"config key evaluation.measures.1: 'P_10' is not a measure ir-measures reads; did you mean 'P@10'"),
-    (lambda c: c.__setitem__("evaluation", {"measures": ["nDGC@10"]}), r"config key evaluation.measures.0: 'nDGC@10' .*did you mean 'nDCG@10'"),
-    (lambda c: c.__setitem__("evaluation", {"noninferiority_reference": "bert_frstp"}),
-     r"config key evaluation.noninferiority_reference: 'bert_frstp' is not a system of this run; did you mean 'bert_firstp'"),
-    (lambda c: c["models"].__setitem__("$(reboot)", {"type": "knrm"}), r"config key models: '\$\(reboot\)' does not match"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: c.__setitem__("rerank_depth", "ten"), r"config key rerank_depth: 'ten' is not of type 'integer'"),
+        (
+            lambda c: c["models"].__setitem__("mine", {"type": "bogus"}),
+            r"config key models.mine.type: 'bogus' is not one of",
+        ),
+        (
+            lambda c: c["models"]["knrm"].__setitem__("max_doc_len", -5),
+            r"config key models.knrm.max_doc_len: -5 is less than the minimum of 1",
+        ),
+        (
+            lambda c: c["models"]["knrm"]["train"].__setitem__("steps", -3),
+            r"config key models.knrm.train.steps: -3 is less than the minimum",
+        ),
+        (
+            lambda c: c.__setitem__("rerank_dpth", 3),
+            r"'rerank_dpth' was unexpected\); did you mean 'rerank_depth' for 'rerank_dpth'\?",
+        ),
+        (
+            lambda c: c["models"]["knrm"]["train"].__setitem__("stpes", 3),
+            r"config key models.knrm.train: .*'stpes' was unexpected\); did you mean 'steps' for 'stpes'\?",
+        ),
+        (
+            lambda c: c.__setitem__("evaluation", {"measurez": ["P@10"]}),
+            r"config key evaluation: .*did you mean 'measures' for 'measurez'\?",
+        ),
+        (
+            lambda c: c["models"]["tk"].__setitem__("max_doc_length", 300),
+            r"config key models.tk.max_doc_length: not a key of a 'tk' model; did you mean 'max_doc_len'\?",
+        ),
+        (
+            lambda c: c.__setitem__("dataset", {"name": "x; rm -rf ~", "id": "cranfield"}),
+            r"config key dataset.name: 'x; rm -rf ~' does not match",
+        ),
+        # the collection: a name that is no description, a block that only changes one key of one (it replaces it whole)
+        (
+            lambda c: c.__setitem__("dataset", "cranfeld"),
+            r"config key dataset: 'cranfeld' is neither a shipped collection \(cranfield, irled",
+        ),
+        (
+            lambda c: c.__setitem__("dataset", {"doc_fields": ["title"]}),
+            r"config key dataset: this block has no name.*replaces the one before it whole",
+        ),
+        # grades: integers only; a map reversing their order only where the description says so on purpose
+        (
+            lambda c: c.__setitem__("dataset", {"name": "x", "id": "cranfield", "gains": {"high": 2}}),
+            r"config key dataset.gains.high: a grade must be an integer",
+        ),
+        (
+            lambda c: c.__setitem__("dataset", {"name": "x", "id": "cranfield", "gains": {1: 4, 2: 3}}),
+            r"config key dataset.gains: grade 1 gets gain 4 and the higher grade 2 gets 3: the map reverses .*reverses_grades: true",
+        ),
+        (
+            lambda c: c.__setitem__(
+                "dataset", {"name": "x", "id": "cranfield", "gains": {0: 0, 1: 1}, "reverses_grades": True}
+            ),
+            r"config key dataset.gains: dataset.reverses_grades is true but the map keeps the grades' order",
+        ),
+        # measures through ir-measures' parser when the workflow is parsed, trec_eval's spelling translated
+        (
+            lambda c: c.__setitem__("evaluation", {"measures": ["nDCG@10", "P_10"]}),
+            r"config key evaluation.measures.1: 'P_10' is not a measure ir-measures reads; did you mean 'P@10'",
+        ),
+        (
+            lambda c: c.__setitem__("evaluation", {"measures": ["nDGC@10"]}),
+            r"config key evaluation.measures.0: 'nDGC@10' .*did you mean 'nDCG@10'",
+        ),
+        (
+            lambda c: c.__setitem__("evaluation", {"noninferiority_reference": "bert_frstp"}),
+            r"config key evaluation.noninferiority_reference: 'bert_frstp' is not a system of this run; did you mean 'bert_firstp'",
+        ),
+        (
+            lambda c: c["models"].__setitem__("$(reboot)", {"type": "knrm"}),
+            r"config key models: '\$\(reboot\)' does not match",
+        ),
+    ],
+)
 def test_a_malformed_config_names_the_key(change, message):
     config = copy.deepcopy(DEFAULT)
     change(config)
@@ -135,14 +185,19 @@ def test_runs_and_qrels_that_contradict_themselves_name_the_line(tmp_path):
         read_run(run)
     qrels = tmp_path / "qrels.txt"
     qrels.write_text("q1 0 d1 1\nq1 0 d1 2\n")
-    with pytest.raises(InputError, match=r"qrels.txt:2: document 'd1' is judged twice for query 'q1', with grades 1 and 2"):
+    with pytest.raises(
+        InputError, match=r"qrels.txt:2: document 'd1' is judged twice for query 'q1', with grades 1 and 2"
+    ):
         read_qrels(qrels)
 
 
 def test_a_query_left_empty_by_its_formulation_is_named_with_the_fix(tmp_path):
     docs, queries, _ = synthetic_collection()
     dataset = collection(tmp_path / "src", queries={**queries, "q3": "the of and a"})
-    with pytest.raises(InputError, match=r"1 queries are empty after query formulation \(tfidf_terms\): 'q3'.*query_formulation.method: full"):
+    with pytest.raises(
+        InputError,
+        match=r"1 queries are empty after query formulation \(tfidf_terms\): 'q3'.*query_formulation.method: full",
+    ):
         prepare(dataset, {"method": "tfidf_terms", "n": 5}, SPLITS, tmp_path / "data")
 
 
@@ -176,9 +231,14 @@ def test_checkpoints_are_safetensors_of_the_configured_model_or_refused(tiny_dat
     corpus = Corpus(tiny_data / "data")
     knrm = build_model({"type": "knrm"}, corpus)
     save_weights(knrm, tiny_data / "knrm.safetensors")
-    with pytest.raises(InputError, match=r"knrm.safetensors holds a longrank.models.knrm.KNRM model's weights; the config builds a longrank.models.tk.TK"):
+    with pytest.raises(
+        InputError,
+        match=r"knrm.safetensors holds a longrank.models.knrm.KNRM model's weights; the config builds a longrank.models.tk.TK",
+    ):
         load_model(tiny_data / "knrm.safetensors", {"type": "tk"}, corpus)
-    with pytest.raises(InputError, match=r"trained with other sizes than the configured model.*dense.weight \(1, 11\) vs \(1, 5\)"):
+    with pytest.raises(
+        InputError, match=r"trained with other sizes than the configured model.*dense.weight \(1, 11\) vs \(1, 5\)"
+    ):
         load_model(tiny_data / "knrm.safetensors", {"type": "knrm", "n_kernels": 5}, corpus)
     marker = tiny_data / "unpickled"
     torch.save({"dense.weight": _Payload(marker)}, tiny_data / "pickled.safetensors")
@@ -199,9 +259,26 @@ def test_shell_metacharacters_in_config_values_never_reach_a_shell_unquoted(tmp_
     (tmp_path / "hostile.yaml").write_text(yaml.safe_dump(config))
     (tmp_path / "config").symlink_to(REPO / "config")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    done = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "1",
-                           "results/tiny/data/stats.json", "--configfile", str(tmp_path / "hostile.yaml")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(REPO / "Snakefile"),
+            "-d",
+            str(tmp_path),
+            "--cores",
+            "1",
+            "results/tiny/data/stats.json",
+            "--configfile",
+            str(tmp_path / "hostile.yaml"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((tmp_path / "results" / "tiny" / "data" / "stats.json").read_text())
     assert not list(tmp_path.rglob("PWNED*")) and not list(Path.cwd().glob("PWNED*"))

@@ -27,8 +27,14 @@ def write_index(directory, dense, doc_ids, query_terms, depth=None, build_second
             row[np.argsort(-row, kind="stable")[depth:]] = 0.0
     directory.mkdir(parents=True, exist_ok=True)
     scipy.sparse.save_npz(directory / "impact.npz", scipy.sparse.csr_matrix(matrix))
-    meta = {"format": FORMAT, "terms": terms, "doc_ids": doc_ids, "impact_depth": depth, "build_seconds": build_seconds,
-            "query_terms": query_terms}
+    meta = {
+        "format": FORMAT,
+        "terms": terms,
+        "doc_ids": doc_ids,
+        "impact_depth": depth,
+        "build_seconds": build_seconds,
+        "query_terms": query_terms,
+    }
     if floors is not None:
         meta["term_floors"] = [float(f) for f in floors]
     write_json(directory / "impact.json", meta)
@@ -39,9 +45,18 @@ def write_index(directory, dense, doc_ids, query_terms, depth=None, build_second
 def collection():
     rng = np.random.default_rng(0)
     doc_ids = [f"D{i:02d}" for i in rng.permutation(40)]  # columns not in id order: ties must go by id, not column
-    query_terms = {"q1": ["wing", "lift"], "q2": ["heat", "flux", "heat"], "q3": ["mach"], "q4": ["shock", "unknownterm"],
-                   "q5": ["wing"], "q6": ["flux", "shock"]}
-    folds = [{"train": ["q5"], "dev": ["q6"], "test": ["q1", "q2"]}, {"train": ["q5"], "dev": ["q6"], "test": ["q3", "q4"]}]
+    query_terms = {
+        "q1": ["wing", "lift"],
+        "q2": ["heat", "flux", "heat"],
+        "q3": ["mach"],
+        "q4": ["shock", "unknownterm"],
+        "q5": ["wing"],
+        "q6": ["flux", "shock"],
+    }
+    folds = [
+        {"train": ["q5"], "dev": ["q6"], "test": ["q1", "q2"]},
+        {"train": ["q5"], "dev": ["q6"], "test": ["q3", "q4"]},
+    ]
     return doc_ids, query_terms, folds
 
 
@@ -67,8 +82,9 @@ def test_scores_are_sums_of_the_query_terms_rows_with_each_fold_ranking_its_test
     # a duplicated term counts twice (the model's sum over its processed terms); an unknown term adds nothing
     heat, flux = TERMS.index("heat"), TERMS.index("flux")
     best = next(iter(run["q2"]))
-    assert run["q2"][best] == pytest.approx(2 * np.float32(dense[0][heat][doc_ids.index(best)]) +
-                                            np.float32(dense[0][flux][doc_ids.index(best)]), rel=1e-6)
+    assert run["q2"][best] == pytest.approx(
+        2 * np.float32(dense[0][heat][doc_ids.index(best)]) + np.float32(dense[0][flux][doc_ids.index(best)]), rel=1e-6
+    )
     assert list(run["q4"]) == [d for d, _ in expected_ranking(dense[1], doc_ids, ["shock"], 10)]
     # the other fold's index would rank q3 differently: the fold mattered
     assert list(run["q3"]) != [d for d, _ in expected_ranking(dense[0], doc_ids, ["mach"], 10)]
@@ -121,11 +137,16 @@ def test_top_k_cuts_ties_by_document_id_whatever_the_column_order(tmp_path, coll
 def test_stats_describe_the_index_and_the_queries(tmp_path, collection):
     doc_ids, query_terms, folds = collection
     dense = np.random.default_rng(3).random((len(TERMS), 40))
-    dirs = [write_index(tmp_path / f"fold{k}", dense, doc_ids, query_terms, depth=5, build_seconds=2.0 + k) for k in (0, 1)]
+    dirs = [
+        write_index(tmp_path / f"fold{k}", dense, doc_ids, query_terms, depth=5, build_seconds=2.0 + k) for k in (0, 1)
+    ]
     _, stats = impact_run(dirs, folds, query_terms, top_k=10)
     for key in ("query_seconds_mean", "query_ms_per_query", "index_bytes", "build_seconds", "terms", "nonzeros"):
         assert key in stats
-    assert stats["query_ms_per_query"] == pytest.approx(1000 * stats["query_seconds_mean"]) and stats["query_seconds_mean"] > 0
+    assert (
+        stats["query_ms_per_query"] == pytest.approx(1000 * stats["query_seconds_mean"])
+        and stats["query_seconds_mean"] > 0
+    )
     assert stats["terms"] == len(TERMS) and stats["nonzeros"] == 5 * len(TERMS) and stats["folds"] == 2
     csr = scipy.sparse.load_npz(dirs[0] / "impact.npz")
     assert stats["index_bytes"] == csr.data.nbytes + csr.indices.nbytes + csr.indptr.nbytes
@@ -164,6 +185,7 @@ def test_bad_indexes_are_errors_naming_the_file(tmp_path, collection):
 
 # --- the report's first-stage table -----------------------------------------------------------------------------------
 
+
 @pytest.fixture()
 def results(tmp_path):
     """A results directory with two first stages' candidates (bm25 and a model's fullrank) and qrels / folds."""
@@ -174,10 +196,20 @@ def results(tmp_path):
     write_qrels(root / "data" / "qrels.txt", {q: {docs[i]: 1} for i, q in enumerate(qids)})
     write_json(root / "data" / "folds.json", [{"train": [], "dev": [], "test": qids}])
     for stage in ("bm25", "ndrm3_full"):
-        write_run(root / "candidates" / f"{stage}.run", {q: {d: float(rng.normal()) for d in docs[:20]} for q in qids}, stage)
-    write_json(root / "config.json", {"dataset": "toy", "models": {},
-                                      "first_stages": {"bm25": {"method": "bm25", "top_k": 20},
-                                                       "ndrm3_full": {"method": "model", "model": "ndrm3", "top_k": 20}}})
+        write_run(
+            root / "candidates" / f"{stage}.run", {q: {d: float(rng.normal()) for d in docs[:20]} for q in qids}, stage
+        )
+    write_json(
+        root / "config.json",
+        {
+            "dataset": "toy",
+            "models": {},
+            "first_stages": {
+                "bm25": {"method": "bm25", "top_k": 20},
+                "ndrm3_full": {"method": "model", "model": "ndrm3", "top_k": 20},
+            },
+        },
+    )
     return root
 
 
@@ -194,8 +226,15 @@ def first_stage_table(root, only=None):
     qids = test_queries(read_folds(root / "data" / "folds.json"))
     manifest = SimpleNamespace(candidate_stats={s: root / "candidates" / f"{s}.stats.json" for s in stages})
     runs = {s: read_run(root / "candidates" / f"{s}.run") for s in stages}
-    inp = SimpleNamespace(first_stages=stages, default_first_stage=next(iter(stages)), candidates=runs.get, manifest=manifest,
-                          qrels=read_qrels(root / "data" / "qrels.txt"), test_qids=qids, evaluated_qids=qids)
+    inp = SimpleNamespace(
+        first_stages=stages,
+        default_first_stage=next(iter(stages)),
+        candidates=runs.get,
+        manifest=manifest,
+        qrels=read_qrels(root / "data" / "qrels.txt"),
+        test_qids=qids,
+        evaluated_qids=qids,
+    )
     cmp = SimpleNamespace(systems=[], primary="nDCG@10")  # no evaluations: recall and costs only
     sec = first_stages.section(Context(inp, cmp, root / "figures"))
     table = next(b for b in sec.blocks if b.kind == "table")
@@ -205,11 +244,22 @@ def first_stage_table(root, only=None):
 
 def test_the_first_stage_tables_gain_cost_columns_from_the_stats_files(results):
     costs = ["Latency (ms/query)", "Index size (MB)", "Build time (s)"]
-    write_json(results / "candidates" / "bm25.stats.json", {"method": "bm25", "index_seconds": 12.34, "query_seconds": 0.8,
-                                                            "query_ms_per_query": 0.1})
-    write_json(results / "candidates" / "ndrm3_full.stats.json",
-               {"method": "model", "query_seconds_mean": 0.0025, "query_ms_per_query": 2.5, "index_bytes": 3_500_000,
-                "build_seconds": 640.0, "terms": 120, "nonzeros": 290_000})
+    write_json(
+        results / "candidates" / "bm25.stats.json",
+        {"method": "bm25", "index_seconds": 12.34, "query_seconds": 0.8, "query_ms_per_query": 0.1},
+    )
+    write_json(
+        results / "candidates" / "ndrm3_full.stats.json",
+        {
+            "method": "model",
+            "query_seconds_mean": 0.0025,
+            "query_ms_per_query": 2.5,
+            "index_bytes": 3_500_000,
+            "build_seconds": 640.0,
+            "terms": 120,
+            "nonzeros": 290_000,
+        },
+    )
     headers, rows, sec = first_stage_table(results)
     assert headers == ["First stage", "Candidates", "R@10", "R@20", *costs]
     assert rows["bm25"][-3:] == ["0.100", "–", "12.3"]  # BM25 reports no index size

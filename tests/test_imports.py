@@ -136,6 +136,7 @@ def test_no_import_cycle():
 def test_no_cycle_between_subpackages():
     """Back-references between the package's parts (evaluate -> report -> evaluate, models -> train ->
     models) are cycles one level up even when no two modules import each other."""
+
     def part(module: str) -> str:
         return ".".join(module.split(".")[:2])
 
@@ -150,8 +151,11 @@ def test_no_cycle_between_subpackages():
 
 
 def test_report_modules_are_short():
-    long = {str(p.relative_to(REPO)): n for p in sorted((PACKAGE / "report").rglob("*.py"))
-            if (n := len(p.read_text().splitlines())) > MAX_REPORT_LINES}
+    long = {
+        str(p.relative_to(REPO)): n
+        for p in sorted((PACKAGE / "report").rglob("*.py"))
+        if (n := len(p.read_text().splitlines())) > MAX_REPORT_LINES
+    }
     assert not long, f"report modules over {MAX_REPORT_LINES} lines (one module per section): {long}"
 
 
@@ -166,8 +170,11 @@ def test_bm25_is_named_only_by_the_bm25_module():
     for name in MODULES:
         if name == BM25_MODULE:
             continue
-        hits = sorted((node.lineno, node.value) for node in ast.walk(parse(name))
-                      if isinstance(node, ast.Constant) and isinstance(node.value, str) and bm25_literal(node.value))
+        hits = sorted(
+            (node.lineno, node.value)
+            for node in ast.walk(parse(name))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and bm25_literal(node.value)
+        )
         found += [f"{MODULES[name].relative_to(REPO)}:{line}: {value[:80]!r}" for line, value in hits]
     assert not found, f"{len(found)} 'bm25' literal(s) outside {BM25_MODULE}:\n" + "\n".join(found)
 
@@ -181,4 +188,6 @@ def test_the_report_reaches_nothing_in_models_or_train():
         for target in nx.descendants(graph, name):
             if target.startswith(("longrank.models", "longrank.train")):
                 reached.setdefault(target, name)
-    assert not reached, "report modules that reach models/ or train/: " + ", ".join(f"{v} -> {k}" for k, v in reached.items())
+    assert not reached, "report modules that reach models/ or train/: " + ", ".join(
+        f"{v} -> {k}" for k, v in reached.items()
+    )

@@ -24,15 +24,24 @@ def test_weight_is_chosen_on_dev_and_applied_to_the_reranked_head(tiny_data):
     fold = corpus.folds[0]
     relevant = {q: {d for d, g in corpus.qrels.get(q, {}).items() if g > 0} for q in corpus.queries}
     # dev: the model puts the relevant documents last (any weight > 0 hurts); test: an oracle model
-    dev = {q: {d: (-1.0 if d in relevant[q] else 1.0) for d in top_candidates(bm25, q, 5)} for q in fold["dev"] if q in bm25}
-    oracle = {q: {d: (1.0 if d in relevant[q] else 0.0) + i * 1e-3 for i, d in enumerate(top_candidates(bm25, q, 5))}
-              for q in fold["test"] if q in bm25}
+    dev = {
+        q: {d: (-1.0 if d in relevant[q] else 1.0) for d in top_candidates(bm25, q, 5)}
+        for q in fold["dev"]
+        if q in bm25
+    }
+    oracle = {
+        q: {d: (1.0 if d in relevant[q] else 0.0) + i * 1e-3 for i, d in enumerate(top_candidates(bm25, q, 5))}
+        for q in fold["test"]
+        if q in bm25
+    }
     model_run = with_tail(oracle, bm25, corpus.test_queries())
     mixed, (choice,) = interpolate_folds(model_run, [dev], bm25, 5, corpus)
     curve = choice.dev_ndcg10_by_weight
     assert set(curve) == {str(w) for w in WEIGHTS}
     assert choice.weight == max(WEIGHTS, key=lambda w: (curve[str(w)], w))
-    assert choice.dev_ndcg10 == pytest.approx(mean_measure(interpolate(dev, bm25, choice.weight), corpus.qrels, fold["dev"]))
+    assert choice.dev_ndcg10 == pytest.approx(
+        mean_measure(interpolate(dev, bm25, choice.weight), corpus.qrels, fold["dev"])
+    )
     assert choice.weight < 1.0  # dev said the model alone is worse
     expected = with_tail(interpolate(oracle, bm25, choice.weight), bm25, corpus.test_queries())
     assert mixed == expected  # the head (top 5) is mixed, the tail keeps BM25's order below it
@@ -46,13 +55,31 @@ def test_stage_writes_the_run_and_the_weights_named_by_the_system(tiny_data):
     bm25 = read_run(tiny_data / "bm25.run")
     fold = corpus.folds[0]
     write_run(tiny_data / "dev.run", {q: {d: -s for d, s in bm25[q].items()} for q in fold["dev"] if q in bm25}, "m")
-    write_run(tiny_data / "m.run", with_tail({q: dict(list(bm25[q].items())[:3]) for q in fold["test"] if q in bm25}, bm25,
-                                             corpus.test_queries()), "m")
+    write_run(
+        tiny_data / "m.run",
+        with_tail({q: dict(list(bm25[q].items())[:3]) for q in fold["test"] if q in bm25}, bm25, corpus.test_queries()),
+        "m",
+    )
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    run(parser.parse_args(["--model-run", str(tiny_data / "m.run"), "--dev-runs", str(tiny_data / "dev.run"), "--candidates",
-                           str(tiny_data / "bm25.run"), "--rerank-depth", "3", "--data", str(tiny_data / "data"),
-                           "--out", str(tiny_data / "m+bm25.run")]))
+    run(
+        parser.parse_args(
+            [
+                "--model-run",
+                str(tiny_data / "m.run"),
+                "--dev-runs",
+                str(tiny_data / "dev.run"),
+                "--candidates",
+                str(tiny_data / "bm25.run"),
+                "--rerank-depth",
+                "3",
+                "--data",
+                str(tiny_data / "data"),
+                "--out",
+                str(tiny_data / "m+bm25.run"),
+            ]
+        )
+    )
     assert set(read_run(tiny_data / "m+bm25.run")) == set(read_run(tiny_data / "m.run"))
     assert (tiny_data / "m+bm25.run").read_text().split("\n")[0].endswith(" m+bm25")
     info = Interpolation.read(tiny_data / "m+bm25.interpolation.json")  # the shape the report reads

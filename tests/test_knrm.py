@@ -11,7 +11,9 @@ from longrank.models.modules.word_embedder import WordEmbedder
 
 
 def small_knrm() -> KNRM:
-    vocab = Vocabulary.build(["wing lift slipstream propeller", "heat transfer slab conduction", "shock wave cone supersonic"])
+    vocab = Vocabulary.build(
+        ["wing lift slipstream propeller", "heat transfer slab conduction", "shock wave cone supersonic"]
+    )
     return KNRM(WordEmbedder(vocab), n_kernels=11, max_query_len=8, max_doc_len=12)
 
 
@@ -26,7 +28,9 @@ def test_kernel_centres_match_knrm():
 
 def test_forward_shapes_and_padding_invariance():
     model = small_knrm()
-    batch = model.encode(["wing lift", "heat"], ["d1", "d2"], ["propeller slipstream wing", "supersonic cone shock wave slab"])
+    batch = model.encode(
+        ["wing lift", "heat"], ["d1", "d2"], ["propeller slipstream wing", "supersonic cone shock wave slab"]
+    )
     assert batch["query"].shape == (2, 2) and batch["doc"].shape == (2, 5)
     scores = model(**batch)
     assert scores.shape == (2,) and torch.isfinite(scores).all()
@@ -40,12 +44,12 @@ def test_gradient_check_and_every_parameter_learns():
     model = small_knrm().double()
     batch = model.encode(["wing lift slab"], ["d1"], ["propeller wing lift heat"])
 
-
     # kernel features are smooth in the dense weights; gradcheck compares autograd with finite differences
     w = model.dense.weight.detach().clone().requires_grad_(True)
     b = model.dense.bias.detach().clone().requires_grad_(True)
-    assert torch.autograd.gradcheck(lambda w_, b_: torch.nn.functional.linear(
-        _features(model, batch), w_, b_).squeeze(-1), (w, b))
+    assert torch.autograd.gradcheck(
+        lambda w_, b_: torch.nn.functional.linear(_features(model, batch), w_, b_).squeeze(-1), (w, b)
+    )
     model.zero_grad()
     model(**batch).sum().backward()
     assert model.dense.weight.grad.abs().sum() > 0 and model.embedder.embedding.weight.grad.abs().sum() > 0

@@ -47,7 +47,8 @@ def test_matches_pytrec_eval():
     assert list(frame.columns) == MEASURES
     assert list(frame.index) == ["1", "2", "3", "10"]  # numeric order; "4" omitted (no relevant doc)
     evaluator = pytrec_eval.RelevanceEvaluator(
-        {q: QRELS[q] for q in ["1", "2", "3"]}, {"ndcg_cut_10", "ndcg_cut_100", "map_cut_100", "recall_100"})
+        {q: QRELS[q] for q in ["1", "2", "3"]}, {"ndcg_cut_10", "ndcg_cut_100", "map_cut_100", "recall_100"}
+    )
     expected = evaluator.evaluate({q: RUN[q] for q in ["1", "2", "3"]})
     for q in ["1", "2", "3"]:
         assert frame.loc[q, "nDCG@10"] == pytest.approx(expected[q]["ndcg_cut_10"], abs=1e-9)
@@ -79,9 +80,23 @@ def test_cli_roundtrip(tmp_path):
     write_qrels(tmp_path / "qrels.txt", QRELS)
     (tmp_path / "folds.json").write_text(json.dumps(FOLDS))
     out = tmp_path / "eval" / "x.tsv"
-    subprocess.run([sys.executable, "-m", "longrank", "evaluate", "--run", str(tmp_path / "x.run"),
-                    "--qrels", str(tmp_path / "qrels.txt"), "--folds", str(tmp_path / "folds.json"),
-                    "--out", str(out)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "longrank",
+            "evaluate",
+            "--run",
+            str(tmp_path / "x.run"),
+            "--qrels",
+            str(tmp_path / "qrels.txt"),
+            "--folds",
+            str(tmp_path / "folds.json"),
+            "--out",
+            str(out),
+        ],
+        check=True,
+    )
     assert out.read_text().splitlines()[0].split("\t") == ["query_id"] + MEASURES
     back = read_eval_tsv(out)
     direct = per_query(RUN, QRELS, fold_test_queries(FOLDS), MEASURES)

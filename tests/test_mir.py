@@ -56,19 +56,40 @@ def make_record(tokenizer, sentences: list[str], terms: set[str]) -> dict:
                 token_nodes[node_of[mention[i]]][1].append(len(ids))
             ids.append(toks[i])
         passages.append(ids)
-    return {"passages": passages, "sentences": sentence_nodes, "tokens": token_nodes, "token_keys": keys,
-            "edges": {"p2p": [[i, i + 1] for i in range(len(passages) - 1)],
-                      "s2s": [[i, j] for i, j in combinations(range(len(piece_keys)), 2) if piece_keys[i] & piece_keys[j]],
-                      "t2t": [[i, j] for i, j in combinations(range(len(keys)), 2) if keys[i] == keys[j]]},
-            "n_tokens": n}
+    return {
+        "passages": passages,
+        "sentences": sentence_nodes,
+        "tokens": token_nodes,
+        "token_keys": keys,
+        "edges": {
+            "p2p": [[i, i + 1] for i in range(len(passages) - 1)],
+            "s2s": [[i, j] for i, j in combinations(range(len(piece_keys)), 2) if piece_keys[i] & piece_keys[j]],
+            "t2t": [[i, j] for i, j in combinations(range(len(keys)), 2) if keys[i] == keys[j]],
+        },
+        "n_tokens": n,
+    }
 
 
 DOCS = {
-    "d1": (["the boundary layer on a flat plate", "hypersonic flow heats the plate", "shock waves meet the boundary layer",
-            "the plate cools"], {"boundary", "plate", "hypersonic", "shock"}),
-    "d2": (["heat transfer at hypersonic speed", "the shock stands off the nose", "heat flux peaks behind the shock",
-            "hypersonic heat transfer is hard to measure in a tunnel", "the plate and the nose see the shock"],
-           {"heat", "shock", "hypersonic", "nose"}),
+    "d1": (
+        [
+            "the boundary layer on a flat plate",
+            "hypersonic flow heats the plate",
+            "shock waves meet the boundary layer",
+            "the plate cools",
+        ],
+        {"boundary", "plate", "hypersonic", "shock"},
+    ),
+    "d2": (
+        [
+            "heat transfer at hypersonic speed",
+            "the shock stands off the nose",
+            "heat flux peaks behind the shock",
+            "hypersonic heat transfer is hard to measure in a tunnel",
+            "the plate and the nose see the shock",
+        ],
+        {"heat", "shock", "hypersonic", "nose"},
+    ),
     "d3": (["an experimental study of a wing in a slipstream"], set()),  # no T nodes
 }
 QUERY = "hypersonic heat transfer"
@@ -81,12 +102,22 @@ def records(tokenizer):
 
 @pytest.fixture(scope="module")
 def settings(tokenizer):
-    return {"encoder": "minilm", "window": WINDOW, "overlap": OVERLAP, "max_doc_tokens": MAX_TOKENS, "cls_id": tokenizer.cls_token_id,
-            "sep_id": tokenizer.sep_token_id, "pad_id": tokenizer.pad_token_id, "vocab_size": tokenizer.vocab_size}
+    return {
+        "encoder": "minilm",
+        "window": WINDOW,
+        "overlap": OVERLAP,
+        "max_doc_tokens": MAX_TOKENS,
+        "cls_id": tokenizer.cls_token_id,
+        "sep_id": tokenizer.sep_token_id,
+        "pad_id": tokenizer.pad_token_id,
+        "vocab_size": tokenizer.vocab_size,
+    }
 
 
 def small_mir(tokenizer, records, settings, seed: int = 1, **kw) -> MIR:
-    encoder = random_encoder(bert_base_config(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128), seed=seed)
+    encoder = random_encoder(
+        bert_base_config(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128), seed=seed
+    )
     torch.manual_seed(seed)
     model = MIR(encoder, tokenizer, max_query_len=8, **kw)
     model.use_graphs(records, settings)
@@ -149,8 +180,10 @@ def test_without_graphs_passages_are_encoded_on_their_own(tokenizer, records, se
         passages = {}
         for b, p in batch["passage_mask"].nonzero().tolist():  # the encoder over one passage at a time, unpadded
             n = int(batch["attention_mask"][b, p].sum())
-            passages[b, p] = model.encoder(input_ids=batch["input_ids"][b, p, None, :n].to(device),
-                                           token_type_ids=batch["token_type_ids"][b, p, None, :n].to(device)).last_hidden_state[0]
+            passages[b, p] = model.encoder(
+                input_ids=batch["input_ids"][b, p, None, :n].to(device),
+                token_type_ids=batch["token_type_ids"][b, p, None, :n].to(device),
+            ).last_hidden_state[0]
         for view in model.views:
             tokens, token_mask, mask = batch[f"{view}_tokens"], batch[f"{view}_token_mask"], batch[f"{view}_nodes"]
             states = torch.zeros(*mask.shape, 64, device=device)
@@ -176,7 +209,9 @@ def test_without_graphs_passages_are_encoded_on_their_own(tokenizer, records, se
         for view in ("passage", "sentence", "token"):
             in_passage_0 = batch[f"{view}_nodes"][0] & (batch[f"{view}_tokens"][0, :, 0] // length == 0)
             assert in_passage_0.any(), view
-            moved.append(not torch.allclose(before[view][0][0, in_passage_0], after[view][0][0, in_passage_0], atol=1e-6))
+            moved.append(
+                not torch.allclose(before[view][0][0, in_passage_0], after[view][0][0, in_passage_0], atol=1e-6)
+            )
         assert moved == ([False] * 3 if independent else [True] * 3), moved
 
 
@@ -213,7 +248,9 @@ def test_fusion_starts_as_the_identity_on_the_intra_states(tokenizer, records, s
     inputs = {}
     for name, model in (("graphed", graphed), ("plain", plain)):
         for i, layer in enumerate(model.encoder.encoder.layer):
-            layer.register_forward_pre_hook(lambda m, args, i=i, name=name: inputs.setdefault(name, {}).update({i: args[0].clone()}))
+            layer.register_forward_pre_hook(
+                lambda m, args, i=i, name=name: inputs.setdefault(name, {}).update({i: args[0].clone()})
+            )
     batch = batch_of(graphed)
     with torch.no_grad():
         graphed(**batch), plain(**batch)
@@ -228,12 +265,27 @@ def test_fusion_starts_as_the_identity_on_the_intra_states(tokenizer, records, s
 
 # (5) ---------------------------------------------------------------------------------------------------
 ABLATIONS = [
-    {}, {"graphs": ["p2p"]}, {"graphs": ["s2s"]}, {"graphs": ["t2t"]}, {"graphs": ["s2s", "t2t"]}, {"graphs": []},
-    {"views": ["passage"]}, {"views": ["sentence", "token"]}, {"views": ["token"]},
-    {"pooling": "max"}, {"pooling": "cnn"}, {"pooling": "transformer"},
-    {"aggregator": "gcn"}, {"aggregator": "gin"}, {"aggregator": "sage"},
-    {"shared": True}, {"stacked": False}, {"stacked": False, "shared": True}, {"fully_connected": True},
-    {"inter_heads": 2, "pool_heads": 2}, {"freeze_layers": 1},
+    {},
+    {"graphs": ["p2p"]},
+    {"graphs": ["s2s"]},
+    {"graphs": ["t2t"]},
+    {"graphs": ["s2s", "t2t"]},
+    {"graphs": []},
+    {"views": ["passage"]},
+    {"views": ["sentence", "token"]},
+    {"views": ["token"]},
+    {"pooling": "max"},
+    {"pooling": "cnn"},
+    {"pooling": "transformer"},
+    {"aggregator": "gcn"},
+    {"aggregator": "gin"},
+    {"aggregator": "sage"},
+    {"shared": True},
+    {"stacked": False},
+    {"stacked": False, "shared": True},
+    {"fully_connected": True},
+    {"inter_heads": 2, "pool_heads": 2},
+    {"freeze_layers": 1},
 ]
 NEW = ("inter.", "fuse.", "pool.", "aggregate.", "score.")
 
@@ -246,11 +298,15 @@ def test_every_ablation_builds_scores_and_trains_its_new_weights(tokenizer, reco
     assert scores.shape == (3,) and torch.isfinite(scores).all()
     listwise_ce(scores[None]).backward()
     new = [(n, p) for n, p in model.named_parameters() if n.startswith(NEW)]
-    assert {n for n, _ in model.named_parameters()} - {n for n, _ in new} == {n for n, _ in model.named_parameters() if n.startswith("encoder.")}
+    assert {n for n, _ in model.named_parameters()} - {n for n, _ in new} == {
+        n for n, _ in model.named_parameters() if n.startswith("encoder.")
+    }
     norms: dict[str, float] = {}
     for name, p in new:
         assert p.grad is not None and torch.isfinite(p.grad).all(), name
-        module = ".".join(name.split(".")[: 3 if name.startswith("inter.") else 2])  # inter.<block>.<graph>, fuse.<i>, pool.<view>
+        module = ".".join(
+            name.split(".")[: 3 if name.startswith("inter.") else 2]
+        )  # inter.<block>.<graph>, fuse.<i>, pool.<view>
         norms[module] = norms.get(module, 0.0) + float(p.grad.norm())
     assert norms and all(v > 0 for v in norms.values()), norms
     expected_inter = 0 if config.get("shared") or config.get("graphs") == [] else 1
@@ -262,10 +318,18 @@ def test_every_ablation_builds_scores_and_trains_its_new_weights(tokenizer, reco
 def test_config_is_checked_and_unknown_keys_are_refused(tokenizer, records, settings):
     with pytest.raises(InputError, match="poolng"):  # a typo is named, not ignored (before any encoder is loaded)
         MIR.from_config({"poolng": "max"})
-    for bad, key in (({"graphs": "p2p"}, "graphs"), ({"graphs": ["p2p", "q2q"]}, "graphs"), ({"views": []}, "views"),
-                     ({"pooling": "mean"}, "pooling"), ({"aggregator": "gat"}, "aggregator"), ({"shared": "yes"}, "shared"),
-                     ({"shared": True, "aggregator": "gcn"}, "shared"), ({"inter_heads": 5}, "inter_heads"),
-                     ({"max_doc_tokens": 0}, "max_doc_tokens"), ({"dropout": 1.0}, "dropout")):
+    for bad, key in (
+        ({"graphs": "p2p"}, "graphs"),
+        ({"graphs": ["p2p", "q2q"]}, "graphs"),
+        ({"views": []}, "views"),
+        ({"pooling": "mean"}, "pooling"),
+        ({"aggregator": "gat"}, "aggregator"),
+        ({"shared": "yes"}, "shared"),
+        ({"shared": True, "aggregator": "gcn"}, "shared"),
+        ({"inter_heads": 5}, "inter_heads"),
+        ({"max_doc_tokens": 0}, "max_doc_tokens"),
+        ({"dropout": 1.0}, "dropout"),
+    ):
         with pytest.raises(InputError, match=key):
             small_mir(tokenizer, records, settings, **bad)
     assert MIR.default_loss == "listwise_ce"
@@ -281,8 +345,11 @@ def test_max_doc_tokens_drops_passages_and_the_nodes_and_edges_inside_them(token
     b_full, b_cut = batch_of(full, ["d2"]), batch_of(cut, ["d2"])
     assert int(b_full["passage_mask"].sum()) == 5 and int(b_cut["passage_mask"].sum()) == 3
     assert torch.equal(b_cut["input_ids"][0, :3], b_full["input_ids"][0, :3])
-    for view, listed, graph in (("passage", [[p] for p in range(5)], "p2p"), ("sentence", record["sentences"], "s2s"),
-                                ("token", record["tokens"], "t2t")):
+    for view, listed, graph in (
+        ("passage", [[p] for p in range(5)], "p2p"),
+        ("sentence", record["sentences"], "s2s"),
+        ("token", record["tokens"], "t2t"),
+    ):
         kept = [i for i, node in enumerate(listed) if node[0] < 3]
         assert 0 < len(kept) < len(listed), view  # the cut drops some nodes of every view and keeps some
         assert int(b_cut[f"{view}_nodes"].sum()) == len(kept)
@@ -364,7 +431,9 @@ def test_graphs_are_a_collection_artifact_read_from_the_graph_set(tokenizer, rec
     write_graph_set(tmp_path / "other", records, other)
     with pytest.raises(InputError, match=f"{tmp_path / 'other'}.*another tokenizer"):
         model.attach_artifacts(tmp_path / "other")
-    encoder = random_encoder(bert_base_config(num_hidden_layers=1, hidden_size=64, num_attention_heads=4, intermediate_size=128))
+    encoder = random_encoder(
+        bert_base_config(num_hidden_layers=1, hidden_size=64, num_attention_heads=4, intermediate_size=128)
+    )
     with pytest.raises(InputError, match="attach_artifacts"):  # nothing attached yet
         MIR(encoder, tokenizer).encode([QUERY], ["d1"], ["text"])
     broken = {"d1": dict(records["d1"], tokens=[[0, [99]]], edges=dict(records["d1"]["edges"], t2t=[]))}
@@ -380,7 +449,13 @@ def test_on_minilm_the_intra_layers_are_pretrained_and_the_head_is_the_scoring_g
     scoring = {n for n, _ in model.named_parameters() if n.startswith(MIR.parameter_groups["scoring"])}
     # the aggregation head learns at scoring_lr; the graph layers and W^C inside the stacks at the encoder's rate
     assert scoring == {n for n, _ in model.named_parameters() if n.startswith(("pool.", "aggregate.", "score."))}
-    assert {n.split(".")[0] for n, _ in model.named_parameters()} - {n.split(".")[0] for n in scoring} == {"encoder", "inter", "fuse"}
-    assert len(model.inter) == 6 and len(model.fuse) == 5 and model.inter[0]["t2t"].heads == 12  # MiniLM: 6 layers, 12 heads
+    assert {n.split(".")[0] for n, _ in model.named_parameters()} - {n.split(".")[0] for n in scoring} == {
+        "encoder",
+        "inter",
+        "fuse",
+    }
+    assert (
+        len(model.inter) == 6 and len(model.fuse) == 5 and model.inter[0]["t2t"].heads == 12
+    )  # MiniLM: 6 layers, 12 heads
     with torch.no_grad():
         assert torch.isfinite(model.eval()(**batch_of(model))).all()

@@ -30,9 +30,17 @@ def tokenizer():
 
 
 def small_mores(tokenizer, blocks=2, **kw) -> MORES:
-    cfg = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=4, num_attention_heads=4, intermediate_size=64)
+    cfg = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=64,
+    )
     torch.manual_seed(0)
-    model = MORES(random_encoder(cfg, seed=1), tokenizer, interaction_blocks=blocks, max_query_len=16, max_doc_len=40, **kw)
+    model = MORES(
+        random_encoder(cfg, seed=1), tokenizer, interaction_blocks=blocks, max_query_len=16, max_doc_len=40, **kw
+    )
     torch.nn.init.normal_(model.head.weight)  # a head of the init's tiny scale would make every score ~0
     return model.eval()
 
@@ -94,8 +102,12 @@ def test_modules_never_see_the_other_side(tokenizer):
     with torch.no_grad():
         # forward() takes both sides; the query representation it uses must not depend on the document
         seen = {}
-        hook = model.query_module.register_forward_hook(lambda m, i, o: seen.setdefault("q", []).append(o.last_hidden_state))
-        hook2 = model.document_module.register_forward_hook(lambda m, i, o: seen.setdefault("d", []).append(o.last_hidden_state))
+        hook = model.query_module.register_forward_hook(
+            lambda m, i, o: seen.setdefault("q", []).append(o.last_hidden_state)
+        )
+        hook2 = model.document_module.register_forward_hook(
+            lambda m, i, o: seen.setdefault("d", []).append(o.last_hidden_state)
+        )
         for doc in (d1, d2):
             model(**{f"q_{k}": v for k, v in q.items()}, **{f"d_{k}": v for k, v in doc.items()})
         for query in (q1, q2):
@@ -128,7 +140,12 @@ def test_initialisation_from_pretrained_weights(minilm_state, blocks):
         prefix = f"encoder.layer.{n_layers - blocks + i}."
         for name, v in ib.state_dict().items():
             part, rest = name.split(".", 1)
-            source = {"cross_attention": "attention.", "self_attention": "attention.", "intermediate": "intermediate.", "output": "output."}[part]
+            source = {
+                "cross_attention": "attention.",
+                "self_attention": "attention.",
+                "intermediate": "intermediate.",
+                "output": "output.",
+            }[part]
             assert torch.equal(v, minilm_state[prefix + source + rest]), name
     # the copies are separate parameters (training one does not move the other)
     ib = model.interaction_blocks[0]
@@ -138,7 +155,9 @@ def test_initialisation_from_pretrained_weights(minilm_state, blocks):
 def test_random_cross_attention_ablation(minilm_state):
     model = MORES.from_config({"encoder": "minilm", "interaction_blocks": 1, "cross_attention_init": "random"})
     ib = model.interaction_blocks[0]
-    assert not torch.equal(ib.cross_attention.self.query.weight, minilm_state["encoder.layer.5.attention.self.query.weight"])
+    assert not torch.equal(
+        ib.cross_attention.self.query.weight, minilm_state["encoder.layer.5.attention.self.query.weight"]
+    )
     assert torch.equal(ib.self_attention.self.query.weight, minilm_state["encoder.layer.5.attention.self.query.weight"])
 
 
@@ -166,7 +185,10 @@ def test_tied_query_layers_are_the_document_modules_first_layers(tokenizer):
         for (name, q), (_, d) in zip(q_layer.named_parameters(), d_layer.named_parameters()):
             assert q is d, name  # the same Parameter objects: one set of weights
     # embeddings stay the query module's own copy, as in the official code (q_bert = deepcopy(bert))
-    assert tied.query_module.embeddings.word_embeddings.weight is not tied.document_module.embeddings.word_embeddings.weight
+    assert (
+        tied.query_module.embeddings.word_embeddings.weight
+        is not tied.document_module.embeddings.word_embeddings.weight
+    )
     for q_layer, d_layer in zip(untied.query_module.encoder.layer, untied.document_module.encoder.layer):
         assert all(q is not d for q, d in zip(q_layer.parameters(), d_layer.parameters()))
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
@@ -193,16 +215,24 @@ def test_untied_layout_has_the_papers_parameter_counts_at_bert_base():
 
     def count(blocks: int, tie: bool) -> int:
         with torch.device("meta"):
-            model = MORES(BertModel(bert_base_config(), add_pooling_layer=False), None, interaction_blocks=blocks,
-                          tie_query_layers=tie)
+            model = MORES(
+                BertModel(bert_base_config(), add_pooling_layer=False),
+                None,
+                interaction_blocks=blocks,
+                tie_query_layers=tie,
+            )
         if not tie:  # untied: no parameter object is shared between the query and document modules
-            assert not {id(p) for p in model.query_module.parameters()} & {id(p) for p in model.document_module.parameters()}
+            assert not {id(p) for p in model.query_module.parameters()} & {
+                id(p) for p in model.document_module.parameters()
+            }
         return sum(p.numel() for p in model.parameters())
 
     paper = {1: 224e6, 2: 228e6, 3: 231e6, 4: 233e6}
     untied = {k: count(k, tie=False) for k in paper}
     tied = {k: count(k, tie=True) for k in paper}
-    assert untied[2] == 222_511_873  # BERT-base 109.5M + query module (embeddings, 10 layers) + 2 IBs with cross-attention
+    assert (
+        untied[2] == 222_511_873
+    )  # BERT-base 109.5M + query module (embeddings, 10 layers) + 2 IBs with cross-attention
     for k, stated in paper.items():
         assert abs(untied[k] - stated) / stated < 0.03, (k, untied[k])
         assert tied[k] < 0.77 * stated, (k, tied[k])
@@ -217,7 +247,14 @@ def test_saved_and_loaded_with_the_projects_checkpoints_gives_identical_scores(t
     from longrank.models.checkpoint import load_model, save_weights
     from longrank.models.registry import build_model
 
-    cfg = {"type": "mores", "encoder": "minilm", "interaction_blocks": 2, "max_query_len": 16, "max_doc_len": 40, "tie_query_layers": tie}
+    cfg = {
+        "type": "mores",
+        "encoder": "minilm",
+        "interaction_blocks": 2,
+        "max_query_len": 16,
+        "max_doc_len": 40,
+        "tie_query_layers": tie,
+    }
     model = build_model(cfg, None)
     with torch.no_grad():  # weights that a fresh build cannot reproduce, so loading has to do the work
         for p in model.parameters():
@@ -230,7 +267,10 @@ def test_saved_and_loaded_with_the_projects_checkpoints_gives_identical_scores(t
     assert any(k.startswith("query_module.encoder.layer.") for k in keys) == (not tie)  # a tied layer is stored once
     loaded = load_model(tmp_path / "model.safetensors", cfg, None)
     if tie:
-        assert loaded.query_module.encoder.layer[1].attention.self.query.weight is loaded.document_module.encoder.layer[1].attention.self.query.weight
+        assert (
+            loaded.query_module.encoder.layer[1].attention.self.query.weight
+            is loaded.document_module.encoder.layer[1].attention.self.query.weight
+        )
     batch = model.encode(QUERIES, DOC_IDS, DOCS)
     with torch.no_grad():
         before, after = model(**batch), loaded(**batch)
@@ -246,7 +286,9 @@ def test_doc_segment_id_is_what_the_document_module_sees(tokenizer, tmp_path):
     seen = []
     for segment in (0, 1):
         model = small_mores(tokenizer, doc_segment_id=segment)
-        hook = model.document_module.register_forward_pre_hook(lambda m, a, kw: seen.append(kw["token_type_ids"].clone()), with_kwargs=True)
+        hook = model.document_module.register_forward_pre_hook(
+            lambda m, a, kw: seen.append(kw["token_type_ids"].clone()), with_kwargs=True
+        )
         with torch.no_grad():
             model(**model.encode(QUERIES[:2], DOC_IDS[:2], DOCS[:2]))
             model.score_pairs(QUERIES[:2], DOC_IDS[:2], DOCS[:2])
@@ -254,7 +296,9 @@ def test_doc_segment_id_is_what_the_document_module_sees(tokenizer, tmp_path):
         batch = model.encode(QUERIES[:2], DOC_IDS[:2], DOCS[:2])
         assert batch["q_token_type_ids"].max() == 0  # queries are always segment 0
     mask = small_mores(tokenizer).encode_docs(DOCS[:2])["attention_mask"]
-    assert torch.equal(seen[0], torch.zeros_like(mask)) and torch.equal(seen[1], torch.zeros_like(mask))  # default: 0, official code
+    assert torch.equal(seen[0], torch.zeros_like(mask)) and torch.equal(
+        seen[1], torch.zeros_like(mask)
+    )  # default: 0, official code
     assert torch.equal(seen[2], mask) and torch.equal(seen[3], mask)  # doc_segment_id: 1, the earlier behaviour
     # a store remembers the segment its rows were computed with; one written before the key existed used 1
     meta = build_store(small_mores(tokenizer, doc_segment_id=1, reuse="s1"), tmp_path)
@@ -276,15 +320,38 @@ def test_speed_table_smoke(tmp_path):
     from longrank.io import read_json
 
     out = tmp_path / "speed.json"
-    mores_speed.run(Namespace(encoder="minilm", sizes=["configured"], lengths=[16], query_len=8, blocks=[1], candidates=2, target=10,
-                              batch_size=2, min_time=0.0, max_repeats=1, threads=0, device="cpu", seed=0, out=out))
+    mores_speed.run(
+        Namespace(
+            encoder="minilm",
+            sizes=["configured"],
+            lengths=[16],
+            query_len=8,
+            blocks=[1],
+            candidates=2,
+            target=10,
+            batch_size=2,
+            min_time=0.0,
+            max_repeats=1,
+            threads=0,
+            device="cpu",
+            seed=0,
+            out=out,
+        )
+    )
     table = read_json(out)
     assert {"title", "columns", "rows", "notes"} <= set(table)
-    assert [(r["model"], r["reuse"]) for r in table["measurements"]] == [("BERT ranker", "-"), ("MORES 1xIB", "none"), ("MORES 1xIB", "s1"), ("MORES 1xIB", "s2")]
+    assert [(r["model"], r["reuse"]) for r in table["measurements"]] == [
+        ("BERT ranker", "-"),
+        ("MORES 1xIB", "none"),
+        ("MORES 1xIB", "s1"),
+        ("MORES 1xIB", "s2"),
+    ]
     ratios = [r["flop_ratio"] for r in table["measurements"]]
     assert ratios[0] == 1.0 and ratios[2] < ratios[3]  # S2 skips the K/V projections S1 still runs
     assert "FLOP ratio" in table["columns"] and not any("bound" in c.lower() for c in table["columns"])
-    assert table["measurements"][3]["space_mb_per_doc"] == pytest.approx(2 * table["measurements"][2]["space_mb_per_doc"])
+    assert table["measurements"][3]["space_mb_per_doc"] == pytest.approx(
+        2 * table["measurements"][2]["space_mb_per_doc"]
+    )
 
 
 def test_artifacts_stage_builds_the_fold_store_that_rerank_reads(tiny_data):
@@ -315,10 +382,32 @@ def test_artifacts_stage_builds_the_fold_store_that_rerank_reads(tiny_data):
     index = read_json(out / "store.json")
     assert index["documents"] == len({d for r in read_run(candidates).values() for d in r})
     with pytest.raises(InputError, match="fold-artifact"):
-        rerank("mores_s1", reuse, corpus, read_run(candidates), [str(checkpoint)], 10, 16, torch.device("cpu"), tiny_data / "runs")
-    rerank("mores_s1", reuse, corpus, read_run(candidates), [str(checkpoint)], 10, 16, torch.device("cpu"), tiny_data / "runs",
-           fold_artifacts=[out])
-    rerank("mores", base, corpus, read_run(candidates), [str(checkpoint)], 10, 16, torch.device("cpu"), tiny_data / "runs")
+        rerank(
+            "mores_s1",
+            reuse,
+            corpus,
+            read_run(candidates),
+            [str(checkpoint)],
+            10,
+            16,
+            torch.device("cpu"),
+            tiny_data / "runs",
+        )
+    rerank(
+        "mores_s1",
+        reuse,
+        corpus,
+        read_run(candidates),
+        [str(checkpoint)],
+        10,
+        16,
+        torch.device("cpu"),
+        tiny_data / "runs",
+        fold_artifacts=[out],
+    )
+    rerank(
+        "mores", base, corpus, read_run(candidates), [str(checkpoint)], 10, 16, torch.device("cpu"), tiny_data / "runs"
+    )
     stored, online = read_run(tiny_data / "runs" / "mores_s1.run"), read_run(tiny_data / "runs" / "mores.run")
     assert stored.keys() == online.keys() and stored
     for qid in online:

@@ -31,8 +31,18 @@ from conftest import synthetic_collection, write_local_collection
 
 VARIANTS = ("ndrm1", "ndrm2", "ndrm3")
 # CPU-quick sizes; windows of 16 every 8 terms so that the ~46-term documents have several
-SMALL = {"type": "ndrm", "hidden_dim": 16, "n_heads": 4, "conv_groups": 4, "conv_window": 5, "n_layers": 1,
-         "max_doc_len": 60, "pool_window": 16, "pool_stride": 8, "max_query_len": 8}
+SMALL = {
+    "type": "ndrm",
+    "hidden_dim": 16,
+    "n_heads": 4,
+    "conv_groups": 4,
+    "conv_window": 5,
+    "n_layers": 1,
+    "max_doc_len": 60,
+    "pool_window": 16,
+    "pool_stride": 8,
+    "max_query_len": 8,
+}
 
 
 @pytest.fixture(scope="module")
@@ -62,11 +72,14 @@ def trained_a_little(corpus: Corpus, variant: str, **extra) -> NDRM:
     return model.eval()
 
 
-QUERIES = ["the wing wing lift zzzunseenzzz",  # a stop word, a repeated term, an unknown word
-           "heat transfer boundary shock wave supersonic plate buckling stress flutter"]  # longer than max_query_len
+QUERIES = [
+    "the wing wing lift zzzunseenzzz",  # a stop word, a repeated term, an unknown word
+    "heat transfer boundary shock wave supersonic plate buckling stress flutter",
+]  # longer than max_query_len
 
 
 # ---- QTI ------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_score_is_the_sum_of_single_term_scores(corpus, variant):
@@ -86,6 +99,7 @@ def test_the_score_is_the_sum_of_single_term_scores(corpus, variant):
 
 
 # ---- the impact index -----------------------------------------------------------------------------------
+
 
 def read_index(directory):
     meta = json.loads((directory / "impact.json").read_text())
@@ -121,7 +135,9 @@ def test_an_unpruned_impact_index_gives_the_rerank_scores(corpus, variant, tmp_p
     encode = model.encode
     model.encode = lambda *a: pytest.fail("an attached unpruned index should answer")
     for qid in meta["query_terms"]:
-        torch.testing.assert_close(model.score_pairs([corpus.queries[qid]] * len(docs), doc_ids, docs), expected[qid], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(
+            model.score_pairs([corpus.queries[qid]] * len(docs), doc_ids, docs), expected[qid], rtol=1e-4, atol=1e-4
+        )
     model.encode = encode  # a query with a term the index lacks is scored by the model
     scores = model.score_pairs(["wing zzzunseenzzz airfoil"] * 3, doc_ids[:3], docs[:3])
     assert scores.shape == (3,)
@@ -147,11 +163,14 @@ def test_a_pruned_impact_index_keeps_each_terms_top_documents(corpus, tmp_path):
         assert top[t, kept].min() >= np.sort(full[t])[-3] - 1e-5  # no document outside the kept ones scores higher
     pruned.attach_artifacts(tmp_path / "top3")  # a pruned index cannot give exact scores: the model answers
     docs = sorted(corpus.docs)[:5]
-    torch.testing.assert_close(pruned.score_pairs(["wing lift"] * 5, docs, [corpus.docs[d] for d in docs]),
-                               model.score_pairs(["wing lift"] * 5, docs, [corpus.docs[d] for d in docs]))
+    torch.testing.assert_close(
+        pruned.score_pairs(["wing lift"] * 5, docs, [corpus.docs[d] for d in docs]),
+        model.score_pairs(["wing lift"] * 5, docs, [corpus.docs[d] for d in docs]),
+    )
 
 
 # ---- Eq. 4 ------------------------------------------------------------------------------------------------
+
 
 def test_ndrm2_is_eq_4_by_hand(corpus):
     model = build_model({**SMALL, "variant": "ndrm2"}, corpus)
@@ -186,6 +205,7 @@ def test_ndrm2_is_eq_4_by_hand(corpus):
 
 # ---- windowed kernel pooling ----------------------------------------------------------------------------
 
+
 def test_windowed_kernel_pooling_on_a_short_document_is_plain_kernel_pooling():
     torch.manual_seed(0)
     kernels = torch.rand(3, 2, 10, 12)  # [docs, terms, kernels, length]
@@ -217,7 +237,10 @@ def test_ndrm1_on_documents_shorter_than_a_window_scores_plain_kernel_pooling(co
         d, d_mask, _ = model._encode_documents(batch["doc"])
         q = model._query_vectors(batch["query"])
         cosine = q @ d.transpose(1, 2)
-        kernels = torch.exp(-((cosine[:, :, None, :] - model.mu[:, None]) ** 2) / (2 * model.sigma[:, None] ** 2)) * d_mask[:, None, None, :]
+        kernels = (
+            torch.exp(-((cosine[:, :, None, :] - model.mu[:, None]) ** 2) / (2 * model.sigma[:, None] ** 2))
+            * d_mask[:, None, None, :]
+        )
         plain = model.window_scorer(kernel_pooling(kernels)).squeeze(-1)  # [B, Lq]: one score per query term
         q_mask = (batch["query"] > 1).float()
         torch.testing.assert_close(model(**batch), (plain * q_mask).sum(dim=1))
@@ -225,11 +248,25 @@ def test_ndrm1_on_documents_shorter_than_a_window_scores_plain_kernel_pooling(co
 
 # ---- configuration --------------------------------------------------------------------------------------
 
+
 def test_the_papers_settings_are_the_defaults(corpus):
     defaults = constructor_defaults("ndrm")
-    paper = {"variant": "ndrm1", "max_doc_len": 4000, "max_query_len": 20, "n_layers": 2, "hidden_dim": 256, "n_heads": 32,
-             "conv_window": 31, "conv_groups": 32, "dropout": 0.2, "n_kernels": 10, "pool_window": 300, "pool_stride": 100,
-             "attention": "separable", "impact_depth": None}
+    paper = {
+        "variant": "ndrm1",
+        "max_doc_len": 4000,
+        "max_query_len": 20,
+        "n_layers": 2,
+        "hidden_dim": 256,
+        "n_heads": 32,
+        "conv_window": 31,
+        "conv_groups": 32,
+        "dropout": 0.2,
+        "n_kernels": 10,
+        "pool_window": 300,
+        "pool_stride": 100,
+        "attention": "separable",
+        "impact_depth": None,
+    }
     assert {k: defaults[k] for k in paper} == paper
     assert model_class("ndrm").default_loss == "ranknet"
     assert "conformer" not in defaults  # wiring, not a config key
@@ -245,8 +282,10 @@ def test_the_papers_word2vec_embeddings_of_the_hidden_width_are_used_as_they_are
     rng = np.random.default_rng(0)
     words = corpus.word_vocabulary().words[2:]  # past <pad> and <oov>
     vectors = rng.normal(size=(len(words), 16))  # IN ‖ OUT of 2 × 8 = hidden_dim 16: no projection
-    (corpus.dir / "word2vec.txt").write_text(f"{len(words)} 16\n" + "".join(w + " " + " ".join(f"{v:.6f}" for v in row) + "\n"
-                                                                    for w, row in zip(words, vectors)))
+    (corpus.dir / "word2vec.txt").write_text(
+        f"{len(words)} 16\n"
+        + "".join(w + " " + " ".join(f"{v:.6f}" for v in row) + "\n" for w, row in zip(words, vectors))
+    )
     model = build_model({**SMALL, "variant": "ndrm1", "embeddings": "word2vec"}, corpus)
     assert isinstance(model.project, torch.nn.Identity) and model.embedder.coverage == 1.0
     (corpus.dir / "word2vec.txt").unlink()
@@ -260,15 +299,20 @@ def test_learning_rates_reach_the_scoring_layers_and_embeddings(corpus):
         named = {id(p): n for n, p in model.named_parameters()}
         assert any(named[id(p)].startswith(scoring) for p in groups["scoring"])
         assert [named[id(p)] for p in groups["embeddings"]] == ["embedder.embedding.weight"]
-        assert not any(named[id(p)].startswith(("window_scorer.", "explicit.", "combine.", "embedder.")) for p in groups["rest"])
+        assert not any(
+            named[id(p)].startswith(("window_scorer.", "explicit.", "combine.", "embedder.")) for p in groups["rest"]
+        )
     with pytest.raises(InputError, match="embedding_lr"):  # NDRM2 has no trainable embeddings
         loop.parameter_groups(build_model({**SMALL, "variant": "ndrm2"}, corpus), hp, "ndrm2")
 
 
 # ---- training ----------------------------------------------------------------------------------------------
 
+
 def test_negative_pairs_add_candidate_over_collection_pairs():
-    scores = torch.tensor([[3.0, 1.0, 0.5, -1.0], [0.0, 2.0, -2.0, 1.0]])  # [positive, candidate negative, 2 collection]
+    scores = torch.tensor(
+        [[3.0, 1.0, 0.5, -1.0], [0.0, 2.0, -2.0, 1.0]]
+    )  # [positive, candidate negative, 2 collection]
     expected = []
     for s in scores.tolist():
         pairs = [(s[0], s[1]), (s[0], s[2]), (s[0], s[3]), (s[1], s[2]), (s[1], s[3])]
@@ -283,8 +327,20 @@ def test_negative_pairs_add_candidate_over_collection_pairs():
 
 def test_a_tiny_ndrm_trains_with_the_papers_sampling(tiny_data, monkeypatch):
     corpus, candidates = Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run")
-    cfg = {**SMALL, "variant": "ndrm3", "train": {"steps": 4, "batch_size": 2, "negatives": 3, "negatives_from": "both",
-                                                  "negative_pairs": True, "eval_every": 2, "lr": 1e-3, "scoring_lr": 1e-2}}
+    cfg = {
+        **SMALL,
+        "variant": "ndrm3",
+        "train": {
+            "steps": 4,
+            "batch_size": 2,
+            "negatives": 3,
+            "negatives_from": "both",
+            "negative_pairs": True,
+            "eval_every": 2,
+            "lr": 1e-3,
+            "scoring_lr": 1e-2,
+        },
+    }
     seen = []
     original = loop.with_negative_pairs
 
@@ -296,7 +352,9 @@ def test_a_tiny_ndrm_trains_with_the_papers_sampling(tiny_data, monkeypatch):
     monkeypatch.setattr(loop, "with_negative_pairs", recording)
     out = tiny_data / "ndrm" / "model.safetensors"
     loop.train("ndrm3", cfg, corpus, candidates, 0, 30, torch.device("cpu"), out)
-    assert out.exists() and seen[0] == 1 and seen[1:] == [(2, 4)] * 4  # 1 candidate + 2 collection negatives per positive
+    assert (
+        out.exists() and seen[0] == 1 and seen[1:] == [(2, 4)] * 4
+    )  # 1 candidate + 2 collection negatives per positive
     summary = json.loads((out.parent / "train_summary.json").read_text())
     assert summary["hyperparameters"]["negative_pairs"] is True and summary["steps_run"] == 4
 
@@ -304,7 +362,18 @@ def test_a_tiny_ndrm_trains_with_the_papers_sampling(tiny_data, monkeypatch):
     index = tiny_data / "artifacts" / "ndrm3" / "fold0"
     artifacts.build(cfg, corpus, "fold", index, checkpoint=out, candidates=tiny_data / "bm25.run")
     assert json.loads((index / "impact.json").read_text())["doc_ids"] == sorted(corpus.docs)
-    rerank("ndrm3", cfg, corpus, candidates, [str(out)], 10, 16, torch.device("cpu"), tiny_data / "runs", fold_artifacts=[index])
+    rerank(
+        "ndrm3",
+        cfg,
+        corpus,
+        candidates,
+        [str(out)],
+        10,
+        16,
+        torch.device("cpu"),
+        tiny_data / "runs",
+        fold_artifacts=[index],
+    )
     from_index = read_run(tiny_data / "runs" / "ndrm3.run")
     model = load_model(out, cfg, corpus)
     for qid in corpus.folds[0]["test"]:
@@ -314,7 +383,11 @@ def test_a_tiny_ndrm_trains_with_the_papers_sampling(tiny_data, monkeypatch):
 
     bad = {**cfg, "train": {**cfg["train"], "negatives_from": "candidates"}}
     with pytest.raises(InputError, match="negative_pairs"):
-        loop.train("ndrm3", bad, corpus, candidates, 0, 30, torch.device("cpu"), tiny_data / "bad" / "model.safetensors")
+        loop.train(
+            "ndrm3", bad, corpus, candidates, 0, 30, torch.device("cpu"), tiny_data / "bad" / "model.safetensors"
+        )
     bad = {**cfg, "train": {**cfg["train"], "loss": "pointwise_bce"}}
     with pytest.raises(InputError, match="pairwise loss"):
-        loop.train("ndrm3", bad, corpus, candidates, 0, 30, torch.device("cpu"), tiny_data / "bad" / "model.safetensors")
+        loop.train(
+            "ndrm3", bad, corpus, candidates, 0, 30, torch.device("cpu"), tiny_data / "bad" / "model.safetensors"
+        )

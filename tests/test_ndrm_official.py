@@ -24,8 +24,18 @@ from longrank.retrieval.impact import impact_run
 
 from conftest import synthetic_collection, write_local_collection
 
-SMALL = {"type": "ndrm", "hidden_dim": 16, "n_heads": 4, "conv_groups": 4, "conv_window": 5, "n_layers": 1,
-         "max_doc_len": 60, "pool_window": 16, "pool_stride": 8, "max_query_len": 8}
+SMALL = {
+    "type": "ndrm",
+    "hidden_dim": 16,
+    "n_heads": 4,
+    "conv_groups": 4,
+    "conv_window": 5,
+    "n_layers": 1,
+    "max_doc_len": 60,
+    "pool_window": 16,
+    "pool_stride": 8,
+    "max_query_len": 8,
+}
 CK = {"text_processing": "ck"}
 
 
@@ -43,10 +53,19 @@ def corpus(tmp_path_factory):
 
 # ---- item 5: one processing for queries, documents, vocabulary and the impact index -------------------------
 
+
 def test_ck_processing_is_the_authors_lowercase_alphanumerics_stop_words_and_krovetz():
     analyze = analyzer("ck")
     # lower-cased, "'", ",", ";", "." and "_" become spaces, "the" and "were" are stop words, Krovetz stems
-    assert analyze("The Airplanes' wings, were STUDIED; run_fast 3.5") == ["airplane", "wings", "studied", "run", "fast", "3", "5"]
+    assert analyze("The Airplanes' wings, were STUDIED; run_fast 3.5") == [
+        "airplane",
+        "wings",
+        "studied",
+        "run",
+        "fast",
+        "3",
+        "5",
+    ]
     assert analyze("airplanes studies") == ["airplane", "study"]
     assert analyze("the of and would") == []  # the authors' stop words, queries and documents alike
     assert len(CK_STOP_WORDS) == 542 and {"a", "the", "zero", "youve", "uucp"} <= CK_STOP_WORDS
@@ -71,7 +90,9 @@ def test_query_and_document_go_through_the_same_processing(corpus):
 
 
 def test_the_impact_index_and_the_model_agree_on_terms(corpus, tmp_path):
-    model = build_model({**SMALL, **CK, "variant": "ndrm3", "doc_markers": True, "idf_formula": "clipped"}, corpus).eval()
+    model = build_model(
+        {**SMALL, **CK, "variant": "ndrm3", "doc_markers": True, "idf_formula": "clipped"}, corpus
+    ).eval()
     model.build_artifacts("fold", corpus, [], tmp_path, batch_size=7)
     meta = json.loads((tmp_path / "impact.json").read_text())
     assert meta["query_terms"] == {q: model.query_terms(t) for q, t in corpus.queries.items()}
@@ -93,18 +114,34 @@ def test_a_word2vec_file_of_other_terms_is_refused(corpus):
     try:
         with pytest.raises(InputError, match="processing: ck"):
             build_model({**SMALL, **CK, "embeddings": "word2vec"}, corpus)
-        stage.build(corpus.dir / "docs.jsonl", corpus.dir / stage.FILE_NAME, dim=8, window=3, epochs=1, min_count=1,
-                    processing="ck", architecture="skipgram", sample=1e-4, alpha=0.05)
+        stage.build(
+            corpus.dir / "docs.jsonl",
+            corpus.dir / stage.FILE_NAME,
+            dim=8,
+            window=3,
+            epochs=1,
+            min_count=1,
+            processing="ck",
+            architecture="skipgram",
+            sample=1e-4,
+            alpha=0.05,
+        )
         model = build_model({**SMALL, **CK, "variant": "ndrm1", "embeddings": "word2vec"}, corpus)
         vocab = model.embedder.vocab
         keys = {line.split(" ")[0] for line in (corpus.dir / stage.FILE_NAME).read_text().splitlines()[1:]}
         assert {w for w, df in zip(vocab.words, vocab.doc_freq) if df > 0} == keys  # every document term has its vector
         assert "airplane" in keys and "airplanes" not in keys and not keys & CK_STOP_WORDS
         meta = json.loads((corpus.dir / stage.META_FILE).read_text())
-        assert meta["processing"] == "ck" and meta["architecture"] == "skipgram" and meta["num_docs"] == len(corpus.docs)
+        assert (
+            meta["processing"] == "ck" and meta["architecture"] == "skipgram" and meta["num_docs"] == len(corpus.docs)
+        )
         # the stage's document frequencies are the processed terms' (what NDRM2's IDF reads)
         counted = Vocabulary.build(corpus.docs.values(), analyze=analyzer("ck"))
-        assert model.embedder.vocab.doc_freq[model.embedder.vocab.index["airplane"]] == counted.doc_freq[counted.index["airplane"]] == 2
+        assert (
+            model.embedder.vocab.doc_freq[model.embedder.vocab.index["airplane"]]
+            == counted.doc_freq[counted.index["airplane"]]
+            == 2
+        )
     finally:
         for name in (stage.FILE_NAME, stage.META_FILE, stage.DOC_FREQ_FILE):
             (corpus.dir / name).unlink(missing_ok=True)
@@ -114,14 +151,23 @@ def test_the_word2vec_stage_trains_skipgram(tmp_path):
     lines = [json.dumps({"doc_id": f"d{i}", "text": "wing lift drag airfoil flow " * 4}) + "\n" for i in range(10)]
     (tmp_path / "docs.jsonl").write_text("".join(lines))
     cbow = stage.train_word2vec(tmp_path / "docs.jsonl", dim=4, epochs=1, min_count=1)
-    skip = stage.train_word2vec(tmp_path / "docs.jsonl", dim=4, epochs=1, min_count=1, architecture="skipgram",
-                                sample=1e-4, alpha=0.05, window=10)
+    skip = stage.train_word2vec(
+        tmp_path / "docs.jsonl",
+        dim=4,
+        epochs=1,
+        min_count=1,
+        architecture="skipgram",
+        sample=1e-4,
+        alpha=0.05,
+        window=10,
+    )
     assert (cbow.sg, skip.sg, skip.window, skip.sample, skip.alpha) == (0, 1, 10, 1e-4, 0.05)
     with pytest.raises(InputError, match="architecture"):
         stage.train_word2vec(tmp_path / "docs.jsonl", architecture="glove")
 
 
 # ---- item 7: padding, IDF, markers ----------------------------------------------------------------------------
+
 
 def test_scoring_padding_windows_puts_the_padding_floor_under_a_terms_score(corpus):
     torch.manual_seed(0)
@@ -168,10 +214,14 @@ def test_ndrm2_idf_formulas():
     vocab = Vocabulary(["a", "b", "c", "d"], [1, 5, 8, 0], num_docs=10)
     smoothed = ndrm_idf(vocab, "smoothed").tolist()
     clipped = ndrm_idf(vocab, "clipped").tolist()
-    expected_smoothed = [0.0, math.log(10.5 / 0.5 + 1)] + [math.log((10 - df + 0.5) / (df + 0.5) + 1) for df in (1, 5, 8, 0)]
+    expected_smoothed = [0.0, math.log(10.5 / 0.5 + 1)] + [
+        math.log((10 - df + 0.5) / (df + 0.5) + 1) for df in (1, 5, 8, 0)
+    ]
     assert smoothed == pytest.approx(expected_smoothed, rel=1e-6)
     # the authors': max(log((N − df + 0.5) / (df + 0.5)), 0): 0 at df = N/2 and above
-    assert clipped == pytest.approx([0.0, math.log(10.5 / 0.5), math.log(9.5 / 1.5), 0.0, 0.0, math.log(10.5 / 0.5)], rel=1e-6)
+    assert clipped == pytest.approx(
+        [0.0, math.log(10.5 / 0.5), math.log(9.5 / 1.5), 0.0, 0.0, math.log(10.5 / 0.5)], rel=1e-6
+    )
     with pytest.raises(InputError, match="idf_formula"):
         ndrm_idf(vocab, "bm25")
 

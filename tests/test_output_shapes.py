@@ -12,7 +12,9 @@ from longrank.outputs import BenchTable, FoldWeight, Interpolation, TrainSummary
 
 
 def test_an_interpolation_reads_back_as_written(tmp_path):
-    written = Interpolation("m+bm", 0.35, [FoldWeight(0, 0.3, {"0.0": 0.2, "0.3": 0.4}), FoldWeight(1, 0.4, {"0.4": 0.5})])
+    written = Interpolation(
+        "m+bm", 0.35, [FoldWeight(0, 0.3, {"0.0": 0.2, "0.3": 0.4}), FoldWeight(1, 0.4, {"0.4": 0.5})]
+    )
     written.write(tmp_path / "m+bm.interpolation.json")
     read = Interpolation.read(tmp_path / "m+bm.interpolation.json")
     assert read == written
@@ -37,11 +39,15 @@ def test_a_chosen_weight_must_be_one_of_the_weights_tried(tmp_path):
 
 
 def test_a_train_summary_keeps_its_hyperparameters_and_defaults(tmp_path):
-    TrainSummary("knrm", 0, 0.31, steps_run=20, best_step=10, seconds=3.5, hyperparameters={"seed": 0}).write(tmp_path / "s.json")
+    TrainSummary("knrm", 0, 0.31, steps_run=20, best_step=10, seconds=3.5, hyperparameters={"seed": 0}).write(
+        tmp_path / "s.json"
+    )
     read = TrainSummary.read(tmp_path / "s.json")
     assert read.hyperparameters == {"seed": 0} and read.processes == 1 and read.note == ""
     (tmp_path / "bad.json").write_text(json.dumps({"model": "knrm", "fold": 0, "steps": 0}))
-    with pytest.raises(InputError, match=r"bad.json: TrainSummary lacks the field\(s\) \['best_dev_ndcg10', 'best_step', 'steps_run'\]"):
+    with pytest.raises(
+        InputError, match=r"bad.json: TrainSummary lacks the field\(s\) \['best_dev_ndcg10', 'best_step', 'steps_run'\]"
+    ):
         TrainSummary.read(tmp_path / "bad.json")
 
 

@@ -21,8 +21,18 @@ from conftest import REPO
 SCHEMA = str(REPO / "config" / "schema.yaml")
 
 ICT = {"source": "ict", "count": 60, "query_words": 6, "seed": 3, "depth": 20}
-KNRM = {"type": "knrm", "max_doc_len": 60, "train": {"steps": 12, "batch_size": 4, "lr": 0.01, "eval_every": 6, "patience": 5,
-                                                     "pretrain": {"queries": "ict", "steps": 8, "eval_every": 4}}}
+KNRM = {
+    "type": "knrm",
+    "max_doc_len": 60,
+    "train": {
+        "steps": 12,
+        "batch_size": 4,
+        "lr": 0.01,
+        "eval_every": 6,
+        "patience": 5,
+        "pretrain": {"queries": "ict", "steps": 8, "eval_every": 4},
+    },
+}
 
 
 def build(tiny_data, name="ict", cfg=ICT, **kwargs):
@@ -51,7 +61,12 @@ def test_ict_queries_are_spans_taken_out_of_their_positive_and_fixed_by_the_seed
 
 def test_no_pseudo_query_contains_a_real_querys_text():
     real = {"q1": "wing lift airfoil case 3", "q2": "heat"}
-    made = {"a": "the wing lift airfoil case 3 results", "b": "wing lift airfoil data", "c": "Heat", "d": "heat transfer"}
+    made = {
+        "a": "the wing lift airfoil case 3 results",
+        "b": "wing lift airfoil data",
+        "c": "Heat",
+        "d": "heat transfer",
+    }
     # q1's words inside a longer text drop it; q2 is one word, so only a pseudo-query that is exactly it drops
     assert pseudo_queries.without_real_queries(made, real) == {"b": "wing lift airfoil data", "d": "heat transfer"}
 
@@ -74,7 +89,9 @@ def test_formulated_queries_use_the_collections_formulation(tiny_data):
     cfg = {"source": "formulated", "count": 20, "passage_words": 10, "depth": 20}
     out = build(tiny_data, "formulated", cfg, query_formulation={"method": "first_words", "n": 4})
     stats = read_json(out / "stats.json")
-    assert stats["pseudo_queries"] >= 18 and stats["query_length_mean"] == 4 and stats["settings"]["passage_words"] == 10
+    assert (
+        stats["pseudo_queries"] >= 18 and stats["query_length_mean"] == 4 and stats["settings"]["passage_words"] == 10
+    )
 
 
 def test_pretraining_then_zero_supervised_steps_is_the_pretrained_model(tiny_data):
@@ -82,18 +99,44 @@ def test_pretraining_then_zero_supervised_steps_is_the_pretrained_model(tiny_dat
     pretrained = tiny_data / "knrm" / "pretrained" / "model.safetensors"
     cfg = loop.pretraining_config("knrm", KNRM)
     assert cfg["train"]["steps"] == 8 and cfg["train"]["positives"] == "judged" and "pretrain" not in cfg["train"]
-    loop.train("knrm", cfg, PseudoQueryCorpus(tiny_data / "data", pseudo_dir), read_run(pseudo_dir / "candidates.run"), 0, 20,
-               torch.device("cpu"), pretrained)
+    loop.train(
+        "knrm",
+        cfg,
+        PseudoQueryCorpus(tiny_data / "data", pseudo_dir),
+        read_run(pseudo_dir / "candidates.run"),
+        0,
+        20,
+        torch.device("cpu"),
+        pretrained,
+    )
     assert read_json(pretrained.parent / "train_summary.json")["steps_run"] == 8
     untouched = tiny_data / "knrm" / "fold0" / "model.safetensors"
     zero = {**KNRM, "train": {**KNRM["train"], "steps": 0}}
-    loop.train("knrm", zero, Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run"), 0, 30, torch.device("cpu"), untouched,
-               init=pretrained)
+    loop.train(
+        "knrm",
+        zero,
+        Corpus(tiny_data / "data"),
+        read_run(tiny_data / "bm25.run"),
+        0,
+        30,
+        torch.device("cpu"),
+        untouched,
+        init=pretrained,
+    )
     a, b = load_file(str(pretrained)), load_file(str(untouched))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     fine_tuned = tiny_data / "knrm" / "fold0b" / "model.safetensors"
-    loop.train("knrm", KNRM, Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run"), 0, 30, torch.device("cpu"), fine_tuned,
-               init=pretrained)
+    loop.train(
+        "knrm",
+        KNRM,
+        Corpus(tiny_data / "data"),
+        read_run(tiny_data / "bm25.run"),
+        0,
+        30,
+        torch.device("cpu"),
+        fine_tuned,
+        init=pretrained,
+    )
     c = load_file(str(fine_tuned))
     assert any(not torch.equal(a[k], c[k]) for k in a)  # the supervised steps moved it
 
@@ -101,9 +144,19 @@ def test_pretraining_then_zero_supervised_steps_is_the_pretrained_model(tiny_dat
 def test_the_train_command_pretrains_from_the_cli(tiny_data):
     pseudo_dir = build(tiny_data)
     out = tiny_data / "cli" / "pretrained" / "model.safetensors"
-    args = argparse.Namespace(model="knrm", model_config=json.dumps(KNRM), data=str(tiny_data / "data"),
-                              candidates=str(pseudo_dir / "candidates.run"), fold=0, rerank_depth=20, device="cpu",
-                              collection_artifacts=None, pretrain_queries=str(pseudo_dir), init=None, out=str(out))
+    args = argparse.Namespace(
+        model="knrm",
+        model_config=json.dumps(KNRM),
+        data=str(tiny_data / "data"),
+        candidates=str(pseudo_dir / "candidates.run"),
+        fold=0,
+        rerank_depth=20,
+        device="cpu",
+        collection_artifacts=None,
+        pretrain_queries=str(pseudo_dir),
+        init=None,
+        out=str(out),
+    )
     loop.run(args)
     summary = read_json(out.parent / "train_summary.json")
     assert summary["hyperparameters"]["steps"] == 8 and summary["hyperparameters"]["positives"] == "judged"
@@ -121,7 +174,10 @@ def test_pretrain_settings_are_checked():
 
 
 def test_a_model_pretraining_on_an_unknown_set_fails_at_parse_time():
-    config = {"dataset": {"name": "x", "id": "cranfield"}, "models": {"knrm": {"type": "knrm", "train": {"pretrain": {"queries": "ict"}}}}}
+    config = {
+        "dataset": {"name": "x", "id": "cranfield"},
+        "models": {"knrm": {"type": "knrm", "train": {"pretrain": {"queries": "ict"}}}},
+    }
     with pytest.raises(InputError, match="models.knrm.train.pretrain.queries: 'ict' is not a set under pseudo_queries"):
         validate_config(config, SCHEMA)
     config["pseudo_queries"] = {"ict": {"source": "ict"}}
@@ -132,8 +188,11 @@ def test_the_report_pairs_each_pretrained_model_with_its_entry_without_pretraini
     from longrank.report.training import without_pretraining
 
     knrm = {"type": "knrm", "max_doc_len": 200, "train": {"steps": 300}}
-    models = {"knrm": knrm, "knrm_pt": {**knrm, "train": {"steps": 300, "pretrain": {"queries": "ict"}}},
-              "knrm_long_pt": {**knrm, "max_doc_len": 400, "train": {"steps": 300, "pretrain": {"queries": "ict"}}}}
+    models = {
+        "knrm": knrm,
+        "knrm_pt": {**knrm, "train": {"steps": 300, "pretrain": {"queries": "ict"}}},
+        "knrm_long_pt": {**knrm, "max_doc_len": 400, "train": {"steps": 300, "pretrain": {"queries": "ict"}}},
+    }
     assert without_pretraining(models, "knrm_pt") == "knrm"
     assert without_pretraining(models, "knrm_long_pt") is None  # no entry equal to it but for pretrain
     assert without_pretraining(models, "knrm") is None

@@ -38,8 +38,16 @@ def test_training_logs_one_line_per_dev_evaluation(tiny_data, caplog):
 
     cfg = {"type": "knrm", "max_doc_len": 60, "train": {"steps": 6, "batch_size": 2, "eval_every": 3}}
     with caplog.at_level(logging.INFO, logger="longrank.train.loop"):
-        loop.train("knrm", cfg, Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run"), 0, 30, torch.device("cpu"),
-                   tiny_data / "m" / "model.safetensors")
+        loop.train(
+            "knrm",
+            cfg,
+            Corpus(tiny_data / "data"),
+            read_run(tiny_data / "bm25.run"),
+            0,
+            30,
+            torch.device("cpu"),
+            tiny_data / "m" / "model.safetensors",
+        )
     lines = [r.getMessage() for r in caplog.records if "dev nDCG@10" in r.getMessage()]
     pattern = r"knrm fold 0 step (3|6)/6: loss \d+\.\d{4}, dev nDCG@10 \d\.\d{4}( \(best\))?, elapsed \d+:\d\d:\d\d, ETA \d+:\d\d:\d\d"
     assert len(lines) == 2 and all(re.fullmatch(pattern, line) for line in lines), lines

@@ -57,8 +57,10 @@ def papers() -> dict[str, str]:
     files = {key: path / p["file"] for key, p in DOC["papers"].items()}
     absent = [str(f) for f in files.values() if not f.exists()]
     if absent:
-        why = (f"the papers' text is not at {path} ({', '.join(absent)}; set LONGRANK_SHARED to the directory "
-               "holding papers/)")
+        why = (
+            f"the papers' text is not at {path} ({', '.join(absent)}; set LONGRANK_SHARED to the directory "
+            "holding papers/)"
+        )
         if os.environ.get("LONGRANK_REQUIRE_SHARED") == "1":
             pytest.fail(why)
         pytest.skip(why)
@@ -143,9 +145,19 @@ def context(dataset, models: dict, stages: dict, table: list[tuple], n_queries: 
     systems = list(dict.fromkeys(frame["system"]))
     frame["letter"] = frame["system"].map({s: chr(97 + i) for i, s in enumerate(systems)})
     frame["better_than"], frame["n_queries"] = "", n_queries
-    settings = CompareSettings(systems=systems, measures=list(dict.fromkeys(frame["measure"])), reference=None,
-                               margins=[], alpha=0.05, bootstrap=1000, seed=0, n_queries=n_queries,
-                               letters_test="wilcoxon", noninferiority_test="ttest", smallest_p_holm=1e-6)
+    settings = CompareSettings(
+        systems=systems,
+        measures=list(dict.fromkeys(frame["measure"])),
+        reference=None,
+        margins=[],
+        alpha=0.05,
+        bootstrap=1000,
+        seed=0,
+        n_queries=n_queries,
+        letters_test="wilcoxon",
+        noninferiority_test="ttest",
+        smallest_p_holm=1e-6,
+    )
     cmp = Comparison(systems, frame, pd.DataFrame(), None, settings, {})
     config = {"dataset": dataset, "first_stages": stages, "models": models}
     return SimpleNamespace(inp=SimpleNamespace(config=config, models=models, first_stages=stages), cmp=cmp)
@@ -161,9 +173,14 @@ def rows_of(sec) -> dict[tuple[str, str], list[str]]:
 def test_the_section_sets_the_figures_beside_the_measured_means():
     stages = {"official": {"method": "scoreddocs"}}
     models = {"tkl": {"type": "tkl"}, "tk": {"type": "tk", "rerank_depth": 50}, "mir": {"type": "mir"}}
-    table = [("official", "nDCG@10", 0.49, 0.40, 0.58), ("official", "AP@100", 0.23, 0.18, 0.28),
-             ("tkl", "nDCG@10", 0.60, 0.55, 0.65), ("tkl", "AP@100", 0.30, 0.27, 0.33),
-             ("tk", "nDCG@10", 0.70, 0.65, 0.75), ("tk", "AP@100", 0.25, 0.20, 0.30)]
+    table = [
+        ("official", "nDCG@10", 0.49, 0.40, 0.58),
+        ("official", "AP@100", 0.23, 0.18, 0.28),
+        ("tkl", "nDCG@10", 0.60, 0.55, 0.65),
+        ("tkl", "AP@100", 0.30, 0.27, 0.33),
+        ("tk", "nDCG@10", 0.70, 0.65, 0.75),
+        ("tk", "AP@100", 0.25, 0.20, 0.30),
+    ]
     sec = reproduction.section(context(TREC_DL_2019, models, stages, table))
     rows = rows_of(sec)
     assert rows[("tkl", "nDCG@10")][4:7] == ["0.634", "0.6000 [0.5500, 0.6500]", "yes"]
@@ -178,8 +195,14 @@ def test_the_section_sets_the_figures_beside_the_measured_means():
     # both papers' BM25 rows are the official candidates': one row each
     table_block = next(b for b in sec.blocks if b.kind == "table")
     official = [[getattr(c, "text", c) for c in row][1:3] for row in table_block.rows if row[0] == "official"]
-    assert official == [["TKL (Hofstätter et al. 2020), Table 1", "BM25"], ["", ""], ["", ""],
-                        ["MIR (Fu et al. 2022), Table 1", "BM25 (line 1)"], ["", ""], ["", ""]]
+    assert official == [
+        ["TKL (Hofstätter et al. 2020), Table 1", "BM25"],
+        ["", ""],
+        ["", ""],
+        ["MIR (Fu et al. 2022), Table 1", "BM25 (line 1)"],
+        ["", ""],
+        ["", ""],
+    ]
     assert table_block.text.startswith("Published figures on trec-dl-2019: 6 of 8 measured")
     notes = [b.text for b in sec.blocks if b.kind == "note"]
     assert any("Add RR@10 and nDCG@100 to evaluation.measures" in n for n in notes)
@@ -188,8 +211,15 @@ def test_the_section_sets_the_figures_beside_the_measured_means():
 
 
 def test_fewer_test_queries_than_the_papers_are_warned_about():
-    sec = reproduction.section(context(TREC_DL_2019, {"tkl": {"type": "tkl"}}, {"official": {"method": "scoreddocs"}},
-                                       [("tkl", "nDCG@10", 0.6, 0.5, 0.7)], n_queries=30))
+    sec = reproduction.section(
+        context(
+            TREC_DL_2019,
+            {"tkl": {"type": "tkl"}},
+            {"official": {"method": "scoreddocs"}},
+            [("tkl", "nDCG@10", 0.6, 0.5, 0.7)],
+            n_queries=30,
+        )
+    )
     assert "over its 30 test queries, the papers' over 43" in next(b.text for b in sec.blocks if b.kind == "warning")
 
 
@@ -206,11 +236,18 @@ def test_the_ck_figures_on_trec_dl_2020_name_the_rank_100_rr():
     assert "left out: ndrm3, ndrm3_full, tkl" in [b.text for b in sec.blocks if b.kind == "note"][-1]
 
 
-@pytest.mark.parametrize("dataset", ["cranfield", {"name": "irled", "source": "local"},
-                                     {"name": "cranfield", "source": "ir_datasets", "id": "cranfield"}])
+@pytest.mark.parametrize(
+    "dataset",
+    [
+        "cranfield",
+        {"name": "irled", "source": "local"},
+        {"name": "cranfield", "source": "ir_datasets", "id": "cranfield"},
+    ],
+)
 def test_a_collection_no_paper_reports_on_is_one_line(dataset):
-    sec = reproduction.section(context(dataset, {"tkl": {"type": "tkl"}}, {"bm25": {"method": "bm25"}},
-                                       [("tkl", "nDCG@10", 0.6, 0.5, 0.7)]))
+    sec = reproduction.section(
+        context(dataset, {"tkl": {"type": "tkl"}}, {"bm25": {"method": "bm25"}}, [("tkl", "nDCG@10", 0.6, 0.5, 0.7)])
+    )
     assert [b.kind for b in sec.blocks] == ["note"]
     assert sec.blocks[0].text.startswith("The papers report no figure on ")
 
@@ -228,26 +265,52 @@ def test_the_section_reads_the_compare_stages_own_outputs(tmp_path):
     rng = np.random.default_rng(0)
     qids = pd.Index([f"q{q}" for q in range(43)], name="query_id")
     for system, centre in (("official", 0.49), ("tkl", 0.63)):
-        frame = pd.DataFrame({"nDCG@10": np.clip(rng.normal(centre, 0.2, 43), 0, 1),
-                              "AP@100": np.clip(rng.normal(centre / 2, 0.1, 43), 0, 1)}, index=qids)
+        frame = pd.DataFrame(
+            {
+                "nDCG@10": np.clip(rng.normal(centre, 0.2, 43), 0, 1),
+                "AP@100": np.clip(rng.normal(centre / 2, 0.1, 43), 0, 1),
+            },
+            index=qids,
+        )
         write_eval_tsv(tmp_path / "eval" / f"{system}.tsv", frame)
     parser = argparse.ArgumentParser()
     compare_stage.add_arguments(parser)
-    compare_stage.run(parser.parse_args(["--eval-dir", str(tmp_path / "eval"), "--systems", "official", "tkl",
-                                         "--bootstrap", "200", "--out-dir", str(tmp_path / "compare")]))
+    compare_stage.run(
+        parser.parse_args(
+            [
+                "--eval-dir",
+                str(tmp_path / "eval"),
+                "--systems",
+                "official",
+                "tkl",
+                "--bootstrap",
+                "200",
+                "--out-dir",
+                str(tmp_path / "compare"),
+            ]
+        )
+    )
     out = tmp_path / "compare"
     files = {"table": out / "table.csv", "pairs": out / "pairs.csv", "settings": out / "settings.json"}
-    manifest = SimpleNamespace(compare={k: str(v) for k, v in files.items()},
-                               evals={s: str(tmp_path / "eval" / f"{s}.tsv") for s in ("official", "tkl")})
+    manifest = SimpleNamespace(
+        compare={k: str(v) for k, v in files.items()},
+        evals={s: str(tmp_path / "eval" / f"{s}.tsv") for s in ("official", "tkl")},
+    )
     cmp = load_comparison(SimpleNamespace(manifest=manifest))
     stages, models = {"official": {"method": "scoreddocs"}}, {"tkl": {"type": "tkl"}}
-    config = {"dataset": TREC_DL_2019, "first_stages": stages, "models": models,
-              "evaluation": {"measures": ["nDCG@10", "AP@100"]}}
+    config = {
+        "dataset": TREC_DL_2019,
+        "first_stages": stages,
+        "models": models,
+        "evaluation": {"measures": ["nDCG@10", "AP@100"]},
+    }
     ctx = SimpleNamespace(inp=SimpleNamespace(config=config, models=models, first_stages=stages), cmp=cmp)
     rows = rows_of(reproduction.section(ctx))
     written = pd.read_csv(files["table"]).set_index(["system", "measure"])
     r = written.loc[("tkl", "nDCG@10")]
     assert rows[("tkl", "nDCG@10")][5] == f"{r['mean']:.4f} [{r.ci_low:.4f}, {r.ci_high:.4f}]"
-    expected = "yes" if r.ci_low <= 0.634 <= r.ci_high else "no: paper above" if 0.634 > r.ci_high else "no: paper below"
+    expected = (
+        "yes" if r.ci_low <= 0.634 <= r.ci_high else "no: paper above" if 0.634 > r.ci_high else "no: paper below"
+    )
     assert rows[("tkl", "nDCG@10")][6] == expected
     assert rows[("tkl", "RR@10")][5] == "not measured: add RR@10 to evaluation.measures"

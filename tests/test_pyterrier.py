@@ -35,20 +35,29 @@ def test_pt_experiment_compares_the_first_stage_and_the_exported_reranker(cranfi
     corpus = Corpus(results / "data")
     test = corpus.folds[0]["test"]
     run = read_run(results / "candidates" / "first.run")
-    first_stage = pt.Transformer.from_df(pd.DataFrame(
-        [(q, d, s) for q in test for d, s in run[q].items()], columns=["qid", "docno", "score"]))
+    first_stage = pt.Transformer.from_df(
+        pd.DataFrame([(q, d, s) for q in test for d, s in run[q].items()], columns=["qid", "docno", "score"])
+    )
     topics = pd.DataFrame([(q, corpus.queries[q]) for q in test], columns=["qid", "query"])
-    qrels = pd.DataFrame([(q, d, g) for q in test for d, g in corpus.qrels.get(q, {}).items()], columns=["qid", "docno", "label"])
+    qrels = pd.DataFrame(
+        [(q, d, g) for q in test for d, g in corpus.qrels.get(q, {}).items()], columns=["qid", "docno", "label"]
+    )
     reranker = Reranker(exported, docstore=results / "data" / "docs.jsonl", device="cpu")
-    table = pt.Experiment([first_stage, first_stage >> reranker], topics, qrels, eval_metrics=[nDCG @ 10, RR @ 10],
-                          names=["first stage", "knrm"])
+    table = pt.Experiment(
+        [first_stage, first_stage >> reranker],
+        topics,
+        qrels,
+        eval_metrics=[nDCG @ 10, RR @ 10],
+        names=["first stage", "knrm"],
+    )
     assert list(table["name"]) == ["first stage", "knrm"] and table["nDCG@10"].between(0, 1).all()
 
     # the pipeline's scores are the workflow's rerank stage's (its run file, 8 significant digits)
     out = (first_stage >> reranker)(topics)
     workflow = read_run(results / "runs" / "knrm.run")
-    assert {(q, d): f"{s:.8g}" for q, d, s in zip(out["qid"], out["docno"], out["score"])} == \
-        {(q, d): f"{workflow[q][d]:.8g}" for q in test for d in run[q]}
+    assert {(q, d): f"{s:.8g}" for q, d, s in zip(out["qid"], out["docno"], out["score"])} == {
+        (q, d): f"{workflow[q][d]:.8g}" for q in test for d in run[q]
+    }
     assert (out.groupby("qid")["rank"].min() == 0).all()
     # text given in the frame instead of a docstore: the same scores
     with_text = first_stage(topics).assign(text=lambda f: [corpus.docs[d] for d in f["docno"]])

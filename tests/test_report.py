@@ -64,9 +64,20 @@ def test_every_section_the_run_has_data_for_shows_it(workflow_run):
     md = report_md(workflow_run)
     # every section but non-inferiority (no reference configured) and the length sweep (no two entries differ in
     # max_doc_len only)
-    for title in ("Effectiveness", "First stages compared", "Diagnostics", "bootstrap 95% confidence", "by document-length bucket",
-                  "Probability of relevance", "Positions of the top-3 regions", "MIR: ablations", "Efficiency", "Interpolation with",
-                  "Training: dev curves", "Provenance"):
+    for title in (
+        "Effectiveness",
+        "First stages compared",
+        "Diagnostics",
+        "bootstrap 95% confidence",
+        "by document-length bucket",
+        "Probability of relevance",
+        "Positions of the top-3 regions",
+        "MIR: ablations",
+        "Efficiency",
+        "Interpolation with",
+        "Training: dev curves",
+        "Provenance",
+    ):
         assert "Skipped" not in section_of(md, title), title
     assert "Too few test queries" not in md  # ~80 test queries: a difference can be significant
     results = results_of(workflow_run)
@@ -88,7 +99,9 @@ def test_provenance_shows_the_grade_to_gain_map_the_data_stage_applied(workflow_
     gains = ", ".join(f"{grade} → {gain:g}" for grade, gain in applied["gains"].items())
     assert f"Relevance: grade → gain {gains}" in provenance
     excluded = applied["exclude_grades"]
-    assert (f"judgments of grade {', '.join(map(str, excluded))} excluded" if excluded else "no grade excluded") in provenance
+    assert (
+        f"judgments of grade {', '.join(map(str, excluded))} excluded" if excluded else "no grade excluded"
+    ) in provenance
 
 
 @e2e
@@ -115,8 +128,10 @@ def write_evals(out_dir, n_queries: int, systems: int = 3):
     base = rng.uniform(0.1, 0.5, n_queries)
     names = [f"s{i}" for i in range(systems)]
     for i, name in enumerate(names):
-        frame = pd.DataFrame({"nDCG@10": base + 0.1 * i + rng.uniform(0, 0.01, n_queries)},
-                             index=pd.Index([f"q{q}" for q in range(n_queries)], name="query_id"))
+        frame = pd.DataFrame(
+            {"nDCG@10": base + 0.1 * i + rng.uniform(0, 0.01, n_queries)},
+            index=pd.Index([f"q{q}" for q in range(n_queries)], name="query_id"),
+        )
         write_eval_tsv(out_dir / f"{name}.tsv", frame)
     return names
 
@@ -125,8 +140,20 @@ def run_compare(tmp_path, n_queries: int) -> tuple[CompareSettings, pd.DataFrame
     names = write_evals(tmp_path / "eval", n_queries)
     parser = argparse.ArgumentParser()
     compare_stage.add_arguments(parser)
-    compare_stage.run(parser.parse_args(["--eval-dir", str(tmp_path / "eval"), "--systems", *names, "--bootstrap", "50",
-                                         "--out-dir", str(tmp_path / "compare")]))
+    compare_stage.run(
+        parser.parse_args(
+            [
+                "--eval-dir",
+                str(tmp_path / "eval"),
+                "--systems",
+                *names,
+                "--bootstrap",
+                "50",
+                "--out-dir",
+                str(tmp_path / "compare"),
+            ]
+        )
+    )
     return CompareSettings.read(tmp_path / "compare" / "settings.json"), pd.read_csv(tmp_path / "compare" / "pairs.csv")
 
 
@@ -152,24 +179,37 @@ def test_first_stage_names_come_from_the_config():
 
     from longrank.report.inputs import base_model, first_stages, interpolated, is_reranker, stage_of
 
-    config = {"first_stages": {"lex": {"method": "bm25"}, "official": {"method": "scoreddocs"}},
-              "models": {"a": {"type": "knrm", "first_stage": "lex"}, "b": {"type": "knrm", "first_stage": "official"},
-                         "c": {"type": "knrm"}}}
+    config = {
+        "first_stages": {"lex": {"method": "bm25"}, "official": {"method": "scoreddocs"}},
+        "models": {
+            "a": {"type": "knrm", "first_stage": "lex"},
+            "b": {"type": "knrm", "first_stage": "official"},
+            "c": {"type": "knrm"},
+        },
+    }
     inp = SimpleNamespace(config=config, models=config["models"])
     assert list(first_stages(config)) == ["lex", "official"]
     assert list(first_stages({"first_stages": [{"name": "x", "method": "bm25"}]})) == ["x"]  # the YAML list form
     assert first_stages({}) == {}
     assert [interpolated(inp, m) for m in "abc"] == ["a+lex", "b+official", "c+lex"]  # c: the default, the first
     assert base_model(inp, "b+official") == "b" and base_model(inp, "b+lex") == "b+lex"
-    assert [stage_of(inp, s) for s in ("lex", "official", "b", "b+official", "query_term_matches")] == \
-        ["lex", "official", "official", "official", "lex"]
+    assert [stage_of(inp, s) for s in ("lex", "official", "b", "b+official", "query_term_matches")] == [
+        "lex",
+        "official",
+        "official",
+        "official",
+        "lex",
+    ]
     assert [is_reranker(inp, s) for s in ("a", "query_term_matches", "official", "a+lex")] == [True, True, False, False]
 
 
 def md_rows(md: str, after: str, key: int = 0) -> dict[str, list[str]]:
     """Column ``key`` -> cells of the first table after the text ``after`` in report.md."""
     lines = md.split(after, 1)[1].split("\n\n|", 1)[1].split("\n\n")[0].splitlines()
-    rows = [[c.strip() for c in ("|" + line if i == 0 else line).strip().strip("|").split(" | ")] for i, line in enumerate(lines)]
+    rows = [
+        [c.strip() for c in ("|" + line if i == 0 else line).strip().strip("|").split(" | ")]
+        for i, line in enumerate(lines)
+    ]
     return {r[key]: r for r in rows[2:]}
 
 
@@ -206,7 +246,14 @@ def test_models_are_reported_by_family_then_length_whatever_the_config_order():
     models = {
         "mores_1ib": {"type": "mores", "max_doc_len": 128, "enabled": True},
         "tkl_4k": {"type": "tkl", "max_doc_len": 4000, "enabled": True},
-        "bert_maxp": {"type": "bert_ranker", "mode": "maxp", "passage_len": 64, "passage_stride": 32, "max_passages": 8, "enabled": True},
+        "bert_maxp": {
+            "type": "bert_ranker",
+            "mode": "maxp",
+            "passage_len": 64,
+            "passage_stride": 32,
+            "max_passages": 8,
+            "enabled": True,
+        },
         "knrm": {"type": "knrm", "max_doc_len": 200, "enabled": True},
         "bert_firstp": {"type": "bert_ranker", "mode": "firstp", "passage_len": 128, "enabled": True},
         "tkl": {"type": "tkl", "max_doc_len": 400, "enabled": True},
@@ -218,11 +265,13 @@ def test_models_are_reported_by_family_then_length_whatever_the_config_order():
 def test_a_length_sweep_joins_entries_that_differ_in_max_doc_len_only():
     from longrank.config import resolved_models
 
-    entries = {"a": {"type": "tkl", "max_doc_len": 2000, "saturation": "embedding", "train": {"steps": 150}},
-               "b": {"type": "tkl", "max_doc_len": 200, "train": {"steps": 150}},
-               "c": {"type": "tkl", "max_doc_len": 2000, "saturation": "linear", "train": {"steps": 150}},
-               "d": {"type": "tkl", "max_doc_len": 2000, "train": {"steps": 100}},
-               "e": {"type": "tkl", "max_doc_len": 4000, "like": "b", "train": {"steps": 150}}}
+    entries = {
+        "a": {"type": "tkl", "max_doc_len": 2000, "saturation": "embedding", "train": {"steps": 150}},
+        "b": {"type": "tkl", "max_doc_len": 200, "train": {"steps": 150}},
+        "c": {"type": "tkl", "max_doc_len": 2000, "saturation": "linear", "train": {"steps": 150}},
+        "d": {"type": "tkl", "max_doc_len": 2000, "train": {"steps": 100}},
+        "e": {"type": "tkl", "max_doc_len": 4000, "like": "b", "train": {"steps": 150}},
+    }
     resolved = resolved_models(entries)  # as the config stage writes them into config.json
     key = {name: max_length.sweep_key(entry, resolved[name]) for name, entry in entries.items()}
     assert key["a"] == key["b"] == key["e"]  # the default saturation, spelled out or not; an entry like another

@@ -17,7 +17,11 @@ from longrank.train import loop
 from longrank.train.sampling import PairSampler
 from conftest import synthetic_collection, write_local_collection
 
-KNRM = {"type": "knrm", "max_doc_len": 60, "train": {"steps": 16, "batch_size": 4, "lr": 0.01, "eval_every": 8, "patience": 5}}
+KNRM = {
+    "type": "knrm",
+    "max_doc_len": 60,
+    "train": {"steps": 16, "batch_size": 4, "lr": 0.01, "eval_every": 8, "patience": 5},
+}
 
 
 def train(tiny_data, out_name: str, cfg=KNRM, data: str = "data") -> bytes:
@@ -65,7 +69,10 @@ def test_a_changed_judgment_retrains_and_says_so(tiny_data, count_batches, caplo
     qid = first_training_query(tiny_data)
     relevant = sorted(d for d, g in read_qrels(qrels_path)[qid].items() if g > 0)
     lines = qrels_path.read_text().splitlines(keepends=True)
-    changed = [line.replace(" 1\n", " 0\n") if line.split()[0] == qid and line.split()[2] == relevant[0] else line for line in lines]
+    changed = [
+        line.replace(" 1\n", " 0\n") if line.split()[0] == qid and line.split()[2] == relevant[0] else line
+        for line in lines
+    ]
     assert changed != lines
     qrels_path.write_text("".join(changed))
     count_batches.clear()

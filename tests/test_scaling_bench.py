@@ -97,15 +97,29 @@ def test_profile_and_verdict(scaling, tmp_path):
     profile.write_text(
         'default-resources:\n  mem_mb: "4000 * attempt"\n  runtime: "60 * attempt"\n'
         'set-resources:\n  train:\n    mem_mb: "32000 * 2 ** (attempt - 1)"\n    runtime: "1440 + 720 * (attempt - 1)"\n'
-        '  candidates:\n    mem_mb: 64000\n',
-        encoding="utf-8")
+        "  candidates:\n    mem_mb: 64000\n",
+        encoding="utf-8",
+    )
     assert scaling.profile_resources(profile, "train") == {"mem_mb": 32000, "runtime": 1440}
     assert scaling.profile_resources(profile, "train", attempt=2) == {"mem_mb": 64000, "runtime": 2160}
-    assert scaling.profile_resources(profile, "candidates") == {"mem_mb": 64000, "runtime": 60}  # runtime from the default
+    assert scaling.profile_resources(profile, "candidates") == {
+        "mem_mb": 64000,
+        "runtime": 60,
+    }  # runtime from the default
     assert scaling.profile_resources(profile, "evaluate") == {"mem_mb": 4000, "runtime": 60}
-    rows = [{"size": n, "stage": stage, "seconds": sec, "peak_rss_mb": mem, "cpu_seconds": sec, "words": 10 * n, "word_types": n}
-            for n in (2000, 10000)
-            for stage, mem, sec in (("train", 500 + 0.02 * n, 10.0), ("evaluate", 100.0, 1.0))]
+    rows = [
+        {
+            "size": n,
+            "stage": stage,
+            "seconds": sec,
+            "peak_rss_mb": mem,
+            "cpu_seconds": sec,
+            "words": 10 * n,
+            "word_types": n,
+        }
+        for n in (2000, 10000)
+        for stage, mem, sec in (("train", 500 + 0.02 * n, 10.0), ("evaluate", 100.0, 1.0))
+    ]
     report = scaling.extrapolation_report(rows, profile, target=3_200_000, steps=30, queries=1000)
     train_line = next(line for line in report.splitlines() if line.startswith("| train"))
     assert "64,500" in train_line and "does not fit" in train_line  # 500 + 0.02 * 3.2M = 64,500 MB > 32,000
@@ -116,8 +130,22 @@ def test_profile_and_verdict(scaling, tmp_path):
 
 
 def test_tsv_round_trip(scaling, tmp_path):
-    rows = [{"size": 2000, "stage": "train", "seconds": 14.381, "peak_rss_mb": 829.496, "steps_per_second": 4.031, "cpu_seconds": 13.8,
-             "ndcg10": "", "bm25_ndcg10": "", "words": 2185339, "word_types": 121368, "generate_seconds": 0.702, "model_words": 90512}]
+    rows = [
+        {
+            "size": 2000,
+            "stage": "train",
+            "seconds": 14.381,
+            "peak_rss_mb": 829.496,
+            "steps_per_second": 4.031,
+            "cpu_seconds": 13.8,
+            "ndcg10": "",
+            "bm25_ndcg10": "",
+            "words": 2185339,
+            "word_types": 121368,
+            "generate_seconds": 0.702,
+            "model_words": 90512,
+        }
+    ]
     scaling.write_tsv(tmp_path / "scaling.tsv", rows)
     assert scaling.read_tsv(tmp_path / "scaling.tsv") == rows
 
@@ -128,9 +156,14 @@ def test_word_model_memory_is_taken_at_the_vocabulary_cap(scaling, tmp_path):
     knrm = yaml.safe_load((scaling.REPO / "config" / "trec-dl-2019.yaml").read_text())["models"]["knrm"]
     assert (knrm["min_doc_freq"], knrm["max_vocabulary"]) == (scaling.MIN_DOC_FREQ, scaling.MAX_VOCABULARY)
     cap = scaling.MAX_VOCABULARY
-    below = [{"size": n, "stage": "train", "peak_rss_mb": 500 + 0.001 * w, "model_words": w} for n, w in ((10, cap // 4), (20, cap // 2))]
+    below = [
+        {"size": n, "stage": "train", "peak_rss_mb": 500 + 0.001 * w, "model_words": w}
+        for n, w in ((10, cap // 4), (20, cap // 2))
+    ]
     mem, text = scaling.vocabulary_memory(below, "train")
-    assert mem == pytest.approx(500 + 0.001 * cap) and "per 1k vocabulary words" in text  # the line in words, at the cap
+    assert (
+        mem == pytest.approx(500 + 0.001 * cap) and "per 1k vocabulary words" in text
+    )  # the line in words, at the cap
     reached = below + [{"size": 30, "stage": "train", "peak_rss_mb": 1400.0, "model_words": cap}]
     assert scaling.vocabulary_memory(reached, "train") == (1400.0, f"at the {cap:,}-word cap (measured)")
     assert scaling.vocabulary_memory(reached, "evaluate") is None

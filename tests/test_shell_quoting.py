@@ -62,7 +62,9 @@ def test_the_parser_sees_every_rule_and_flags_an_unquoted_placeholder():
 
 @pytest.mark.parametrize("path", RULES, ids=lambda p: p.name)
 def test_every_shell_placeholder_is_quoted(path):
-    bad = [f"{path.name}:{line}: {{{field}}}" for line, cmd in shell_commands(path) for field in unquoted_placeholders(cmd)]
+    bad = [
+        f"{path.name}:{line}: {{{field}}}" for line, cmd in shell_commands(path) for field in unquoted_placeholders(cmd)
+    ]
     assert not bad, "placeholders reach the shell unquoted (add :q):\n" + "\n".join(bad)
 
 

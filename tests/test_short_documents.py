@@ -39,8 +39,12 @@ IRLED_GRAPHS = {"max_doc_tokens": 416}  # the 416 tokens models.mir reads of a d
 
 
 def prepared(root, docs, queries, qrels):
-    prepare(write_local_collection(root / "src", docs, queries, qrels), IRLED_FORMULATION,
-            {"method": "holdout", "dev": 0.25, "test": 0.25}, root / "data")
+    prepare(
+        write_local_collection(root / "src", docs, queries, qrels),
+        IRLED_FORMULATION,
+        {"method": "holdout", "dev": 0.25, "test": 0.25},
+        root / "data",
+    )
     return Corpus(root / "data")
 
 
@@ -51,7 +55,9 @@ def short(tmp_path_factory):
     corpus = prepared(root, *synthetic_collection())
     lengths = [len(text.split()) for text in corpus.docs.values()]
     assert max(lengths) <= 46 and np.median(lengths) < 50
-    stats = pseudo_queries.build(corpus, "formulated", IRLED_PSEUDO, root / "pseudo", query_formulation=IRLED_FORMULATION)
+    stats = pseudo_queries.build(
+        corpus, "formulated", IRLED_PSEUDO, root / "pseudo", query_formulation=IRLED_FORMULATION
+    )
     return root, corpus, stats
 
 
@@ -59,14 +65,18 @@ def short(tmp_path_factory):
 def test_formulated_300_word_passages_of_40_word_documents_are_half_of_each_document(short):
     root, corpus, stats = short
     pseudo = PseudoQueryCorpus(root / "data", root / "pseudo")
-    assert stats["made"] == len(corpus.docs) and stats["shortened"] == stats["made"]  # every document, every span halved
+    assert (
+        stats["made"] == len(corpus.docs) and stats["shortened"] == stats["made"]
+    )  # every document, every span halved
     assert stats["pseudo_queries"] >= 100 and len(pseudo.queries) == stats["pseudo_queries"]
     for qid, query in pseudo.queries.items():
         (doc_id,) = pseudo.qrels[qid]
         words, positive = corpus.docs[doc_id].split(), pseudo.docs[doc_id].split()
         half = len(words) // 2
         assert len(positive) == len(words) - half
-        start = next(i for i in range(len(words) - half + 1) if words[:i] + words[i + half :] == positive)  # a span taken out
+        start = next(
+            i for i in range(len(words) - half + 1) if words[:i] + words[i + half :] == positive
+        )  # a span taken out
         passage = {w.lower() for w in words[start : start + half]}
         assert 1 <= len(query.split()) <= 25 and set(query.split()) <= passage  # tf-idf terms of the passage
 
@@ -97,9 +107,14 @@ def test_one_word_documents_stop_with_the_setting_and_the_collections_median(tmp
     docs = {f"d{i}": words[i % len(words)] for i in range(24)}
     queries = {f"q{i}": words[i] for i in range(8)}
     corpus = prepared(tmp_path, docs, queries, [(f"q{i}", f"d{i}", 1) for i in range(8)])
-    with pytest.raises(InputError, match=r"pseudo_queries\.formulated: 0 pseudo-queries left of 0 made from 24 documents "
-                                         r"of median 1 words.*pseudo_queries\.formulated\.passage_words"):
-        pseudo_queries.build(corpus, "formulated", IRLED_PSEUDO, tmp_path / "pseudo", query_formulation=IRLED_FORMULATION)
+    with pytest.raises(
+        InputError,
+        match=r"pseudo_queries\.formulated: 0 pseudo-queries left of 0 made from 24 documents "
+        r"of median 1 words.*pseudo_queries\.formulated\.passage_words",
+    ):
+        pseudo_queries.build(
+            corpus, "formulated", IRLED_PSEUDO, tmp_path / "pseudo", query_formulation=IRLED_FORMULATION
+        )
     assert not (tmp_path / "pseudo").exists()
 
 
@@ -158,7 +173,9 @@ def test_mir_graphs_of_short_abstracts_are_one_passage_each_and_score(short):
     assert stats["prf_documents"] > 0 and stats["nodes"]["tokens"]["mean"] > 0  # PRF words of the short set as pivots
     assert any(record["edges"]["t2t"] for record in records.values())
 
-    encoder = random_encoder(bert_base_config(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128))
+    encoder = random_encoder(
+        bert_base_config(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128)
+    )
     model = MIR(encoder, tok, max_query_len=8)
     model.use_graphs(records, store.settings)
     doc_ids = sorted(records)[:6]
@@ -182,12 +199,25 @@ def short_abstracts_config(root) -> dict:
     dataset = write_local_collection(root / "abstracts", *synthetic_collection())
     return {
         "dataset": {**dataset, "name": "abstracts", "gains": {}},
-        "first_stages": [{"name": "bm25", "method": "bm25", "top_k": 20},
-                         {"name": "hdct", "method": "hdct", "targets": "formulated", "steps": 2, "batch_size": 4, "top_k": 20}],
+        "first_stages": [
+            {"name": "bm25", "method": "bm25", "top_k": 20},
+            {"name": "hdct", "method": "hdct", "targets": "formulated", "steps": 2, "batch_size": 4, "top_k": 20},
+        ],
         "rerank_depth": 10,
-        "models": {**{name: {"enabled": False} for name in names - {"mir"}},
-                   "mir": {"rerank_depth": 5, "train": {"steps": 2, "batch_size": 1, "negatives": 1, "warmup_steps": 1,
-                                                        "eval_every": 2, "patience": 1}}},
+        "models": {
+            **{name: {"enabled": False} for name in names - {"mir"}},
+            "mir": {
+                "rerank_depth": 5,
+                "train": {
+                    "steps": 2,
+                    "batch_size": 1,
+                    "negatives": 1,
+                    "warmup_steps": 1,
+                    "eval_every": 2,
+                    "patience": 1,
+                },
+            },
+        },
     }
 
 
@@ -205,9 +235,26 @@ def test_the_workflow_runs_irleds_settings_on_short_abstracts(tmp_path, ir_datas
     (tmp_path / "abstracts.yaml").write_text(yaml.safe_dump(short_abstracts_config(tmp_path)))
     results = tmp_path / "results" / "abstracts"
     targets = ["results/abstracts/eval/mir.tsv", "results/abstracts/candidates/hdct.run"]  # as the rules name them
-    env = {**os.environ, "IR_DATASETS_HOME": str(IR_DATASETS_HOME), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "2",
-           *targets, "--configfile", str(REPO / "config" / "irled.yaml"), str(tmp_path / "abstracts.yaml")]
+    env = {
+        **os.environ,
+        "IR_DATASETS_HOME": str(IR_DATASETS_HOME),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(tmp_path),
+        "--cores",
+        "2",
+        *targets,
+        "--configfile",
+        str(REPO / "config" / "irled.yaml"),
+        str(tmp_path / "abstracts.yaml"),
+    ]
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
     logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted(results.rglob("*.log")))
     assert done.returncode == 0, f"{done.stderr[-4000:]}\n{logs}"

@@ -45,8 +45,11 @@ def test_cohens_d():
 def test_letters_one_clearly_better_system():
     rng = np.random.default_rng(0)
     base = rng.uniform(0.1, 0.5, size=50)
-    frames = {"bm25": frame(base), "noise": frame(np.clip(base + rng.normal(0, 0.01, 50), 0, 1)),
-              "good": frame(base + 0.3 + rng.uniform(0, 0.05, 50))}
+    frames = {
+        "bm25": frame(base),
+        "noise": frame(np.clip(base + rng.normal(0, 0.01, 50), 0, 1)),
+        "good": frame(base + 0.3 + rng.uniform(0, 0.05, 50)),
+    }
     out = sig.compare(frames, n_resamples=500, seed=0)
     table = out["table"].set_index("system")
     assert list(table["letter"]) == ["a", "b", "c"]
@@ -78,8 +81,12 @@ def test_noninferiority():
     _, _, p_same = sig.noninferiority_p(same, ref, 0.05)
     _, _, p_worse = sig.noninferiority_p(worse, ref, 0.05)
     assert p_same < 0.05 and p_worse > 0.5
-    out = sig.compare({"bert": frame(ref), "mores": frame(same), "bad": frame(worse)}, reference="bert",
-                      margins=[0.02, 0.05], n_resamples=200)["noninferiority"]
+    out = sig.compare(
+        {"bert": frame(ref), "mores": frame(same), "bad": frame(worse)},
+        reference="bert",
+        margins=[0.02, 0.05],
+        n_resamples=200,
+    )["noninferiority"]
     verdict = out.set_index(["system", "margin"])["verdict"]
     assert verdict[("mores", 0.05)] == "non-inferior"
     assert verdict[("bad", 0.05)] == "not shown non-inferior"
@@ -95,12 +102,34 @@ def test_compare_cli(tmp_path):
     rng = np.random.default_rng(2)
     base = rng.uniform(size=30)
     for name, vals in {"bm25": base, "knrm": np.clip(base + 0.2, 0, 1.2), "knrm+bm25": base}.items():
-        write_eval_tsv(tmp_path / "eval" / f"{name}.tsv", pd.DataFrame(
-            {"nDCG@10": vals, "RR@10": vals}, index=pd.Index([str(i) for i in range(30)], name="query_id")))
+        write_eval_tsv(
+            tmp_path / "eval" / f"{name}.tsv",
+            pd.DataFrame(
+                {"nDCG@10": vals, "RR@10": vals}, index=pd.Index([str(i) for i in range(30)], name="query_id")
+            ),
+        )
     out = tmp_path / "compare"
-    subprocess.run([sys.executable, "-m", "longrank", "compare", "--eval-dir", str(tmp_path / "eval"),
-                    "--systems", "bm25", "knrm", "knrm+bm25", "--reference", "bm25", "--bootstrap", "300",
-                    "--out-dir", str(out)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "longrank",
+            "compare",
+            "--eval-dir",
+            str(tmp_path / "eval"),
+            "--systems",
+            "bm25",
+            "knrm",
+            "knrm+bm25",
+            "--reference",
+            "bm25",
+            "--bootstrap",
+            "300",
+            "--out-dir",
+            str(out),
+        ],
+        check=True,
+    )
     for name in ["table.csv", "pairs.csv", "noninferiority.csv", "table.md", "table.tex", "settings.json"]:
         assert (out / name).exists(), name
     table = pd.read_csv(out / "table.csv", keep_default_na=False)
@@ -108,8 +137,23 @@ def test_compare_cli(tmp_path):
     assert "$^{ac}$" in (out / "table.tex").read_text() and r"\toprule" in (out / "table.tex").read_text()
     assert "<sup>ac</sup>" in (out / "table.md").read_text()
     assert json.loads((out / "settings.json").read_text())["n_queries"] == 30
-    bad = subprocess.run([sys.executable, "-m", "longrank", "compare", "--eval-dir", str(tmp_path / "eval"),
-                          "--systems", "bm25", "nope", "--out-dir", str(out)], capture_output=True, text=True)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "longrank",
+            "compare",
+            "--eval-dir",
+            str(tmp_path / "eval"),
+            "--systems",
+            "bm25",
+            "nope",
+            "--out-dir",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "nope" in bad.stderr
 
 

@@ -24,7 +24,7 @@ PROFILE = REPO / "profiles" / "slurm"
 # One program for every fake SLURM command, dispatched on the name it is called by (symlinks in tmp/bin).
 # State lives in $FAKE_SLURM_DIR: jobid counter, one JSON file per job (name, comment, state), and the
 # submissions (sbatch.jsonl) and job steps (srun.jsonl) as they were called.
-FAKE_SLURM = r'''
+FAKE_SLURM = r"""
 import fcntl, json, os, re, subprocess, sys, time
 from pathlib import Path
 
@@ -173,7 +173,7 @@ def scontrol():
 
 {"sbatch": sbatch, "srun": srun, "sacct": sacct, "squeue": squeue, "scancel": scancel, "sinfo": sinfo,
  "scontrol": scontrol}[CMD]()
-'''
+"""
 FAKE_COMMANDS = ("sbatch", "srun", "sacct", "squeue", "scancel", "sinfo", "scontrol")
 
 
@@ -238,21 +238,51 @@ def slurm_run(tmp_path_factory):
     bin_dir, state = fake_slurm(tmp_path)
     config = tiny_config(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
-    env.update(PATH=f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}", FAKE_SLURM_DIR=str(state),
-               FAKE_SLURM_OOM="rule_train", OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
-           "--profile", str(PROFILE), "report", "--configfile", str(config),
-           # the test machine's pace: two jobs at a time, one thread each, quick status checks
-           "--jobs", "2", "--latency-wait", "5", "--set-threads", "train=1", "rerank=1", "artifacts=1", "bench=1",
-           "--seconds-between-status-checks", "1", "--slurm-init-seconds-before-status-checks", "1",
-           "--prioritize", "results/tiny/eval/knrm.tsv",  # the critical path (train, rerank, evaluate) first
-           "--slurm-keep-successful-logs"]
+    env.update(
+        PATH=f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+        FAKE_SLURM_DIR=str(state),
+        FAKE_SLURM_OOM="rule_train",
+        OMP_NUM_THREADS="1",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--profile",
+        str(PROFILE),
+        "report",
+        "--configfile",
+        str(config),
+        # the test machine's pace: two jobs at a time, one thread each, quick status checks
+        "--jobs",
+        "2",
+        "--latency-wait",
+        "5",
+        "--set-threads",
+        "train=1",
+        "rerank=1",
+        "artifacts=1",
+        "bench=1",
+        "--seconds-between-status-checks",
+        "1",
+        "--slurm-init-seconds-before-status-checks",
+        "1",
+        "--prioritize",
+        "results/tiny/eval/knrm.tsv",  # the critical path (train, rerank, evaluate) first
+        "--slurm-keep-successful-logs",
+    ]
     done = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         logs = "\n".join(f"--- {p}\n{p.read_text()[-3000:]}" for p in sorted(workdir.rglob("*.log")))
         raise AssertionError(f"snakemake --profile slurm failed:\n{done.stdout[-6000:]}\n{done.stderr[-6000:]}\n{logs}")
-    submissions, srun = ([json.loads(line) for line in (state / name).read_text().splitlines()]
-                         for name in ("sbatch.jsonl", "srun.jsonl"))
+    submissions, srun = (
+        [json.loads(line) for line in (state / name).read_text().splitlines()]
+        for name in ("sbatch.jsonl", "srun.jsonl")
+    )
     return {"workdir": workdir, "submissions": submissions, "srun": srun, "output": done.stdout + done.stderr}
 
 

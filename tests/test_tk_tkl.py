@@ -46,8 +46,12 @@ def write_tiny_corpus(directory, docs_per_topic: int = 6, seed: int = 0, long_ev
         f.write("query_id\ttext\n")
         f.writelines(f"{qid}\t{text}\n" for qid, (text, _) in TOPICS.items())
     (directory / "qrels.txt").write_text("".join(qrels))
-    (directory / "folds.json").write_text(json.dumps([{"train": list(TOPICS), "dev": list(TOPICS), "test": list(TOPICS)}]))
-    (directory / "doc_lengths.tsv").write_text("doc_id\twords\n" + "".join(f"{d['doc_id']}\t{len(d['text'].split())}\n" for d in docs))
+    (directory / "folds.json").write_text(
+        json.dumps([{"train": list(TOPICS), "dev": list(TOPICS), "test": list(TOPICS)}])
+    )
+    (directory / "doc_lengths.tsv").write_text(
+        "doc_id\twords\n" + "".join(f"{d['doc_id']}\t{len(d['text'].split())}\n" for d in docs)
+    )
     write_doc_freq(directory / "word_doc_freq.tsv", count_doc_freq(d["text"] for d in docs))
     (directory / "stats.json").write_text(json.dumps({"num_docs": len(docs)}))
     return Corpus(directory)
@@ -59,7 +63,11 @@ def corpus(tmp_path_factory):
 
 
 def small(model_type: str, **extra):
-    cfg = {"type": model_type, "max_query_len": 8} if model_type == "knrm" else {"type": model_type, "n_layers": 1, "max_query_len": 8}
+    cfg = (
+        {"type": model_type, "max_query_len": 8}
+        if model_type == "knrm"
+        else {"type": model_type, "n_layers": 1, "max_query_len": 8}
+    )
     if model_type == "tkl":
         cfg.update(max_doc_len=200, window=40, overlap=10, region_size=30)
     cfg.update(extra)
@@ -82,6 +90,7 @@ def pairs(corpus: Corpus, n_docs: int = 6):
 
 # ---- Eq. 1 ------------------------------------------------------------------------------------------------
 
+
 def test_window_split_and_merge_keep_every_token_once_in_place():
     batch, length, w, o = 2, 97, 40, 10
     positions = torch.arange(length, dtype=torch.float32)
@@ -94,7 +103,7 @@ def test_window_split_and_merge_keep_every_token_once_in_place():
     for i in range(3):
         expected = torch.tensor([p + 1.0 if 0 <= p < length else 0.0 for p in range(i * w - o, (i + 1) * w + o)])
         assert torch.equal(windows[0, i, :, 0], expected)
-    assert window_mask[1, 1, o + 10:].sum() == 0 and window_mask[1, 2].sum() == 0
+    assert window_mask[1, 1, o + 10 :].sum() == 0 and window_mask[1, 2].sum() == 0
     assert torch.equal(merge_windows(windows, w, o, length), vectors)
 
     # A contextualiser that writes, into each slot, the slot index and the window's context range: every
@@ -139,6 +148,7 @@ def test_packing_skips_padding_windows_and_keeps_scores(corpus, device):
 
 # ---- Eq. 4 and 7 ------------------------------------------------------------------------------------------
 
+
 def test_saturation_with_b_one_is_linear_and_b_100_is_log_like():
     x = torch.tensor([0.0, 1e-6, 0.5, 1.0, 3.0, 29.0])
     a, c = torch.tensor(2.5), torch.tensor(0.7)
@@ -155,7 +165,7 @@ def test_saturation_with_b_one_is_linear_and_b_100_is_log_like():
 
 def test_top_local_max_picks_distinct_regions_with_neighbours():
     #                0    1    2    3    4    5    6    7    8    9   10   11   12   13
-    topo = torch.tensor([[1., 2., 9., 8., 3., 1., 0., 5., 6., 4., 0., 7., 2., 1.]])
+    topo = torch.tensor([[1.0, 2.0, 9.0, 8.0, 3.0, 1.0, 0.0, 5.0, 6.0, 4.0, 0.0, 7.0, 2.0, 1.0]])
     valid = torch.ones_like(topo, dtype=torch.bool)
     valid[0, 13] = False
     features, index, peaks = top_local_max(topo, valid, top_t=3, neighbours=1, radius=4)
@@ -163,7 +173,9 @@ def test_top_local_max_picks_distinct_regions_with_neighbours():
     # then 5 at 7.
     assert index.tolist() == [[2, 11, 7]]
     assert peaks.tolist() == [[9.0, 7.0, 5.0]]
-    assert features.tolist() == [[2.0, 9.0, 8.0, 0.0, 7.0, 2.0, 0.0, 5.0, 6.0]]  # 11's right neighbour 13 is invalid: clamped to 12
+    assert features.tolist() == [
+        [2.0, 9.0, 8.0, 0.0, 7.0, 2.0, 0.0, 5.0, 6.0]
+    ]  # 11's right neighbour 13 is invalid: clamped to 12
     # fewer separable regions than t: missing slots are -1 / zero
     _, index, peaks = top_local_max(topo[:, :3], valid[:, :3], top_t=3, neighbours=1, radius=30)
     assert index.tolist() == [[2, -1, -1]] and peaks.tolist() == [[9.0, 0.0, 0.0]]
@@ -182,8 +194,7 @@ def test_explain_gives_non_overlapping_region_offsets(corpus):
     for row, n in zip(starts.tolist(), lengths.tolist()):
         chosen = [s for s in row if s >= 0]
         assert chosen and all(0 <= s < n and s % 2 == 0 for s in chosen)  # tail regions, stride 2 (official code)
-        assert all(abs(s - t) >= 30 for i, s in enumerate(chosen) for t in chosen[i + 1:])
-
+        assert all(abs(s - t) >= 30 for i, s in enumerate(chosen) for t in chosen[i + 1 :])
 
 
 @pytest.mark.parametrize("tail_regions", [True, False])
@@ -209,10 +220,20 @@ def test_unknown_words_do_not_shorten_the_valid_regions(corpus, tail_regions):
     assert valid_known.sum(dim=1).tolist() == expected.tolist()
     assert torch.equal(valid_unknown, valid_known)
 
+
 # ---- shapes, gradients, training --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cfg", [small("tk"), small("tkl"), small("tkl", saturation="log"), small("tkl", saturation="linear"),
-                                 small("tkl", pack_windows=False)])
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        small("tk"),
+        small("tkl"),
+        small("tkl", saturation="log"),
+        small("tkl", saturation="linear"),
+        small("tkl", pack_windows=False),
+    ],
+)
 def test_forward_shape_and_gradients(corpus, cfg):
     torch.manual_seed(0)
     model = build_model(cfg, corpus).train()
@@ -276,7 +297,9 @@ def test_scores_do_not_depend_on_batch_mates_and_survive_empty_texts(corpus, mod
     queries, doc_ids, docs = pairs(corpus)
     with torch.no_grad():
         together = model(**model.encode(queries, doc_ids, docs))
-        alone = torch.stack([model(**model.encode([q], [i], [d]))[0] for q, i, d in zip(queries[:4], doc_ids[:4], docs[:4])])
+        alone = torch.stack(
+            [model(**model.encode([q], [i], [d]))[0] for q, i, d in zip(queries[:4], doc_ids[:4], docs[:4])]
+        )
         empty = model(**model.encode(["", queries[0]], [doc_ids[0], "empty"], [docs[0], ""]))
     assert torch.allclose(together[:4], alone, atol=1e-4, rtol=1e-5)
     assert torch.isfinite(empty).all()
@@ -295,6 +318,7 @@ def test_region_sums_match_direct_sums():
 
 
 # ---- position tables (sinusoids) and unknown words (mask_unknown_words) ------------------------------------
+
 
 def test_project_sinusoids_are_the_transformer_frequencies_sin_then_cos():
     """project (default): h = ceil(d/2) frequencies 10000^(-i/h); [p, i] = sin(p f_i), [p, h + i] = cos(p f_i);
@@ -328,7 +352,9 @@ def test_official_sinusoids_are_matchmakers_table():
             assert table[p, i].item() == pytest.approx(math.sin(p * f), abs=2e-4)
             assert table[p, h + i].item() == pytest.approx(math.cos(p * f), abs=2e-4)
         assert table[1, h - 1].item() == pytest.approx(math.sin(1e-4), rel=1e-4)  # the slowest timescale is 10^4
-        assert table[1, 0].item() == pytest.approx(math.sin(1.0), abs=1e-6) and table[1, h].item() == pytest.approx(math.cos(1.0), abs=1e-6)
+        assert table[1, 0].item() == pytest.approx(math.sin(1.0), abs=1e-6) and table[1, h].item() == pytest.approx(
+            math.cos(1.0), abs=1e-6
+        )
         # the two tables differ (only their first frequency, 1, agrees)
         project = sinusoidal_positions(560, dim)
         assert torch.equal(table[:, 0], project[:, 0]) and (table - project).abs().max() > 0.5
@@ -356,7 +382,9 @@ def test_sinusoids_key_reaches_the_models_positions(corpus, model_type):
     doc_rows = ctx.positions(40, ctx.doc_position_offset, dim, torch.device("cpu"))
     assert torch.allclose(query_rows, official[:8]) and torch.allclose(doc_rows, official[500:540])
     h = dim // 2
-    assert doc_rows[7, h - 1].item() == pytest.approx(math.sin(507 * 1e-4), abs=1e-5)  # entry [507, h-1], read as a value
+    assert doc_rows[7, h - 1].item() == pytest.approx(
+        math.sin(507 * 1e-4), abs=1e-5
+    )  # entry [507, h-1], read as a value
     assert ctx.position_table is None if model_type == "tk" else isinstance(ctx.position_table, torch.nn.Parameter)
     default_rows = default.contextualizer.positions(40, 500, dim, torch.device("cpu"))
     assert torch.allclose(default_rows, sinusoidal_positions(540, dim)[500:])
@@ -381,7 +409,11 @@ def test_unknown_words_masked_or_kept_per_setting(corpus, model_type):
     assert mask_kept.tolist() == [[1.0, 1.0, 1.0, 1.0, 0.0, 0.0]]
     assert mask_masked.tolist() == [[1.0, 0.0, 1.0, 0.0, 0.0, 0.0]]
     oov_row = kept.embedder.embedding.weight[OOV]
-    assert oov_row.abs().sum() > 0 and torch.equal(vectors_kept[0, 1], oov_row) and torch.equal(vectors_kept[0, 3], oov_row)
+    assert (
+        oov_row.abs().sum() > 0
+        and torch.equal(vectors_kept[0, 1], oov_row)
+        and torch.equal(vectors_kept[0, 3], oov_row)
+    )
     # the scores see it: a query of one unknown word against a document of another one
     query = kept.embedder.encode_query(["zzunknownthree"], 8)
     doc = kept.embedder.encode(["qqunknownfour " * 5], 200)

@@ -25,7 +25,11 @@ from longrank.train.checkpoint import read_position, sets_newest_first
 from longrank.train.losses import LOSSES
 from longrank.train.sampling import PairSampler
 
-KNRM = {"type": "knrm", "max_doc_len": 60, "train": {"steps": 24, "batch_size": 4, "lr": 0.01, "eval_every": 8, "patience": 5}}
+KNRM = {
+    "type": "knrm",
+    "max_doc_len": 60,
+    "train": {"steps": 24, "batch_size": 4, "lr": 0.01, "eval_every": 8, "patience": 5},
+}
 
 
 def train_knrm(tiny_data, out_name: str, cfg=KNRM):
@@ -186,8 +190,18 @@ def test_a_collection_artifact_is_built_once_and_attached_in_training_and_rerank
     assert registry.artifact_scopes(cfg) == ["collection"]
     corpus, candidates = Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run")
     out = tiny_data / "artifacts" / "length_knrm" / "collection"
-    common = ["--model-config", json.dumps(cfg), "--data", str(tiny_data / "data"), "--candidates", str(tiny_data / "bm25.run"),
-              "--device", "cpu", "--out", str(out)]
+    common = [
+        "--model-config",
+        json.dumps(cfg),
+        "--data",
+        str(tiny_data / "data"),
+        "--candidates",
+        str(tiny_data / "bm25.run"),
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    ]
     with pytest.raises(InputError, match="no 'fold' artifacts"):
         artifacts_stage([*common, "--scope", "fold", "--checkpoint", "x.safetensors"])
     artifacts_stage([*common, "--scope", "collection"])
@@ -200,13 +214,36 @@ def test_a_collection_artifact_is_built_once_and_attached_in_training_and_rerank
     loop.train("length_knrm", cfg, corpus, candidates, 0, 30, torch.device("cpu"), model_out, collection_artifacts=out)
     assert ATTACHED == [str(out)]
     with pytest.raises(InputError, match="--collection-artifacts"):
-        rerank("length_knrm", cfg, corpus, candidates, [str(model_out)], 30, 16, torch.device("cpu"), tiny_data / "runs")
-    rerank("length_knrm", cfg, corpus, candidates, [str(model_out)], 30, 16, torch.device("cpu"), tiny_data / "runs", collection_artifacts=out)
+        rerank(
+            "length_knrm", cfg, corpus, candidates, [str(model_out)], 30, 16, torch.device("cpu"), tiny_data / "runs"
+        )
+    rerank(
+        "length_knrm",
+        cfg,
+        corpus,
+        candidates,
+        [str(model_out)],
+        30,
+        16,
+        torch.device("cpu"),
+        tiny_data / "runs",
+        collection_artifacts=out,
+    )
     assert ATTACHED == [str(out)] * 2
     assert set(read_run(tiny_data / "runs" / "length_knrm.run")) == set(corpus.folds[0]["test"])
     # a model without artifacts refuses a directory rather than ignoring it
     with pytest.raises(InputError, match="declares no collection artifacts"):
-        loop.train("knrm", KNRM, corpus, candidates, 0, 30, torch.device("cpu"), tiny_data / "k" / "model.safetensors", collection_artifacts=out)
+        loop.train(
+            "knrm",
+            KNRM,
+            corpus,
+            candidates,
+            0,
+            30,
+            torch.device("cpu"),
+            tiny_data / "k" / "model.safetensors",
+            collection_artifacts=out,
+        )
 
 
 def test_a_failed_artifact_build_leaves_the_earlier_output_and_no_temporary_directory(tiny_data, monkeypatch):
@@ -220,7 +257,9 @@ def test_a_failed_artifact_build_leaves_the_earlier_output_and_no_temporary_dire
     finally:
         os.umask(old_umask)
     assert sorted(read_json(out / "lengths.json")) == sorted(corpus.docs)
-    assert stat.S_IMODE(out.stat().st_mode) == 0o755  # readable by the group on a shared file system, not mkdtemp's 0700
+    assert (
+        stat.S_IMODE(out.stat().st_mode) == 0o755
+    )  # readable by the group on a shared file system, not mkdtemp's 0700
     before = (out / "lengths.json").read_text()
 
     def half_written(self, scope, corpus, doc_ids, out_dir, *, batch_size=32):
@@ -236,13 +275,19 @@ def test_a_failed_artifact_build_leaves_the_earlier_output_and_no_temporary_dire
     monkeypatch.setitem(registry.MODEL_TYPES, "length_knrm", f"{__name__}:LengthKNRM")
     (out / "stale").write_text("")  # a rebuild replaces the whole directory
     artifacts.build(cfg, corpus, "collection", out, candidates=tiny_data / "bm25.run")
-    assert sorted(p.name for p in out.iterdir()) == ["lengths.json"] and sorted(p.name for p in out.parent.iterdir()) == ["collection"]
+    assert sorted(p.name for p in out.iterdir()) == ["lengths.json"] and sorted(
+        p.name for p in out.parent.iterdir()
+    ) == ["collection"]
 
 
 def test_artifacts_stage_reads_a_long_inline_model_config_and_names_a_bad_one(tmp_path):
     from longrank.artifacts import read_model_config
 
-    entry = {"type": "mores", "encoder": "minilm", "train": {f"key_{i}": i for i in range(40)}}  # longer than a file name may be
+    entry = {
+        "type": "mores",
+        "encoder": "minilm",
+        "train": {f"key_{i}": i for i in range(40)},
+    }  # longer than a file name may be
     assert read_model_config(json.dumps(entry)) == entry
     path = tmp_path / "entry.json"
     path.write_text(json.dumps(entry))
@@ -266,14 +311,62 @@ def test_the_same_config_and_seed_give_byte_identical_runs_from_fresh_processes(
     for attempt, hash_seed in enumerate(("1", "2")):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
         out = tmp_path / f"attempt{attempt}"
-        common = ["--model", "knrm", "--model-config", entry, "--data", str(tiny_data / "data"), "--candidates",
-                  str(tiny_data / "bm25.run"), "--rerank-depth", "30", "--device", "cpu"]
-        subprocess.run([sys.executable, "-m", "longrank", "train", *common, "--fold", "0", "--out", str(out / "fold0" / "model.safetensors")],
-                       env=env, check=True, capture_output=True)
-        subprocess.run([sys.executable, "-m", "longrank", "rerank", *common, "--checkpoints", str(out / "fold0" / "model.safetensors"),
-                        "--out-dir", str(out / "runs")], env=env, check=True, capture_output=True)
-        outputs.append({p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file() and p.suffix in (".safetensors", ".run")})
-    assert any(name.suffix == ".run" for name in outputs[0]) and any(name.suffix == ".safetensors" for name in outputs[0])
+        common = [
+            "--model",
+            "knrm",
+            "--model-config",
+            entry,
+            "--data",
+            str(tiny_data / "data"),
+            "--candidates",
+            str(tiny_data / "bm25.run"),
+            "--rerank-depth",
+            "30",
+            "--device",
+            "cpu",
+        ]
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "longrank",
+                "train",
+                *common,
+                "--fold",
+                "0",
+                "--out",
+                str(out / "fold0" / "model.safetensors"),
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "longrank",
+                "rerank",
+                *common,
+                "--checkpoints",
+                str(out / "fold0" / "model.safetensors"),
+                "--out-dir",
+                str(out / "runs"),
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        outputs.append(
+            {
+                p.relative_to(out): p.read_bytes()
+                for p in sorted(out.rglob("*"))
+                if p.is_file() and p.suffix in (".safetensors", ".run")
+            }
+        )
+    assert any(name.suffix == ".run" for name in outputs[0]) and any(
+        name.suffix == ".safetensors" for name in outputs[0]
+    )
     assert outputs[0].keys() == outputs[1].keys()
     for name in outputs[0]:
         assert outputs[0][name] == outputs[1][name], f"{name} differs between two runs of the same config and seed"
@@ -289,7 +382,11 @@ def test_dataloader_workers_prepare_the_same_batches_in_step_order(tiny_data):
         cfg = {**KNRM, "train": {**KNRM["train"], "steps": 10, "eval_every": 2, "patience": 1, "num_workers": workers}}
         out = tiny_data / f"workers{workers}" / "model.safetensors"
         loop.train("knrm", cfg, corpus, candidates, 0, 30, torch.device("cpu"), out)
-        outputs[workers] = (load_file(str(out)), (out.parent / "dev.run").read_text(), read_json(out.parent / "train_summary.json"))
+        outputs[workers] = (
+            load_file(str(out)),
+            (out.parent / "dev.run").read_text(),
+            read_json(out.parent / "train_summary.json"),
+        )
     (w0, run0, summary0), (w2, run2, summary2) = outputs[0], outputs[2]
     assert w0.keys() == w2.keys() and all(torch.equal(w0[k], w2[k]) for k in w0)
     assert run0 == run2 and summary0["steps_run"] == summary2["steps_run"]

@@ -30,6 +30,7 @@ def corpus(tiny_data):
 
 # ---- sampling ---------------------------------------------------------------------------------------------
 
+
 def test_positives_come_from_the_candidates_and_queries_without_one_are_skipped(tiny_data, corpus):
     candidates = read_run(tiny_data / "bm25.run")
     train = corpus.folds[0]["train"]
@@ -38,8 +39,11 @@ def test_positives_come_from_the_candidates_and_queries_without_one_are_skipped(
     top = {q: sorted(candidates[q], key=lambda d: (-candidates[q][d], d))[:depth] for q in train}
     for qid in sampler.qids:
         assert set(sampler.positives[qid]) <= set(top[qid])
-    without = [q for q in train if not any(corpus.qrels[q].get(d, 0) > 0 for d in top[q])
-               or all(corpus.qrels[q].get(d, 0) > 0 for d in top[q])]  # no relevant, or no non-relevant candidate
+    without = [
+        q
+        for q in train
+        if not any(corpus.qrels[q].get(d, 0) > 0 for d in top[q]) or all(corpus.qrels[q].get(d, 0) > 0 for d in top[q])
+    ]  # no relevant, or no non-relevant candidate
     assert sorted(sampler.skipped) == sorted(without) and not set(without) & set(sampler.qids)
     judged = PairSampler(train, corpus.qrels, candidates, depth, 1, seed=0, positives="judged")
     assert any(set(judged.positives[q]) - set(top[q]) for q in judged.qids)  # judged reaches beyond the candidates
@@ -63,17 +67,31 @@ def test_collection_negatives_are_never_relevant_and_both_splits_a_third(tiny_da
 
 # ---- learning rates ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", sorted(WORD_MODELS))
 def test_scoring_and_embedding_rates_reach_every_word_model(corpus, name):
     model = build_model(WORD_MODELS[name], corpus)
-    groups = {g["name"]: g for g in parameter_groups(model, {**TRAIN_DEFAULTS, "scoring_lr": 0.05, "embedding_lr": 1e-4})}
+    groups = {
+        g["name"]: g for g in parameter_groups(model, {**TRAIN_DEFAULTS, "scoring_lr": 0.05, "embedding_lr": 1e-4})
+    }
     assert groups["scoring"]["lr"] == 0.05 and groups["embeddings"]["lr"] == 1e-4 and "lr" not in groups.get("rest", {})
     by_id = {id(p): n for n, p in model.named_parameters()}
     scoring = {by_id[id(p)] for p in groups["scoring"]["params"]}
-    expected = {"knrm": {"dense.weight", "dense.bias"}, "tk": {"dense.weight", "dense.bias"},
-                "tkl": {"kernel_weights.weight", "region_weights.weight", "salience.weight", "saturation_a.weight",
-                        "saturation_a.bias", "saturation_b.weight", "saturation_b.bias", "saturation_c.weight",
-                        "saturation_c.bias"}}[name]
+    expected = {
+        "knrm": {"dense.weight", "dense.bias"},
+        "tk": {"dense.weight", "dense.bias"},
+        "tkl": {
+            "kernel_weights.weight",
+            "region_weights.weight",
+            "salience.weight",
+            "saturation_a.weight",
+            "saturation_a.bias",
+            "saturation_b.weight",
+            "saturation_b.bias",
+            "saturation_c.weight",
+            "saturation_c.bias",
+        },
+    }[name]
     assert scoring == expected
     assert {by_id[id(p)] for p in groups["embeddings"]["params"]} == {"embedder.embedding.weight"}
     # every trainable parameter is in exactly one group
@@ -98,6 +116,7 @@ def test_the_schema_lists_every_training_key():
 
 
 # ---- query terms and OOV ----------------------------------------------------------------------------------
+
 
 def test_two_different_unknown_words_never_match():
     vocab = Vocabulary.build(["wing lift drag"], min_doc_freq=2)  # every word is rare: all unknown
@@ -131,10 +150,17 @@ def test_idf_weights_scale_each_query_term():
 
 # ---- official-code defaults -------------------------------------------------------------------------------
 
+
 def test_defaults_follow_the_official_code(corpus):
     tkl = constructor_defaults("tkl")
-    assert (tkl["overlap"], tkl["region_stride"], tkl["tail_regions"], tkl["region_init"], tkl["positions"],
-            tkl["doc_position_offset"]) == (5, 2, True, "ones", "learned", 500)
+    assert (
+        tkl["overlap"],
+        tkl["region_stride"],
+        tkl["tail_regions"],
+        tkl["region_init"],
+        tkl["positions"],
+        tkl["doc_position_offset"],
+    ) == (5, 2, True, "ones", "learned", 500)
     assert constructor_defaults("tk")["positions"] == "fixed" and constructor_defaults("tk")["length_norm"] is False
     model = build_model(WORD_MODELS["tkl"], corpus)
     assert model.region_weights.bias is None and torch.all(model.region_weights.weight == 1)
@@ -176,8 +202,19 @@ def test_scoring_rate_reaches_an_encoder_models_head_and_nothing_else():
     from longrank.models.mores import MORES
 
     tokenizer = load_tokenizer("minilm")
-    small = lambda: random_encoder(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,  # noqa: E731
-                                              num_attention_heads=4, intermediate_size=64), seed=0)
+
+    def small():
+        return random_encoder(
+            BertConfig(
+                vocab_size=tokenizer.vocab_size,
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                intermediate_size=64,
+            ),
+            seed=0,
+        )
+
     hp = {**TRAIN_DEFAULTS, "scoring_lr": 1e-3}
     for model in (BertRanker(small(), tokenizer, pooling="mean"), MORES(small(), tokenizer, interaction_blocks=1)):
         groups = {g["name"]: g for g in parameter_groups(model, hp)}

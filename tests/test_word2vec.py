@@ -19,9 +19,11 @@ from longrank.models.modules.word_embedder import WordEmbedder
 
 from conftest import REPO
 
-TOPICS = {"aero": "wing lift drag airfoil flow boundary layer pressure",
-          "heat": "heat transfer temperature conduction flux wall surface",
-          "shock": "shock wave mach supersonic nozzle compression"}
+TOPICS = {
+    "aero": "wing lift drag airfoil flow boundary layer pressure",
+    "heat": "heat transfer temperature conduction flux wall surface",
+    "shock": "shock wave mach supersonic nozzle compression",
+}
 KEYS = {"dim": 8, "window": 3, "epochs": 3, "min_count": 2, "seed": 7}
 
 
@@ -71,8 +73,22 @@ def test_same_collection_and_keys_give_the_same_file_in_another_process(data_dir
     stage.build(data_dir / "docs.jsonl", tmp_path / "a.txt", **KEYS)
     env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(REPO / "src")}
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in KEYS.items()]
-    subprocess.run([sys.executable, "-m", "longrank", "word2vec", "--docs", str(data_dir / "docs.jsonl"), *flags,
-                    "--out", str(tmp_path / "b.txt")], check=True, env=env, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "longrank",
+            "word2vec",
+            "--docs",
+            str(data_dir / "docs.jsonl"),
+            *flags,
+            "--out",
+            str(tmp_path / "b.txt"),
+        ],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     assert (tmp_path / "a.txt").read_bytes() == (tmp_path / "b.txt").read_bytes()
     stage.build(data_dir / "docs.jsonl", tmp_path / "c.txt", **{**KEYS, "seed": 8})
     assert (tmp_path / "a.txt").read_bytes() != (tmp_path / "c.txt").read_bytes()

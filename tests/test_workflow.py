@@ -50,10 +50,16 @@ def test_reported_means_equal_ir_measures_on_the_run_files(workflow_run):
     test_qids = {q for f in folds for q in f["test"]}
     qrels = [q for q in ir_measures.read_trec_qrels(str(results / "data" / "qrels.txt")) if q.query_id in test_qids]
     table = pd.read_csv(results / "compare" / "table.csv")
-    runs = {"bm25": results / "candidates" / "bm25.run", "knrm": results / "runs" / "knrm.run", "knrm+bm25": results / "runs" / "knrm+bm25.run"}
+    runs = {
+        "bm25": results / "candidates" / "bm25.run",
+        "knrm": results / "runs" / "knrm.run",
+        "knrm+bm25": results / "runs" / "knrm+bm25.run",
+    }
     for system, path in runs.items():
         run = [r for r in ir_measures.read_trec_run(str(path)) if r.query_id in test_qids]
-        expected = ir_measures.calc_aggregate([ir_measures.parse_measure("nDCG@10"), ir_measures.parse_measure("R@100")], qrels, run)
+        expected = ir_measures.calc_aggregate(
+            [ir_measures.parse_measure("nDCG@10"), ir_measures.parse_measure("R@100")], qrels, run
+        )
         for measure, value in expected.items():
             reported = table[(table.system == system) & (table.measure == str(measure))]["mean"].item()
             assert reported == pytest.approx(value, abs=1e-6), (system, measure)  # table.csv keeps 6 decimals
@@ -72,7 +78,9 @@ def test_changing_one_first_stage_reruns_only_what_reranks_it(workflow_run):
     stages = yaml.safe_load(E2E_CONFIG.read_text())["first_stages"]
     jobs = planned_jobs(workflow_run, {"first_stages": [{**stages[0], "k1": 1.2}, *stages[1:]]})
     config = read_json(workflow_run / "results" / "cranfield" / "config.json")
-    on_first = [m for m, e in config["models"].items() if e.get("enabled", True) and e["first_stage"] == stages[0]["name"]]
+    on_first = [
+        m for m, e in config["models"].items() if e.get("enabled", True) and e["first_stage"] == stages[0]["name"]
+    ]
     assert 0 < len(on_first) < len(config["models"])  # the e2e config has a model on the second first stage
     # its candidates, and those of a first stage a retrained model produces (NDRM's fullrank) are made again
     produced = [s for s in stages if s["method"] == "model" and s["model"] in on_first]
@@ -87,7 +95,9 @@ def test_two_first_stages_give_rows_for_both_and_a_comparison(workflow_run):
         assert system in set(table.system), system
     # knrm_b75 reranked the second first stage: below its rerank depth its run is that stage's order
     ranked = ir_measures.read_trec_run(str(results / "runs" / "knrm_b75.run"))
-    assert {r.doc_id for r in ranked} <= {r.doc_id for r in ir_measures.read_trec_run(str(results / "candidates" / "bm25_b75.run"))}
+    assert {r.doc_id for r in ranked} <= {
+        r.doc_id for r in ir_measures.read_trec_run(str(results / "candidates" / "bm25_b75.run"))
+    }
     html = (results / "report" / "index.html").read_text()
     assert "First stages" in html and "bm25_b75" in html
 
@@ -98,7 +108,10 @@ def test_pretraining_and_hdct_run_through_the_workflow(workflow_run):
     assert {"hdct", "knrm_pretrained"} <= set(table.system)
     assert read_json(results / "models" / "knrm_pretrained" / "pretrained" / "train_summary.json")["steps_run"] == 10
     assert read_json(results / "pseudo_queries" / "titles" / "stats.json")["pseudo_queries"] >= 190
-    assert read_json(results / "candidates" / "hdct.stats.json")["documents"] == read_json(results / "data" / "stats.json")["num_docs"]
+    assert (
+        read_json(results / "candidates" / "hdct.stats.json")["documents"]
+        == read_json(results / "data" / "stats.json")["num_docs"]
+    )
     html = (results / "report" / "index.html").read_text()
     assert "Best pseudo-dev" in html and "What pre-training changed" in html
 
@@ -145,9 +158,18 @@ def test_a_pretrained_mir_reads_its_own_graph_set_of_the_pseudo_queries_positive
 def test_bad_config_names_the_key_and_the_rule(tmp_path):
     (tmp_path / "config").symlink_to(REPO / "config")
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({"first_stages": [{"name": "bm25", "method": "bm25", "top_k": "many"}],
-                                   "models": {"knrm": {"train": {"epochs": 2}}}}))
+    bad.write_text(
+        yaml.safe_dump(
+            {
+                "first_stages": [{"name": "bm25", "method": "bm25", "top_k": "many"}],
+                "models": {"knrm": {"train": {"epochs": 2}}},
+            }
+        )
+    )
     done = snakemake(tmp_path, "-n", "--configfile", str(bad), check=False)
     assert done.returncode != 0
-    assert "config key first_stages.0.top_k: 'many' is not of type 'integer' (schema rule 'type')" in done.stderr + done.stdout
+    assert (
+        "config key first_stages.0.top_k: 'many' is not of type 'integer' (schema rule 'type')"
+        in done.stderr + done.stdout
+    )
     assert "config key models.knrm.train" in done.stderr + done.stdout and "'epochs'" in done.stderr + done.stdout

@@ -65,8 +65,10 @@ def _build(directory: Path, meta: dict):
             stub.write_text("<width> " + " ".join(["0"] * int(meta["vocabulary"]["embedding_dim"])) + "\n")
             model = build_model({**cfg, "embeddings": str(stub)}, _ExportedCollection(directory, vocab))
         if model.embedder.vocab.words != vocab.words:
-            raise InputError(f"{directory}: the model's vocabulary differs from {meta['vocabulary']['file']} "
-                             "(its config entry cuts it again); export the model again")
+            raise InputError(
+                f"{directory}: the model's vocabulary differs from {meta['vocabulary']['file']} "
+                "(its config entry cuts it again); export the model again"
+            )
         return model
     if "encoder" in meta:
         return build_model({**cfg, "encoder": str(directory / meta["encoder"]["dir"])}, None)
@@ -106,12 +108,16 @@ def read_ranking(run) -> tuple[Run, str]:
         return read_run(run), str(run)
     columns = getattr(run, "columns", None)
     if columns is None:
-        raise InputError(f"run: expected a TREC run file or a DataFrame with qid, docno and score columns, got {type(run).__name__}")
+        raise InputError(
+            f"run: expected a TREC run file or a DataFrame with qid, docno and score columns, got {type(run).__name__}"
+        )
     missing = [c for c in ("qid", "docno", "score") if c not in columns]
     if missing:
         raise InputError(f"run: the DataFrame lacks the column(s) {missing}; expected qid, docno and score")
     out: Run = {}
-    for row, (qid, docno, score) in enumerate(zip(run["qid"].astype(str), run["docno"].astype(str), run["score"].astype(float))):
+    for row, (qid, docno, score) in enumerate(
+        zip(run["qid"].astype(str), run["docno"].astype(str), run["score"].astype(float))
+    ):
         if docno in out.setdefault(qid, {}):
             raise InputError(f"run: row {row}: document {docno!r} is ranked twice for query {qid!r}")
         out[qid][docno] = score
@@ -128,11 +134,15 @@ class Ranker:
 
         self.path = Path(path)
         if not (self.path / RANKER_FILE).is_file():
-            raise InputError(f"{self.path} is not an exported ranker ({RANKER_FILE} not found); write one with "
-                             "`longrank export --results results/<dataset> --model <name> --fold N --out DIR`")
+            raise InputError(
+                f"{self.path} is not an exported ranker ({RANKER_FILE} not found); write one with "
+                "`longrank export --results results/<dataset> --model <name> --fold N --out DIR`"
+            )
         self.meta: dict[str, Any] = read_json(self.path / RANKER_FILE)
         if self.meta.get("format") != FORMAT:
-            raise InputError(f"{self.path / RANKER_FILE}: format {self.meta.get('format')!r}; this LongRank reads {FORMAT!r}")
+            raise InputError(
+                f"{self.path / RANKER_FILE}: format {self.meta.get('format')!r}; this LongRank reads {FORMAT!r}"
+            )
         self.name, self.type = self.meta["name"], self.meta["type"]
         self.batch_size = batch_size
         self.depth: int | None = self.meta.get("rerank_depth")
@@ -149,12 +159,27 @@ class Ranker:
 
         texts = dict(documents) if isinstance(documents, Mapping) else {str(i): t for i, t in enumerate(documents)}
         candidates = {"q": {d: 0.0 for d in texts}}
-        scored = score_candidates(self.model, SimpleNamespace(queries={"q": query}, docs=texts), candidates, ["q"],
-                                  len(texts), self.batch_size, desc=f"score {self.name}")
+        scored = score_candidates(
+            self.model,
+            SimpleNamespace(queries={"q": query}, docs=texts),
+            candidates,
+            ["q"],
+            len(texts),
+            self.batch_size,
+            desc=f"score {self.name}",
+        )
         return [scored.get("q", {})[d] for d in texts]
 
-    def rerank_run(self, candidates: Run, queries: Mapping[str, str], docs: Mapping[str, str], depth: int | None = None,
-                   where: str = "the run", queries_from: str = "queries", docs_from: str = "docs") -> Run:
+    def rerank_run(
+        self,
+        candidates: Run,
+        queries: Mapping[str, str],
+        docs: Mapping[str, str],
+        depth: int | None = None,
+        where: str = "the run",
+        queries_from: str = "queries",
+        docs_from: str = "docs",
+    ) -> Run:
         """Rerank each query's top ``depth`` candidates (default: the model's rerank depth, else all of them) in the
         order the queries come in ``candidates``; documents below keep their first-stage order underneath (as the
         workflow's rerank stage). Returns query id -> doc id -> score."""
@@ -165,14 +190,23 @@ class Ranker:
         qids = list(candidates)
         missing = [q for q in qids if q not in queries]
         if missing:
-            raise InputError(f"{where}: query {missing[0]!r} is not in {queries_from}"
-                             + (f" ({len(missing)} queries are missing)" if len(missing) > 1 else ""))
+            raise InputError(
+                f"{where}: query {missing[0]!r} is not in {queries_from}"
+                + (f" ({len(missing)} queries are missing)" if len(missing) > 1 else "")
+            )
         for q in qids:
             for d in top_candidates(candidates, q, depth):
                 if d not in docs:
                     raise InputError(f"{where}: document {d!r} (query {q!r}) is not in {docs_from}")
-        scored = score_candidates(self.model, SimpleNamespace(queries=queries, docs=docs), candidates, qids, depth,
-                                  self.batch_size, desc=f"rerank {self.name}")
+        scored = score_candidates(
+            self.model,
+            SimpleNamespace(queries=queries, docs=docs),
+            candidates,
+            qids,
+            depth,
+            self.batch_size,
+            desc=f"rerank {self.name}",
+        )
         return with_tail(scored, candidates, qids)
 
     def rerank(self, run, queries, docs, depth: int | None = None):
@@ -185,11 +219,20 @@ class Ranker:
         candidates, where = read_ranking(run)
         depth = depth or self.depth or max((len(r) for r in candidates.values()), default=1)
         wanted = {d for q in candidates for d in top_candidates(candidates, q, depth)}
-        reranked = self.rerank_run(candidates, read_queries(queries), read_docs(docs, wanted), depth, where,
-                                   "queries" if isinstance(queries, Mapping) else str(queries),
-                                   "docs" if isinstance(docs, Mapping) else str(docs))
-        rows = [(q, d, s, rank) for q, ranking in reranked.items()
-                for rank, (d, s) in enumerate(sorted(ranking.items(), key=lambda kv: (-kv[1], kv[0])), start=1)]
+        reranked = self.rerank_run(
+            candidates,
+            read_queries(queries),
+            read_docs(docs, wanted),
+            depth,
+            where,
+            "queries" if isinstance(queries, Mapping) else str(queries),
+            "docs" if isinstance(docs, Mapping) else str(docs),
+        )
+        rows = [
+            (q, d, s, rank)
+            for q, ranking in reranked.items()
+            for rank, (d, s) in enumerate(sorted(ranking.items(), key=lambda kv: (-kv[1], kv[0])), start=1)
+        ]
         return pd.DataFrame(rows, columns=["qid", "docno", "score", "rank"])
 
 

@@ -44,20 +44,37 @@ def read_model_config(text: str) -> dict:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-config", required=True, help="the model's config entry as JSON (inline or a file)")
     parser.add_argument("--data", required=True, help="results/{dataset}/data")
-    parser.add_argument("--candidates", help="a TREC run: build for the documents it lists (default: the whole collection)")
-    parser.add_argument("--scope", required=True, choices=ARTIFACT_SCOPES, help="collection: from the data; fold: from one fold's weights")
+    parser.add_argument(
+        "--candidates", help="a TREC run: build for the documents it lists (default: the whole collection)"
+    )
+    parser.add_argument(
+        "--scope",
+        required=True,
+        choices=ARTIFACT_SCOPES,
+        help="collection: from the data; fold: from one fold's weights",
+    )
     parser.add_argument("--checkpoint", help="the fold's trained weights (model.safetensors); --scope fold only")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--out", required=True, help="the artifact directory (artifacts/{model}/collection or .../fold{N})")
+    parser.add_argument(
+        "--out", required=True, help="the artifact directory (artifacts/{model}/collection or .../fold{N})"
+    )
 
 
 def run(args) -> None:
     cfg = read_model_config(args.model_config)
     if args.batch_size < 1:
         raise InputError("--batch-size must be a positive integer")
-    build(cfg, Corpus(args.data), args.scope, Path(args.out), args.checkpoint, args.candidates, args.batch_size,
-          resolve_device(args.device))
+    build(
+        cfg,
+        Corpus(args.data),
+        args.scope,
+        Path(args.out),
+        args.checkpoint,
+        args.candidates,
+        args.batch_size,
+        resolve_device(args.device),
+    )
 
 
 def documents(corpus: Corpus, candidates: str | Path | None) -> list[str]:
@@ -71,8 +88,16 @@ def documents(corpus: Corpus, candidates: str | Path | None) -> list[str]:
     return sorted(wanted)
 
 
-def build(model_cfg: dict, corpus: Corpus, scope: str, out: Path, checkpoint: str | Path | None = None,
-          candidates: str | Path | None = None, batch_size: int = 32, device="cpu") -> None:
+def build(
+    model_cfg: dict,
+    corpus: Corpus,
+    scope: str,
+    out: Path,
+    checkpoint: str | Path | None = None,
+    candidates: str | Path | None = None,
+    batch_size: int = 32,
+    device="cpu",
+) -> None:
     kind = model_cfg.get("type")
     if scope not in artifact_scopes(model_cfg):
         raise InputError(f"artifacts: a {kind!r} model configured so declares no {scope!r} artifacts")
@@ -80,7 +105,11 @@ def build(model_cfg: dict, corpus: Corpus, scope: str, out: Path, checkpoint: st
         raise InputError("artifacts: --scope fold builds from a fold's trained weights; give --checkpoint")
     if scope == "collection" and checkpoint is not None:
         raise InputError("artifacts: --scope collection builds without trained weights; drop --checkpoint")
-    model = load_model(checkpoint, model_cfg, corpus, device) if checkpoint else build_model(model_cfg, corpus).to(device).eval()
+    model = (
+        load_model(checkpoint, model_cfg, corpus, device)
+        if checkpoint
+        else build_model(model_cfg, corpus).to(device).eval()
+    )
     doc_ids = documents(corpus, candidates)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))

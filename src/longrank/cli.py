@@ -19,27 +19,72 @@ from longrank.io import InputError
 STAGES = {
     "config": ("longrank.config", "write the resolved config beside the results"),
     "data": ("longrank.data.prepare", "load a collection, formulate queries, split them, write results/{dataset}/data"),
-    "word2vec": ("longrank.data.word2vec", "word2vec on the collection (IN and OUT vectors concatenated) for `embeddings: word2vec`"),
-    "candidates": ("longrank.retrieval.candidates", "one first stage's candidates (bm25, the collection's scoreddocs or a run file) as a TREC run"),
-    "sanity": ("longrank.retrieval.sanity", "untrained lexical reranker: candidates by distinct query terms matched (a sanity baseline)"),
-    "pseudo_queries": ("longrank.train.pseudo_queries", "training queries made from the documents (titles, ICT, formulated passages) for train.pretrain"),
-    "hdct": ("longrank.models.hdct", "HDCT: train the term-weight encoder on titles or pseudo-queries and index the collection (first stage method hdct)"),
-    "annotate": ("longrank.graphs.annotate", "MIR: sentences and entities of every document with spaCy, once per collection"),
-    "graphs": ("longrank.graphs.build", "MIR: passages, pivot tokens and the p2p / s2s / t2t graphs of every document, once per graph set"),
+    "word2vec": (
+        "longrank.data.word2vec",
+        "word2vec on the collection (IN and OUT vectors concatenated) for `embeddings: word2vec`",
+    ),
+    "candidates": (
+        "longrank.retrieval.candidates",
+        "one first stage's candidates (bm25, the collection's scoreddocs or a run file) as a TREC run",
+    ),
+    "sanity": (
+        "longrank.retrieval.sanity",
+        "untrained lexical reranker: candidates by distinct query terms matched (a sanity baseline)",
+    ),
+    "pseudo_queries": (
+        "longrank.train.pseudo_queries",
+        "training queries made from the documents (titles, ICT, formulated passages) for train.pretrain",
+    ),
+    "hdct": (
+        "longrank.models.hdct",
+        "HDCT: train the term-weight encoder on titles or pseudo-queries and index the collection (first stage method hdct)",
+    ),
+    "annotate": (
+        "longrank.graphs.annotate",
+        "MIR: sentences and entities of every document with spaCy, once per collection",
+    ),
+    "graphs": (
+        "longrank.graphs.build",
+        "MIR: passages, pivot tokens and the p2p / s2s / t2t graphs of every document, once per graph set",
+    ),
     "train": ("longrank.train.loop", "train one model on the training queries, early-stopping on dev nDCG@10"),
-    "artifacts": ("longrank.artifacts", "what a model needs precomputed per document, per collection or per fold (MORES Reuse stores)"),
-    "rerank": ("longrank.rerank", "rerank the test queries' candidates with each fold's trained model; with --ranker DIR: "
-               "any run with an exported model"),
-    "interpolate": ("longrank.interpolate", "mix a reranked run with its first stage, the weight chosen on dev queries"),
+    "artifacts": (
+        "longrank.artifacts",
+        "what a model needs precomputed per document, per collection or per fold (MORES Reuse stores)",
+    ),
+    "rerank": (
+        "longrank.rerank",
+        "rerank the test queries' candidates with each fold's trained model; with --ranker DIR: "
+        "any run with an exported model",
+    ),
+    "interpolate": (
+        "longrank.interpolate",
+        "mix a reranked run with its first stage, the weight chosen on dev queries",
+    ),
     "evaluate": ("longrank.evaluate.evaluate", "per-query measures of a run through ir-measures"),
-    "compare": ("longrank.evaluate.compare", "significance tests, confidence intervals and non-inferiority across systems"),
+    "compare": (
+        "longrank.evaluate.compare",
+        "significance tests, confidence intervals and non-inferiority across systems",
+    ),
     "report": ("longrank.report.build", "HTML / Markdown / CSV / LaTeX report from everything under results/{dataset}"),
     "bench": ("longrank.bench.run", "efficiency of a trained model: docs/ms and peak memory at given document lengths"),
-    "mir_speed": ("longrank.bench.mir_speed", "MIR Fig. 5: MIR and BERT-MaxP over the same windows, docs/ms and peak memory by length, and graph construction time"),
-    "attention_scaling": ("longrank.bench.attention_scaling", "peak memory and time of materialised, fused and separable attention by sequence length"),
-    "mores_speed": ("longrank.bench.mores_speed", "MORES Table 4: time to rank 1,000 candidates, BERT ranker vs MORES with no reuse / Reuse-S1 / Reuse-S2"),
-    "export": ("longrank.export", "one trained model as a self-contained directory (weights, vocabulary or encoder, config, "
-               "model card) for longrank.load_ranker, rerank --ranker and PyTerrier"),
+    "mir_speed": (
+        "longrank.bench.mir_speed",
+        "MIR Fig. 5: MIR and BERT-MaxP over the same windows, docs/ms and peak memory by length, and graph construction time",
+    ),
+    "attention_scaling": (
+        "longrank.bench.attention_scaling",
+        "peak memory and time of materialised, fused and separable attention by sequence length",
+    ),
+    "mores_speed": (
+        "longrank.bench.mores_speed",
+        "MORES Table 4: time to rank 1,000 candidates, BERT ranker vs MORES with no reuse / Reuse-S1 / Reuse-S2",
+    ),
+    "export": (
+        "longrank.export",
+        "one trained model as a self-contained directory (weights, vocabulary or encoder, config, "
+        "model card) for longrank.load_ranker, rerank --ranker and PyTerrier",
+    ),
 }
 # ``longrank rerank --ranker DIR --run ... --out ...`` reranks any run with an exported model (longrank.rerank_run);
 # without --ranker, ``rerank`` is the workflow's stage (its arguments unchanged).
@@ -76,6 +121,9 @@ def main(argv: list[str] | None = None) -> None:
         # a full disk is the machine's state, not a bug: say so in one line (every output is written under a
         # temporary name and renamed, so nothing already written was touched)
         where = f" writing {err.filename}" if err.filename else ""
-        print(f"longrank {args.stage}: error: no space left on the device{where} ({err.strerror}); free some space "
-              "and run again: the earlier outputs are as they were", file=sys.stderr)
+        print(
+            f"longrank {args.stage}: error: no space left on the device{where} ({err.strerror}); free some space "
+            "and run again: the earlier outputs are as they were",
+            file=sys.stderr,
+        )
         sys.exit(2)

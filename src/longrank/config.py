@@ -47,11 +47,16 @@ def validate_config(config: dict, schema_path: str, datasets_dir: str | Path | N
     resolve_dataset(config, Path(datasets_dir) if datasets_dir else Path(schema_path).parent / "datasets")
     resolve_likes(config.get("models") or {})
     if "first_stage" in config:  # the single first stage of versions before 0.3
-        raise InputError("config key first_stage: replaced by first_stages, a list of named candidate generators, "
-                         "e.g. first_stages: [{name: bm25, method: bm25, k1: 0.9, b: 0.4, top_k: 100}]")
+        raise InputError(
+            "config key first_stage: replaced by first_stages, a list of named candidate generators, "
+            "e.g. first_stages: [{name: bm25, method: bm25, k1: 0.9, b: 0.4, top_k: 100}]"
+        )
     errors = sorted(_Validator(schema).iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
-        lines = [f"config key {_key(e.absolute_path)}: {e.message}{_did_you_mean(e)} (schema rule '{e.validator}')" for e in errors]
+        lines = [
+            f"config key {_key(e.absolute_path)}: {e.message}{_did_you_mean(e)} (schema rule '{e.validator}')"
+            for e in errors
+        ]
         raise InputError("the config does not match config/schema.yaml:\n  " + "\n  ".join(lines))
     check_model_keys(config["models"])
     check_gain_order(config["dataset"])
@@ -68,10 +73,16 @@ def check_input_files(config: dict) -> None:
     user, may make it before they run; they name the key if it is still missing)."""
     files = ("docs", "queries", "qrels", "train_queries", "train_qrels", "dev_queries", "dev_qrels")
     keys = [(f"dataset.{key}", config["dataset"].get(key)) for key in files]
-    keys += [(f"first_stages.{name}.path", spec.get("path")) for name, spec in config["first_stages"].items() if spec["method"] == "run_file"]
+    keys += [
+        (f"first_stages.{name}.path", spec.get("path"))
+        for name, spec in config["first_stages"].items()
+        if spec["method"] == "run_file"
+    ]
     for key, value in keys:
         if value and Path(value).is_dir():
-            raise InputError(f"config key {key}: {value} is a directory; expected a file (relative to the working directory)")
+            raise InputError(
+                f"config key {key}: {value} is a directory; expected a file (relative to the working directory)"
+            )
 
 
 DESCRIPTION_SUFFIXES = (".yaml", ".yml")
@@ -92,10 +103,12 @@ def resolve_dataset(config: dict, datasets_dir: Path) -> None:
     if not isinstance(dataset, dict):
         return  # the schema names the key and the type it expects
     if "name" not in dataset:
-        raise InputError("config key dataset: this block has no name. A dataset block describes a whole collection (name, source "
-                         "and its files or ir_datasets id) and replaces the one before it whole, so it cannot change one key "
-                         f"of a shipped description: copy the description from {datasets_dir} and edit the copy, or write "
-                         "`dataset: <name>` to use one as it is")
+        raise InputError(
+            "config key dataset: this block has no name. A dataset block describes a whole collection (name, source "
+            "and its files or ir_datasets id) and replaces the one before it whole, so it cannot change one key "
+            f"of a shipped description: copy the description from {datasets_dir} and edit the copy, or write "
+            "`dataset: <name>` to use one as it is"
+        )
     if isinstance(dataset.get("gains"), dict):
         dataset["gains"] = integer_grades(dataset["gains"])
 
@@ -104,14 +117,18 @@ def _dataset_description(value: str, datasets_dir: Path) -> dict:
     path = Path(value) if value.endswith(DESCRIPTION_SUFFIXES) else datasets_dir / f"{value}.yaml"
     if not path.is_file():
         shipped = sorted(p.stem for p in datasets_dir.glob("*.yaml"))
-        raise InputError(f"config key dataset: {value!r} is neither a shipped collection ({', '.join(shipped)}: "
-                         f"{datasets_dir}/<name>.yaml) nor a description file ending in .yaml ({path} does not exist); "
-                         "or write the collection's block in the config (README, \"Your own collection\")")
+        raise InputError(
+            f"config key dataset: {value!r} is neither a shipped collection ({', '.join(shipped)}: "
+            f"{datasets_dir}/<name>.yaml) nor a description file ending in .yaml ({path} does not exist); "
+            'or write the collection\'s block in the config (README, "Your own collection")'
+        )
     with open(path, encoding="utf-8") as f:
         description = yaml.safe_load(f)
     if not isinstance(description, dict):
-        raise InputError(f"config key dataset: {path} must hold a mapping of dataset keys (name, source, ...); "
-                         f"it holds {type(description).__name__}")
+        raise InputError(
+            f"config key dataset: {path} must hold a mapping of dataset keys (name, source, ...); "
+            f"it holds {type(description).__name__}"
+        )
     description.setdefault("name", path.stem)
     return description
 
@@ -125,8 +142,10 @@ def check_measures(names) -> None:
         try:
             ir_measures.parse_measure(name)
         except Exception:  # ir_measures raises NameError, ValueError, ... for names it cannot read
-            raise InputError(f"config key evaluation.measures.{i}: {name!r} is not a measure ir-measures reads; "
-                             f"{_measure_hint(name)}") from None
+            raise InputError(
+                f"config key evaluation.measures.{i}: {name!r} is not a measure ir-measures reads; "
+                f"{_measure_hint(name)}"
+            ) from None
 
 
 def _measure_hint(name: str) -> str:
@@ -139,8 +158,9 @@ def _measure_hint(name: str) -> str:
     if trec:
         return f"did you mean {', '.join(map(repr, map(str, trec)))} (ir-measures' spelling of trec_eval's {name})?"
     close = difflib.get_close_matches(name.split("@")[0], list(ir_measures.measures.registry), n=1)
-    return (f"did you mean {close[0] + name[len(name.split('@')[0]):]!r}? " if close else "") + \
-        "measures are written as ir-measures names them, e.g. nDCG@10, P@10, RR@10, AP@100, R@1000"
+    return (
+        f"did you mean {close[0] + name[len(name.split('@')[0]) :]!r}? " if close else ""
+    ) + "measures are written as ir-measures names them, e.g. nDCG@10, P@10, RR@10, AP@100, R@1000"
 
 
 def check_noninferiority_reference(config: dict) -> None:
@@ -151,13 +171,19 @@ def check_noninferiority_reference(config: dict) -> None:
     if reference is None:
         return
     models = model_order(config["models"])
-    systems = [*config["first_stages"], sanity.NAME, *models,
-               *(f"{m}+{config['models'][m]['first_stage']}" for m in models if config["models"][m].get("interpolate", True))]
+    systems = [
+        *config["first_stages"],
+        sanity.NAME,
+        *models,
+        *(f"{m}+{config['models'][m]['first_stage']}" for m in models if config["models"][m].get("interpolate", True)),
+    ]
     if reference not in systems:
         close = difflib.get_close_matches(reference, systems, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise InputError(f"config key evaluation.noninferiority_reference: {reference!r} is not a system of this run; "
-                         f"{hint}expected one of {systems}")
+        raise InputError(
+            f"config key evaluation.noninferiority_reference: {reference!r} is not a system of this run; "
+            f"{hint}expected one of {systems}"
+        )
 
 
 def _did_you_mean(error) -> str:
@@ -190,20 +216,28 @@ def resolve_likes(models: dict) -> None:
     merged over it, and ``like`` naming its base. An ablation file then names only what it changes, and stays right over any config it is
     layered on: ``{like: mir, graphs: []}`` over config/irled.yaml reads IRLeD's 416 tokens, where a YAML anchor
     (which cannot reach across files) would have repeated Cranfield's."""
+
     def resolve(name: str, chain: list[str]) -> dict:
         entry = models[name]
         if not isinstance(entry, dict) or "like" not in entry:
             return entry
         base = entry["like"]
         if not isinstance(base, str) or base not in models:
-            raise InputError(f"config key models.{name}.like: expected the name of another configured model; got {base!r} "
-                             f"(configured: {sorted(models)})")
+            raise InputError(
+                f"config key models.{name}.like: expected the name of another configured model; got {base!r} "
+                f"(configured: {sorted(models)})"
+            )
         if base in chain:
-            raise InputError(f"config key models.{name}.like: the entries are like each other in a circle "
-                             f"({' -> '.join(chain + [base])})")
+            raise InputError(
+                f"config key models.{name}.like: the entries are like each other in a circle "
+                f"({' -> '.join(chain + [base])})"
+            )
         # the resolved entry keeps the name of its base (a workflow key, never the model's): the report says what an
         # entry changes against it; resolving an entry again gives the same entry
-        models[name] = {**_merged(resolve(base, chain + [base]), {k: v for k, v in entry.items() if k != "like"}), "like": base}
+        models[name] = {
+            **_merged(resolve(base, chain + [base]), {k: v for k, v in entry.items() if k != "like"}),
+            "like": base,
+        }
         return models[name]
 
     for name in list(models):
@@ -221,16 +255,36 @@ def check_model_keys(models: dict) -> None:
         for key in sorted(set(architecture_params(entry)) - known):
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise InputError(f"config key models.{name}.{key}: not a key of a {entry['type']!r} model; {hint}"
-                             f"it takes {sorted(known)} (documented in src/longrank/models/)")
+            raise InputError(
+                f"config key models.{name}.{key}: not a key of a {entry['type']!r} model; {hint}"
+                f"it takes {sorted(known)} (documented in src/longrank/models/)"
+            )
 
 
 # first_stages[] keys that only one method reads (the schema lists them all, with their types)
 # (hdct's are longrank.models.hdct.KEYS, written out here so that validating a config does not import torch; a test
 # checks they agree)
-METHOD_KEYS = {bm25.METHOD: bm25.KEYS, "run_file": {"path"}, "model": {"model"},
-               "hdct": {"encoder", "passage_words", "max_passages", "m", "combine", "targets", "title_field", "steps",
-                        "batch_size", "lr", "head_lr", "seed", "k1", "b"}}
+METHOD_KEYS = {
+    bm25.METHOD: bm25.KEYS,
+    "run_file": {"path"},
+    "model": {"model"},
+    "hdct": {
+        "encoder",
+        "passage_words",
+        "max_passages",
+        "m",
+        "combine",
+        "targets",
+        "title_field",
+        "steps",
+        "batch_size",
+        "lr",
+        "head_lr",
+        "seed",
+        "k1",
+        "b",
+    },
+}
 
 
 def resolve_first_stages(config: dict) -> dict:
@@ -240,30 +294,42 @@ def resolve_first_stages(config: dict) -> dict:
     for i, spec in enumerate(config["first_stages"]):
         for key in sorted(set(spec) - {"name", "method", "top_k"} - METHOD_KEYS.get(spec["method"], set())):
             owners = [m for m, keys in METHOD_KEYS.items() if key in keys]
-            raise InputError(f"config key first_stages.{i}.{key}: a key of method {' / '.join(map(repr, owners))}; "
-                             f"this first stage's method is {spec['method']!r}")
+            raise InputError(
+                f"config key first_stages.{i}.{key}: a key of method {' / '.join(map(repr, owners))}; "
+                f"this first stage's method is {spec['method']!r}"
+            )
         if spec["name"] in stages:
-            raise InputError(f"config key first_stages: the name {spec['name']!r} is used twice; names must be distinct")
+            raise InputError(
+                f"config key first_stages: the name {spec['name']!r} is used twice; names must be distinct"
+            )
         stages[spec["name"]] = spec
     for name, entry in config["models"].items():
         if name in stages:
-            raise InputError(f"config key models.{name}: {name!r} is also a first stage's name; system names must be distinct")
+            raise InputError(
+                f"config key models.{name}: {name!r} is also a first stage's name; system names must be distinct"
+            )
         entry.setdefault("first_stage", next(iter(stages)))
         if entry["first_stage"] not in stages:
-            raise InputError(f"config key models.{name}.first_stage: {entry['first_stage']!r} is not a first stage; "
-                             f"expected one of {list(stages)}")
+            raise InputError(
+                f"config key models.{name}.first_stage: {entry['first_stage']!r} is not a first stage; "
+                f"expected one of {list(stages)}"
+            )
     for name, spec in stages.items():
         if spec["method"] == "model" and spec["model"] not in config["models"]:
             raise InputError(f"config key first_stages.{name}.model: {spec['model']!r} is not a configured model")
         targets = spec.get("targets", "titles")
         if spec["method"] == "hdct" and targets != "titles" and targets not in config.get("pseudo_queries", {}):
-            raise InputError(f"config key first_stages.{name}.targets: {targets!r} is neither titles nor a set under pseudo_queries")
+            raise InputError(
+                f"config key first_stages.{name}.targets: {targets!r} is neither titles nor a set under pseudo_queries"
+            )
     for name, entry in config["models"].items():
         _check_no_cycle(name, config["models"], stages)
         queries = (entry.get("train", {}).get("pretrain") or {}).get("queries")
         if queries is not None and queries not in config.get("pseudo_queries", {}):
-            raise InputError(f"config key models.{name}.train.pretrain.queries: {queries!r} is not a set under pseudo_queries "
-                             f"(configured: {sorted(config.get('pseudo_queries', {}))})")
+            raise InputError(
+                f"config key models.{name}.train.pretrain.queries: {queries!r} is not a set under pseudo_queries "
+                f"(configured: {sorted(config.get('pseudo_queries', {}))})"
+            )
     _check_graph_sets(config)
     config["first_stages"] = stages
     return config
@@ -276,21 +342,29 @@ def _check_graph_sets(config: dict) -> None:
     for name, graph_set in sets.items():
         prf = graph_set.get("prf_queries")
         if prf is not None and prf not in config.get("pseudo_queries", {}):
-            raise InputError(f"config key mir_graphs.{name}.prf_queries: {prf!r} is not a set under pseudo_queries "
-                             f"(configured: {sorted(config.get('pseudo_queries', {}))})")
+            raise InputError(
+                f"config key mir_graphs.{name}.prf_queries: {prf!r} is not a set under pseudo_queries "
+                f"(configured: {sorted(config.get('pseudo_queries', {}))})"
+            )
     for name, entry in config["models"].items():
         graphs = entry.get("graph_set")
         if entry["type"] != "mir":
             if graphs is not None:
-                raise InputError(f"config key models.{name}.graph_set: only a mir model reads a graph set (this one is {entry['type']!r})")
+                raise InputError(
+                    f"config key models.{name}.graph_set: only a mir model reads a graph set (this one is {entry['type']!r})"
+                )
             continue
         if graphs not in sets:
-            raise InputError(f"config key models.{name}.graph_set: a mir model names its graph set under mir_graphs; got {graphs!r} "
-                             f"(configured: {sorted(sets)})")
+            raise InputError(
+                f"config key models.{name}.graph_set: a mir model names its graph set under mir_graphs; got {graphs!r} "
+                f"(configured: {sorted(sets)})"
+            )
         encoder, set_encoder = entry.get("encoder", "minilm"), sets[graphs].get("encoder", "minilm")
         if encoder != set_encoder:
-            raise InputError(f"config key models.{name}.encoder: {encoder!r}, but its graph set mir_graphs.{graphs} cut the "
-                             f"documents with {set_encoder!r}'s tokenizer; use the same encoder in both")
+            raise InputError(
+                f"config key models.{name}.encoder: {encoder!r}, but its graph set mir_graphs.{graphs} cut the "
+                f"documents with {set_encoder!r}'s tokenizer; use the same encoder in both"
+            )
 
 
 def _check_no_cycle(model: str, models: dict, stages: dict) -> None:
@@ -302,8 +376,10 @@ def _check_no_cycle(model: str, models: dict, stages: dict) -> None:
             return
         current = stage["model"]
         if current in seen:
-            raise InputError(f"config key models.{model}.first_stage: {models[model]['first_stage']!r} depends on the model's own "
-                             f"ranking ({' -> '.join(seen + [current])}); a model cannot rerank candidates it produces")
+            raise InputError(
+                f"config key models.{model}.first_stage: {models[model]['first_stage']!r} depends on the model's own "
+                f"ranking ({' -> '.join(seen + [current])}); a model cannot rerank candidates it produces"
+            )
         seen.append(current)
 
 
@@ -315,7 +391,9 @@ def model_order(models: dict) -> list[str]:
 
     family = {t: i for i, t in enumerate(MODEL_TYPES)}
     enabled = [name for name, entry in models.items() if entry.get("enabled", True)]  # the schema default
-    return sorted(enabled, key=lambda n: (family.get(models[n]["type"], len(family)), document_budget(models[n]) or 0, n))
+    return sorted(
+        enabled, key=lambda n: (family.get(models[n]["type"], len(family)), document_budget(models[n]) or 0, n)
+    )
 
 
 def add_arguments(parser):
@@ -336,8 +414,12 @@ def resolved_models(models: dict) -> dict:
     from longrank.models.registry import architecture_params, constructor_defaults, on_pretrained_encoder
     from longrank.train.loop import TRAIN_DEFAULTS
 
-    return {name: {"architecture": {**constructor_defaults(entry["type"]), **architecture_params(entry)},
-                   "train": {**TRAIN_DEFAULTS, **(entry.get("train") or {})},
-                   "like": entry.get("like"),
-                   "on_pretrained_encoder": on_pretrained_encoder(entry["type"])}
-            for name, entry in models.items()}
+    return {
+        name: {
+            "architecture": {**constructor_defaults(entry["type"]), **architecture_params(entry)},
+            "train": {**TRAIN_DEFAULTS, **(entry.get("train") or {})},
+            "like": entry.get("like"),
+            "on_pretrained_encoder": on_pretrained_encoder(entry["type"]),
+        }
+        for name, entry in models.items()
+    }

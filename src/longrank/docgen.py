@@ -55,8 +55,12 @@ def _kind(node: dict) -> str:
     if kind == "array" and isinstance(node.get("items"), dict):
         inner = _kind(node["items"])
         kind = f"list of {inner}" if inner else "list"
-    if kind == "object" and "additionalProperties" in node and isinstance(node["additionalProperties"], dict) \
-            and "properties" not in node["additionalProperties"]:
+    if (
+        kind == "object"
+        and "additionalProperties" in node
+        and isinstance(node["additionalProperties"], dict)
+        and "properties" not in node["additionalProperties"]
+    ):
         kind = "mapping"
     bounds = []
     for word, sign in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<")):
@@ -98,7 +102,7 @@ def render(schema: dict, schema_name: str = "config/schema.yaml") -> str:
     required = set(schema.get("required", []))
     for key, node in schema["properties"].items():
         out.append(f"## `{key}`\n")
-        facts = [f"required" if key in required else "optional"]
+        facts = ["required" if key in required else "optional"]
         if "default" in node:
             facts.append(f"default `{_cell(_value(node['default']))}`")
         out.append(f"{_cell(node.get('description', ''))} ({_kind(node)}, {', '.join(facts)})\n".lstrip())

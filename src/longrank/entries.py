@@ -15,6 +15,8 @@ def document_budget(entry: dict) -> int | None:
         return entry.get("max_doc_tokens")
     if entry.get("type") == "bert_ranker" and entry.get("passage_len"):
         if entry.get("mode") == "maxp":
-            return (entry.get("passage_stride") or entry["passage_len"]) * ((entry.get("max_passages") or DEFAULT_MAX_PASSAGES) - 1) + entry["passage_len"]
+            return (entry.get("passage_stride") or entry["passage_len"]) * (
+                (entry.get("max_passages") or DEFAULT_MAX_PASSAGES) - 1
+            ) + entry["passage_len"]
         return entry["passage_len"]
     return entry.get("max_doc_len")

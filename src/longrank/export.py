@@ -38,8 +38,8 @@ ENCODER_DIR = "encoder"
 #: model types an export cannot carry, and why
 UNSUPPORTED = {
     "mir": "MIR reads graphs built from the whole collection (passages, pivot tokens and p2p / s2s / t2t edges per "
-           "document: the annotate and graphs stages); a ranker directory scores (query, document) texts alone, so "
-           "MIR is out of scope for export: rerank with it inside the workflow",
+    "document: the annotate and graphs stages); a ranker directory scores (query, document) texts alone, so "
+    "MIR is out of scope for export: rerank with it inside the workflow",
 }
 
 
@@ -70,12 +70,21 @@ def longrank_commit() -> str:
     ``unknown`` outside a git checkout (an installed wheel)."""
     here = Path(__file__).resolve().parent
     try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=here, capture_output=True, text=True, timeout=30)
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], cwd=here, capture_output=True, text=True, timeout=30
+        )
         if top.returncode != 0 or not (Path(top.stdout.strip()) / "src" / "longrank").is_dir():
             return "unknown"
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=30).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True,
-                               text=True, timeout=60).stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=30
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
@@ -85,8 +94,10 @@ def model_entry(results: Path, model: str) -> tuple[dict, dict]:
     """(the resolved config, the model's entry) from ``results/config.json`` (the workflow's resolved_config rule)."""
     path = results / "config.json"
     if not path.is_file():
-        raise InputError(f"{path} not found: --results must be a results/<dataset> directory of a workflow run (its "
-                         "resolved config, config.json, is written by the report's resolved_config rule)")
+        raise InputError(
+            f"{path} not found: --results must be a results/<dataset> directory of a workflow run (its "
+            "resolved config, config.json, is written by the report's resolved_config rule)"
+        )
     config = read_json(path)
     models = config.get("models") or {}
     if model not in models:
@@ -114,30 +125,49 @@ def _test_ndcg(results: Path, model: str, test_qids: list[str]) -> dict[str, flo
 def _card(meta: dict, summary: dict | None, test: dict[str, float], fold: dict) -> str:
     cfg = meta["config"]
     train = cfg.get("train", {})
-    lines = [f"# {meta['name']} (LongRank {meta['type']})", "",
-             f"A `{meta['class']}` re-ranker trained by LongRank {meta['longrank_version']} (commit `{meta['longrank_commit']}`), "
-             "exported with `longrank export`. Load it with `longrank.load_ranker(DIR)` or rerank a run with "
-             "`longrank rerank --ranker DIR --run RUN --queries Q --docs DOCS --out OUT`.", "",
-             "## Training data", "",
-             f"- collection: `{meta['source']['dataset']}` ({meta['source'].get('num_docs', '?')} documents)",
-             f"- fold {meta['source']['fold']}: {len(fold.get('train', []))} training, {len(fold.get('dev', []))} dev and "
-             f"{len(fold.get('test', []))} test queries",
-             f"- first stage it was trained on: `{meta['source'].get('first_stage') or 'the config default'}`", "",
-             "## Training", ""]
+    lines = [
+        f"# {meta['name']} (LongRank {meta['type']})",
+        "",
+        f"A `{meta['class']}` re-ranker trained by LongRank {meta['longrank_version']} (commit `{meta['longrank_commit']}`), "
+        "exported with `longrank export`. Load it with `longrank.load_ranker(DIR)` or rerank a run with "
+        "`longrank rerank --ranker DIR --run RUN --queries Q --docs DOCS --out OUT`.",
+        "",
+        "## Training data",
+        "",
+        f"- collection: `{meta['source']['dataset']}` ({meta['source'].get('num_docs', '?')} documents)",
+        f"- fold {meta['source']['fold']}: {len(fold.get('train', []))} training, {len(fold.get('dev', []))} dev and "
+        f"{len(fold.get('test', []))} test queries",
+        f"- first stage it was trained on: `{meta['source'].get('first_stage') or 'the config default'}`",
+        "",
+        "## Training",
+        "",
+    ]
     if summary:
-        lines += [f"- steps: {summary.get('steps_run')} of {train.get('steps', summary.get('hyperparameters', {}).get('steps'))}, "
-                  f"best at step {summary.get('best_step')}{' (stopped early)' if summary.get('stopped_early') else ''}",
-                  f"- dev nDCG@10 (best): {summary.get('best_dev_ndcg10', float('nan')):.4f}"]
+        lines += [
+            f"- steps: {summary.get('steps_run')} of {train.get('steps', summary.get('hyperparameters', {}).get('steps'))}, "
+            f"best at step {summary.get('best_step')}{' (stopped early)' if summary.get('stopped_early') else ''}",
+            f"- dev nDCG@10 (best): {summary.get('best_dev_ndcg10', float('nan')):.4f}",
+        ]
         if summary.get("note"):
             lines.append(f"- note: {summary['note']}")
     else:
         lines.append("- no train_summary.json was found beside the weights")
-    lines += [f"- test nDCG@10 ({system}, this fold's test queries): {value:.4f}" for system, value in test.items()] or [
-        "- test nDCG@10: not evaluated (no eval/<model>.tsv in the results)"]
-    lines += ["", "## Configuration", "", "```json", _json(cfg), "```", "",
-              "## Files", "",
-              "- `model.safetensors`, `model.manifest.json`: the weights and their size and SHA-256",
-              "- `ranker.json`: type, class, the resolved config entry, provenance, collection statistics"]
+    lines += [
+        f"- test nDCG@10 ({system}, this fold's test queries): {value:.4f}" for system, value in test.items()
+    ] or ["- test nDCG@10: not evaluated (no eval/<model>.tsv in the results)"]
+    lines += [
+        "",
+        "## Configuration",
+        "",
+        "```json",
+        _json(cfg),
+        "```",
+        "",
+        "## Files",
+        "",
+        "- `model.safetensors`, `model.manifest.json`: the weights and their size and SHA-256",
+        "- `ranker.json`: type, class, the resolved config entry, provenance, collection statistics",
+    ]
     if meta.get("vocabulary"):
         lines.append("- `vocabulary.tsv`: the model's words and document frequencies (with `num_docs`: its IDF)")
     if meta.get("encoder"):
@@ -163,8 +193,10 @@ def export(results: Path, model: str, fold_index: int, out: Path) -> Path:
     if kind in UNSUPPORTED:
         raise InputError(f"models.{model}: type {kind!r} cannot be exported: {UNSUPPORTED[kind]}")
     if "collection" in artifact_scopes(entry):
-        raise InputError(f"models.{model}: a {kind!r} model configured so reads collection artifacts built from the whole "
-                         "collection; an export scores (query, document) texts alone")
+        raise InputError(
+            f"models.{model}: a {kind!r} model configured so reads collection artifacts built from the whole "
+            "collection; an export scores (query, document) texts alone"
+        )
     weights_of = entry.get("checkpoint_of") or model
     checkpoint = results / "models" / weights_of / f"fold{fold_index}" / WEIGHTS
     corpus = Corpus(results / "data")
@@ -179,11 +211,21 @@ def export(results: Path, model: str, fold_index: int, out: Path) -> Path:
     summary = read_json(summary_path) if summary_path.is_file() else None
     dataset = config.get("dataset") or {}
     meta = {
-        "format": FORMAT, "name": model, "type": kind, "class": f"{cls.__module__}:{cls.__qualname__}", "config": entry,
-        "longrank_version": longrank_version(), "longrank_commit": longrank_commit(),
-        "source": {"dataset": dataset.get("name") if isinstance(dataset, dict) else str(dataset),
-                   "dataset_id": dataset.get("id") if isinstance(dataset, dict) else None, "fold": fold_index,
-                   "weights_of": weights_of, "num_docs": corpus.stats.get("num_docs"), "first_stage": entry.get("first_stage")},
+        "format": FORMAT,
+        "name": model,
+        "type": kind,
+        "class": f"{cls.__module__}:{cls.__qualname__}",
+        "config": entry,
+        "longrank_version": longrank_version(),
+        "longrank_commit": longrank_commit(),
+        "source": {
+            "dataset": dataset.get("name") if isinstance(dataset, dict) else str(dataset),
+            "dataset_id": dataset.get("id") if isinstance(dataset, dict) else None,
+            "fold": fold_index,
+            "weights_of": weights_of,
+            "num_docs": corpus.stats.get("num_docs"),
+            "first_stage": entry.get("first_stage"),
+        },
         "rerank_depth": entry.get("rerank_depth", config.get("rerank_depth")),
         "notes": [],
     }
@@ -196,23 +238,36 @@ def export(results: Path, model: str, fold_index: int, out: Path) -> Path:
         embedder = getattr(ranker, "embedder", None)
         if embedder is not None:  # a word model: its vocabulary as it reads it, and the count its IDF divides by
             vocab = embedder.vocab
-            write_text(tmp / VOCABULARY, "word\tdoc_freq\n" + "".join(f"{w}\t{df}\n" for w, df in zip(vocab.words[2:], vocab.doc_freq[2:])))
-            meta["vocabulary"] = {"file": VOCABULARY, "words": len(vocab) - 2, "num_docs": vocab.num_docs,
-                                  "embedding_dim": embedder.dim,
-                                  "idf": "log((num_docs - doc_freq + 0.5) / (doc_freq + 0.5) + 1) of vocabulary.tsv"}
+            write_text(
+                tmp / VOCABULARY,
+                "word\tdoc_freq\n" + "".join(f"{w}\t{df}\n" for w, df in zip(vocab.words[2:], vocab.doc_freq[2:])),
+            )
+            meta["vocabulary"] = {
+                "file": VOCABULARY,
+                "words": len(vocab) - 2,
+                "num_docs": vocab.num_docs,
+                "embedding_dim": embedder.dim,
+                "idf": "log((num_docs - doc_freq + 0.5) / (doc_freq + 0.5) + 1) of vocabulary.tsv",
+            }
         else:
             encoder = getattr(ranker, "document_module", None) or getattr(ranker, "encoder", None)
             if encoder is None or not hasattr(encoder, "save_pretrained"):
-                raise InputError(f"models.{model}: a {type(ranker).__name__} has neither a word vocabulary nor a Hugging Face encoder to export")
+                raise InputError(
+                    f"models.{model}: a {type(ranker).__name__} has neither a word vocabulary nor a Hugging Face encoder to export"
+                )
             encoder.save_pretrained(tmp / ENCODER_DIR)
             ranker.tokenizer.save_pretrained(tmp / ENCODER_DIR)
             meta["encoder"] = {"dir": ENCODER_DIR, "trained_from": entry.get("encoder", "minilm")}
         if kind == "mores" and entry.get("reuse") in ("s1", "s2"):
-            meta["notes"].append(f"reuse: {entry['reuse']}: the Reuse store is a per-collection cache of the document "
-                                 "representations; the exported model computes them from the text (the same scores)")
+            meta["notes"].append(
+                f"reuse: {entry['reuse']}: the Reuse store is a per-collection cache of the document "
+                "representations; the exported model computes them from the text (the same scores)"
+            )
         if kind == "ndrm":
-            meta["notes"].append("NDRM scores from its weights; the workflow's impact index (fullrank over a whole collection) "
-                                 "is not exported: rerank a first stage's run with it")
+            meta["notes"].append(
+                "NDRM scores from its weights; the workflow's impact index (fullrank over a whole collection) "
+                "is not exported: rerank a first stage's run with it"
+            )
         write_json(tmp / RANKER_FILE, meta)
         folds = corpus.folds[fold_index]
         write_text(tmp / "README.md", _card(meta, summary, _test_ndcg(results, model, folds.get("test", [])), folds))

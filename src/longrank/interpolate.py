@@ -21,10 +21,16 @@ WEIGHTS = [round(w, 2) for w in np.linspace(0.0, 1.0, 11)]
 
 
 def add_arguments(parser):
-    parser.add_argument("--model-run", required=True, help="runs/{model}.run: the test queries reranked by the model alone")
-    parser.add_argument("--dev-runs", nargs="+", required=True, help="per fold, the kept model's dev scores written by training")
+    parser.add_argument(
+        "--model-run", required=True, help="runs/{model}.run: the test queries reranked by the model alone"
+    )
+    parser.add_argument(
+        "--dev-runs", nargs="+", required=True, help="per fold, the kept model's dev scores written by training"
+    )
     parser.add_argument("--candidates", required=True, help="the first stage the model reranked")
-    parser.add_argument("--rerank-depth", type=int, required=True, help="how many candidates per query the model scored")
+    parser.add_argument(
+        "--rerank-depth", type=int, required=True, help="how many candidates per query the model scored"
+    )
     parser.add_argument("--data", required=True)
     parser.add_argument("--out", required=True, help="runs/{model}+{first_stage}.run; the weights go beside it")
 
@@ -32,8 +38,13 @@ def add_arguments(parser):
 def run(args):
     corpus = Corpus(args.data)
     name = args.out.rsplit("/", 1)[-1].removesuffix(".run")
-    mixed, folds = interpolate_folds(read_run(args.model_run), [read_run(p) for p in args.dev_runs], read_run(args.candidates),
-                                     args.rerank_depth, corpus)
+    mixed, folds = interpolate_folds(
+        read_run(args.model_run),
+        [read_run(p) for p in args.dev_runs],
+        read_run(args.candidates),
+        args.rerank_depth,
+        corpus,
+    )
     write_run(args.out, mixed, tag=name)
     weight = float(np.mean([f.weight for f in folds]))
     Interpolation(system=name, weight=weight, folds=folds).write(args.out.removesuffix(".run") + ".interpolation.json")
@@ -54,8 +65,9 @@ def interpolate(model_run: Run, first_stage: Run, weight: float) -> Run:
     return out
 
 
-def interpolate_folds(model_run: Run, dev_runs: list[Run], candidates: Run, depth: int,
-                      corpus: Corpus) -> tuple[Run, list[FoldWeight]]:
+def interpolate_folds(
+    model_run: Run, dev_runs: list[Run], candidates: Run, depth: int, corpus: Corpus
+) -> tuple[Run, list[FoldWeight]]:
     """The interpolated test run of all folds and, per fold, the weight chosen on its dev queries."""
     # the documents the model scored: its top `depth`, above the first-stage tail that rerank appended
     reranked = {q: {d: model_run[q][d] for d in top_candidates(model_run, q, depth)} for q in model_run}
@@ -65,6 +77,8 @@ def interpolate_folds(model_run: Run, dev_runs: list[Run], candidates: Run, dept
         fold = corpus.folds[fold_index]
         curve = {w: mean_measure(interpolate(dev, candidates, w), corpus.qrels, fold["dev"]) for w in WEIGHTS}
         best = max(WEIGHTS, key=lambda w: (curve[w], w))  # ties: more weight on the model
-        folds.append(FoldWeight(fold=fold_index, weight=best, dev_ndcg10_by_weight={str(w): v for w, v in curve.items()}))
+        folds.append(
+            FoldWeight(fold=fold_index, weight=best, dev_ndcg10_by_weight={str(w): v for w, v in curve.items()})
+        )
         mixed.update(interpolate({q: reranked[q] for q in fold["test"] if q in reranked}, candidates, best))
     return with_tail(mixed, candidates, corpus.test_queries()), folds

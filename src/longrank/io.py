@@ -70,8 +70,10 @@ def check_id(identifier: str, path: str | os.PathLike, lineno: int, what: str) -
     "d 1" would be read back from every run written with it as two columns). Else an InputError naming the file,
     the line and the id."""
     if not identifier or _WHITESPACE.search(identifier):
-        raise InputError(f"{path}:{lineno}: {what} id {identifier!r} is {'empty' if not identifier else 'not one word'}; "
-                         "ids are columns of TREC run and qrels files, so they must be non-empty and without whitespace")
+        raise InputError(
+            f"{path}:{lineno}: {what} id {identifier!r} is {'empty' if not identifier else 'not one word'}; "
+            "ids are columns of TREC run and qrels files, so they must be non-empty and without whitespace"
+        )
     return identifier
 
 
@@ -89,11 +91,13 @@ def numbered_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
         with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as f:
             for lineno, raw in enumerate(f, start=1):
                 if lineno == 1 and raw.startswith(BOM):  # editors on Windows write one; it is no part of the first id
-                    raw = raw[len(BOM):]
+                    raw = raw[len(BOM) :]
                 yield lineno, raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise InputError(f"{path}:{lineno}: not UTF-8 text (byte {err.object[err.start]:#04x} at column {err.start + 1}); "
-                         "convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`") from None
+        raise InputError(
+            f"{path}:{lineno}: not UTF-8 text (byte {err.object[err.start]:#04x} at column {err.start + 1}); "
+            "convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`"
+        ) from None
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:
         raise InputError(f"{path}: not a complete gzip file ({err}); its name ends in .gz") from None
 
@@ -149,7 +153,9 @@ def _check_written_ids(path, qid: str, doc_ids) -> None:
     readers refuse such ids with their file and line; this names one that came another way."""
     bad = next((rid for rid in (qid, *doc_ids) if not rid or _WHITESPACE.search(rid)), None)
     if bad is not None:
-        raise InputError(f"{path}: cannot write id {bad!r} (query {qid!r}) into a TREC run: ids must be non-empty and without whitespace")
+        raise InputError(
+            f"{path}: cannot write id {bad!r} (query {qid!r}) into a TREC run: ids must be non-empty and without whitespace"
+        )
 
 
 def _fields(path: str | os.PathLike, expected: str, columns: int) -> Iterator[tuple[int, list[str]]]:
@@ -186,8 +192,10 @@ def read_qrels(path: str | os.PathLike) -> dict[str, dict[str, int]]:
         except ValueError:
             raise InputError(f"{path}:{lineno}: relevance grade {parts[3]!r} is not an integer") from None
         if parts[2] in qrels[parts[0]] and qrels[parts[0]][parts[2]] != grade:
-            raise InputError(f"{path}:{lineno}: document {parts[2]!r} is judged twice for query {parts[0]!r}, "
-                             f"with grades {qrels[parts[0]][parts[2]]} and {grade}")
+            raise InputError(
+                f"{path}:{lineno}: document {parts[2]!r} is judged twice for query {parts[0]!r}, "
+                f"with grades {qrels[parts[0]][parts[2]]} and {grade}"
+            )
         qrels[parts[0]][parts[2]] = grade
     return dict(qrels)
 
@@ -203,10 +211,13 @@ def read_tsv_dict(path: str | os.PathLike, what: str = "row") -> dict[str, str]:
     return dict(read_id_text_tsv(path, what, header=True))
 
 
-def read_id_text_tsv(path: str | os.PathLike, what: str, header: bool = False, text_required: bool = False) -> Iterator[tuple[str, str]]:
+def read_id_text_tsv(
+    path: str | os.PathLike, what: str, header: bool = False, text_required: bool = False
+) -> Iterator[tuple[str, str]]:
     """``(id, text)`` of each non-blank ``id<TAB>text`` line (``header``: the first line names the columns). A line
     without a tab, an id that ``check_id`` refuses, an id given twice or (``text_required``) an empty text is an
     InputError naming the line; ``what`` names the records in the message (document, query)."""
+
     def records():
         for lineno, line in numbered_lines(path):
             if (header and lineno == 1) or not line.strip():
@@ -219,10 +230,12 @@ def read_id_text_tsv(path: str | os.PathLike, what: str, header: bool = False, t
     return _each_id_once(records(), path, what)
 
 
-def read_id_text_jsonl(path: str | os.PathLike, what: str, id_keys: list[str], text_keys: list[str],
-                       text_required: bool = False) -> Iterator[tuple[str, str]]:
+def read_id_text_jsonl(
+    path: str | os.PathLike, what: str, id_keys: list[str], text_keys: list[str], text_required: bool = False
+) -> Iterator[tuple[str, str]]:
     """``(id, text)`` of each non-blank line, a JSON object with the first of ``id_keys`` it has and any of
     ``text_keys`` (joined by newlines, in that order). Errors name the file, the line and the fields expected."""
+
     def records():
         for lineno, line in numbered_lines(path):
             if not line.strip():
@@ -230,9 +243,13 @@ def read_id_text_jsonl(path: str | os.PathLike, what: str, id_keys: list[str], t
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as err:
-                raise InputError(f"{path}:{lineno}: not valid JSON ({err.msg}); expected one JSON object per line") from None
+                raise InputError(
+                    f"{path}:{lineno}: not valid JSON ({err.msg}); expected one JSON object per line"
+                ) from None
             if not isinstance(rec, dict):
-                raise InputError(f"{path}:{lineno}: expected a JSON object with an id and a text field, got {type(rec).__name__}")
+                raise InputError(
+                    f"{path}:{lineno}: expected a JSON object with an id and a text field, got {type(rec).__name__}"
+                )
             rid = next((rec[k] for k in id_keys if k in rec), None)
             if rid is None:
                 raise InputError(f"{path}:{lineno}: no {what} id field; expected one of {id_keys}")
@@ -246,7 +263,9 @@ def read_id_text_jsonl(path: str | os.PathLike, what: str, id_keys: list[str], t
 
 def _text(text: str, path, lineno: int, what: str, required: bool) -> str:
     if required and not text.strip():
-        raise InputError(f"{path}:{lineno}: this {what} has no text; expected words (give it a text or remove the line)")
+        raise InputError(
+            f"{path}:{lineno}: this {what} has no text; expected words (give it a text or remove the line)"
+        )
     return text
 
 
@@ -261,12 +280,13 @@ def read_trec_docs(path: str | os.PathLike) -> Iterator[tuple[str, str]]:
     """``(docno, text)`` of each ``<DOC>`` block, streamed: the text between the tags with the DOCNO element and
     markup taken out. An unclosed or nested ``<DOC>``, a ``</DOC>`` that closes none, text outside every block, a
     block without exactly one ``<DOCNO>`` or a DOCNO given twice is an InputError naming the file and line."""
+
     def records():
         opened, parts = None, []  # the line of the open <DOC> and its text so far
         for lineno, line in numbered_lines(path):
             start = 0
             for tag in _DOC_TAG.finditer(line):
-                between, start = line[start:tag.start()], tag.end()
+                between, start = line[start : tag.start()], tag.end()
                 closing = tag.group(1) == "/"
                 if opened is None:
                     _outside(path, lineno, between)
@@ -275,8 +295,10 @@ def read_trec_docs(path: str | os.PathLike) -> Iterator[tuple[str, str]]:
                     opened, parts = lineno, []
                     continue
                 if not closing:
-                    raise InputError(f"{path}:{lineno}: <DOC> inside the <DOC> opened at line {opened}; "
-                                     "expected </DOC> first (is that one missing its </DOC>?)")
+                    raise InputError(
+                        f"{path}:{lineno}: <DOC> inside the <DOC> opened at line {opened}; "
+                        "expected </DOC> first (is that one missing its </DOC>?)"
+                    )
                 parts.append(between)
                 yield opened, *_trec_doc(path, opened, "".join(parts))
                 opened = None
@@ -298,8 +320,10 @@ def _outside(path, lineno: int, text: str) -> None:
 def _trec_doc(path, lineno: int, block: str) -> tuple[str, str]:
     docnos = _DOCNO.findall(block)
     if len(docnos) != 1:
-        raise InputError(f"{path}:{lineno}: the <DOC> opened here has {len(docnos) or 'no'} <DOCNO> elements; "
-                         "expected one <DOCNO>id</DOCNO>")
+        raise InputError(
+            f"{path}:{lineno}: the <DOC> opened here has {len(docnos) or 'no'} <DOCNO> elements; "
+            "expected one <DOCNO>id</DOCNO>"
+        )
     docno = check_id(docnos[0].strip(), path, lineno, "document")
     return docno, _MARKUP.sub(" ", _DOCNO.sub(" ", block)).strip()
 
@@ -309,7 +333,9 @@ def _each_id_once(records: Iterator[tuple[int, str, str]], path, what: str) -> I
     seen: set[str] = set()
     for lineno, rid, text in records:
         if rid in seen:
-            raise InputError(f"{path}:{lineno}: duplicate {what} id {rid!r} (given earlier in the file); ids must be distinct")
+            raise InputError(
+                f"{path}:{lineno}: duplicate {what} id {rid!r} (given earlier in the file); ids must be distinct"
+            )
         seen.add(rid)
         yield rid, text
 

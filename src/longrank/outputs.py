@@ -36,8 +36,11 @@ class Record:
         if not isinstance(obj, dict):
             raise InputError(f"{where}expected a JSON object for {cls.__name__}, got {type(obj).__name__}")
         names = {f.name for f in dataclasses.fields(cls)}
-        required = {f.name for f in dataclasses.fields(cls)
-                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+        required = {
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        }
         missing = sorted(required - set(obj))
         if missing:
             raise InputError(f"{where}{cls.__name__} lacks the field(s) {missing}")
@@ -78,8 +81,10 @@ class FoldWeight(Record):
 
     def check(self, where: str) -> None:
         if str(self.weight) not in self.dev_ndcg10_by_weight:
-            raise InputError(f"{where}fold {self.fold}: the chosen weight {self.weight} is not among the weights tried "
-                             f"{sorted(self.dev_ndcg10_by_weight)}")
+            raise InputError(
+                f"{where}fold {self.fold}: the chosen weight {self.weight} is not among the weights tried "
+                f"{sorted(self.dev_ndcg10_by_weight)}"
+            )
 
 
 @dataclass
@@ -121,6 +126,7 @@ class TrainSummary(Record):
 @dataclass
 class BenchTable(Record):
     """A bench stage's table as the report renders it, and the throughput it measured."""
+
     title: str
     columns: list[str]
     rows: list[list]

@@ -29,8 +29,14 @@ from longrank.io import InputError
 class Reranker(pt.Transformer):
     """Rerank a PyTerrier results frame with an exported LongRank model."""
 
-    def __init__(self, path: str | os.PathLike | Ranker, docstore: str | os.PathLike | None = None, text_field: str = "text",
-                 device: str = "auto", batch_size: int = 32):
+    def __init__(
+        self,
+        path: str | os.PathLike | Ranker,
+        docstore: str | os.PathLike | None = None,
+        text_field: str = "text",
+        device: str = "auto",
+        batch_size: int = 32,
+    ):
         self.ranker = path if isinstance(path, Ranker) else load_ranker(path, device, batch_size)
         self.docstore, self.text_field = docstore, text_field
 
@@ -53,15 +59,21 @@ class Reranker(pt.Transformer):
         elif self.docstore is not None:
             docs, docs_from = read_docs(self.docstore, set(frame["docno"])), str(self.docstore)
         else:
-            raise InputError(f"{self!r}: the results frame has no {self.text_field!r} column and no docstore was given; "
-                             "add the text (e.g. pt.text.get_text) or pass docstore='docs.jsonl.gz'")
+            raise InputError(
+                f"{self!r}: the results frame has no {self.text_field!r} column and no docstore was given; "
+                "add the text (e.g. pt.text.get_text) or pass docstore='docs.jsonl.gz'"
+            )
         # the first stage's order: its score where there is one, else the frame's order (ties: doc id, as everywhere)
-        first = frame["score"].astype(float) if "score" in frame.columns else -frame.groupby("qid").cumcount().astype(float)
+        first = (
+            frame["score"].astype(float) if "score" in frame.columns else -frame.groupby("qid").cumcount().astype(float)
+        )
         candidates: dict[str, dict[str, float]] = {}
         for qid, docno, score in zip(frame["qid"], frame["docno"], first):
             candidates.setdefault(qid, {})[docno] = score
         depth = max(len(r) for r in candidates.values())
-        scored = self.ranker.rerank_run(candidates, queries, docs, depth, "the results frame", "the frame's query column", docs_from)
+        scored = self.ranker.rerank_run(
+            candidates, queries, docs, depth, "the results frame", "the frame's query column", docs_from
+        )
         frame["score"] = [scored[q][d] for q, d in zip(frame["qid"], frame["docno"])]
         frame = frame.sort_values(["qid", "score", "docno"], ascending=[True, False, True], kind="stable")
         frame["rank"] = frame.groupby("qid").cumcount()

@@ -30,10 +30,19 @@ def add_arguments(parser):
     parser.add_argument("--data", required=True)
     parser.add_argument("--candidates", required=True, help="the run of the first stage the model reranks")
     parser.add_argument("--checkpoints", nargs="+", required=True, help="one model.safetensors per fold, in fold order")
-    parser.add_argument("--collection-artifacts", nargs="?", help="the model's collection-scope artifacts (a directory), when it "
-                        "declares any (the flag without a value: none)")
-    parser.add_argument("--fold-artifacts", nargs="*", default=[], help="the model's fold-scope artifacts, one directory per fold "
-                        "in fold order (e.g. MORES Reuse-S1/S2 stores), when it declares any")
+    parser.add_argument(
+        "--collection-artifacts",
+        nargs="?",
+        help="the model's collection-scope artifacts (a directory), when it "
+        "declares any (the flag without a value: none)",
+    )
+    parser.add_argument(
+        "--fold-artifacts",
+        nargs="*",
+        default=[],
+        help="the model's fold-scope artifacts, one directory per fold "
+        "in fold order (e.g. MORES Reuse-S1/S2 stores), when it declares any",
+    )
     parser.add_argument("--rerank-depth", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--device", default="auto")
@@ -41,9 +50,19 @@ def add_arguments(parser):
 
 
 def run(args):
-    rerank(args.model, json.loads(args.model_config), Corpus(args.data), read_run(args.candidates), args.checkpoints,
-           args.rerank_depth, args.batch_size, resolve_device(args.device), Path(args.out_dir), args.collection_artifacts,
-           args.fold_artifacts)
+    rerank(
+        args.model,
+        json.loads(args.model_config),
+        Corpus(args.data),
+        read_run(args.candidates),
+        args.checkpoints,
+        args.rerank_depth,
+        args.batch_size,
+        resolve_device(args.device),
+        Path(args.out_dir),
+        args.collection_artifacts,
+        args.fold_artifacts,
+    )
 
 
 def check_artifacts(name: str, model_cfg: dict, n_folds: int, collection_artifacts, fold_artifacts) -> None:
@@ -51,20 +70,41 @@ def check_artifacts(name: str, model_cfg: dict, n_folds: int, collection_artifac
     less clearly, an extra one would be silently ignored."""
     scopes = artifact_scopes(model_cfg)
     if ("collection" in scopes) != (collection_artifacts is not None):
-        raise InputError(f"models.{name}: " + ("the model needs its collection artifacts (--collection-artifacts DIR)" if "collection" in scopes
-                                               else "the model declares no collection artifacts; drop --collection-artifacts"))
+        raise InputError(
+            f"models.{name}: "
+            + (
+                "the model needs its collection artifacts (--collection-artifacts DIR)"
+                if "collection" in scopes
+                else "the model declares no collection artifacts; drop --collection-artifacts"
+            )
+        )
     if "fold" in scopes and len(fold_artifacts) != n_folds:
-        raise InputError(f"models.{name}: the model needs one fold-artifact directory per fold (--fold-artifacts), "
-                         f"got {len(fold_artifacts)} for {n_folds} checkpoints")
+        raise InputError(
+            f"models.{name}: the model needs one fold-artifact directory per fold (--fold-artifacts), "
+            f"got {len(fold_artifacts)} for {n_folds} checkpoints"
+        )
     if "fold" not in scopes and fold_artifacts:
         raise InputError(f"models.{name}: the model declares no fold artifacts; drop --fold-artifacts")
 
 
-def rerank(name: str, model_cfg: dict, corpus: Corpus, candidates: Run, checkpoints: list[str], depth: int, batch_size: int, device,
-           out_dir: Path, collection_artifacts: str | Path | None = None, fold_artifacts: list[str | Path] = ()) -> None:
+def rerank(
+    name: str,
+    model_cfg: dict,
+    corpus: Corpus,
+    candidates: Run,
+    checkpoints: list[str],
+    depth: int,
+    batch_size: int,
+    device,
+    out_dir: Path,
+    collection_artifacts: str | Path | None = None,
+    fold_artifacts: list[str | Path] = (),
+) -> None:
     check_artifacts(name, model_cfg, len(checkpoints), collection_artifacts, fold_artifacts)
     if len(checkpoints) != len(corpus.folds):
-        raise InputError(f"models.{name}: {len(checkpoints)} checkpoints for {len(corpus.folds)} folds; give one per fold, in fold order")
+        raise InputError(
+            f"models.{name}: {len(checkpoints)} checkpoints for {len(corpus.folds)} folds; give one per fold, in fold order"
+        )
     depth = model_cfg.get("rerank_depth", depth)
     model_run: Run = {}
     details: list[dict] = []
@@ -76,8 +116,18 @@ def rerank(name: str, model_cfg: dict, corpus: Corpus, candidates: Run, checkpoi
             model.attach_artifacts(Path(collection_artifacts))
         if fold_artifacts:
             model.attach_artifacts(Path(fold_artifacts[fold_index]))
-        model_run.update(score_candidates(model, corpus, candidates, fold["test"], depth, batch_size,
-                                          desc=f"rerank test fold {fold_index}", details=details))
+        model_run.update(
+            score_candidates(
+                model,
+                corpus,
+                candidates,
+                fold["test"],
+                depth,
+                batch_size,
+                desc=f"rerank test fold {fold_index}",
+                details=details,
+            )
+        )
         del model
     write_run(out_dir / f"{name}.run", with_tail(model_run, candidates, corpus.test_queries()), tag=name)
     with atomic_path(out_dir / f"{name}.details.jsonl") as tmp:

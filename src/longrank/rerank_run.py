@@ -26,7 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queries", required=True, help="query texts: .tsv (id<TAB>text) or .jsonl[.gz]")
     parser.add_argument("--docs", required=True, help="document texts: .jsonl[.gz] ({doc_id, text}), .tsv or TREC SGML")
     parser.add_argument("--out", required=True, help="the reranked TREC run to write")
-    parser.add_argument("--depth", type=int, help="rerank each query's top DEPTH candidates (default: the model's rerank depth)")
+    parser.add_argument(
+        "--depth", type=int, help="rerank each query's top DEPTH candidates (default: the model's rerank depth)"
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--tag", help="the run's tag column (default: the model's name)")
@@ -45,7 +47,10 @@ def run(args) -> None:
     candidates, where = read_ranking(args.run)
     depth = args.depth or ranker.depth or max((len(r) for r in candidates.values()), default=1)
     wanted = {d for q in candidates for d in top_candidates(candidates, q, depth)}
-    reranked = ranker.rerank_run(candidates, read_queries(args.queries), read_docs(args.docs, wanted), depth, where,
-                                 args.queries, args.docs)
+    reranked = ranker.rerank_run(
+        candidates, read_queries(args.queries), read_docs(args.docs, wanted), depth, where, args.queries, args.docs
+    )
     write_run(args.out, reranked, tag=args.tag or ranker.name)
-    log.info("reranked %d queries (top %d each) of %s with %s into %s", len(reranked), depth, args.run, args.ranker, args.out)
+    log.info(
+        "reranked %d queries (top %d each) of %s with %s into %s", len(reranked), depth, args.run, args.ranker, args.out
+    )

@@ -32,9 +32,12 @@ def mean_measure(run: Run, qrels: dict, qids: list[str], measure: str = "nDCG@10
 
     parsed = ir_measures.parse_measure(measure)
     qset = set(qids)
-    values = {m.query_id: m.value for m in ir_measures.iter_calc(
-        [parsed],
-        [ir_measures.Qrel(q, d, g) for q in qset for d, g in qrels.get(q, {}).items()],
-        [ir_measures.ScoredDoc(q, d, s) for q in qset for d, s in run.get(q, {}).items()],
-    )}
+    values = {
+        m.query_id: m.value
+        for m in ir_measures.iter_calc(
+            [parsed],
+            [ir_measures.Qrel(q, d, g) for q in qset for d, g in qrels.get(q, {}).items()],
+            [ir_measures.ScoredDoc(q, d, s) for q in qset for d, s in run.get(q, {}).items()],
+        )
+    }
     return sum(values.get(q, 0.0) for q in qids) / max(1, len(qids))

@@ -32,6 +32,7 @@ def seed_everything(seed: int) -> None:
 
 # ---- several processes (torch.distributed) -----------------------------------------------------------------
 
+
 def distributed_env() -> tuple[int, int, int] | None:
     """(rank, local rank, world size) when this process was started by torchrun (or ``train.processes``'s own
     launch, which is torchrun's code): the launcher sets RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR. None
@@ -41,7 +42,9 @@ def distributed_env() -> tuple[int, int, int] | None:
     return int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", os.environ["RANK"])), int(os.environ["WORLD_SIZE"])
 
 
-def process_device(device: torch.device, local_rank: int, world_size: int, key: str = "train.processes") -> torch.device:
+def process_device(
+    device: torch.device, local_rank: int, world_size: int, key: str = "train.processes"
+) -> torch.device:
     """The device of one of ``world_size`` processes: on CUDA each process its own GPU, ``cuda:LOCAL_RANK`` of the
     visible ones (a scheduler sets CUDA_VISIBLE_DEVICES; an index in ``--device cuda:N`` is not used); the CPU
     is shared."""
@@ -64,7 +67,9 @@ def init_process_group(device: torch.device, timeout_s: float) -> None:
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(seconds=timeout_s), device_id=device if cuda else None)
+    dist.init_process_group(
+        "nccl" if cuda else "gloo", timeout=timedelta(seconds=timeout_s), device_id=device if cuda else None
+    )
 
 
 def launch_processes(n: int, module: str, argv: list[str]) -> None:
@@ -80,6 +85,9 @@ def launch_processes(n: int, module: str, argv: list[str]) -> None:
         run(parse_args(["--standalone", f"--nproc-per-node={n}", "--max-restarts=0", "--module", module, *argv]))
     except ChildFailedError as err:
         rank, failure = err.get_first_failure()
-        print(f"{' '.join([module, *argv[:1]])}: process {rank} of {n} failed with exit status {failure.exitcode} (its error is above); "
-              "the launcher stopped the others", file=sys.stderr)
+        print(
+            f"{' '.join([module, *argv[:1]])}: process {rank} of {n} failed with exit status {failure.exitcode} (its error is above); "
+            "the launcher stopped the others",
+            file=sys.stderr,
+        )
         raise SystemExit(failure.exitcode if failure.exitcode > 0 else 1) from None

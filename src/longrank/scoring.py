@@ -12,8 +12,16 @@ from longrank.runs import top_candidates
 
 
 @torch.no_grad()
-def score_candidates(model, corpus, candidates: Run, qids: list[str], depth: int, batch_size: int = 32,
-                     desc: str = "scoring", details: list | None = None) -> Run:
+def score_candidates(
+    model,
+    corpus,
+    candidates: Run,
+    qids: list[str],
+    depth: int,
+    batch_size: int = 32,
+    desc: str = "scoring",
+    details: list | None = None,
+) -> Run:
     """Model scores of each query's top-``depth`` candidates. If ``details`` is a list and the model can
     explain its scores, one dict per (query, doc) is appended to it."""
     was_training = model.training
@@ -31,9 +39,13 @@ def score_candidates(model, corpus, candidates: Run, qids: list[str], depth: int
         for (q, d), s in zip(chunk, scores):
             out[q][d] = s
         if explains:
-            explained = model.explain(**{k: v.to(model.device) for k, v in model.encode(queries, doc_ids, docs).items()})
+            explained = model.explain(
+                **{k: v.to(model.device) for k, v in model.encode(queries, doc_ids, docs).items()}
+            )
             if explained:
                 for i, (q, d) in enumerate(chunk):
-                    details.append({"query_id": q, "doc_id": d, **{k: v[i].cpu().tolist() for k, v in explained.items()}})
+                    details.append(
+                        {"query_id": q, "doc_id": d, **{k: v[i].cpu().tolist() for k, v in explained.items()}}
+                    )
     model.train(was_training)
     return out

@@ -56,16 +56,31 @@ def to_markdown(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
     def md(c: Cell) -> str:
         text = c.text.replace("|", "\\|")
         return f"{text}<sup>{c.sup}</sup>" if c.sup else text
-    out = ["| " + " | ".join(h.replace("|", "\\|") for h in headers) + " |",
-           "|" + "|".join("---" for _ in headers) + "|"]
+
+    out = [
+        "| " + " | ".join(h.replace("|", "\\|") for h in headers) + " |",
+        "|" + "|".join("---" for _ in headers) + "|",
+    ]
     out += ["| " + " | ".join(md(c) for c in row) + " |" for row in _cells(rows)]
     return "\n".join(out) + "\n"
 
 
 def latex_escape(text: str) -> str:
-    repl = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "–": "--",
-            "∞": r"$\infty$", "−": "-"}
+    repl = {
+        "\\": r"\textbackslash{}",
+        "&": r"\&",
+        "%": r"\%",
+        "$": r"\$",
+        "#": r"\#",
+        "_": r"\_",
+        "{": r"\{",
+        "}": r"\}",
+        "~": r"\textasciitilde{}",
+        "^": r"\textasciicircum{}",
+        "–": "--",
+        "∞": r"$\infty$",
+        "−": "-",
+    }
     return "".join(repl.get(ch, ch) for ch in text)
 
 
@@ -73,6 +88,7 @@ def to_latex(headers: Sequence[str], rows: Sequence[Sequence], caption: str = ""
     def tex(c: Cell) -> str:
         text = latex_escape(c.text)
         return f"{text}$^{{{c.sup}}}$" if c.sup else text
+
     cells = _cells(rows)
     align = "l" * min(2, len(headers)) + "r" * max(0, len(headers) - 2)
     lines = [r"\begin{table}[t]", r"\centering"]
@@ -80,8 +96,12 @@ def to_latex(headers: Sequence[str], rows: Sequence[Sequence], caption: str = ""
         lines.append(r"\caption{" + latex_escape(caption) + "}")
     if label:
         lines.append(r"\label{" + label + "}")
-    lines += [r"\begin{tabular}{" + align + "}", r"\toprule",
-              " & ".join(latex_escape(h) for h in headers) + r" \\", r"\midrule"]
+    lines += [
+        r"\begin{tabular}{" + align + "}",
+        r"\toprule",
+        " & ".join(latex_escape(h) for h in headers) + r" \\",
+        r"\midrule",
+    ]
     lines += [" & ".join(tex(c) for c in row) + r" \\" for row in cells]
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"
@@ -91,16 +111,25 @@ def to_html(headers: Sequence[str], rows: Sequence[Sequence], css_class: str = "
     def h(c: Cell) -> str:
         text = html.escape(c.text)
         return f"{text}<sup>{html.escape(c.sup)}</sup>" if c.sup else text
+
     cls = f' class="{css_class}"' if css_class else ""
-    out = [f"<table{cls}>", "<thead><tr>" + "".join(f"<th>{html.escape(x)}</th>" for x in headers) + "</tr></thead>", "<tbody>"]
+    out = [
+        f"<table{cls}>",
+        "<thead><tr>" + "".join(f"<th>{html.escape(x)}</th>" for x in headers) + "</tr></thead>",
+        "<tbody>",
+    ]
     out += ["<tr>" + "".join(f"<td>{h(c)}</td>" for c in row) + "</tr>" for row in _cells(rows)]
     out.append("</tbody></table>")
     return "\n".join(out) + "\n"
 
 
-def effectiveness_rows(table: pd.DataFrame, systems: Sequence[str] | None = None,
-                       measures: Sequence[str] | None = None, extra: dict[str, dict[str, object]] | None = None,
-                       extra_columns: Sequence[str] = ()) -> tuple[list[str], list[list]]:
+def effectiveness_rows(
+    table: pd.DataFrame,
+    systems: Sequence[str] | None = None,
+    measures: Sequence[str] | None = None,
+    extra: dict[str, dict[str, object]] | None = None,
+    extra_columns: Sequence[str] = (),
+) -> tuple[list[str], list[list]]:
     """Table 1 style: letter, system, [extra columns], one column per measure with significance letters.
 
     ``table`` is compare's long ``table.csv``; ``extra[system][column]`` fills ``extra_columns``.
@@ -126,6 +155,8 @@ def effectiveness_rows(table: pd.DataFrame, systems: Sequence[str] | None = None
     return headers, rows
 
 
-LETTER_NOTE = ("A superscript letter on a value means the system is significantly better than the system with that "
-               "letter on that measure: two-sided paired Wilcoxon signed-rank test, Holm-corrected across all pairs "
-               "of the table (per measure), p < {alpha}.")
+LETTER_NOTE = (
+    "A superscript letter on a value means the system is significantly better than the system with that "
+    "letter on that measure: two-sided paired Wilcoxon signed-rank test, Holm-corrected across all pairs "
+    "of the table (per measure), p < {alpha}."
+)

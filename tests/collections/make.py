@@ -20,19 +20,51 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 TOPICS = [
-    "wing lift airfoil", "heat transfer boundary", "shock wave supersonic", "plate buckling stress", "flutter vibration panel",
-    "jet nozzle flow", "laminar turbulent transition", "rocket combustion chamber", "cone pressure hypersonic",
-    "viscous drag body", "ablation heat shield", "orbit satellite drag", "helicopter rotor blade", "compressor stall surge",
-    "propeller noise thrust", "icing droplet impingement", "spin recovery tail", "landing gear shimmy",
-    "fuel injection spray", "radar cross section", "gust load response", "slender body theory", "wake vortex decay",
-    "cavity resonance acoustic", "inlet distortion engine", "delta wing vortex", "skin friction coefficient",
-    "thermal stress cylinder", "creep fatigue alloy", "panel method potential", "boundary layer suction",
-    "re entry heating", "magnetohydrodynamic channel flow", "nose cone bluntness", "control surface hinge moment",
-    "stagnation point heating", "free molecular flow", "base pressure drag", "hypersonic inlet ramp",
+    "wing lift airfoil",
+    "heat transfer boundary",
+    "shock wave supersonic",
+    "plate buckling stress",
+    "flutter vibration panel",
+    "jet nozzle flow",
+    "laminar turbulent transition",
+    "rocket combustion chamber",
+    "cone pressure hypersonic",
+    "viscous drag body",
+    "ablation heat shield",
+    "orbit satellite drag",
+    "helicopter rotor blade",
+    "compressor stall surge",
+    "propeller noise thrust",
+    "icing droplet impingement",
+    "spin recovery tail",
+    "landing gear shimmy",
+    "fuel injection spray",
+    "radar cross section",
+    "gust load response",
+    "slender body theory",
+    "wake vortex decay",
+    "cavity resonance acoustic",
+    "inlet distortion engine",
+    "delta wing vortex",
+    "skin friction coefficient",
+    "thermal stress cylinder",
+    "creep fatigue alloy",
+    "panel method potential",
+    "boundary layer suction",
+    "re entry heating",
+    "magnetohydrodynamic channel flow",
+    "nose cone bluntness",
+    "control surface hinge moment",
+    "stagnation point heating",
+    "free molecular flow",
+    "base pressure drag",
+    "hypersonic inlet ramp",
     "aeroelastic divergence speed",
 ]
-FILLER = ("the of and a in to is for on with by results method data analysis model experimental theoretical "
-          "measured obtained shown present study values range conditions approximate solution effect").split()
+FILLER = (
+    "the of and a in to is for on with by results method data analysis model experimental theoretical "
+    "measured obtained shown present study values range conditions approximate solution effect"
+).split()
 
 
 def words(rnd: random.Random, n: int, topic: list[str], share: float) -> list[str]:
@@ -76,7 +108,9 @@ def graded(rnd: random.Random) -> None:
     lines = []
     for qid, text in {**queries, **train_queries}.items():
         terms = set(text.split()[:-1])
-        scored = sorted(((sum(w in terms for w in docs[d].split()) + rnd.gauss(0, 3), d) for d in docs), reverse=True)[:30]
+        scored = sorted(((sum(w in terms for w in docs[d].split()) + rnd.gauss(0, 3), d) for d in docs), reverse=True)[
+            :30
+        ]
         lines += [f"{qid} Q0 {d} {r} {s:.4f} noisy\n" for r, (s, d) in enumerate(scored, 1)]
     (out / "run.trec").write_text("".join(lines))
 

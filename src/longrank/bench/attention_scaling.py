@@ -63,15 +63,23 @@ LINEAR_FLOATS_PER_POSITION = 32
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # Defaults are the paper's configuration (Sec. 4: 2 Conformer layers, hidden 256, 32 heads; batch 4 as in
     # the issue's prototype); the lengths span the paper's Fig. 2 up to its 4,000 document terms.
-    parser.add_argument("--lengths", type=int, nargs="+", default=[500, 1000, 2000, 4000], help="sequence lengths (positions)")
+    parser.add_argument(
+        "--lengths", type=int, nargs="+", default=[500, 1000, 2000, 4000], help="sequence lengths (positions)"
+    )
     parser.add_argument("--attentions", nargs="+", choices=ATTENTIONS, default=list(ATTENTIONS))
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--heads", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=3, help="timed forward+backward steps per configuration (median kept)")
-    parser.add_argument("--max-memory-gb", type=float, default=16.0,
-                        help="skip a configuration whose estimated peak memory exceeds this (GB)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed forward+backward steps per configuration (median kept)"
+    )
+    parser.add_argument(
+        "--max-memory-gb",
+        type=float,
+        default=16.0,
+        help="skip a configuration whose estimated peak memory exceeds this (GB)",
+    )
     parser.add_argument("--threads", type=int, default=0, help="torch threads in each child (0: torch's default)")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     parser.add_argument("--seed", type=int, default=0)
@@ -95,7 +103,9 @@ def estimate_bytes(attention: str, length: int, batch_size: int, layers: int, hi
 
 def run(args: argparse.Namespace) -> None:
     if min(args.batch_size, args.layers, args.hidden, args.heads, args.repeats, *args.lengths) < 1:
-        raise InputError("--batch-size, --layers, --hidden, --heads, --repeats and every --lengths value must be positive")
+        raise InputError(
+            "--batch-size, --layers, --hidden, --heads, --repeats and every --lengths value must be positive"
+        )
     if args.hidden % args.heads:
         raise InputError(f"--hidden {args.hidden} is not a multiple of --heads {args.heads}")
     if args.max_memory_gb <= 0:
@@ -107,45 +117,91 @@ def run(args: argparse.Namespace) -> None:
     for length in sorted(set(args.lengths)):
         for attention in args.attentions:
             estimate = estimate_bytes(attention, length, **shape)
-            row = {"attention": attention, "length": length, "peak_mb": None, "seconds": None, "device": str(device),
-                   "skipped": False, "reason": None, "estimate_mb": estimate / 2**20, "seconds_all": []}
+            row = {
+                "attention": attention,
+                "length": length,
+                "peak_mb": None,
+                "seconds": None,
+                "device": str(device),
+                "skipped": False,
+                "reason": None,
+                "estimate_mb": estimate / 2**20,
+                "seconds_all": [],
+            }
             if estimate > cap:
-                row.update(skipped=True, reason=f"estimated {estimate / 2**30:.1f} GB > max_memory_gb {args.max_memory_gb:g}")
+                row.update(
+                    skipped=True, reason=f"estimated {estimate / 2**30:.1f} GB > max_memory_gb {args.max_memory_gb:g}"
+                )
                 log.info("%s at %d: skipped (%s)", attention, length, row["reason"])
                 rows.append(row)
                 continue
-            log.info("%s at %d positions x %d on %s (estimate %.0f MB)", attention, length, args.batch_size, device, row["estimate_mb"])
-            job = {**shape, "attention": attention, "length": length, "repeats": args.repeats, "device": str(device),
-                   "threads": args.threads, "seed": args.seed}
+            log.info(
+                "%s at %d positions x %d on %s (estimate %.0f MB)",
+                attention,
+                length,
+                args.batch_size,
+                device,
+                row["estimate_mb"],
+            )
+            job = {
+                **shape,
+                "attention": attention,
+                "length": length,
+                "repeats": args.repeats,
+                "device": str(device),
+                "threads": args.threads,
+                "seed": args.seed,
+            }
             result = _in_fresh_process(job)
             if result.get("oom"):
                 row.update(skipped=True, reason=result["oom"])
             else:
                 row.update(peak_mb=result["peak_mb"], seconds=result["seconds"], seconds_all=result["seconds_all"])
                 info = {k: result[k] for k in ("device_name", "memory_method", "threads", "parameters")}
-            log.info("%s at %d: %s", attention, length, row["reason"] or f"{row['peak_mb']:.0f} MB, {row['seconds']:.3f} s")
+            log.info(
+                "%s at %d: %s", attention, length, row["reason"] or f"{row['peak_mb']:.0f} MB, {row['seconds']:.3f} s"
+            )
             rows.append(row)
-    method = (f"{args.layers} ConformerLayers (hidden {args.hidden}, {args.heads} heads, the layer's defaults otherwise) "
-              f"in training mode, batch {args.batch_size}, float32, on {device} ({info.get('device_name', '?')}, "
-              f"{info.get('threads', '?')} threads). Time: median of {args.repeats} forward+backward steps after one "
-              f"warm-up, one fresh process per configuration. Peak memory: {info.get('memory_method', '?')} "
-              f"Configurations estimated above {args.max_memory_gb:g} GB are skipped, not run.")
-    AttentionScaling(title="Attention scaling: peak training memory and time by sequence length", rows=rows,
-                     config={**shape, "lengths": sorted(set(args.lengths)), "attentions": list(args.attentions),
-                             "repeats": args.repeats, "max_memory_gb": args.max_memory_gb, "seed": args.seed},
-                     device=str(device), device_name=info.get("device_name"), method=method,
-                     extra={"memory_method": info.get("memory_method"), "parameters": info.get("parameters"),
-                            "torch": torch.__version__}).write(args.out)
+    method = (
+        f"{args.layers} ConformerLayers (hidden {args.hidden}, {args.heads} heads, the layer's defaults otherwise) "
+        f"in training mode, batch {args.batch_size}, float32, on {device} ({info.get('device_name', '?')}, "
+        f"{info.get('threads', '?')} threads). Time: median of {args.repeats} forward+backward steps after one "
+        f"warm-up, one fresh process per configuration. Peak memory: {info.get('memory_method', '?')} "
+        f"Configurations estimated above {args.max_memory_gb:g} GB are skipped, not run."
+    )
+    AttentionScaling(
+        title="Attention scaling: peak training memory and time by sequence length",
+        rows=rows,
+        config={
+            **shape,
+            "lengths": sorted(set(args.lengths)),
+            "attentions": list(args.attentions),
+            "repeats": args.repeats,
+            "max_memory_gb": args.max_memory_gb,
+            "seed": args.seed,
+        },
+        device=str(device),
+        device_name=info.get("device_name"),
+        method=method,
+        extra={
+            "memory_method": info.get("memory_method"),
+            "parameters": info.get("parameters"),
+            "torch": torch.__version__,
+        },
+    ).write(args.out)
 
 
 # ---- one configuration in a fresh process -------------------------------------------------------------------
+
 
 def _in_fresh_process(job: dict) -> dict:
     proc = run_worker("longrank.bench.attention_scaling", job)
     if proc.returncode == -signal.SIGKILL:  # the kernel's OOM killer: the estimate was too low for this machine
         return {"oom": "killed by SIGKILL while running (out of memory?)"}
     if proc.returncode != 0:
-        raise RuntimeError(f"attention_scaling {job['attention']} at length {job['length']} failed:\n{proc.stderr[-4000:]}")
+        raise RuntimeError(
+            f"attention_scaling {job['attention']} at length {job['length']} failed:\n{proc.stderr[-4000:]}"
+        )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -166,8 +222,13 @@ def measure(job: dict) -> dict:
     device = torch.device(job["device"])
     cuda = device.type == "cuda"
     sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
-    stack = torch.nn.ModuleList(ConformerLayer(job["hidden"], job["heads"], attention=job["attention"])
-                                for _ in range(job["layers"])).to(device).train()
+    stack = (
+        torch.nn.ModuleList(
+            ConformerLayer(job["hidden"], job["heads"], attention=job["attention"]) for _ in range(job["layers"])
+        )
+        .to(device)
+        .train()
+    )
     x = torch.randn(job["batch_size"], job["length"], job["hidden"], device=device)
     mask = torch.ones(job["batch_size"], job["length"], dtype=torch.bool, device=device)
     params = list(stack.parameters())
@@ -180,8 +241,11 @@ def measure(job: dict) -> dict:
         for p in params:  # as optimizer.zero_grad(): the next step allocates its gradients afresh
             p.grad = None
 
-    out = {"device_name": torch.cuda.get_device_name(device) if cuda else "CPU", "threads": torch.get_num_threads(),
-           "parameters": sum(p.numel() for p in params)}
+    out = {
+        "device_name": torch.cuda.get_device_name(device) if cuda else "CPU",
+        "threads": torch.get_num_threads(),
+        "parameters": sum(p.numel() for p in params),
+    }
     probe = MemoryProbe(device)
     out["memory_method"] = _describe(probe)
     try:
@@ -205,10 +269,16 @@ def measure(job: dict) -> dict:
 def _describe(probe) -> str:
     """What the bench's probe measured, in this stage's words (steps are forward+backward, not forwards)."""
     if probe.cuda:
-        return ("torch.cuda.max_memory_allocated during the steps minus the memory allocated before them (weights and "
-                "inputs excluded).")
+        return (
+            "torch.cuda.max_memory_allocated during the steps minus the memory allocated before them (weights and "
+            "inputs excluded)."
+        )
     if probe.hwm:
-        return ("peak resident set growth of the fresh process during the steps (VmHWM reset through /proc/self/clear_refs "
-                "after building the layers and the batch; VmHWM after minus VmRSS before).")
-    return ("growth of the process's lifetime peak RSS (ru_maxrss) during the steps, a lower bound (/proc/self/clear_refs "
-            "was not writable).")
+        return (
+            "peak resident set growth of the fresh process during the steps (VmHWM reset through /proc/self/clear_refs "
+            "after building the layers and the batch; VmHWM after minus VmRSS before)."
+        )
+    return (
+        "growth of the process's lifetime peak RSS (ru_maxrss) during the steps, a lower bound (/proc/self/clear_refs "
+        "was not writable)."
+    )

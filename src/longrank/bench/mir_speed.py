@@ -42,8 +42,17 @@ from longrank.runtime import resolve_device
 
 log = logging.getLogger(__name__)
 
-COLUMNS = ["document tokens", "passages", "MIR docs/s", "MaxP docs/s", "MIR / MaxP throughput", "MIR peak memory (MB)",
-           "MaxP peak memory (MB)", "MIR ms/batch", "MaxP ms/batch"]
+COLUMNS = [
+    "document tokens",
+    "passages",
+    "MIR docs/s",
+    "MaxP docs/s",
+    "MIR / MaxP throughput",
+    "MIR peak memory (MB)",
+    "MaxP peak memory (MB)",
+    "MIR ms/batch",
+    "MaxP ms/batch",
+]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,22 +60,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-config", required=True, help="its config entry as JSON")
     parser.add_argument("--graph-set", required=True, help="its graph set's settings as JSON")
     parser.add_argument("--annotations", default="{}", help="the annotations settings as JSON (max_words)")
-    parser.add_argument("--alike", default="{}", help="JSON {entry: {model: MIR | MaxP, tokens}}: the entries this "
-                        "measurement also gives docs_per_ms for (timed_alike)")
-    parser.add_argument("--settings", default="{}", help="mir_speed settings as JSON: lengths, batch_size, repeats, documents")
+    parser.add_argument(
+        "--alike",
+        default="{}",
+        help="JSON {entry: {model: MIR | MaxP, tokens}}: the entries this "
+        "measurement also gives docs_per_ms for (timed_alike)",
+    )
+    parser.add_argument(
+        "--settings", default="{}", help="mir_speed settings as JSON: lengths, batch_size, repeats, documents"
+    )
     parser.add_argument("--data", required=True, help="results/{dataset}/data")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", required=True, help="JSON table {title, columns, rows, notes, docs_per_ms}")
 
 
 def run(args: argparse.Namespace) -> None:
-    settings = {"lengths": [512, 1024, 2048], "batch_size": 2, "repeats": 3, "documents": 8, "enabled": True,
-                **json_object(args.settings, "--settings")}
+    settings = {
+        "lengths": [512, 1024, 2048],
+        "batch_size": 2,
+        "repeats": 3,
+        "documents": 8,
+        "enabled": True,
+        **json_object(args.settings, "--settings"),
+    }
     if not settings["lengths"] or min(settings["lengths"]) < 1 or settings["batch_size"] < 1 or settings["repeats"] < 1:
         raise InputError("mir_speed: lengths, batch_size and repeats must be positive")
-    result = measure(args.model, json_object(args.model_config, "--model-config"), graph_settings(json_object(args.graph_set, "--graph-set")),
-                     json_object(args.annotations, "--annotations").get("max_words", 2048), settings, Corpus(args.data),
-                     resolve_device(args.device), json_object(args.alike, "--alike"))
+    result = measure(
+        args.model,
+        json_object(args.model_config, "--model-config"),
+        graph_settings(json_object(args.graph_set, "--graph-set")),
+        json_object(args.annotations, "--annotations").get("max_words", 2048),
+        settings,
+        Corpus(args.data),
+        resolve_device(args.device),
+        json_object(args.alike, "--alike"),
+    )
     result.write(args.out)
 
 
@@ -84,11 +112,19 @@ def timed_alike(models: dict, reference: str, graph_set: dict) -> dict[str, dict
 
     alike = {}
     for name, entry in models.items():
-        if entry["type"] == "mir" and entry.get("graph_set") == ref.get("graph_set") and architecture(entry) == architecture(ref):
+        if (
+            entry["type"] == "mir"
+            and entry.get("graph_set") == ref.get("graph_set")
+            and architecture(entry) == architecture(ref)
+        ):
             alike[name] = {"model": "MIR", "tokens": entry.get("max_doc_tokens") or settings["max_doc_tokens"]}
-        elif (entry["type"] == "bert_ranker" and entry.get("mode") == "maxp" and entry.get("passage_len") == settings["window"]
-              and (entry.get("passage_stride") or entry["passage_len"]) == stride(settings)
-              and entry.get("encoder", DEFAULT_ENCODER) == settings["encoder"]):
+        elif (
+            entry["type"] == "bert_ranker"
+            and entry.get("mode") == "maxp"
+            and entry.get("passage_len") == settings["window"]
+            and (entry.get("passage_stride") or entry["passage_len"]) == stride(settings)
+            and entry.get("encoder", DEFAULT_ENCODER) == settings["encoder"]
+        ):
             alike[name] = {"model": "MaxP", "tokens": document_budget(entry)}
     return alike
 
@@ -113,8 +149,16 @@ def bench_documents(corpus: Corpus, tokenizer, n_docs: int, n_tokens: int) -> li
     return texts
 
 
-def measure(name: str, model_cfg: dict, graph_set: dict, max_words: int, settings: dict, corpus: Corpus, device,
-            alike: dict | None = None) -> BenchTable:
+def measure(
+    name: str,
+    model_cfg: dict,
+    graph_set: dict,
+    max_words: int,
+    settings: dict,
+    corpus: Corpus,
+    device,
+    alike: dict | None = None,
+) -> BenchTable:
     own = architecture_params(model_cfg).get("max_doc_tokens") or graph_set["max_doc_tokens"]
     alike = alike or {name: {"model": "MIR", "tokens": own}}
     # the configured entries' own lengths give their docs/ms in the report
@@ -137,8 +181,13 @@ def measure(name: str, model_cfg: dict, graph_set: dict, max_words: int, setting
     graph_ms = 1000 * statistics.median(seconds)
     ids = list(records)[:batch]
     queries = bench_queries(corpus, batch)
-    graph_meta = {**graph_cfg, "cls_id": tokenizer.cls_token_id, "sep_id": tokenizer.sep_token_id,
-                  "pad_id": tokenizer.pad_token_id, "vocab_size": tokenizer.vocab_size}
+    graph_meta = {
+        **graph_cfg,
+        "cls_id": tokenizer.cls_token_id,
+        "sep_id": tokenizer.sep_token_id,
+        "pad_id": tokenizer.pad_token_id,
+        "vocab_size": tokenizer.vocab_size,
+    }
 
     step = stride(graph_cfg)
     rows, by_length = [], {}
@@ -146,35 +195,74 @@ def measure(name: str, model_cfg: dict, graph_set: dict, max_words: int, setting
         mir = build_model({**model_cfg, "max_doc_tokens": min(length, longest)}, corpus)
         mir.use_graphs(records, graph_meta)
         passages = 1 + max(0, math.ceil((min(length, longest) - graph_cfg["window"]) / step))
-        maxp = BertRanker(load_encoder(graph_set["encoder"]), tokenizer, mode="maxp", passage_len=graph_cfg["window"],
-                          passage_stride=step, max_passages=passages, max_query_len=architecture_params(model_cfg).get("max_query_len", 30))
+        maxp = BertRanker(
+            load_encoder(graph_set["encoder"]),
+            tokenizer,
+            mode="maxp",
+            passage_len=graph_cfg["window"],
+            passage_stride=step,
+            max_passages=passages,
+            max_query_len=architecture_params(model_cfg).get("max_query_len", 30),
+        )
         models = {"MIR": mir.to(device).eval(), "MaxP": maxp.to(device).eval()}
         docs = [texts[i] for i in range(batch)]
         inputs = {k: {n: t.to(device) for n, t in m.encode(queries, ids, docs).items()} for k, m in models.items()}
         timing = _alternate(models, inputs, repeats, device)
         mir_rate, maxp_rate = batch / timing["MIR"]["ms"], batch / timing["MaxP"]["ms"]
-        by_length[length] = {"mir_docs_per_ms": mir_rate, "maxp_docs_per_ms": maxp_rate, "ratio": mir_rate / maxp_rate,
-                             "passages": passages, **{f"{k}_peak_memory_mb": v["peak_mb"] for k, v in timing.items()}}
+        by_length[length] = {
+            "mir_docs_per_ms": mir_rate,
+            "maxp_docs_per_ms": maxp_rate,
+            "ratio": mir_rate / maxp_rate,
+            "passages": passages,
+            **{f"{k}_peak_memory_mb": v["peak_mb"] for k, v in timing.items()},
+        }
         # docs/s rather than docs/ms: readable at three digits
-        rows.append([length, passages, 1000 * mir_rate, 1000 * maxp_rate, mir_rate / maxp_rate,
-                     timing["MIR"]["peak_mb"], timing["MaxP"]["peak_mb"], timing["MIR"]["ms"], timing["MaxP"]["ms"]])
-        log.info("mir_speed %d tokens: MIR %.4f docs/ms, MaxP %.4f docs/ms (ratio %.2f)", length, mir_rate, maxp_rate,
-                 mir_rate / maxp_rate)
+        rows.append(
+            [
+                length,
+                passages,
+                1000 * mir_rate,
+                1000 * maxp_rate,
+                mir_rate / maxp_rate,
+                timing["MIR"]["peak_mb"],
+                timing["MaxP"]["peak_mb"],
+                timing["MIR"]["ms"],
+                timing["MaxP"]["ms"],
+            ]
+        )
+        log.info(
+            "mir_speed %d tokens: MIR %.4f docs/ms, MaxP %.4f docs/ms (ratio %.2f)",
+            length,
+            mir_rate,
+            maxp_rate,
+            mir_rate / maxp_rate,
+        )
         del models, inputs
-    nodes = {view: statistics.mean(len(r[key]) for r in records.values())
-             for view, key in (("passage", "passages"), ("sentence", "sentences"), ("token", "tokens"))}
+    nodes = {
+        view: statistics.mean(len(r[key]) for r in records.values())
+        for view, key in (("passage", "passages"), ("sentence", "sentences"), ("token", "tokens"))
+    }
     rates = {"MIR": "mir_docs_per_ms", "MaxP": "maxp_docs_per_ms"}
-    notes = (f"Device {device}, {torch.get_num_threads()} CPU threads, batches of {batch} documents cut from the "
-             f"collection's text, forward only, median of {repeats} timed batches with MIR and MaxP alternating. MaxP "
-             f"reads the same {graph_cfg['window']}-token windows every {step} tokens. Graph construction (spaCy "
-             f"annotation + pivots + graphs) took {graph_ms:.1f} ms per document (median of {len(seconds)}; "
-             f"{nodes['passage']:.1f} passage, {nodes['sentence']:.1f} sentence and {nodes['token']:.1f} token nodes on "
-             f"average, entities only: PRF term pivots need the collection's pseudo-query runs); it runs once per "
-             f"collection, not per query.")
-    return BenchTable(title=f"MIR against BERT-MaxP over the same windows ({name}; MIR Fig. 5)", columns=COLUMNS, rows=rows,
-                      notes=notes, docs_per_ms={entry: by_length[a["tokens"]][rates[a["model"]]] for entry, a in alike.items()},
-                      side_by_side=True, timed_entries=alike, device=str(device),
-                      extra={"by_length": by_length, "graph_ms_per_document": graph_ms})
+    notes = (
+        f"Device {device}, {torch.get_num_threads()} CPU threads, batches of {batch} documents cut from the "
+        f"collection's text, forward only, median of {repeats} timed batches with MIR and MaxP alternating. MaxP "
+        f"reads the same {graph_cfg['window']}-token windows every {step} tokens. Graph construction (spaCy "
+        f"annotation + pivots + graphs) took {graph_ms:.1f} ms per document (median of {len(seconds)}; "
+        f"{nodes['passage']:.1f} passage, {nodes['sentence']:.1f} sentence and {nodes['token']:.1f} token nodes on "
+        f"average, entities only: PRF term pivots need the collection's pseudo-query runs); it runs once per "
+        f"collection, not per query."
+    )
+    return BenchTable(
+        title=f"MIR against BERT-MaxP over the same windows ({name}; MIR Fig. 5)",
+        columns=COLUMNS,
+        rows=rows,
+        notes=notes,
+        docs_per_ms={entry: by_length[a["tokens"]][rates[a["model"]]] for entry, a in alike.items()},
+        side_by_side=True,
+        timed_entries=alike,
+        device=str(device),
+        extra={"by_length": by_length, "graph_ms_per_document": graph_ms},
+    )
 
 
 def _alternate(models: dict, inputs: dict, repeats: int, device) -> dict:

@@ -42,15 +42,28 @@ log = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--encoder", default="minilm", help="the configured encoder (a model's `encoder:` key)")
     parser.add_argument("--sizes", nargs="+", default=["configured", "bert-base"], choices=["configured", "bert-base"])
-    parser.add_argument("--lengths", nargs="+", type=int, default=[128, 512], help="document lengths in WordPiece tokens")
+    parser.add_argument(
+        "--lengths", nargs="+", type=int, default=[128, 512], help="document lengths in WordPiece tokens"
+    )
     parser.add_argument("--query-len", type=int, default=16)
     parser.add_argument("--blocks", nargs="+", type=int, default=[1, 2], help="MORES interaction blocks to time")
     parser.add_argument("--candidates", type=int, default=32, help="candidates actually timed per variant")
-    parser.add_argument("--target", type=int, default=1000, help="candidates per query the table reports (extrapolated)")
+    parser.add_argument(
+        "--target", type=int, default=1000, help="candidates per query the table reports (extrapolated)"
+    )
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--min-time", type=float, default=1.0, help="repeat a variant until this many seconds were timed ...")
-    parser.add_argument("--max-repeats", type=int, default=5, help="... or this many repeats; the fastest repeat counts")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: leave torch's default; on a shared machine 1 is steadier)")
+    parser.add_argument(
+        "--min-time", type=float, default=1.0, help="repeat a variant until this many seconds were timed ..."
+    )
+    parser.add_argument(
+        "--max-repeats", type=int, default=5, help="... or this many repeats; the fastest repeat counts"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads (0: leave torch's default; on a shared machine 1 is steadier)",
+    )
     parser.add_argument("--device", default="cpu", help="cpu, cuda[:N] or auto (the paper reports both CPU and GPU)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, help="JSON table {title, columns, rows, notes}")
@@ -62,10 +75,20 @@ def layer_flops(length: int, n: int, f: int) -> float:
 
 
 def ib_flops(q: int, d: int, n: int, f: int, project_doc: bool) -> float:
-    return 2.0 * (n * n * q + (2 * n * n * d if project_doc else 0) + 2 * n * q * d + n * n * q + 4 * n * n * q + 2 * n * q * q + 2 * n * f * q)
+    return 2.0 * (
+        n * n * q
+        + (2 * n * n * d if project_doc else 0)
+        + 2 * n * q * d
+        + n * n * q
+        + 4 * n * n * q
+        + 2 * n * q * q
+        + 2 * n * f * q
+    )
 
 
-def online_flops(variant: str, blocks: int, q: int, d: int, layers: int, n: int, f: int, max_pos: int, target: int) -> float:
+def online_flops(
+    variant: str, blocks: int, q: int, d: int, layers: int, n: int, f: int, max_pos: int, target: int
+) -> float:
     if variant == "bert":
         return layers * layer_flops(min(q + d, max_pos), n, f)
     query_once = (layers - blocks) * layer_flops(q, n, f) / target
@@ -100,12 +123,25 @@ def bench_size(encoder, tokenizer, size: str, args, store_dir: Path, device: tor
     g = torch.Generator().manual_seed(args.seed)
     cls_id, sep_id, pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
     query_ids = random_ids(g, 1, args.query_len, cfg.vocab_size, cls_id, sep_id)[0]
-    query = {"input_ids": torch.tensor([query_ids]), "attention_mask": torch.ones(1, len(query_ids), dtype=torch.long),
-             "token_type_ids": torch.zeros(1, len(query_ids), dtype=torch.long)}
+    query = {
+        "input_ids": torch.tensor([query_ids]),
+        "attention_mask": torch.ones(1, len(query_ids), dtype=torch.long),
+        "token_type_ids": torch.zeros(1, len(query_ids), dtype=torch.long),
+    }
     query = {k: v.to(device) for k, v in query.items()}
     encoder = encoder.to(device).eval()
-    moreses = {k: MORES(copy.deepcopy(encoder), tokenizer, interaction_blocks=k, max_query_len=args.query_len - 2,
-                        max_doc_len=max(args.lengths) - 2).to(device).eval() for k in args.blocks}
+    moreses = {
+        k: MORES(
+            copy.deepcopy(encoder),
+            tokenizer,
+            interaction_blocks=k,
+            max_query_len=args.query_len - 2,
+            max_doc_len=max(args.lengths) - 2,
+        )
+        .to(device)
+        .eval()
+        for k in args.blocks
+    }
     rows, spaces = [], {}
     for d in args.lengths:
         docs = random_ids(g, args.candidates, d, cfg.vocab_size, cls_id, sep_id)
@@ -118,8 +154,10 @@ def bench_size(encoder, tokenizer, size: str, args, store_dir: Path, device: tor
             for b in batches:
                 ids = torch.tensor([pairs[i] for i in b], device=device)
                 types = torch.zeros_like(ids)
-                types[:, len(query_ids):] = 1
-                states = encoder(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=types).last_hidden_state
+                types[:, len(query_ids) :] = 1
+                states = encoder(
+                    input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=types
+                ).last_hidden_state
                 states[:, 0].sum()  # the score head is one dot product: negligible
 
         variants = [("BERT ranker", "-", None, "bert", bert_ranker)]
@@ -135,37 +173,65 @@ def bench_size(encoder, tokenizer, size: str, args, store_dir: Path, device: tor
                 q_rep = model.represent_queries(**query)  # once per query
                 for b in batches:
                     if store is None:
-                        inputs = {k: v.to(device) for k, v in token_inputs([docs[i] for i in b], pad_id, model.doc_segment_id).items()}
+                        inputs = {
+                            k: v.to(device)
+                            for k, v in token_inputs([docs[i] for i in b], pad_id, model.doc_segment_id).items()
+                        }
                         kv, mask = model.project_docs(model.represent_docs(**inputs)), inputs["attention_mask"]
                     else:
                         kv, mask = store.doc_kv([doc_ids[i] for i in b], model, device)
                     model.interact(q_rep.expand(len(b), -1, -1), query["attention_mask"].expand(len(b), -1), kv, mask)
 
             reads = [("none", "none", None), ("s1", "s1", stores["s1"]), ("s2", "s2", stores["s2"])]
-            if device.type == "cuda":  # the paper's GPU setting (store on the GPU), and the same read through host memory
-                reads = [reads[0]] + [(r, r, stores[r].resident(device)) for r in ("s1", "s2")] + [(f"{r} via host", r, stores[r]) for r in ("s1", "s2")]
+            if (
+                device.type == "cuda"
+            ):  # the paper's GPU setting (store on the GPU), and the same read through host memory
+                reads = (
+                    [reads[0]]
+                    + [(r, r, stores[r].resident(device)) for r in ("s1", "s2")]
+                    + [(f"{r} via host", r, stores[r]) for r in ("s1", "s2")]
+                )
             for label, reuse, store in reads:
                 variants.append((f"MORES {k}xIB", label, k, reuse, lambda m=model, s=store: mores(m, s)))
 
         with torch.inference_mode():
             for _, _, _, _, fn in variants:  # warm-up: one pass of each (allocator, page cache, kernels)
                 fn()
-            measured = [(name, reuse, k, kind, timed(fn, len(docs), args.min_time, args.max_repeats, device)) for name, reuse, k, kind, fn in variants]
+            measured = [
+                (name, reuse, k, kind, timed(fn, len(docs), args.min_time, args.max_repeats, device))
+                for name, reuse, k, kind, fn in variants
+            ]
         bert_time = measured[0][4]
         bert_flops = online_flops("bert", 0, args.query_len, d, layers, n, f, max_pos, args.target)
         for name, reuse, k, kind, per_cand in measured:
             flops = online_flops(kind, k or 0, args.query_len, d, layers, n, f, max_pos, args.target)
-            rows.append({
-                "size": size, "hidden": n, "layers": layers, "doc_len": d, "model": name, "reuse": reuse,
-                "time_s": per_cand * args.target,
-                "speedup": bert_time / per_cand,
-                "flop_ratio": bert_flops / flops,
-                "gflops_per_doc": flops / 1e9,
-                "space_mb_per_doc": 0.0 if kind in ("bert", "none") else spaces[(d, k, kind)],
-                "timed_candidates": len(docs),
-            })
-            log.info("%s d=%d %s %s: %.3fs per %d candidates (x%.1f; FLOP ratio x%.1f)", size, d, name, reuse, per_cand * args.target,
-                     args.target, bert_time / per_cand, bert_flops / flops)
+            rows.append(
+                {
+                    "size": size,
+                    "hidden": n,
+                    "layers": layers,
+                    "doc_len": d,
+                    "model": name,
+                    "reuse": reuse,
+                    "time_s": per_cand * args.target,
+                    "speedup": bert_time / per_cand,
+                    "flop_ratio": bert_flops / flops,
+                    "gflops_per_doc": flops / 1e9,
+                    "space_mb_per_doc": 0.0 if kind in ("bert", "none") else spaces[(d, k, kind)],
+                    "timed_candidates": len(docs),
+                }
+            )
+            log.info(
+                "%s d=%d %s %s: %.3fs per %d candidates (x%.1f; FLOP ratio x%.1f)",
+                size,
+                d,
+                name,
+                reuse,
+                per_cand * args.target,
+                args.target,
+                bert_time / per_cand,
+                bert_flops / flops,
+            )
     return rows, {"hidden": n, "layers": layers, "ffn": f, "max_positions": max_pos}
 
 
@@ -178,12 +244,18 @@ def run(args) -> None:
     with tempfile.TemporaryDirectory(prefix="mores-speed-") as tmp:
         for size in args.sizes:
             name = args.encoder if size == "configured" else RANDOM_BERT_BASE
-            size_rows, shapes[size] = bench_size(load_encoder(name), load_tokenizer(name), size, args, Path(tmp), device)
+            size_rows, shapes[size] = bench_size(
+                load_encoder(name), load_tokenizer(name), size, args, Path(tmp), device
+            )
             rows += size_rows
     columns = [
-        {"key": "size", "label": "Encoder"}, {"key": "doc_len", "label": "Len"}, {"key": "model", "label": "Model"},
-        {"key": "reuse", "label": "Reuse"}, {"key": "time_s", "label": f"Time (s / {args.target} cand.)", "format": ".3g"},
-        {"key": "speedup", "label": "Speed-up", "format": ".1f"}, {"key": "flop_ratio", "label": "FLOP ratio", "format": ".1f"},
+        {"key": "size", "label": "Encoder"},
+        {"key": "doc_len", "label": "Len"},
+        {"key": "model", "label": "Model"},
+        {"key": "reuse", "label": "Reuse"},
+        {"key": "time_s", "label": f"Time (s / {args.target} cand.)", "format": ".3g"},
+        {"key": "speedup", "label": "Speed-up", "format": ".1f"},
+        {"key": "flop_ratio", "label": "FLOP ratio", "format": ".1f"},
         {"key": "space_mb_per_doc", "label": "Space (MB/doc)", "format": ".2f"},
     ]
     notes = [
@@ -197,10 +269,18 @@ def run(args) -> None:
         "(at 512 document tokens it sees 512 - 16 of them, as a 512-token BERT ranker does).",
         "Reuse-S1/S2 read the candidates from a memory-mapped store on local disk (page cache warm after the first pass); "
         "the query module runs once per query and is included.",
-        *(["On the GPU, 's1'/'s2' hold the store in GPU memory, as the paper's GPU timing does (it prefetches documents to "
-           "the GPU on a separate CUDA stream); 'via host' rows copy each batch from the memory-mapped store, so they also "
-           "time the host-to-GPU copy of Space x candidates."] if device.type == "cuda" else []),
-        "'configured' uses the configured encoder " + repr(args.encoder) + f" ({shapes.get('configured', {}).get('hidden', '?')} hidden, "
+        *(
+            [
+                "On the GPU, 's1'/'s2' hold the store in GPU memory, as the paper's GPU timing does (it prefetches documents to "
+                "the GPU on a separate CUDA stream); 'via host' rows copy each batch from the memory-mapped store, so they also "
+                "time the host-to-GPU copy of Space x candidates."
+            ]
+            if device.type == "cuda"
+            else []
+        ),
+        "'configured' uses the configured encoder "
+        + repr(args.encoder)
+        + f" ({shapes.get('configured', {}).get('hidden', '?')} hidden, "
         f"{shapes.get('configured', {}).get('layers', '?')} layers); 'bert-base' has BERT-base dimensions with random weights "
         "(speed does not depend on the weights).",
         "Space: float32 per document of exactly Len tokens. The paper's Table 4 Reuse-S2 sizes are 4xK times its S1 sizes "
@@ -208,5 +288,11 @@ def run(args) -> None:
     ]
     # The report renders every bench JSON as {title, columns, rows, notes}; the raw measurements stay beside.
     table = [[format(r[c["key"]], c["format"]) if "format" in c else str(r[c["key"]]) for c in columns] for r in rows]
-    BenchTable(title="MORES ranking speed (Table 4)", columns=[c["label"] for c in columns], rows=table, notes=" ".join(notes),
-               device=str(device), extra={"measurements": rows}).write(args.out)
+    BenchTable(
+        title="MORES ranking speed (Table 4)",
+        columns=[c["label"] for c in columns],
+        rows=table,
+        notes=" ".join(notes),
+        device=str(device),
+        extra={"measurements": rows},
+    ).write(args.out)

@@ -48,7 +48,15 @@ from longrank.runtime import resolve_device
 
 log = logging.getLogger(__name__)
 
-COLUMNS = ["batch", "length asked (words)", "effective length (model units)", "docs/ms", "ms/batch", "peak memory (MB)", "window passes / batch"]
+COLUMNS = [
+    "batch",
+    "length asked (words)",
+    "effective length (model units)",
+    "docs/ms",
+    "ms/batch",
+    "peak memory (MB)",
+    "window passes / batch",
+]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,8 +79,14 @@ def run(args: argparse.Namespace) -> None:
     except json.JSONDecodeError as err:
         raise InputError(f"--model-config is not JSON: {err}") from None
     device = resolve_device(args.device)
-    job = {"model_cfg": model_cfg, "checkpoint": args.checkpoint, "data": args.data, "device": str(device),
-           "batch_size": args.batch_size, "repeats": args.repeats}
+    job = {
+        "model_cfg": model_cfg,
+        "checkpoint": args.checkpoint,
+        "data": args.data,
+        "device": str(device),
+        "batch_size": args.batch_size,
+        "repeats": args.repeats,
+    }
     # Load once here: a checkpoint that does not fit the config fails now with the loader's clear message.
     model = load_model(args.checkpoint, model_cfg, Corpus(args.data), "cpu")
     max_len = getattr(model, "max_doc_len", None)
@@ -92,37 +106,66 @@ def run(args: argparse.Namespace) -> None:
         result = _in_fresh_process({**job, "kind": "packing", "length": max_len})
         packing = result
         for mode in ("packed", "unpacked"):
-            rows.append(_row(f"mixed lengths, {mode}", f"{result['min_length']}-{result['max_length']}", {**result[mode], "effective_length": result["max_length"]}))
+            rows.append(
+                _row(
+                    f"mixed lengths, {mode}",
+                    f"{result['min_length']}-{result['max_length']}",
+                    {**result[mode], "effective_length": result["max_length"]},
+                )
+            )
 
     reference = next((m for m in measured if max_len and m["length"] == max_len and "oom" not in m), None)
     if reference is None:
         usable = [m for m in measured if "oom" not in m]
         reference = max(usable, key=lambda m: m["effective_length"]) if usable else None
     memory_method = measured[0]["memory_method"] if measured else ""
-    notes = (f"Device {device} ({measured[0]['device_name'] if measured else ''}), {torch.get_num_threads()} CPU threads. "
-             f"Forward only, no gradient, after one warm-up; median of {args.repeats} timed batches of {args.batch_size} "
-             f"documents cut from the collection's text. Peak memory: {memory_method} Lengths beyond the model's "
-             f"max_doc_len ({max_len}) are truncated by the model; 'effective length' is what it scored, in the model's unit "
-             f"(words for the word-embedding models, WordPiece tokens for the encoders).")
+    notes = (
+        f"Device {device} ({measured[0]['device_name'] if measured else ''}), {torch.get_num_threads()} CPU threads. "
+        f"Forward only, no gradient, after one warm-up; median of {args.repeats} timed batches of {args.batch_size} "
+        f"documents cut from the collection's text. Peak memory: {memory_method} Lengths beyond the model's "
+        f"max_doc_len ({max_len}) are truncated by the model; 'effective length' is what it scored, in the model's unit "
+        f"(words for the word-embedding models, WordPiece tokens for the encoders)."
+    )
     if packing:
-        notes += (f" Window packing on a mixed-length batch ({packing['min_length']}-{packing['max_length']} words): "
-                  f"{packing['packed']['window_passes']} windows packed vs {packing['unpacked']['window_passes']} unpacked, "
-                  f"speed-up x{packing['speedup']:.2f}, largest score difference {packing['max_score_diff']:.2e}.")
-    extra = {"batch_size": args.batch_size, "repeats": args.repeats, "max_doc_len": max_len, "measurements": measured,
-             **({"packing": packing} if packing else {})}
-    BenchTable(title=f"Efficiency of {args.model}", columns=COLUMNS, rows=rows, notes=notes,
-               docs_per_ms={args.model: reference["docs_per_ms"]} if reference else {}, device=str(device),
-               extra=extra).write(args.out)
+        notes += (
+            f" Window packing on a mixed-length batch ({packing['min_length']}-{packing['max_length']} words): "
+            f"{packing['packed']['window_passes']} windows packed vs {packing['unpacked']['window_passes']} unpacked, "
+            f"speed-up x{packing['speedup']:.2f}, largest score difference {packing['max_score_diff']:.2e}."
+        )
+    extra = {
+        "batch_size": args.batch_size,
+        "repeats": args.repeats,
+        "max_doc_len": max_len,
+        "measurements": measured,
+        **({"packing": packing} if packing else {}),
+    }
+    BenchTable(
+        title=f"Efficiency of {args.model}",
+        columns=COLUMNS,
+        rows=rows,
+        notes=notes,
+        docs_per_ms={args.model: reference["docs_per_ms"]} if reference else {},
+        device=str(device),
+        extra=extra,
+    ).write(args.out)
 
 
 def _row(label: str, asked, result: dict) -> list:
     if "oom" in result:
         return [label, asked, result.get("effective_length"), None, "out of memory", None, None]
-    return [label, asked, result["effective_length"], result["docs_per_ms"], result["ms_per_batch"],
-            result["peak_memory_mb"], result.get("window_passes")]
+    return [
+        label,
+        asked,
+        result["effective_length"],
+        result["docs_per_ms"],
+        result["ms_per_batch"],
+        result["peak_memory_mb"],
+        result.get("window_passes"),
+    ]
 
 
 # ---- measurement in a fresh process -------------------------------------------------------------------------
+
 
 def run_worker(module: str, job: dict) -> subprocess.CompletedProcess:
     """``module.worker_main()`` in a fresh Python process, ``job`` as JSON on its stdin; glibc's mmap threshold
@@ -225,8 +268,10 @@ class MemoryProbe:
             torch.cuda.synchronize(device)
             torch.cuda.reset_peak_memory_stats(device)
             self.base = torch.cuda.memory_allocated(device)
-            self.method = ("torch.cuda.max_memory_allocated during the forwards minus memory allocated before them "
-                           "(model weights and inputs excluded).")
+            self.method = (
+                "torch.cuda.max_memory_allocated during the forwards minus memory allocated before them "
+                "(model weights and inputs excluded)."
+            )
             return
         try:
             ctypes.CDLL("libc.so.6").malloc_trim(0)
@@ -237,13 +282,17 @@ class MemoryProbe:
                 f.write("5")  # reset the RSS high-water mark (Linux >= 4.0)
             self.hwm = True
             self.base = _proc_status_kb("VmRSS")
-            self.method = ("peak resident set growth of a fresh process during the forwards (VmHWM reset via "
-                           "/proc/self/clear_refs after loading the model; VmHWM after minus VmRSS before).")
+            self.method = (
+                "peak resident set growth of a fresh process during the forwards (VmHWM reset via "
+                "/proc/self/clear_refs after loading the model; VmHWM after minus VmRSS before)."
+            )
         except OSError:
             self.hwm = False
             self.base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            self.method = ("growth of the process's lifetime peak RSS (ru_maxrss) during the forwards; a lower bound "
-                           "(/proc/self/clear_refs was not writable).")
+            self.method = (
+                "growth of the process's lifetime peak RSS (ru_maxrss) during the forwards; a lower bound "
+                "(/proc/self/clear_refs was not writable)."
+            )
 
     def peak_mb(self) -> float:
         if self.cuda:
@@ -261,6 +310,7 @@ def _proc_status_kb(field: str) -> int:
 
 
 # ---- inputs from the collection's text ----------------------------------------------------------------------
+
 
 def bench_queries(corpus: Corpus, n: int) -> list[str]:
     texts = [corpus.queries[q] for q in sorted(corpus.queries)]
@@ -289,6 +339,6 @@ def _documents(corpus: Corpus, lengths: list[int]) -> list[str]:
         stream.extend(stream[: need - len(stream)])
     docs, at = [], 0
     for n in lengths:
-        docs.append(" ".join(stream[at:at + n]))
+        docs.append(" ".join(stream[at : at + n]))
         at += n
     return docs

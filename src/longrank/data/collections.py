@@ -25,25 +25,36 @@ def _stem_suffix(path: Path) -> str:
     return Path(path.stem).suffix if path.suffix == ".gz" else path.suffix
 
 
-def read_local_docs(path: str, id_field: str | None = None, text_fields: list[str] | None = None) -> Iterator[tuple[str, str]]:
+def read_local_docs(
+    path: str, id_field: str | None = None, text_fields: list[str] | None = None
+) -> Iterator[tuple[str, str]]:
     """``(doc id, text)`` of a local documents file, by its format (the readers of ``io.py``)."""
     path = Path(path)
     kind = _stem_suffix(path)
     if kind == ".jsonl":
-        return read_id_text_jsonl(path, "document", [id_field] if id_field else ["doc_id", "docno", "id"], text_fields or ["text"])
+        return read_id_text_jsonl(
+            path, "document", [id_field] if id_field else ["doc_id", "docno", "id"], text_fields or ["text"]
+        )
     if kind == ".tsv":
         return read_id_text_tsv(path, "document")
     return read_trec_docs(path)
 
 
-def read_local_queries(path: str, id_field: str | None = None, text_fields: list[str] | None = None) -> Iterator[tuple[str, str]]:
+def read_local_queries(
+    path: str, id_field: str | None = None, text_fields: list[str] | None = None
+) -> Iterator[tuple[str, str]]:
     """``(query id, text)`` of a local queries file. A query without text is an error naming its line: it would rank
     nothing and score 0 without a word (an empty document, by contrast, is dropped: ``dataset.empty_documents``)."""
     path = Path(path)
     kind = _stem_suffix(path)
     if kind == ".jsonl":
-        return read_id_text_jsonl(path, "query", [id_field] if id_field else ["query_id", "qid", "id"], text_fields or ["text"],
-                                  text_required=True)
+        return read_id_text_jsonl(
+            path,
+            "query",
+            [id_field] if id_field else ["query_id", "qid", "id"],
+            text_fields or ["text"],
+            text_required=True,
+        )
     if kind == ".tsv":
         return read_id_text_tsv(path, "query", text_required=True)
     raise InputError(f"dataset.queries: {path} must be .jsonl(.gz) or .tsv")
@@ -54,7 +65,9 @@ def local_file(dataset: dict, key: str) -> Path:
     to the working directory)."""
     path = Path(dataset[key])
     if not path.exists():
-        raise InputError(f"dataset.{key}: file {path} not found (paths are relative to the working directory, {Path.cwd()})")
+        raise InputError(
+            f"dataset.{key}: file {path} not found (paths are relative to the working directory, {Path.cwd()})"
+        )
     if path.is_dir():  # not is_file(): a named pipe (`<(zcat docs.gz)`) is a file to read too
         raise InputError(f"dataset.{key}: {path} is a directory; expected a file")
     return path
@@ -93,12 +106,16 @@ def load_ir_datasets(dataset_id: str, doc_fields: list[str] | None, query_field:
         raise InputError(f"dataset.id: {dataset_id!r} is not an ir_datasets id (see https://ir-datasets.com)") from None
     for part in ("docs", "queries", "qrels"):
         if not getattr(ds, f"has_{part}")():
-            raise InputError(f"dataset.id: ir_datasets {dataset_id!r} has no {part}; pick a subset that has docs, queries and qrels")
+            raise InputError(
+                f"dataset.id: ir_datasets {dataset_id!r} has no {part}; pick a subset that has docs, queries and qrels"
+            )
     doc_cls = ds.docs_cls()
     fields = doc_fields or [f for f in doc_cls._fields if f != "doc_id" and doc_cls.__annotations__.get(f) is str]
     bad = [f for f in fields if f not in doc_cls._fields]
     if bad:
-        raise InputError(f"dataset.doc_fields: {bad} not in {dataset_id!r} documents; available: {list(doc_cls._fields)}")
+        raise InputError(
+            f"dataset.doc_fields: {bad} not in {dataset_id!r} documents; available: {list(doc_cls._fields)}"
+        )
     q_fields = ds.queries_cls()._fields
     qf = query_field or ("text" if "text" in q_fields else "title")
     if qf not in q_fields:

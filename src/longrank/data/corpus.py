@@ -74,8 +74,9 @@ class Corpus:
         if key not in self._vocabularies:
             # the collection's own queries, also under a pseudo-query view: pre-trained weights fit the fine-tuned model
             queries = read_tsv_dict(self.dir / "queries.tsv")
-            self._vocabularies[key] = Vocabulary.load(self.dir / "word_doc_freq.tsv", self.stats["num_docs"],
-                                                      queries.values(), min_doc_freq, max_words)
+            self._vocabularies[key] = Vocabulary.load(
+                self.dir / "word_doc_freq.tsv", self.stats["num_docs"], queries.values(), min_doc_freq, max_words
+            )
         return self._vocabularies[key]
 
     def test_queries(self) -> list[str]:

@@ -44,8 +44,10 @@ def write_docs(path: str | os.PathLike, docs: Iterable[tuple[str, str]]) -> int:
                 nonlocal count
                 for doc_id, text in docs:
                     if not doc_id or _WHITESPACE.search(doc_id):  # ids from a source no reader of io.py checked
-                        raise InputError(f"document id {doc_id!r} (the collection's document {count + 1}) is empty or has "
-                                         "whitespace; ids are columns of TREC run files, so they must be one word")
+                        raise InputError(
+                            f"document id {doc_id!r} (the collection's document {count + 1}) is empty or has "
+                            "whitespace; ids are columns of TREC run files, so they must be one word"
+                        )
                     yield doc_id, f.tell()
                     f.write((json.dumps({"doc_id": doc_id, "text": text}) + "\n").encode("utf-8"))
                     count += 1
@@ -106,8 +108,10 @@ def _index_existing(docs: Path) -> None:
                 try:
                     doc_id = json.loads(line)["doc_id"]
                 except (ValueError, KeyError, TypeError):  # edited by hand, or not the data stage's file
-                    raise InputError(f"{docs}:{lineno}: expected a JSON object with doc_id and text, as the data stage "
-                                     "writes them; run the data stage again") from None
+                    raise InputError(
+                        f"{docs}:{lineno}: expected a JSON object with doc_id and text, as the data stage "
+                        "writes them; run the data stage again"
+                    ) from None
                 yield doc_id, offset
                 offset += len(line)
 
@@ -148,7 +152,10 @@ class DocStore(Mapping):
 
     def __contains__(self, doc_id) -> bool:
         db, _ = self._open()
-        return isinstance(doc_id, str) and db.execute("SELECT 1 FROM docs WHERE doc_id = ?", (doc_id,)).fetchone() is not None
+        return (
+            isinstance(doc_id, str)
+            and db.execute("SELECT 1 FROM docs WHERE doc_id = ?", (doc_id,)).fetchone() is not None
+        )
 
     def __iter__(self) -> Iterator[str]:
         db, _ = self._open()

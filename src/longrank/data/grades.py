@@ -15,8 +15,10 @@ def integer_grades(gains: dict) -> dict[str, int]:
         try:
             grades[int(str(key).strip())] = gains[key]
         except ValueError:
-            raise InputError(f"config key dataset.gains.{key}: a grade must be an integer (the qrels' relevance "
-                             f"column), e.g. gains: {{1: 4, 2: 3}}; got {key!r}") from None
+            raise InputError(
+                f"config key dataset.gains.{key}: a grade must be an integer (the qrels' relevance "
+                f"column), e.g. gains: {{1: 4, 2: 3}}; got {key!r}"
+            ) from None
     return {str(g): grades[g] for g in sorted(grades)}
 
 
@@ -28,7 +30,7 @@ def gain_of(gains: dict, grade: int) -> int:
 def order_reversals(gains: dict, grades) -> list[tuple[int, int]]:
     """Pairs of ``grades`` (lower, higher) whose gains the map puts in the other order."""
     ordered = sorted(set(grades))
-    return [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:] if gain_of(gains, a) > gain_of(gains, b)]
+    return [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1 :] if gain_of(gains, a) > gain_of(gains, b)]
 
 
 def check_gain_order(dataset: dict, grades=None, where: str = "config key dataset.gains") -> None:
@@ -41,12 +43,16 @@ def check_gain_order(dataset: dict, grades=None, where: str = "config key datase
     says = bool(dataset.get("reverses_grades"))
     if reversals and not says:
         lower, higher = reversals[0]
-        raise InputError(f"{where}: grade {lower} gets gain {gain_of(gains, lower)} and the higher grade {higher} gets "
-                         f"{gain_of(gains, higher)}: the map reverses the grades' order. If the collection's best grade is its "
-                         "lowest (as Cranfield's 1), say so with dataset.reverses_grades: true; otherwise fix the map")
+        raise InputError(
+            f"{where}: grade {lower} gets gain {gain_of(gains, lower)} and the higher grade {higher} gets "
+            f"{gain_of(gains, higher)}: the map reverses the grades' order. If the collection's best grade is its "
+            "lowest (as Cranfield's 1), say so with dataset.reverses_grades: true; otherwise fix the map"
+        )
     if says and not reversals and grades is None:
-        raise InputError(f"{where}: dataset.reverses_grades is true but the map keeps the grades' order; "
-                         "set reverses_grades: false or fix the map")
+        raise InputError(
+            f"{where}: dataset.reverses_grades is true but the map keeps the grades' order; "
+            "set reverses_grades: false or fix the map"
+        )
 
 
 def relevance_record(dataset: dict, grades_seen: dict[int, int], excluded: int) -> dict:
@@ -54,7 +60,9 @@ def relevance_record(dataset: dict, grades_seen: dict[int, int], excluded: int) 
     every grade the qrels hold (unlisted grades at their own value), the excluded grades and the judgments by grade."""
     gains = dataset.get("gains") or {}
     return {
-        "gains": {str(g): gain_of(gains, g) for g in sorted(grades_seen) if g not in set(dataset.get("exclude_grades") or ())},
+        "gains": {
+            str(g): gain_of(gains, g) for g in sorted(grades_seen) if g not in set(dataset.get("exclude_grades") or ())
+        },
         "configured_gains": dict(gains),
         "exclude_grades": sorted(int(g) for g in dataset.get("exclude_grades") or ()),
         "excluded_judgments": excluded,

@@ -44,11 +44,15 @@ def _examples(ids, limit=5) -> str:
 
 def _query_roles(dataset: dict, splits: dict, own_train: bool, own_dev: bool) -> dict[str, str]:
     """Which queries trained, chose (dev) and tested, in words: stats.json and the report's provenance."""
-    part = f"of the collection's judged queries (splits: {splits.get('method', 'holdout')}, seed {splits.get('seed', 0)})"
+    part = (
+        f"of the collection's judged queries (splits: {splits.get('method', 'holdout')}, seed {splits.get('seed', 0)})"
+    )
     train = [] if own_dev else [f"the train part {part}"]
-    return {"train": " and ".join(train + ([query_sets.source_of(dataset, "train")] if own_train else [])),
-            "dev": query_sets.source_of(dataset, "dev") if own_dev else f"the dev part {part}",
-            "test": "every judged query of the collection" if own_dev else f"the test part {part}"}
+    return {
+        "train": " and ".join(train + ([query_sets.source_of(dataset, "train")] if own_train else [])),
+        "dev": query_sets.source_of(dataset, "dev") if own_dev else f"the dev part {part}",
+        "test": "every judged query of the collection" if own_dev else f"the test part {part}",
+    }
 
 
 def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path) -> None:
@@ -81,7 +85,9 @@ def _keep_others(out_dir: Path, staging: Path) -> None:
 
 def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path) -> None:
     if dataset.get("source", "ir_datasets") == "ir_datasets":
-        docs_iter, queries_iter, raw_qrels, qrels_defs, doc_count = load_ir_datasets(dataset["id"], dataset.get("doc_fields"), dataset.get("query_field"))
+        docs_iter, queries_iter, raw_qrels, qrels_defs, doc_count = load_ir_datasets(
+            dataset["id"], dataset.get("doc_fields"), dataset.get("query_field")
+        )
     else:
         docs_iter, queries_iter, raw_qrels, qrels_defs, doc_count = load_local(dataset)
 
@@ -106,14 +112,18 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
         raise InputError(f"duplicate document id {_examples(empty & lengths.keys())} in the collection")
     if empty:
         if dataset.get("empty_documents", "drop") == "error":
-            raise InputError(f"{len(empty)} empty documents: {_examples(empty)} (set dataset.empty_documents: drop to skip them)")
+            raise InputError(
+                f"{len(empty)} empty documents: {_examples(empty)} (set dataset.empty_documents: drop to skip them)"
+            )
         log.warning("dropping %d empty documents: %s", len(empty), _examples(empty))
     if not lengths:
         raise InputError("the collection has no non-empty documents")
     queries: dict[str, str] = {}
     for qid, text in queries_iter:
         if qid in queries:
-            raise InputError(f"duplicate query id {qid!r} in the queries (texts {queries[qid][:40]!r} and {text[:40]!r})")
+            raise InputError(
+                f"duplicate query id {qid!r} in the queries (texts {queries[qid][:40]!r} and {text[:40]!r})"
+            )
         queries[qid] = text
 
     # Grades -> gains; grades not listed keep their value. Judgments with an ``exclude_grades`` grade are not
@@ -140,47 +150,80 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
                 continue
             qrels.setdefault(qid, {})[doc_id] = gain_map.get(grade, grade)
     if unknown_docs - set(empty):
-        raise InputError(f"qrels name {len(unknown_docs - set(empty))} documents that are not in the collection: {_examples(unknown_docs - set(empty))}")
+        raise InputError(
+            f"qrels name {len(unknown_docs - set(empty))} documents that are not in the collection: {_examples(unknown_docs - set(empty))}"
+        )
     if unknown_queries:
-        raise InputError(f"qrels name {len(unknown_queries)} queries that are not in the query file: {_examples(unknown_queries)}")
+        raise InputError(
+            f"qrels name {len(unknown_queries)} queries that are not in the query file: {_examples(unknown_queries)}"
+        )
 
     # The map over the grades the qrels really hold (unlisted ones at their own value): one that reverses their order
     # is applied only where the description says so on purpose (data/grades.py).
-    check_gain_order(dataset, [g for g in grades_seen if g not in exclude_grades], where="dataset.gains over the qrels' grades")
+    check_gain_order(
+        dataset, [g for g in grades_seen if g not in exclude_grades], where="dataset.gains over the qrels' grades"
+    )
     relevance = relevance_record(dataset, grades_seen, sum(len(v) for v in excluded.values()))
-    log.info("grades -> gains applied: %s (configured: %s%s); excluded grades %s (%d judgments); judgments by grade %s",
-             relevance["gains"], relevance["configured_gains"] or "none, every grade its own gain",
-             ", reversing the grades' order on purpose" if relevance["reverses_grades"] else "",
-             relevance["exclude_grades"], relevance["excluded_judgments"], relevance["judgments_by_grade"])
+    log.info(
+        "grades -> gains applied: %s (configured: %s%s); excluded grades %s (%d judgments); judgments by grade %s",
+        relevance["gains"],
+        relevance["configured_gains"] or "none, every grade its own gain",
+        ", reversing the grades' order on purpose" if relevance["reverses_grades"] else "",
+        relevance["exclude_grades"],
+        relevance["excluded_judgments"],
+        relevance["judgments_by_grade"],
+    )
     # Queries that only train, and queries that only choose (dev), over the same documents (data/query_sets.py).
     evaluated_ids = set(queries)
     train_only = query_sets.add_query_set(dataset, "train", queries, qrels, docs, lambda g: gain_map.get(g, g))
     dev_only = query_sets.add_query_set(dataset, "dev", queries, qrels, docs, lambda g: gain_map.get(g, g))
     if dev_only and not train_only:
-        raise InputError("dataset.dev_id / dev_queries: a dev set of its own makes every judged query a test query, so the "
-                         "models need training queries of their own too (dataset.train_id or train_queries + train_qrels)")
+        raise InputError(
+            "dataset.dev_id / dev_queries: a dev set of its own makes every judged query a test query, so the "
+            "models need training queries of their own too (dataset.train_id or train_queries + train_qrels)"
+        )
 
     formulated = formulate(queries, docs, query_formulation.get("method", "full"), query_formulation.get("n", 25))
     empty_queries = [q for q, t in formulated.items() if not t.strip()]
     if empty_queries:
         method = query_formulation.get("method", "full")
-        raise InputError(f"{len(empty_queries)} queries are empty after query formulation ({method}): {_examples(empty_queries)}; "
-                         "their text has no term it keeps (tfidf_terms drops stop words and tokens without a letter). "
-                         "Fix or remove these queries, or set query_formulation.method: full")
+        raise InputError(
+            f"{len(empty_queries)} queries are empty after query formulation ({method}): {_examples(empty_queries)}; "
+            "their text has no term it keeps (tfidf_terms drops stop words and tokens without a letter). "
+            "Fix or remove these queries, or set query_formulation.method: full"
+        )
 
     evaluable = [q for q in formulated if q in evaluated_ids and any(g > 0 for g in qrels.get(q, {}).values())]
     if not evaluable:  # before the splits, which would only say that 0 queries are too few
-        raise InputError(f"dataset.qrels: no query of the collection has a relevant judged document ({len(qrels)} of its "
-                         f"{len(evaluated_ids)} queries judged, every judgment grade <= 0 after dataset.gains), so none can be "
-                         "tested; check that the qrels are this collection's and the grade column (4th)")
+        raise InputError(
+            f"dataset.qrels: no query of the collection has a relevant judged document ({len(qrels)} of its "
+            f"{len(evaluated_ids)} queries judged, every judgment grade <= 0 after dataset.gains), so none can be "
+            "tested; check that the qrels are this collection's and the grade column (4th)"
+        )
     if len(evaluated_ids) > len(evaluable):
-        log.info("%d of %d queries have no relevant document and are left out of the splits", len(evaluated_ids) - len(evaluable), len(evaluated_ids))
+        log.info(
+            "%d of %d queries have no relevant document and are left out of the splits",
+            len(evaluated_ids) - len(evaluable),
+            len(evaluated_ids),
+        )
     if dev_only:
-        log.info("the splits are the dataset's own: %d training, %d dev (%s), every one of the %d judged queries a test query",
-                 len(train_only), len(dev_only), query_sets.source_of(dataset, "dev"), len(evaluable))
+        log.info(
+            "the splits are the dataset's own: %d training, %d dev (%s), every one of the %d judged queries a test query",
+            len(train_only),
+            len(dev_only),
+            query_sets.source_of(dataset, "dev"),
+            len(evaluable),
+        )
         folds = query_sets.folds_with([], train_only, dev_only, evaluable)
     else:
-        folds = make_folds(evaluable, splits.get("method", "holdout"), splits.get("dev", 0.15), splits.get("test", 0.35), splits.get("k", 5), splits.get("seed", 0))
+        folds = make_folds(
+            evaluable,
+            splits.get("method", "holdout"),
+            splits.get("dev", 0.15),
+            splits.get("test", 0.35),
+            splits.get("k", 5),
+            splits.get("seed", 0),
+        )
         folds = query_sets.folds_with(folds, train_only, set(), evaluable)
     query_roles = _query_roles(dataset, splits, bool(train_only), bool(dev_only))
 
@@ -192,7 +235,12 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
         "num_evaluable_queries": len(evaluable),
         "num_judgments": sum(len(j) for j in qrels.values()),
         "relevant_per_query": float(np.mean([sum(g > 0 for g in qrels[q].values()) for q in evaluable])),
-        "doc_words": {"mean": float(words.mean()), "median": float(np.median(words)), "p90": float(np.percentile(words, 90)), "max": int(words.max())},
+        "doc_words": {
+            "mean": float(words.mean()),
+            "median": float(np.median(words)),
+            "p90": float(np.percentile(words, 90)),
+            "max": int(words.max()),
+        },
         "query_words": {"mean": float(np.mean([len(t.split()) for t in formulated.values()]))},
         "relevance": relevance,
         "query_sets": query_roles,
@@ -200,11 +248,24 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
         "folds": [{k: len(v) for k, v in f.items()} for f in folds],
     }
 
-    write_text(out_dir / "queries.tsv", "query_id\ttext\n" + "".join(f"{q}\t{' '.join(t.split())}\n" for q, t in sorted(formulated.items())))
+    write_text(
+        out_dir / "queries.tsv",
+        "query_id\ttext\n" + "".join(f"{q}\t{' '.join(t.split())}\n" for q, t in sorted(formulated.items())),
+    )
     write_qrels(out_dir / "qrels.txt", qrels)
-    write_text(out_dir / "excluded.tsv", "query_id\tdoc_id\n" + "".join(f"{q}\t{d}\n" for q in sorted(excluded) for d in sorted(excluded[q])))
+    write_text(
+        out_dir / "excluded.tsv",
+        "query_id\tdoc_id\n" + "".join(f"{q}\t{d}\n" for q in sorted(excluded) for d in sorted(excluded[q])),
+    )
     write_text(out_dir / "doc_lengths.tsv", "doc_id\twords\n" + "".join(f"{d}\t{n}\n" for d, n in lengths.items()))
     write_doc_freq(out_dir / "word_doc_freq.tsv", word_doc_freq)
     write_json(out_dir / "folds.json", folds)
     write_json(out_dir / "stats.json", stats)
-    log.info("%d documents (median %d words), %d queries, %d evaluable, folds %s", len(lengths), stats["doc_words"]["median"], len(formulated), len(evaluable), stats["folds"])
+    log.info(
+        "%d documents (median %d words), %d queries, %d evaluable, folds %s",
+        len(lengths),
+        stats["doc_words"]["median"],
+        len(formulated),
+        len(evaluable),
+        stats["folds"],
+    )

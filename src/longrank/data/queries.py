@@ -32,8 +32,10 @@ def _top_tfidf_terms(queries: dict[str, str], docs: dict[str, str], n: int) -> d
     try:
         vectorizer.fit(docs.values())
     except ValueError as err:  # scikit-learn: "empty vocabulary; perhaps the documents only contain stop words"
-        raise InputError(f"query_formulation.method: tfidf_terms finds no term in the {len(docs)} documents ({err}); "
-                         "set query_formulation.method: full or first_words") from None
+        raise InputError(
+            f"query_formulation.method: tfidf_terms finds no term in the {len(docs)} documents ({err}); "
+            "set query_formulation.method: full or first_words"
+        ) from None
     vocab = vectorizer.get_feature_names_out()
     qids = list(queries)
     matrix = vectorizer.transform([queries[q] for q in qids]).tocsr()

@@ -49,7 +49,9 @@ def add_query_set(dataset: dict, role: str, queries: dict, qrels: dict, docs, ga
         raise InputError(f"{key}: none of its queries has a relevant judged document in the collection")
     for qid in chosen:
         if qid in queries:
-            raise InputError(f"{key}: query id {qid!r} is also a query of the collection or of another set; ids must be distinct")
+            raise InputError(
+                f"{key}: query id {qid!r} is also a query of the collection or of another set; ids must be distinct"
+            )
         queries[qid], qrels[qid] = relevant[qid]
     return set(chosen)
 
@@ -59,7 +61,9 @@ def _load(dataset: dict, role: str):
         return _ir_datasets_queries(dataset[f"{role}_id"], dataset.get("query_field"), role)
     path = dataset.get(f"{role}_qrels")
     if not path:
-        raise InputError(f"dataset.{role}_qrels: the queries of dataset.{role}_queries need their judgments in a qrels file")
+        raise InputError(
+            f"dataset.{role}_qrels: the queries of dataset.{role}_queries need their judgments in a qrels file"
+        )
     queries = read_local_queries(local_file(dataset, f"{role}_queries"), None, dataset.get("query_fields"))
     return list(queries), read_qrels(local_file(dataset, f"{role}_qrels"))
 
@@ -73,8 +77,10 @@ def _ir_datasets_queries(dataset_id: str, query_field: str | None, role: str):
         raise InputError(f"dataset.{role}_id: {dataset_id!r} is not an ir_datasets id") from None
     field = query_field or ("text" if "text" in ds.queries_cls()._fields else "title")
     with ir_datasets_downloads(dataset_id):
-        queries = [(q.query_id, getattr(q, field))
-                   for q in progress(ds.queries_iter(), desc=f"reading {role} queries", unit="query", mininterval=5)]
+        queries = [
+            (q.query_id, getattr(q, field))
+            for q in progress(ds.queries_iter(), desc=f"reading {role} queries", unit="query", mininterval=5)
+        ]
         qrels: dict[str, dict[str, int]] = {}
         for qr in ds.qrels_iter():
             qrels.setdefault(qr.query_id, {})[qr.doc_id] = qr.relevance

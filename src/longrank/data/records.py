@@ -35,7 +35,9 @@ class RecordWriter:
 
     def add(self, doc_id: str, record: dict) -> None:
         try:
-            self._db.execute(f"INSERT INTO {self.table} VALUES (?, ?)", (doc_id, json.dumps(record, separators=(",", ":"))))
+            self._db.execute(
+                f"INSERT INTO {self.table} VALUES (?, ?)", (doc_id, json.dumps(record, separators=(",", ":")))
+            )
         except sqlite3.IntegrityError:
             raise InputError(f"document {doc_id!r} given twice to {self.path}") from None
 
@@ -68,13 +70,17 @@ class Records:
     def __getitem__(self, doc_id: str) -> dict:
         row = self._open().execute(f"SELECT record FROM {self.table} WHERE doc_id = ?", (doc_id,)).fetchone()
         if row is None:
-            raise InputError(f"{self.what} {self.path.parent} has no record of document {doc_id!r} "
-                             "(built for another collection, or before the document was added?)")
+            raise InputError(
+                f"{self.what} {self.path.parent} has no record of document {doc_id!r} "
+                "(built for another collection, or before the document was added?)"
+            )
         return json.loads(row[0])
 
     def __contains__(self, doc_id) -> bool:
-        return isinstance(doc_id, str) and self._open().execute(
-            f"SELECT 1 FROM {self.table} WHERE doc_id = ?", (doc_id,)).fetchone() is not None
+        return (
+            isinstance(doc_id, str)
+            and self._open().execute(f"SELECT 1 FROM {self.table} WHERE doc_id = ?", (doc_id,)).fetchone() is not None
+        )
 
     def __len__(self) -> int:
         return self._open().execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0]

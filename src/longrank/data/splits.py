@@ -8,7 +8,9 @@ import numpy as np
 from longrank.io import InputError
 
 
-def make_folds(query_ids: list[str], method: str = "holdout", dev: float = 0.15, test: float = 0.35, k: int = 5, seed: int = 0) -> list[dict[str, list[str]]]:
+def make_folds(
+    query_ids: list[str], method: str = "holdout", dev: float = 0.15, test: float = 0.35, k: int = 5, seed: int = 0
+) -> list[dict[str, list[str]]]:
     qids = sorted(query_ids)
     order = np.random.default_rng(seed).permutation(len(qids))
     shuffled = [qids[i] for i in order]
@@ -18,7 +20,9 @@ def make_folds(query_ids: list[str], method: str = "holdout", dev: float = 0.15,
         n_test, n_dev = round(len(qids) * test), round(len(qids) * dev)
         if min(n_test, n_dev, len(qids) - n_test - n_dev) < 1:
             raise InputError(f"splits: {len(qids)} queries are too few for dev={dev}, test={test}")
-        folds = [{"test": shuffled[:n_test], "dev": shuffled[n_test : n_test + n_dev], "train": shuffled[n_test + n_dev :]}]
+        folds = [
+            {"test": shuffled[:n_test], "dev": shuffled[n_test : n_test + n_dev], "train": shuffled[n_test + n_dev :]}
+        ]
     elif method == "kfold":
         if k < 3 or k > len(qids):
             raise InputError(f"splits.k: {k} folds need 3 <= k <= number of queries ({len(qids)})")
@@ -26,11 +30,13 @@ def make_folds(query_ids: list[str], method: str = "holdout", dev: float = 0.15,
         folds = []
         for i in range(k):
             dev_i = (i + 1) % k
-            folds.append({
-                "test": chunks[i],
-                "dev": chunks[dev_i],
-                "train": [q for j, c in enumerate(chunks) if j not in (i, dev_i) for q in c],
-            })
+            folds.append(
+                {
+                    "test": chunks[i],
+                    "dev": chunks[dev_i],
+                    "train": [q for j, c in enumerate(chunks) if j not in (i, dev_i) for q in c],
+                }
+            )
     else:
         raise InputError(f"splits.method: {method!r}; expected holdout or kfold")
     return [{name: sorted(ids) for name, ids in fold.items()} for fold in folds]

@@ -85,14 +85,25 @@ class DocumentSentences:
                     df.update(set(tokens))
                     df[_NUM_DOCS] += 1
                 for start in range(0, len(tokens), self.max_words):
-                    yield tokens[start:start + self.max_words]
+                    yield tokens[start : start + self.max_words]
         if counting:
             self.doc_freq = df
 
 
-def train_word2vec(docs_path: Path, dim: int = 100, window: int = 5, epochs: int = 5, min_count: int = 2, seed: int = 0,
-                   negative: int = 5, architecture: str = "cbow", processing: str = "words", sample: float = 1e-3,
-                   alpha: float = 0.025, sentences: DocumentSentences | None = None):
+def train_word2vec(
+    docs_path: Path,
+    dim: int = 100,
+    window: int = 5,
+    epochs: int = 5,
+    min_count: int = 2,
+    seed: int = 0,
+    negative: int = 5,
+    architecture: str = "cbow",
+    processing: str = "words",
+    sample: float = 1e-3,
+    alpha: float = 0.025,
+    sentences: DocumentSentences | None = None,
+):
     """A gensim Word2Vec (CBOW or skip-gram) with negative sampling trained on ``docs_path`` (module docstring).
     ``sentences``: the corpus iterator to use (its ``doc_freq`` is filled by the first pass)."""
     if architecture not in ARCHITECTURES:
@@ -110,15 +121,36 @@ def train_word2vec(docs_path: Path, dim: int = 100, window: int = 5, epochs: int
             log.info("word2vec: epoch %d/%d done (%.1f s)", self.epoch, epochs, time.perf_counter() - self.started)
 
     sentences = sentences or DocumentSentences(docs_path, MAX_WORDS_IN_BATCH, processing)
-    model = Word2Vec(vector_size=dim, window=window, min_count=min_count, sg=ARCHITECTURES[architecture], hs=0,
-                     negative=negative, workers=1, seed=seed, epochs=epochs, sample=sample, alpha=alpha)
+    model = Word2Vec(
+        vector_size=dim,
+        window=window,
+        min_count=min_count,
+        sg=ARCHITECTURES[architecture],
+        hs=0,
+        negative=negative,
+        workers=1,
+        seed=seed,
+        epochs=epochs,
+        sample=sample,
+        alpha=alpha,
+    )
     model.build_vocab(sentences)
     if not len(model.wv):
         raise InputError(f"word2vec: no word of {docs_path} occurs min_count={min_count} times or more")
-    log.info("word2vec: %d words (min_count %d) from %d sentences, %d tokens", len(model.wv), min_count,
-             model.corpus_count, model.corpus_total_words)
-    model.train(sentences, total_examples=model.corpus_count, total_words=model.corpus_total_words, epochs=epochs,
-                callbacks=[Progress()])
+    log.info(
+        "word2vec: %d words (min_count %d) from %d sentences, %d tokens",
+        len(model.wv),
+        min_count,
+        model.corpus_count,
+        model.corpus_total_words,
+    )
+    model.train(
+        sentences,
+        total_examples=model.corpus_count,
+        total_words=model.corpus_total_words,
+        epochs=epochs,
+        callbacks=[Progress()],
+    )
     return model
 
 
@@ -148,28 +180,55 @@ def build(docs_path: Path, out: Path, **keys) -> None:
     write_word2vec_text(Path(out), words, vectors)
     num_docs = sentences.doc_freq[_NUM_DOCS]
     write_doc_freq(Path(out).parent / DOC_FREQ_FILE, sentences.doc_freq)
-    write_json(Path(out).parent / META_FILE, {**keys, "num_docs": num_docs, "words": len(words), "width": int(vectors.shape[1])})
-    log.info("word2vec: wrote %d vectors of %d values (IN ‖ OUT) to %s in %.1f s", len(words), vectors.shape[1], out,
-             time.perf_counter() - started)
+    write_json(
+        Path(out).parent / META_FILE,
+        {**keys, "num_docs": num_docs, "words": len(words), "width": int(vectors.shape[1])},
+    )
+    log.info(
+        "word2vec: wrote %d vectors of %d values (IN ‖ OUT) to %s in %.1f s",
+        len(words),
+        vectors.shape[1],
+        out,
+        time.perf_counter() - started,
+    )
 
 
 def add_arguments(parser):
     import inspect
 
-    defaults = {k: p.default for k, p in inspect.signature(train_word2vec).parameters.items() if p.default is not p.empty}
+    defaults = {
+        k: p.default for k, p in inspect.signature(train_word2vec).parameters.items() if p.default is not p.empty
+    }
     parser.add_argument("--docs", required=True, help="results/{dataset}/data/docs.jsonl")
-    parser.add_argument("--dim", type=int, default=defaults["dim"],
-                        help="size of the IN and of the OUT vectors (each word gets 2 x dim)")
+    parser.add_argument(
+        "--dim",
+        type=int,
+        default=defaults["dim"],
+        help="size of the IN and of the OUT vectors (each word gets 2 x dim)",
+    )
     parser.add_argument("--window", type=int, default=defaults["window"], help="context words on each side")
     parser.add_argument("--epochs", type=int, default=defaults["epochs"])
-    parser.add_argument("--min-count", type=int, default=defaults["min_count"],
-                        help="words rarer than this in the collection get no vector")
+    parser.add_argument(
+        "--min-count",
+        type=int,
+        default=defaults["min_count"],
+        help="words rarer than this in the collection get no vector",
+    )
     parser.add_argument("--seed", type=int, default=defaults["seed"])
-    parser.add_argument("--architecture", choices=list(ARCHITECTURES), default=defaults["architecture"],
-                        help="cbow (DESM's) or skipgram (the Conformer-Kernel authors' fastText skip-gram)")
-    parser.add_argument("--processing", default=defaults["processing"],
-                        help="text processing: words (the word models' tokens) or ck (the CK authors': stop words, Krovetz)")
-    parser.add_argument("--sample", type=float, default=defaults["sample"], help="down-sampling threshold of frequent words")
+    parser.add_argument(
+        "--architecture",
+        choices=list(ARCHITECTURES),
+        default=defaults["architecture"],
+        help="cbow (DESM's) or skipgram (the Conformer-Kernel authors' fastText skip-gram)",
+    )
+    parser.add_argument(
+        "--processing",
+        default=defaults["processing"],
+        help="text processing: words (the word models' tokens) or ck (the CK authors': stop words, Krovetz)",
+    )
+    parser.add_argument(
+        "--sample", type=float, default=defaults["sample"], help="down-sampling threshold of frequent words"
+    )
     parser.add_argument("--alpha", type=float, default=defaults["alpha"], help="initial learning rate")
     parser.add_argument("--out", required=True, help=f"results/{{dataset}}/data/{FILE_NAME}")
 
@@ -179,5 +238,16 @@ def run(args):
         if getattr(args, key) < 1:
             raise InputError(f"word2vec: --{key.replace('_', '-')} must be at least 1, got {getattr(args, key)}")
     analyzer(args.processing)  # an unknown name is an InputError before any work
-    build(Path(args.docs), Path(args.out), dim=args.dim, window=args.window, epochs=args.epochs, min_count=args.min_count,
-          seed=args.seed, architecture=args.architecture, processing=args.processing, sample=args.sample, alpha=args.alpha)
+    build(
+        Path(args.docs),
+        Path(args.out),
+        dim=args.dim,
+        window=args.window,
+        epochs=args.epochs,
+        min_count=args.min_count,
+        seed=args.seed,
+        architecture=args.architecture,
+        processing=args.processing,
+        sample=args.sample,
+        alpha=args.alpha,
+    )

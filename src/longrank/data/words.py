@@ -49,7 +49,8 @@ STOP_WORDS = _stop_words()
 TEXT_PROCESSING = ("words", "ck")
 
 #: The Conformer-Kernel authors' stop words (their list, sorted; it lists "would" twice: 542 distinct words)
-CK_STOP_WORDS = frozenset("""
+CK_STOP_WORDS = frozenset(
+    """
 a able about above according accordingly across actually after afterwards again against ain all allow allows
 almost alone along already also although always am among amongst an and another any anybody anyhow anyone
 anything anyway anyways anywhere apart appear appreciate appropriate are aren around as aside ask asking
@@ -81,7 +82,8 @@ up upon us use used useful uses using usually uucp v value various ve very via v
 we welcome well went were weren what whatever when whence whenever where whereafter whereas whereby wherein
 whereupon wherever whether which while whither who whoever whole whom whose why will willing wish with within
 without won wonder would wouldn x y yes yet you your youre yours yourself yourselves youve z zero
-""".split())
+""".split()
+)
 _CK_DROP = re.compile(r"[^a-z0-9\s]+")
 
 
@@ -152,8 +154,9 @@ class Vocabulary:
     ``analyze``: the text -> terms function (``analyzer``) that ``ids`` and the query words use; None is ``tokenize``
     (the word models' processing)."""
 
-    def __init__(self, words: list[str], doc_freq: list[int], num_docs: int,
-                 analyze: Callable[[str], list[str]] | None = None):
+    def __init__(
+        self, words: list[str], doc_freq: list[int], num_docs: int, analyze: Callable[[str], list[str]] | None = None
+    ):
         self.words = ["<pad>", "<oov>"] + list(words)
         self.index = {w: i for i, w in enumerate(self.words)}
         self.doc_freq = [0, 0] + list(doc_freq)
@@ -161,16 +164,29 @@ class Vocabulary:
         self.analyze = analyze
 
     @classmethod
-    def build(cls, doc_texts: Iterable[str], extra_texts: Iterable[str] = (), min_doc_freq: int = 1,
-              max_words: int | None = None, analyze: Callable[[str], list[str]] | None = None) -> "Vocabulary":
+    def build(
+        cls,
+        doc_texts: Iterable[str],
+        extra_texts: Iterable[str] = (),
+        min_doc_freq: int = 1,
+        max_words: int | None = None,
+        analyze: Callable[[str], list[str]] | None = None,
+    ) -> "Vocabulary":
         """Words of the documents (``from_doc_freq``'s filters) plus every word of ``extra_texts`` (queries)."""
         df = count_doc_freq(doc_texts) if analyze is None else count_doc_freq(doc_texts, analyze)
         num_docs = df.pop(_NUM_DOCS)
         return cls.from_doc_freq(lambda: sorted(df.items()), num_docs, extra_texts, min_doc_freq, max_words, analyze)
 
     @classmethod
-    def load(cls, path: str | Path, num_docs: int, extra_texts: Iterable[str] = (), min_doc_freq: int = 1,
-             max_words: int | None = None, analyze: Callable[[str], list[str]] | None = None) -> "Vocabulary":
+    def load(
+        cls,
+        path: str | Path,
+        num_docs: int,
+        extra_texts: Iterable[str] = (),
+        min_doc_freq: int = 1,
+        max_words: int | None = None,
+        analyze: Callable[[str], list[str]] | None = None,
+    ) -> "Vocabulary":
         """The vocabulary from a ``word<TAB>doc_freq`` file (``write_doc_freq``; the data stage's
         ``word_doc_freq.tsv``), read line by line: memory is the words kept, not the collection's word types."""
 
@@ -186,9 +202,15 @@ class Vocabulary:
         return cls.from_doc_freq(pairs, num_docs, extra_texts, min_doc_freq, max_words, analyze)
 
     @classmethod
-    def from_doc_freq(cls, pairs: Callable[[], Iterable[tuple[str, int]]], num_docs: int, extra_texts: Iterable[str] = (),
-                      min_doc_freq: int = 1, max_words: int | None = None,
-                      analyze: Callable[[str], list[str]] | None = None) -> "Vocabulary":
+    def from_doc_freq(
+        cls,
+        pairs: Callable[[], Iterable[tuple[str, int]]],
+        num_docs: int,
+        extra_texts: Iterable[str] = (),
+        min_doc_freq: int = 1,
+        max_words: int | None = None,
+        analyze: Callable[[str], list[str]] | None = None,
+    ) -> "Vocabulary":
         """Keep the document words in ``min_doc_freq`` documents or more and, with ``max_words``, only the
         ``max_words`` most frequent of those (ties: the first in word order, so the cut is deterministic), plus
         every word of ``extra_texts`` (with its document frequency), sorted for a deterministic id assignment. ``pairs()`` yields (word, df) in
@@ -288,7 +310,9 @@ def embedding_matrix(vocab: Vocabulary, source: str = "glove-6b-50d", seed: int 
     try:
         index, vectors = _glove_table(None if source == "glove-6b-50d" else source)
     except FileNotFoundError:
-        raise InputError(f"embeddings: file {source!r} not found; expected 'glove-6b-50d' or a word-vector text file") from None
+        raise InputError(
+            f"embeddings: file {source!r} not found; expected 'glove-6b-50d' or a word-vector text file"
+        ) from None
     dim = vectors.shape[1]
     rng = np.random.default_rng(seed)
     matrix = rng.normal(0.0, 0.1, size=(len(vocab), dim)).astype(np.float32)
@@ -300,4 +324,3 @@ def embedding_matrix(vocab: Vocabulary, source: str = "glove-6b-50d", seed: int 
             matrix[i] = vectors[j]
             hits += 1
     return torch.from_numpy(matrix), hits / max(1, len(vocab) - 2)
-

@@ -30,8 +30,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-dir", required=True, help="directory with {system}.tsv per-query evaluations")
     parser.add_argument("--systems", nargs="+", required=True, help="systems in table order (letters a, b, c, ...)")
     parser.add_argument("--reference", default=None, help="reference system for the non-inferiority test (MORES §4.1)")
-    parser.add_argument("--margins", nargs="+", type=float, default=[0.02, 0.05],
-                        help="non-inferiority margins as fractions of the reference mean (default: %(default)s)")
+    parser.add_argument(
+        "--margins",
+        nargs="+",
+        type=float,
+        default=[0.02, 0.05],
+        help="non-inferiority margins as fractions of the reference mean (default: %(default)s)",
+    )
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--bootstrap", type=int, default=10000, help="bootstrap resamples (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0)
@@ -67,11 +72,23 @@ def run(args: argparse.Namespace) -> None:
     n_queries = int(result["table"]["n_queries"].iloc[0]) if len(result["table"]) else 0
     n_pairs = len(args.systems) * (len(args.systems) - 1) // 2  # Holm's family: every pair of one measure
     settings = CompareSettings(
-        systems=list(args.systems), measures=measures, reference=args.reference, margins=list(args.margins),
-        alpha=args.alpha, bootstrap=args.bootstrap, seed=args.seed, n_queries=n_queries,
+        systems=list(args.systems),
+        measures=measures,
+        reference=args.reference,
+        margins=list(args.margins),
+        alpha=args.alpha,
+        bootstrap=args.bootstrap,
+        seed=args.seed,
+        n_queries=n_queries,
         letters_test="two-sided paired Wilcoxon signed-rank, Holm-corrected across all pairs per measure",
         noninferiority_test="one-sided paired t-test of H0: mean(sys) - mean(ref) <= -margin * mean(ref)",
-        smallest_p_holm=smallest_holm_wilcoxon_p(n_queries, n_pairs))
+        smallest_p_holm=smallest_holm_wilcoxon_p(n_queries, n_pairs),
+    )
     write_outputs(args.out_dir, result, settings)
-    log.info("compared %d systems on %d queries; letters from Holm-corrected Wilcoxon p < %s; wrote %s",
-             len(args.systems), n_queries, args.alpha, args.out_dir)
+    log.info(
+        "compared %d systems on %d queries; letters from Holm-corrected Wilcoxon p < %s; wrote %s",
+        len(args.systems),
+        n_queries,
+        args.alpha,
+        args.out_dir,
+    )

@@ -14,9 +14,13 @@ log = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", required=True, help="TREC run to evaluate")
     parser.add_argument("--qrels", required=True, help="TREC qrels (gain > 0 = relevant)")
-    parser.add_argument("--folds", required=True, help="folds.json; the evaluated queries are the union of the folds' test lists")
+    parser.add_argument(
+        "--folds", required=True, help="folds.json; the evaluated queries are the union of the folds' test lists"
+    )
     parser.add_argument("--out", required=True, help="output TSV: query_id then one column per measure")
-    parser.add_argument("--measures", nargs="+", default=DEFAULT_MEASURES, help="ir_measures names (default: %(default)s)")
+    parser.add_argument(
+        "--measures", nargs="+", default=DEFAULT_MEASURES, help="ir_measures names (default: %(default)s)"
+    )
 
 
 def run(args: argparse.Namespace) -> None:

@@ -32,8 +32,9 @@ def read_doc_lengths(path: str | os.PathLike) -> pd.Series:
     return frame.set_index("doc_id")["words"].astype(float)
 
 
-def relevant_median_length(qrels: Mapping[str, Mapping[str, int]], lengths: pd.Series,
-                           qids: Iterable[str]) -> pd.Series:
+def relevant_median_length(
+    qrels: Mapping[str, Mapping[str, int]], lengths: pd.Series, qids: Iterable[str]
+) -> pd.Series:
     """Median length in words of each query's relevant documents (queries without known lengths are left out)."""
     out = {}
     for q in qids:
@@ -83,8 +84,15 @@ def top_k(run: Mapping[str, Mapping[str, float]], k: int) -> dict[str, list[str]
     return {q: [d for d, _ in sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))[:k]] for q, docs in run.items()}
 
 
-def uniform_region_share(run: Mapping[str, Mapping[str, float]], qids: Iterable[str], lengths: pd.Series,
-                         read_len: int, region_size: int = 30, threshold: int = 500, top_docs: int = 10) -> float:
+def uniform_region_share(
+    run: Mapping[str, Mapping[str, float]],
+    qids: Iterable[str],
+    lengths: pd.Series,
+    read_len: int,
+    region_size: int = 30,
+    threshold: int = 500,
+    top_docs: int = 10,
+) -> float:
     """The share of regions that would start at token >= ``threshold`` if each region's start were uniform over
     the part of the document the model reads (its first ``read_len`` words), over each query's top documents:
     the baseline a region-position share is read against (long collections push it up by themselves)."""
@@ -98,14 +106,21 @@ def uniform_region_share(run: Mapping[str, Mapping[str, float]], qids: Iterable[
     return sum(shares) / len(shares) if shares else float("nan")
 
 
-def length_distributions(candidates: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, int]],
-                         runs: Mapping[str, Mapping[str, Mapping[str, float]]], lengths: pd.Series,
-                         qids: Iterable[str], depth: int = 30, n_buckets: int = 10) -> pd.DataFrame:
+def length_distributions(
+    candidates: Mapping[str, Mapping[str, float]],
+    qrels: Mapping[str, Mapping[str, int]],
+    runs: Mapping[str, Mapping[str, Mapping[str, float]]],
+    lengths: pd.Series,
+    qids: Iterable[str],
+    depth: int = 30,
+    n_buckets: int = 10,
+) -> pd.DataFrame:
     """Rows: length buckets; columns 'lo', 'hi', 'relevant' and one per run: share of documents per bucket."""
     qids = set(qids)
     edges = collection_length_edges(lengths, n_buckets)
-    rel = [lengths[d] for q in qids for d in candidates.get(q, {})
-           if qrels.get(q, {}).get(d, 0) > 0 and d in lengths.index]
+    rel = [
+        lengths[d] for q in qids for d in candidates.get(q, {}) if qrels.get(q, {}).get(d, 0) > 0 and d in lengths.index
+    ]
     out = pd.DataFrame({"lo": edges[:-1], "hi": edges[1:], "relevant": _bucket_shares(rel, edges)})
     for name, run in runs.items():
         tops = top_k({q: run[q] for q in qids if q in run}, depth)
@@ -114,8 +129,13 @@ def length_distributions(candidates: Mapping[str, Mapping[str, float]], qrels: M
     return out
 
 
-def region_positions(details_path: str | os.PathLike, run: Mapping[str, Mapping[str, float]] | None,
-                     qids: Iterable[str] | None = None, top_docs: int = 10, regions: int = 3) -> dict[int, list[int]]:
+def region_positions(
+    details_path: str | os.PathLike,
+    run: Mapping[str, Mapping[str, float]] | None,
+    qids: Iterable[str] | None = None,
+    top_docs: int = 10,
+    regions: int = 3,
+) -> dict[int, list[int]]:
     """Start offsets of the rank-1..``regions`` regions (by region score) of each query's top documents.
 
     Documents are the top ``top_docs`` of ``run`` per query (all documents in the file when ``run`` is None).
@@ -123,7 +143,9 @@ def region_positions(details_path: str | os.PathLike, run: Mapping[str, Mapping[
     wanted = None
     if run is not None:
         keep = set(qids) if qids is not None else set(run)
-        wanted = {(q, d) for q, docs in top_k({q: v for q, v in run.items() if q in keep}, top_docs).items() for d in docs}
+        wanted = {
+            (q, d) for q, docs in top_k({q: v for q, v in run.items() if q in keep}, top_docs).items() for d in docs
+        }
     positions: dict[int, list[int]] = {r: [] for r in range(1, regions + 1)}
     with open(details_path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
@@ -134,7 +156,9 @@ def region_positions(details_path: str | os.PathLike, run: Mapping[str, Mapping[
                 key = (str(rec["query_id"]), str(rec["doc_id"]))
                 starts, scores = list(rec["region_starts"]), list(rec.get("region_scores") or [])
             except (ValueError, KeyError) as err:
-                raise InputError(f"{details_path}:{lineno}: expected JSON with query_id, doc_id, region_starts ({err})") from None
+                raise InputError(
+                    f"{details_path}:{lineno}: expected JSON with query_id, doc_id, region_starts ({err})"
+                ) from None
             if wanted is not None and key not in wanted:
                 continue
             if len(scores) == len(starts):  # order by region score, best first

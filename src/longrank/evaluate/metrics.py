@@ -51,7 +51,9 @@ def read_folds(path: str | os.PathLike) -> list[dict]:
     if isinstance(folds, dict):  # tolerate a single fold written as an object
         folds = [folds]
     if not isinstance(folds, list) or not folds:
-        raise InputError(f"{path}: expected a non-empty JSON list of folds [{{'train':[...],'dev':[...],'test':[...]}}, ...]")
+        raise InputError(
+            f"{path}: expected a non-empty JSON list of folds [{{'train':[...],'dev':[...],'test':[...]}}, ...]"
+        )
     for i, fold in enumerate(folds):
         if not isinstance(fold, dict) or "test" not in fold:
             raise InputError(f"{path}: fold {i} has no 'test' list of query ids")
@@ -83,12 +85,20 @@ def per_query(
     columns = [str(m) for m in parsed]
     kept, dropped = evaluable_queries(qrels, qids)
     if dropped:
-        log.warning("%s: %d test queries have no relevant document in the qrels and are omitted for every system: %s",
-                    name, len(dropped), " ".join(dropped))
+        log.warning(
+            "%s: %d test queries have no relevant document in the qrels and are omitted for every system: %s",
+            name,
+            len(dropped),
+            " ".join(dropped),
+        )
     missing = [q for q in kept if not run.get(q)]
     if missing:
-        log.warning("%s: %d test queries are absent from the run and score 0 on every measure: %s",
-                    name, len(missing), " ".join(missing))
+        log.warning(
+            "%s: %d test queries are absent from the run and score 0 on every measure: %s",
+            name,
+            len(missing),
+            " ".join(missing),
+        )
     keep = set(kept)
     sub_qrels = {q: dict(qrels[q]) for q in kept}
     sub_run = {q: dict(docs) for q, docs in run.items() if q in keep and docs}

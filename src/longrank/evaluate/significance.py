@@ -63,7 +63,7 @@ def wilcoxon_p(x, y) -> float:
 def smallest_wilcoxon_p(n_pairs: int) -> float:
     """The smallest two-sided p of the exact Wilcoxon signed-rank test on ``n_pairs`` non-zero differences: all
     of one sign, probability 2 / 2^n. Fewer queries than about log2(2 / alpha) can never reach alpha."""
-    return min(1.0, 2.0 / 2.0 ** n_pairs) if n_pairs > 0 else 1.0
+    return min(1.0, 2.0 / 2.0**n_pairs) if n_pairs > 0 else 1.0
 
 
 def smallest_holm_wilcoxon_p(n_pairs: int, n_comparisons: int) -> float:
@@ -109,7 +109,7 @@ def bootstrap_means(values, n_resamples: int, seed: int, chunk: int = 1000) -> n
     for start in range(0, n_resamples, chunk):
         size = min(chunk, n_resamples - start)
         idx = rng.integers(0, v.size, size=(size, v.size))
-        out[start:start + size] = v[idx].mean(axis=1)
+        out[start : start + size] = v[idx].mean(axis=1)
     return out
 
 
@@ -146,8 +146,10 @@ def align(frames: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
         missing = sorted(union - set(frames[name].index))
         if missing:
             shown = " ".join(missing[:20]) + (" ..." if len(missing) > 20 else "")
-            raise InputError(f"system {name!r} is not evaluated on the same queries as the others: "
-                             f"{len(missing)} missing queries: {shown}")
+            raise InputError(
+                f"system {name!r} is not evaluated on the same queries as the others: "
+                f"{len(missing)} missing queries: {shown}"
+            )
     order = sorted(union)
     return {name: frames[name].loc[order] for name in names}
 
@@ -185,13 +187,21 @@ def compare(
         for a, b in pairs:
             d = values[a] - values[b]
             lo, hi = np.percentile(boot[a] - boot[b], [2.5, 97.5]) if d.size else (np.nan, np.nan)
-            rows.append({"measure": measure, "system_a": a, "system_b": b,
-                         "mean_a": float(values[a].mean()), "mean_b": float(values[b].mean()),
-                         "mean_diff": float(d.mean()) if d.size else np.nan,
-                         "diff_ci_low": float(lo), "diff_ci_high": float(hi),
-                         "cohens_d": cohens_d_paired(values[a], values[b]),
-                         "wilcoxon_p": wilcoxon_p(values[a], values[b]),
-                         "ttest_p": ttest_p(values[a], values[b])})
+            rows.append(
+                {
+                    "measure": measure,
+                    "system_a": a,
+                    "system_b": b,
+                    "mean_a": float(values[a].mean()),
+                    "mean_b": float(values[b].mean()),
+                    "mean_diff": float(d.mean()) if d.size else np.nan,
+                    "diff_ci_low": float(lo),
+                    "diff_ci_high": float(hi),
+                    "cohens_d": cohens_d_paired(values[a], values[b]),
+                    "wilcoxon_p": wilcoxon_p(values[a], values[b]),
+                    "ttest_p": ttest_p(values[a], values[b]),
+                }
+            )
         wp = holm([r["wilcoxon_p"] for r in rows])
         tp = holm([r["ttest_p"] for r in rows])
         for r, w, t in zip(rows, wp, tp):
@@ -204,10 +214,18 @@ def compare(
                 better[winner].append(letters[loser])
         for s in systems:
             lo, hi = (float(x) for x in np.percentile(boot[s], [2.5, 97.5]))
-            table_rows.append({"system": s, "letter": letters[s], "measure": measure,
-                               "mean": float(values[s].mean()), "ci_low": lo, "ci_high": hi,
-                               "better_than": "".join(sorted(better[s], key=LETTERS.index)),
-                               "n_queries": int(values[s].size)})
+            table_rows.append(
+                {
+                    "system": s,
+                    "letter": letters[s],
+                    "measure": measure,
+                    "mean": float(values[s].mean()),
+                    "ci_low": lo,
+                    "ci_high": hi,
+                    "better_than": "".join(sorted(better[s], key=LETTERS.index)),
+                    "n_queries": int(values[s].size),
+                }
+            )
         pair_rows.extend(rows)
         if reference is not None:
             for s in systems:
@@ -215,13 +233,36 @@ def compare(
                     continue
                 for margin in margins:
                     delta, t, p = noninferiority_p(values[s], values[reference], margin)
-                    ni_rows.append({"measure": measure, "system": s, "reference": reference, "margin": margin,
-                                    "mean": float(values[s].mean()), "reference_mean": float(values[reference].mean()),
-                                    "delta": delta, "t": t, "p": p,
-                                    "verdict": "non-inferior" if p < alpha else "not shown non-inferior"})
+                    ni_rows.append(
+                        {
+                            "measure": measure,
+                            "system": s,
+                            "reference": reference,
+                            "margin": margin,
+                            "mean": float(values[s].mean()),
+                            "reference_mean": float(values[reference].mean()),
+                            "delta": delta,
+                            "t": t,
+                            "p": p,
+                            "verdict": "non-inferior" if p < alpha else "not shown non-inferior",
+                        }
+                    )
 
-    pair_cols = ["measure", "system_a", "system_b", "mean_diff", "diff_ci_low", "diff_ci_high", "cohens_d",
-                 "wilcoxon_p", "wilcoxon_p_holm", "ttest_p", "ttest_p_holm", "mean_a", "mean_b"]
+    pair_cols = [
+        "measure",
+        "system_a",
+        "system_b",
+        "mean_diff",
+        "diff_ci_low",
+        "diff_ci_high",
+        "cohens_d",
+        "wilcoxon_p",
+        "wilcoxon_p_holm",
+        "ttest_p",
+        "ttest_p_holm",
+        "mean_a",
+        "mean_b",
+    ]
     table_cols = ["system", "letter", "measure", "mean", "ci_low", "ci_high", "better_than", "n_queries"]
     ni_cols = ["measure", "system", "reference", "margin", "mean", "reference_mean", "delta", "t", "p", "verdict"]
     return {

@@ -78,8 +78,10 @@ def load_pipeline():
 
 def annotation(doc) -> dict:
     """The record of one parsed spaCy ``Doc``."""
-    return {"sentences": [[s.start_char, s.end_char] for s in doc.sents],
-            "entities": [[e.start_char, e.end_char, e.label_, e.text] for e in doc.ents]}
+    return {
+        "sentences": [[s.start_char, s.end_char] for s in doc.sents],
+        "entities": [[e.start_char, e.end_char, e.label_, e.text] for e in doc.ents],
+    }
 
 
 def annotate(docs: Iterable[tuple[str, str]], n_docs: int, cfg: dict, out: Path) -> dict:
@@ -103,17 +105,31 @@ def annotate(docs: Iterable[tuple[str, str]], n_docs: int, cfg: dict, out: Path)
                 sentences += len(record["sentences"])
                 labels.update(label for _, _, label, _ in record["entities"])
         seconds = time.perf_counter() - start
-        stats = {"settings": cfg, "spacy": spacy.__version__, "pipeline": f"{nlp.meta['name']} {nlp.meta['version']}",
-                 "components": nlp.pipe_names, "documents": n, "seconds": seconds, "docs_per_second": n / max(seconds, 1e-9),
-                 "sentences_per_doc": sentences / max(n, 1), "entities_per_doc": labels.total() / max(n, 1),
-                 "entity_labels": dict(labels.most_common())}
+        stats = {
+            "settings": cfg,
+            "spacy": spacy.__version__,
+            "pipeline": f"{nlp.meta['name']} {nlp.meta['version']}",
+            "components": nlp.pipe_names,
+            "documents": n,
+            "seconds": seconds,
+            "docs_per_second": n / max(seconds, 1e-9),
+            "sentences_per_doc": sentences / max(n, 1),
+            "entities_per_doc": labels.total() / max(n, 1),
+            "entity_labels": dict(labels.most_common()),
+        }
         write_json(staging / "stats.json", stats)
         staging.chmod(umask_mode(0o777))  # mkdtemp makes it 0700: others in a shared results tree could not read it
         replace_directory(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    log.info("annotate: %d documents in %.0f s (%.1f docs/s), %.1f sentences and %.1f entities per document", n, seconds,
-             stats["docs_per_second"], stats["sentences_per_doc"], stats["entities_per_doc"])
+    log.info(
+        "annotate: %d documents in %.0f s (%.1f docs/s), %.1f sentences and %.1f entities per document",
+        n,
+        seconds,
+        stats["docs_per_second"],
+        stats["sentences_per_doc"],
+        stats["entities_per_doc"],
+    )
     return stats
 
 
@@ -123,7 +139,10 @@ def annotate_texts(texts: Mapping[str, str], cfg: dict) -> dict[str, dict]:
     nlp = load_pipeline()
     items = ((cut_text(text, cfg["max_words"]), doc_id) for doc_id, text in texts.items())
     parsed = nlp.pipe(items, as_tuples=True, batch_size=cfg["batch_size"], n_process=cfg["n_process"])
-    return {doc_id: annotation(doc) for doc, doc_id in progress(parsed, total=len(texts), desc="annotate", unit="doc", mininterval=5)}
+    return {
+        doc_id: annotation(doc)
+        for doc, doc_id in progress(parsed, total=len(texts), desc="annotate", unit="doc", mininterval=5)
+    }
 
 
 class Annotations(Records):

@@ -60,8 +60,18 @@ log = logging.getLogger(__name__)
 NUMERIC_LABELS = ("DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL")
 # en_core_web_sm's NER labels (OntoNotes 5) without the numeric ones
 ENTITY_LABELS = ["PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE"]
-DEFAULTS = {"encoder": "minilm", "window": 128, "overlap": 0.25, "max_doc_tokens": 2048, "max_sentence_nodes": 64,
-            "max_token_nodes": 256, "entity_labels": ENTITY_LABELS, "prf_depth": 10, "prf_terms": 10, "p2p_top_k": 5}
+DEFAULTS = {
+    "encoder": "minilm",
+    "window": 128,
+    "overlap": 0.25,
+    "max_doc_tokens": 2048,
+    "max_sentence_nodes": 64,
+    "max_token_nodes": 256,
+    "entity_labels": ENTITY_LABELS,
+    "prf_depth": 10,
+    "prf_terms": 10,
+    "p2p_top_k": 5,
+}
 POSITIVE = ("window", "max_doc_tokens", "prf_depth")
 NON_NEGATIVE = ("max_sentence_nodes", "max_token_nodes", "prf_terms", "p2p_top_k")
 # ASCII letters and digits, lower-cased after matching: "lowercase [a-z0-9] runs" whose offsets stay those of
@@ -80,11 +90,15 @@ def graph_settings(cfg: dict) -> dict:
     for key in POSITIVE + NON_NEGATIVE:
         least = 1 if key in POSITIVE else 0
         if not isinstance(s[key], int) or isinstance(s[key], bool) or s[key] < least:
-            raise InputError(f"mir_graphs.{key}: {s[key]!r} is not a{' positive' if least else ' non-negative'} integer")
+            raise InputError(
+                f"mir_graphs.{key}: {s[key]!r} is not a{' positive' if least else ' non-negative'} integer"
+            )
     if not isinstance(s["overlap"], (int, float)) or isinstance(s["overlap"], bool) or not 0 <= s["overlap"] < 1:
         raise InputError(f"mir_graphs.overlap: {s['overlap']!r} is not a fraction in [0, 1)")
     if stride(s) < 1:
-        raise InputError(f"mir_graphs.overlap: {s['overlap']!r} leaves a stride of 0 tokens for a window of {s['window']}")
+        raise InputError(
+            f"mir_graphs.overlap: {s['overlap']!r} leaves a stride of 0 tokens for a window of {s['window']}"
+        )
     labels = s["entity_labels"]
     if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
         raise InputError(f"mir_graphs.entity_labels: {labels!r} is not a list of spaCy NER labels")
@@ -136,8 +150,9 @@ def passage_windows(n_tokens: int, window: int, stride: int, max_tokens: int) ->
     return windows
 
 
-def prf_weights(queries: Mapping[str, str], run: Run, depth: int,
-                leave_out: Mapping[str, Iterable[str]] = {}) -> dict[str, dict[str, float]]:
+def prf_weights(
+    queries: Mapping[str, str], run: Run, depth: int, leave_out: Mapping[str, Iterable[str]] = {}
+) -> dict[str, dict[str, float]]:
     """Eq. 1: per document d, y_{t,d} = |Q_{d,t}| / |Q_d| for each word t with y > 0, where Q_d are the queries
     ranking d in their top ``depth`` (by score, ties by doc id) and Q_{d,t} those of them whose text has t.
     ``leave_out`` (query -> documents) keeps a query out of those documents' Q_d, after ranking."""
@@ -156,8 +171,14 @@ def prf_weights(queries: Mapping[str, str], run: Run, depth: int,
     return out
 
 
-def prf_words(queries: Mapping[str, str], run: Run, doc_texts: Mapping[str, str], depth: int, n_terms: int,
-              leave_out: Mapping[str, Iterable[str]] = {}) -> dict[str, list[str]]:
+def prf_words(
+    queries: Mapping[str, str],
+    run: Run,
+    doc_texts: Mapping[str, str],
+    depth: int,
+    n_terms: int,
+    leave_out: Mapping[str, Iterable[str]] = {},
+) -> dict[str, list[str]]:
     """Each document's PRF words: the ``n_terms`` of highest Eq. 1 weight (ties alphabetical) that occur in its
     text as read (``doc_texts[doc_id]``); documents without any are left out."""
     out = {}
@@ -181,7 +202,9 @@ def p2p_edges(passage_texts: list[str], vectorizer: TfidfVectorizer | None, top_
     sim = (x @ x.T).toarray()  # rows are L2-normalised: dot products are cosines
     pairs = set()
     for i in range(len(passage_texts)):
-        others = sorted((j for j in range(len(passage_texts)) if j != i and sim[i, j] > 0), key=lambda j: (-sim[i, j], j))
+        others = sorted(
+            (j for j in range(len(passage_texts)) if j != i and sim[i, j] > 0), key=lambda j: (-sim[i, j], j)
+        )
         pairs.update((min(i, j), max(i, j)) for j in others[:top_k])
     return [list(p) for p in sorted(pairs)]
 
@@ -194,21 +217,30 @@ def _linked(groups: Iterable[list[int]]) -> list[list[int]]:
 
 def _check_annotation(text: str, annotation: dict) -> None:
     bad = [s for s in annotation["sentences"] if not 0 <= s[0] <= s[1] <= len(text)]
-    bad += [e for e in annotation["entities"] if not 0 <= e[0] <= e[1] <= len(text) or text[e[0]:e[1]] != e[3]]
+    bad += [e for e in annotation["entities"] if not 0 <= e[0] <= e[1] <= len(text) or text[e[0] : e[1]] != e[3]]
     if bad:
-        raise InputError(f"its annotation does not match its text (span {bad[0]} in a text of {len(text)} characters): "
-                         "annotated from another collection or with another max_words? re-run the annotate stage")
+        raise InputError(
+            f"its annotation does not match its text (span {bad[0]} in a text of {len(text)} characters): "
+            "annotated from another collection or with another max_words? re-run the annotate stage"
+        )
 
 
-def build_record(text: str, annotation: dict, prf_words: list[str], tokenizer, settings: dict,
-                 vectorizer: TfidfVectorizer | None) -> dict:
+def build_record(
+    text: str, annotation: dict, prf_words: list[str], tokenizer, settings: dict, vectorizer: TfidfVectorizer | None
+) -> dict:
     """The graph record of one document. ``text``: the text its ``annotation`` was made from
     (``annotate.cut_text``); ``prf_words``: its PRF words (none without a PRF set: entities only);
     ``settings``: checked by ``graph_settings``; ``vectorizer``: ``fit_tfidf`` on the collection."""
     _check_annotation(text, annotation)
     # split_special_tokens: a document's literal "[SEP]" stays text, so only our markers hold sep_token_id
-    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=True,
-                    max_length=settings["max_doc_tokens"], split_special_tokens=True)
+    enc = tokenizer(
+        text,
+        add_special_tokens=False,
+        return_offsets_mapping=True,
+        truncation=True,
+        max_length=settings["max_doc_tokens"],
+        split_special_tokens=True,
+    )
     ids, offsets = enc["input_ids"], enc["offset_mapping"]
     n = len(ids)
     starts, ends = [a for a, _ in offsets], [b for _, b in offsets]
@@ -221,7 +253,9 @@ def build_record(text: str, annotation: dict, prf_words: list[str], tokenizer, s
     spans = [(a, b, "e:" + " ".join(t.lower().split())) for a, b, label, t in annotation["entities"] if label in labels]
     wanted = set(prf_words)
     spans += [(a, b, "w:" + w) for a, b, w in word_spans(read) if w in wanted]
-    mentions = [(key, bisect_right(ends, a), bisect_left(starts, b)) for a, b, key in spans]  # tokens overlapping [a, b)
+    mentions = [
+        (key, bisect_right(ends, a), bisect_left(starts, b)) for a, b, key in spans
+    ]  # tokens overlapping [a, b)
     mentions = [(key, lo, hi) for key, lo, hi in mentions if lo < hi]
     keys_at: list[list[str]] = [[] for _ in range(n)]
     for key, lo, hi in mentions:
@@ -230,7 +264,9 @@ def build_record(text: str, annotation: dict, prf_words: list[str], tokenizer, s
 
     sep = tokenizer.sep_token_id
     passages, sentences, piece_keys, tokens, texts = [], [], [], [], []
-    for p, (start, end) in enumerate(passage_windows(n, settings["window"], stride(settings), settings["max_doc_tokens"])):
+    for p, (start, end) in enumerate(
+        passage_windows(n, settings["window"], stride(settings), settings["max_doc_tokens"])
+    ):
         seq, position = [], {}
         for t in range(start, end):
             if t == start or sentence_of[t] != sentence_of[t - 1]:  # a sentence piece begins
@@ -263,11 +299,18 @@ def build_record(text: str, annotation: dict, prf_words: list[str], tokenizer, s
     for i, keys in enumerate(piece_keys[: len(sentences)]):
         for key in keys:
             sharing[key].append(i)
-    return {"passages": passages, "sentences": sentences, "tokens": [[p, pos] for p, pos, _ in tokens],
-            "token_keys": [key for _, _, key in tokens],
-            "edges": {"p2p": p2p_edges(texts, vectorizer, settings["p2p_top_k"]), "s2s": _linked(sharing.values()),
-                      "t2t": _linked(by_key.values())},
-            "n_tokens": n}
+    return {
+        "passages": passages,
+        "sentences": sentences,
+        "tokens": [[p, pos] for p, pos, _ in tokens],
+        "token_keys": [key for _, _, key in tokens],
+        "edges": {
+            "p2p": p2p_edges(texts, vectorizer, settings["p2p_top_k"]),
+            "s2s": _linked(sharing.values()),
+            "t2t": _linked(by_key.values()),
+        },
+        "n_tokens": n,
+    }
 
 
 class _ReadTexts:
@@ -282,8 +325,14 @@ class _ReadTexts:
 
     def __getitem__(self, doc_id: str) -> str:
         text = cut_text(self.docs[doc_id], self.max_words)
-        offsets = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=True,
-                                 max_length=self.max_tokens, split_special_tokens=True)["offset_mapping"]
+        offsets = self.tokenizer(
+            text,
+            add_special_tokens=False,
+            return_offsets_mapping=True,
+            truncation=True,
+            max_length=self.max_tokens,
+            split_special_tokens=True,
+        )["offset_mapping"]
         return text[: offsets[-1][1]] if offsets else ""
 
 
@@ -296,11 +345,20 @@ def read_prf_queries(directory: str | Path) -> tuple[dict[str, str], Run]:
 
 
 def _summary(values: list[float]) -> dict:
-    return {"mean": float(np.mean(values)) if values else 0.0, "p90": float(np.percentile(values, 90)) if values else 0.0}
+    return {
+        "mean": float(np.mean(values)) if values else 0.0,
+        "p90": float(np.percentile(values, 90)) if values else 0.0,
+    }
 
 
-def build(corpus: Corpus, annotations: Annotations, prf_dir: str | Path | None, cfg: dict, out: Path,
-          prf_leave_out: Mapping[str, Iterable[str]] = {}) -> dict:
+def build(
+    corpus: Corpus,
+    annotations: Annotations,
+    prf_dir: str | Path | None,
+    cfg: dict,
+    out: Path,
+    prf_leave_out: Mapping[str, Iterable[str]] = {},
+) -> dict:
     from longrank.models.modules.encoders import load_tokenizer
 
     s = graph_settings(cfg)
@@ -309,13 +367,21 @@ def build(corpus: Corpus, annotations: Annotations, prf_dir: str | Path | None, 
         raise InputError(f"mir_graphs.encoder: {s['encoder']!r} has no fast tokenizer (character offsets are needed)")
     docs, max_words = corpus.docs, annotations.max_words
     begin = time.perf_counter()
-    vectorizer = fit_tfidf(cut_text(text, max_words) for text in progress(docs.values(), total=len(docs), desc="graphs: tf-idf",
-                                                                        unit="doc", mininterval=5))
+    vectorizer = fit_tfidf(
+        cut_text(text, max_words)
+        for text in progress(docs.values(), total=len(docs), desc="graphs: tf-idf", unit="doc", mininterval=5)
+    )
     prf = {}
     if prf_dir is not None:
         queries, run = read_prf_queries(prf_dir)
-        prf = prf_words(queries, run, _ReadTexts(docs, max_words, tokenizer, s["max_doc_tokens"]), s["prf_depth"], s["prf_terms"],
-                        prf_leave_out)
+        prf = prf_words(
+            queries,
+            run,
+            _ReadTexts(docs, max_words, tokenizer, s["max_doc_tokens"]),
+            s["prf_depth"],
+            s["prf_terms"],
+            prf_leave_out,
+        )
     seconds, counts = [], defaultdict(list)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
@@ -325,7 +391,9 @@ def build(corpus: Corpus, annotations: Annotations, prf_dir: str | Path | None, 
                 annotation = annotations[doc_id]
                 start = time.perf_counter()
                 try:
-                    record = build_record(cut_text(text, max_words), annotation, prf.get(doc_id, []), tokenizer, s, vectorizer)
+                    record = build_record(
+                        cut_text(text, max_words), annotation, prf.get(doc_id, []), tokenizer, s, vectorizer
+                    )
                 except InputError as err:
                     raise InputError(f"document {doc_id!r}: {err}") from None
                 seconds.append(time.perf_counter() - start)
@@ -335,42 +403,72 @@ def build(corpus: Corpus, annotations: Annotations, prf_dir: str | Path | None, 
                 for view, edges in record["edges"].items():
                     counts[view].append(len(edges))
         n = len(seconds)
-        stats = {"documents": n, "seconds": time.perf_counter() - begin, "annotations": str(annotations.path.parent),
-                 "max_words": max_words, "prf_queries": None if prf_dir is None else str(prf_dir), "prf_documents": len(prf),
-                 "construction_seconds_per_document": {**_summary(seconds), "max": max(seconds, default=0.0)},
-                 "nodes": {view: _summary(counts[view]) for view in ("passages", "sentences", "tokens")},
-                 "edges": {view: _summary(counts[view]) for view in ("p2p", "s2s", "t2t")},
-                 # a capped count is below its cap exactly when the uncapped one is
-                 "under_cap": {"sentences": float(np.mean([c < s["max_sentence_nodes"] for c in counts["sentences"]])) if n else 1.0,
-                               "tokens": float(np.mean([c < s["max_token_nodes"] for c in counts["tokens"]])) if n else 1.0}}
-        write_json(staging / SETTINGS, {**s, "cls_id": tokenizer.cls_token_id, "sep_id": tokenizer.sep_token_id,
-                                        "pad_id": tokenizer.pad_token_id, "vocab_size": tokenizer.vocab_size})
+        stats = {
+            "documents": n,
+            "seconds": time.perf_counter() - begin,
+            "annotations": str(annotations.path.parent),
+            "max_words": max_words,
+            "prf_queries": None if prf_dir is None else str(prf_dir),
+            "prf_documents": len(prf),
+            "construction_seconds_per_document": {**_summary(seconds), "max": max(seconds, default=0.0)},
+            "nodes": {view: _summary(counts[view]) for view in ("passages", "sentences", "tokens")},
+            "edges": {view: _summary(counts[view]) for view in ("p2p", "s2s", "t2t")},
+            # a capped count is below its cap exactly when the uncapped one is
+            "under_cap": {
+                "sentences": float(np.mean([c < s["max_sentence_nodes"] for c in counts["sentences"]])) if n else 1.0,
+                "tokens": float(np.mean([c < s["max_token_nodes"] for c in counts["tokens"]])) if n else 1.0,
+            },
+        }
+        write_json(
+            staging / SETTINGS,
+            {
+                **s,
+                "cls_id": tokenizer.cls_token_id,
+                "sep_id": tokenizer.sep_token_id,
+                "pad_id": tokenizer.pad_token_id,
+                "vocab_size": tokenizer.vocab_size,
+            },
+        )
         write_json(staging / "stats.json", stats)
         staging.chmod(umask_mode(0o777))  # mkdtemp makes it 0700: others in a shared results tree could not read it
         replace_directory(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    log.info("graphs: %d documents in %.0f s (%.1f ms each); per document %.1f passages, %.1f sentence and %.1f token "
-             "nodes; %.0f%% / %.0f%% under the sentence / token caps", n, stats["seconds"],
-             1000 * stats["construction_seconds_per_document"]["mean"], stats["nodes"]["passages"]["mean"],
-             stats["nodes"]["sentences"]["mean"], stats["nodes"]["tokens"]["mean"], 100 * stats["under_cap"]["sentences"],
-             100 * stats["under_cap"]["tokens"])
+    log.info(
+        "graphs: %d documents in %.0f s (%.1f ms each); per document %.1f passages, %.1f sentence and %.1f token "
+        "nodes; %.0f%% / %.0f%% under the sentence / token caps",
+        n,
+        stats["seconds"],
+        1000 * stats["construction_seconds_per_document"]["mean"],
+        stats["nodes"]["passages"]["mean"],
+        stats["nodes"]["sentences"]["mean"],
+        stats["nodes"]["tokens"]["mean"],
+        100 * stats["under_cap"]["sentences"],
+        100 * stats["under_cap"]["tokens"],
+    )
     return stats
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--data", required=True, help="results/{dataset}/data")
     parser.add_argument("--annotations", required=True, help="the annotate stage's directory")
-    parser.add_argument("--prf-queries", help="a pseudo_queries set's directory (queries.tsv, candidates.run): PRF words "
-                                              "as token pivots; without it, entities only")
-    parser.add_argument("--pretrain-queries", help="a pseudo_queries set's directory: build the set as pre-training on it "
-                                                   "reads the collection (see pretraining_inputs)")
+    parser.add_argument(
+        "--prf-queries",
+        help="a pseudo_queries set's directory (queries.tsv, candidates.run): PRF words "
+        "as token pivots; without it, entities only",
+    )
+    parser.add_argument(
+        "--pretrain-queries",
+        help="a pseudo_queries set's directory: build the set as pre-training on it "
+        "reads the collection (see pretraining_inputs)",
+    )
     parser.add_argument("--config", default="{}", help="the graph set's settings as inline JSON")
     parser.add_argument("--out", required=True, help="the graph set's directory")
 
 
-def pretraining_inputs(data: str | Path, pseudo_dir: str | Path, annotations: Annotations,
-                       prf_dir: str | Path | None) -> tuple[Corpus, dict[str, set[str]]]:
+def pretraining_inputs(
+    data: str | Path, pseudo_dir: str | Path, annotations: Annotations, prf_dir: str | Path | None
+) -> tuple[Corpus, dict[str, set[str]]]:
     """The collection as pre-training on a pseudo-query set reads it, and the PRF pairs to leave out.
 
     Pre-training reads each pseudo-query's positive without the text the query came from (``overrides.jsonl``), so

@@ -38,8 +38,11 @@ if TYPE_CHECKING:
 def config_keys(part: Callable) -> dict[str, Any]:
     """The config keys a constructor (or function) takes and their defaults: its parameters that have one.
     Parameters without a default are wiring the model passes itself (a vocabulary, a width)."""
-    return {name: p.default for name, p in inspect.signature(part).parameters.items()
-            if p.default is not inspect.Parameter.empty}
+    return {
+        name: p.default
+        for name, p in inspect.signature(part).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
 
 
 #: where a per-document artifact is built: once from the data, or from one fold's trained weights
@@ -93,7 +96,9 @@ class Ranker(nn.Module):
         artifact name -> scope (``collection`` or ``fold``). Most models need none."""
         return {}
 
-    def build_artifacts(self, scope: str, corpus: "Corpus", doc_ids: list[str], out_dir: Path, *, batch_size: int = 32) -> None:
+    def build_artifacts(
+        self, scope: str, corpus: "Corpus", doc_ids: list[str], out_dir: Path, *, batch_size: int = 32
+    ) -> None:
         """Write this model's artifacts of ``scope`` for ``doc_ids`` into the (existing, empty) ``out_dir``, on the
         model's device, ``batch_size`` documents at a time where batches matter. For ``fold`` the model holds that
         fold's trained weights."""

@@ -41,7 +41,13 @@ from torch import nn
 from longrank.entries import DEFAULT_MAX_PASSAGES
 from longrank.io import InputError
 from longrank.models.base import Ranker
-from longrank.models.modules.encoders import encoder_choice, freeze_lower_layers, from_encoder_config, mean_pool, wordpiece_ids
+from longrank.models.modules.encoders import (
+    encoder_choice,
+    freeze_lower_layers,
+    from_encoder_config,
+    mean_pool,
+    wordpiece_ids,
+)
 
 
 COSINE_SCALE = 20.0  # sentence-transformers' MultipleNegativesRankingLoss scale: cosines become logits
@@ -52,9 +58,19 @@ class BertRanker(Ranker):
     config_parts = (encoder_choice,)
     parameter_groups = {"scoring": ("head.",)}  # train.scoring_lr: the new score head on a pretrained encoder
 
-    def __init__(self, encoder, tokenizer, mode: str = "firstp", passage_len: int = 256, passage_stride: int | None = None,
-                 max_passages: int | None = None, max_query_len: int = 30, pooling: str = "cls", freeze_layers: int = 0,
-                 maxp_training: str = "passage"):
+    def __init__(
+        self,
+        encoder,
+        tokenizer,
+        mode: str = "firstp",
+        passage_len: int = 256,
+        passage_stride: int | None = None,
+        max_passages: int | None = None,
+        max_query_len: int = 30,
+        pooling: str = "cls",
+        freeze_layers: int = 0,
+        maxp_training: str = "passage",
+    ):
         super().__init__()
         if mode not in {"firstp", "maxp"}:
             raise InputError(f"mode: expected 'firstp' or 'maxp', got {mode!r}")
@@ -64,7 +80,9 @@ class BertRanker(Ranker):
             raise InputError(f"pooling: expected 'cls', 'mean' or 'segment_cosine', got {pooling!r}")
         max_pos = getattr(encoder.config, "max_position_embeddings", 512)
         if max_query_len + passage_len + 3 > max_pos:
-            raise InputError(f"passage_len: {passage_len} document tokens + max_query_len {max_query_len} + 3 special tokens exceed the encoder's {max_pos} positions")
+            raise InputError(
+                f"passage_len: {passage_len} document tokens + max_query_len {max_query_len} + 3 special tokens exceed the encoder's {max_pos} positions"
+            )
         self.encoder, self.tokenizer = encoder, tokenizer
         self.mode, self.pooling, self.maxp_training = mode, pooling, maxp_training
         self.passage_len, self.max_query_len = passage_len, max_query_len
@@ -120,14 +138,21 @@ class BertRanker(Ranker):
                 attention_mask[i, j, : len(seq)] = 1
                 token_type_ids[i, j, n_query : len(seq)] = 1
                 passage_mask[i, j] = True
-        return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids, "passage_mask": passage_mask}
+        return {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "token_type_ids": token_type_ids,
+            "passage_mask": passage_mask,
+        }
 
     def passage_scores(self, input_ids, attention_mask, token_type_ids, passage_mask) -> torch.Tensor:
         """[B, P] scores, -inf where a document has no passage (packed: padding passages are never run)."""
         keep = passage_mask.reshape(-1)
         flat = lambda t: t.reshape(-1, t.shape[-1])[keep]  # noqa: E731
         mask = flat(attention_mask)
-        states = self.encoder(input_ids=flat(input_ids), attention_mask=mask, token_type_ids=flat(token_type_ids)).last_hidden_state
+        states = self.encoder(
+            input_ids=flat(input_ids), attention_mask=mask, token_type_ids=flat(token_type_ids)
+        ).last_hidden_state
         if self.pooling == "segment_cosine":
             segment = flat(token_type_ids)  # 0: [CLS] query [SEP], 1: passage [SEP]
             query, passage = mean_pool(states, mask * (1 - segment)), mean_pool(states, mask * segment)

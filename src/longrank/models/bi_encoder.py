@@ -36,7 +36,9 @@ class BiEncoder(Ranker):
         return {**{f"q_{k}": v for k, v in q.items()}, **{f"d_{k}": v for k, v in d.items()}}
 
     def embed(self, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
-        states = self.encoder(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+        states = self.encoder(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state
         return mean_pool(states, attention_mask)
 
     def forward(self, q_input_ids, q_attention_mask, q_token_type_ids, d_input_ids, d_attention_mask, d_token_type_ids):

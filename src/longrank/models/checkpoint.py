@@ -70,8 +70,10 @@ def verify_weights(path: str | Path, require_manifest: bool = False) -> None:
     manifest = manifest_path(path)
     if not manifest.exists():
         if require_manifest:
-            raise InputError(f"checkpoint {path} has no manifest ({manifest.name}: its size and SHA-256, which the train "
-                             "stage writes beside it); it cannot be checked, so it is not used: train the model again")
+            raise InputError(
+                f"checkpoint {path} has no manifest ({manifest.name}: its size and SHA-256, which the train "
+                "stage writes beside it); it cannot be checked, so it is not used: train the model again"
+            )
         return
     try:
         records = json.loads(manifest.read_text())["files"]
@@ -79,8 +81,9 @@ def verify_weights(path: str | Path, require_manifest: bool = False) -> None:
     except (ValueError, KeyError, TypeError) as err:
         problems = [f"the manifest {manifest} is unreadable ({type(err).__name__}: {err})"]
     if problems:
-        raise InputError(f"checkpoint {path} is corrupt: {'; '.join(problems)}; delete it and its manifest and train the "
-                         "model again")
+        raise InputError(
+            f"checkpoint {path} is corrupt: {'; '.join(problems)}; delete it and its manifest and train the model again"
+        )
 
 
 def _model_class(model: torch.nn.Module) -> str:
@@ -109,22 +112,36 @@ def load_weights(model: torch.nn.Module, path: str | Path, require_manifest: boo
             saved_class = (f.metadata() or {}).get("model_class")
         state = load_file(str(path))
     except SafetensorError as err:
-        raise InputError(f"checkpoint {path} is not a safetensors file ({err}); weights are only read from safetensors, "
-                         "never unpickled") from None
+        raise InputError(
+            f"checkpoint {path} is not a safetensors file ({err}); weights are only read from safetensors, "
+            "never unpickled"
+        ) from None
     if saved_class is not None and saved_class != _model_class(model):
-        raise InputError(f"checkpoint {path} holds a {saved_class} model's weights; the config builds a {_model_class(model)}")
+        raise InputError(
+            f"checkpoint {path} holds a {saved_class} model's weights; the config builds a {_model_class(model)}"
+        )
     own = model.state_dict()
-    resized = [f"{k} {tuple(state[k].shape)} vs {tuple(own[k].shape)}" for k in own if k in state and state[k].shape != own[k].shape]
+    resized = [
+        f"{k} {tuple(state[k].shape)} vs {tuple(own[k].shape)}"
+        for k in own
+        if k in state and state[k].shape != own[k].shape
+    ]
     if resized:
-        raise InputError(f"checkpoint {path} was trained with other sizes than the configured model (saved vs configured): "
-                         + "; ".join(resized[:5]))
+        raise InputError(
+            f"checkpoint {path} was trained with other sizes than the configured model (saved vs configured): "
+            + "; ".join(resized[:5])
+        )
     # not strict: a model's load hooks may map saved keys (MORES's tied query layers); what is left over is checked here
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
-        raise InputError(f"checkpoint {path} does not fit the configured model: missing {missing[:5]}, unexpected {unexpected[:5]}")
+        raise InputError(
+            f"checkpoint {path} does not fit the configured model: missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
 
 
-def load_model(checkpoint: str | Path, model_cfg: dict, corpus, device: torch.device | str = "cpu", require_manifest: bool = False):
+def load_model(
+    checkpoint: str | Path, model_cfg: dict, corpus, device: torch.device | str = "cpu", require_manifest: bool = False
+):
     """Rebuild the configured model and load trained weights into it (eval mode); ``require_manifest``: refuse weights
     without a manifest too (the rerank stage's trained models always have one)."""
     model = build_model(model_cfg, corpus)

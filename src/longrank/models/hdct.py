@@ -61,8 +61,22 @@ log = logging.getLogger(__name__)
 METHOD = "hdct"
 COMBINE = ("max", "sum", "decay")
 #: first_stages[] keys of method hdct and their defaults (CPU-sized; the TREC DL configs set the paper's)
-DEFAULTS = {"encoder": "minilm", "passage_words": 100, "max_passages": 20, "m": 100, "combine": "decay", "targets": "titles",
-            "title_field": "title", "steps": 200, "batch_size": 16, "lr": 2e-5, "head_lr": 1e-3, "seed": 0, "k1": 0.9, "b": 0.4}
+DEFAULTS = {
+    "encoder": "minilm",
+    "passage_words": 100,
+    "max_passages": 20,
+    "m": 100,
+    "combine": "decay",
+    "targets": "titles",
+    "title_field": "title",
+    "steps": 200,
+    "batch_size": 16,
+    "lr": 2e-5,
+    "head_lr": 1e-3,
+    "seed": 0,
+    "k1": 0.9,
+    "b": 0.4,
+}
 KEYS = set(DEFAULTS)
 WEIGHTS = "model.safetensors"
 
@@ -81,10 +95,17 @@ class HDCT(nn.Module):
 
     def forward(self, passages: list[list[str]]) -> list[torch.Tensor]:
         """Per passage, one weight per word (words the tokenizer cut off past ``max_tokens`` get 0)."""
-        enc = self.tokenizer(passages, is_split_into_words=True, truncation=True, max_length=self.max_tokens, padding=True,
-                             return_tensors="pt")
-        states = self.encoder(input_ids=enc["input_ids"].to(self.device),
-                              attention_mask=enc["attention_mask"].to(self.device)).last_hidden_state
+        enc = self.tokenizer(
+            passages,
+            is_split_into_words=True,
+            truncation=True,
+            max_length=self.max_tokens,
+            padding=True,
+            return_tensors="pt",
+        )
+        states = self.encoder(
+            input_ids=enc["input_ids"].to(self.device), attention_mask=enc["attention_mask"].to(self.device)
+        ).last_hidden_state
         raw = self.head(states).squeeze(-1)  # [B, T]
         out = []
         for i, words in enumerate(passages):
@@ -102,7 +123,9 @@ def passages_of(text: str, passage_words: int, max_passages: int) -> list[list[s
     """The document's words in passages of ``passage_words`` (the last one shorter; a short document one passage,
     all of it; no words no passage), the first ``max_passages`` of them."""
     words = tokenize(text)
-    return [words[i : i + passage_words] for i in range(0, min(len(words), passage_words * max_passages), passage_words)]
+    return [
+        words[i : i + passage_words] for i in range(0, min(len(words), passage_words * max_passages), passage_words)
+    ]
 
 
 def term_recall(words: list[str], queries: list[str]) -> list[float]:
@@ -132,14 +155,20 @@ def pseudo_frequencies(passages: list[list[tuple[str, float]]], m: int = 100, co
     return Counter({t: int(f) for t, f in tf.items() if int(f) > 0})
 
 
-def _queries_of_documents(spec: dict, corpus: Corpus, titles: dict[str, str] | None, pseudo_dir: Path | None) -> dict[str, list[str]]:
+def _queries_of_documents(
+    spec: dict, corpus: Corpus, titles: dict[str, str] | None, pseudo_dir: Path | None
+) -> dict[str, list[str]]:
     if spec["targets"] == "titles":
         if not titles:
-            raise InputError(f"first stage hdct: targets titles, but the collection has no {spec['title_field']!r} field; "
-                             "name a pseudo_queries set in targets instead")
+            raise InputError(
+                f"first stage hdct: targets titles, but the collection has no {spec['title_field']!r} field; "
+                "name a pseudo_queries set in targets instead"
+            )
         return {d: [t] for d, t in titles.items() if t.strip() and d in corpus.docs}
     if pseudo_dir is None:
-        raise InputError(f"first stage hdct: targets {spec['targets']!r} names a pseudo_queries set; give its directory")
+        raise InputError(
+            f"first stage hdct: targets {spec['targets']!r} names a pseudo_queries set; give its directory"
+        )
     queries, qrels = read_tsv_dict(pseudo_dir / "queries.tsv"), read_qrels(pseudo_dir / "qrels.txt")
     out: dict[str, list[str]] = {}
     for qid, judged in qrels.items():
@@ -148,7 +177,9 @@ def _queries_of_documents(spec: dict, corpus: Corpus, titles: dict[str, str] | N
     return out
 
 
-def training_examples(spec: dict, corpus: Corpus, queries_of: dict[str, list[str]]) -> list[tuple[list[str], list[float]]]:
+def training_examples(
+    spec: dict, corpus: Corpus, queries_of: dict[str, list[str]]
+) -> list[tuple[list[str], list[float]]]:
     """(passage words, targets) of every passage of the documents that have queries; with title targets the
     title's words are taken out of the passage first (title and body repeat each other in many collections)."""
     examples = []
@@ -172,13 +203,19 @@ def train_model(model: HDCT, examples, spec: dict) -> list[dict]:
     seed_everything(spec["seed"])
     # the new head at its own, higher rate: at the encoder's 2e-5 a freshly initialised head barely moves in a few
     # hundred CPU steps
-    optimizer = torch.optim.AdamW([{"params": model.encoder.parameters(), "lr": spec["lr"]},
-                                   {"params": model.head.parameters(), "lr": spec["head_lr"]}])
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": model.encoder.parameters(), "lr": spec["lr"]},
+            {"params": model.head.parameters(), "lr": spec["head_lr"]},
+        ]
+    )
     rng = np.random.default_rng(spec["seed"])
     model.train()
     curve, window = [], []
     for step in progress(range(spec["steps"]), desc="train hdct", unit="step", mininterval=5):
-        batch = [examples[i] for i in rng.choice(len(examples), size=min(spec["batch_size"], len(examples)), replace=False)]
+        batch = [
+            examples[i] for i in rng.choice(len(examples), size=min(spec["batch_size"], len(examples)), replace=False)
+        ]
         predicted = model([words for words, _ in batch])
         losses = []
         for (words, targets), weights in zip(batch, predicted):
@@ -200,7 +237,9 @@ def train_model(model: HDCT, examples, spec: dict) -> list[dict]:
 
 
 @torch.no_grad()
-def document_frequencies(model: HDCT, corpus: Corpus, spec: dict, batch_size: int = 32, chunk: int = 256) -> tuple[list[str], list[Counter]]:
+def document_frequencies(
+    model: HDCT, corpus: Corpus, spec: dict, batch_size: int = 32, chunk: int = 256
+) -> tuple[list[str], list[Counter]]:
     """Every document's pseudo term frequencies (ids in collection order), ``chunk`` documents' passages at a time."""
     doc_ids = list(corpus.docs)
     tfs = []
@@ -212,7 +251,9 @@ def document_frequencies(model: HDCT, corpus: Corpus, spec: dict, batch_size: in
                 owner.append(k)
         per_doc: list[list[list[tuple[str, float]]]] = [[] for _ in doc_ids[start : start + chunk]]
         for i in range(0, len(flat), batch_size):
-            for words, weights, k in zip(flat[i : i + batch_size], model(flat[i : i + batch_size]), owner[i : i + batch_size]):
+            for words, weights, k in zip(
+                flat[i : i + batch_size], model(flat[i : i + batch_size]), owner[i : i + batch_size]
+            ):
                 per_doc[k].append([(w, x) for w, x in zip(words, weights.tolist()) if w not in STOP_WORDS])
         tfs += [pseudo_frequencies(p, spec["m"], spec["combine"]) for p in per_doc]
     return doc_ids, tfs
@@ -223,8 +264,10 @@ def build_index(doc_ids: list[str], tfs: list[Counter], spec: dict, out: Path) -
     import bm25s
 
     if not any(tfs):  # bm25s cannot index a collection without a term
-        raise InputError(f"first stage hdct: none of the {len(tfs)} documents keeps an indexable term (every word a stop "
-                         "word, or every weight rounded to 0); check the collection's text, or raise m")
+        raise InputError(
+            f"first stage hdct: none of the {len(tfs)} documents keeps an indexable term (every word a stop "
+            "word, or every weight rounded to 0); check the collection's text, or raise m"
+        )
     pseudo_documents = [[t for t, f in sorted(tf.items()) for _ in range(f)] for tf in tfs]
     retriever = bm25s.BM25(k1=spec["k1"], b=spec["b"], method="lucene")
     retriever.index(pseudo_documents, show_progress=False)
@@ -235,12 +278,20 @@ def build_index(doc_ids: list[str], tfs: list[Counter], spec: dict, out: Path) -
 def settings(spec: dict) -> dict:
     out = {**DEFAULTS, **{k: v for k, v in spec.items() if k in KEYS}}
     if out["combine"] not in COMBINE:
-        raise InputError(f"first stage {spec.get('name', 'hdct')!r}: combine {out['combine']!r} is not one of {list(COMBINE)}")
+        raise InputError(
+            f"first stage {spec.get('name', 'hdct')!r}: combine {out['combine']!r} is not one of {list(COMBINE)}"
+        )
     return out
 
 
-def build(spec: dict, corpus: Corpus, out: Path, titles: dict[str, str] | None = None, pseudo_dir: Path | None = None,
-          device: str = "auto") -> dict:
+def build(
+    spec: dict,
+    corpus: Corpus,
+    out: Path,
+    titles: dict[str, str] | None = None,
+    pseudo_dir: Path | None = None,
+    device: str = "auto",
+) -> dict:
     """Train HDCT on the collection's titles or pseudo-queries, weight every document, index: ``out`` gets the
     weights, the index and the stats, or (on failure) stays as it was."""
     spec = settings(spec)
@@ -260,19 +311,32 @@ def build(spec: dict, corpus: Corpus, out: Path, titles: dict[str, str] | None =
         build_index(doc_ids, tfs, spec, staging / INDEX)
         indexed = time.perf_counter()
         lengths = [sum(tf.values()) for tf in tfs]
-        stats = {"training_passages": len(examples), "train_seconds": trained - started, "weight_seconds": weighted - trained,
-                 "index_seconds": indexed - weighted, "docs_per_second": len(doc_ids) / max(1e-9, weighted - trained),
-                 "documents": len(doc_ids), "empty_documents": sum(n == 0 for n in lengths),
-                 "pseudo_length_mean": float(np.mean(lengths)), "distinct_terms_mean": float(np.mean([len(tf) for tf in tfs])),
-                 "index_mb": sum(p.stat().st_size for p in (staging / INDEX).rglob("*") if p.is_file()) / 1e6,
-                 "device": str(device), "settings": spec, "loss_curve": curve}
+        stats = {
+            "training_passages": len(examples),
+            "train_seconds": trained - started,
+            "weight_seconds": weighted - trained,
+            "index_seconds": indexed - weighted,
+            "docs_per_second": len(doc_ids) / max(1e-9, weighted - trained),
+            "documents": len(doc_ids),
+            "empty_documents": sum(n == 0 for n in lengths),
+            "pseudo_length_mean": float(np.mean(lengths)),
+            "distinct_terms_mean": float(np.mean([len(tf) for tf in tfs])),
+            "index_mb": sum(p.stat().st_size for p in (staging / INDEX).rglob("*") if p.is_file()) / 1e6,
+            "device": str(device),
+            "settings": spec,
+            "loss_curve": curve,
+        }
         write_json(staging / STATS, stats)
         staging.chmod(umask_mode(0o777))
         replace_directory(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    log.info("hdct: %d documents weighted at %.1f docs/s, pseudo-documents of %.0f terms on average", len(doc_ids),
-             stats["docs_per_second"], stats["pseudo_length_mean"])
+    log.info(
+        "hdct: %d documents weighted at %.1f docs/s, pseudo-documents of %.0f terms on average",
+        len(doc_ids),
+        stats["docs_per_second"],
+        stats["pseudo_length_mean"],
+    )
     return stats
 
 
@@ -286,7 +350,9 @@ def load_model(directory: Path, spec: dict) -> HDCT:
 def add_arguments(parser) -> None:
     parser.add_argument("--data", required=True, help="results/{dataset}/data")
     parser.add_argument("--first-stage", required=True, help="the first_stages entry (method hdct) as JSON")
-    parser.add_argument("--dataset", help="the config's dataset block as JSON (targets titles reads the titles from it)")
+    parser.add_argument(
+        "--dataset", help="the config's dataset block as JSON (targets titles reads the titles from it)"
+    )
     parser.add_argument("--pseudo-queries", help="targets <set>: the pseudo_queries set's directory")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", required=True, help="results/{dataset}/hdct/{first stage name}")
@@ -300,4 +366,11 @@ def run(args) -> None:
         if not args.dataset:
             raise InputError("hdct: targets titles needs --dataset (the collection to read titles from)")
         titles = read_field(json.loads(args.dataset), full["title_field"])
-    build(spec, Corpus(args.data), Path(args.out), titles, Path(args.pseudo_queries) if args.pseudo_queries else None, args.device)
+    build(
+        spec,
+        Corpus(args.data),
+        Path(args.out),
+        titles,
+        Path(args.pseudo_queries) if args.pseudo_queries else None,
+        args.device,
+    )

@@ -74,7 +74,13 @@ from torch import nn
 
 from longrank.io import InputError
 from longrank.models.base import Ranker
-from longrank.models.modules.encoders import encoder_choice, encoder_layers, freeze_lower_layers, from_encoder_config, wordpiece_ids
+from longrank.models.modules.encoders import (
+    encoder_choice,
+    encoder_layers,
+    freeze_lower_layers,
+    from_encoder_config,
+    wordpiece_ids,
+)
 from longrank.models.modules.transformer import EncoderLayer
 
 #: graph -> the node view it links (the record's node list: passages, sentences, tokens)
@@ -118,9 +124,11 @@ class GraphLayer(nn.Module):
         else:  # imported here: torch_geometric is only needed by these ablations
             from torch_geometric.nn import DenseGCNConv, DenseGINConv, DenseSAGEConv
 
-            self.conv = {"gcn": lambda: DenseGCNConv(dim, dim),
-                         "gin": lambda: DenseGINConv(nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim))),
-                         "sage": lambda: DenseSAGEConv(dim, dim)}[aggregator]()
+            self.conv = {
+                "gcn": lambda: DenseGCNConv(dim, dim),
+                "gin": lambda: DenseGINConv(nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim))),
+                "sage": lambda: DenseSAGEConv(dim, dim),
+            }[aggregator]()
         self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
         self.ff = nn.Sequential(nn.Linear(dim, ff_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(ff_dim, dim))
         self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
@@ -146,8 +154,9 @@ class GraphLayer(nn.Module):
         """x [B, N, E] node states, adj [B, N, N] bool edges (no self loops), mask [B, N] real nodes."""
         if self.aggregator == "attention":
             q, k, v = self._split(x)
-            att = F.scaled_dot_product_attention(q, k, v, attn_mask=self.attend(adj),
-                                                 dropout_p=self.dropout if self.training else 0.0)
+            att = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=self.attend(adj), dropout_p=self.dropout if self.training else 0.0
+            )
             agg = self.out(att.transpose(1, 2).reshape(x.shape))
         else:
             # GCN normalises over the node's own loop (it sets the diagonal itself); GIN and GraphSAGE add the
@@ -172,7 +181,9 @@ class AttentionPooling(nn.Module):
         b, n, dim = x.shape
         split = lambda t: t.view(t.shape[0], -1, self.heads, dim // self.heads).transpose(1, 2)  # noqa: E731
         q = split(self.query(self.w).view(1, 1, dim)).expand(b, -1, -1, -1)
-        pooled = F.scaled_dot_product_attention(q, split(self.key(x)), split(self.value(x)), attn_mask=mask[:, None, None, :], scale=1.0)
+        pooled = F.scaled_dot_product_attention(
+            q, split(self.key(x)), split(self.value(x)), attn_mask=mask[:, None, None, :], scale=1.0
+        )
         return self.out(pooled.transpose(1, 2).reshape(b, dim))
 
 
@@ -221,7 +232,9 @@ class NodeIndex:
     """Where one view's nodes sit among the packed token states [n_passages * T, E]: the tokens of every real
     node (``tokens``), the flat node [B * N] each belongs to (``nodes``) and each node's token count."""
 
-    def __init__(self, tokens: torch.Tensor, token_mask: torch.Tensor, mask: torch.Tensor, rank: torch.Tensor, length: int):
+    def __init__(
+        self, tokens: torch.Tensor, token_mask: torch.Tensor, mask: torch.Tensor, rank: torch.Tensor, length: int
+    ):
         b, n, k = tokens.shape
         self.shape, self.mask = (b, n), mask
         valid = (token_mask & mask[..., None]).reshape(-1)
@@ -247,10 +260,24 @@ class MIR(Ranker):
     # at chance (0.315) with them in this group and reached 0.471 without (BERT-FirstP: 0.467).
     parameter_groups = {"scoring": ("pool.", "aggregate.", "score.")}
 
-    def __init__(self, encoder, tokenizer, max_query_len: int = 30, max_doc_tokens: int | None = None,
-                 graphs: list[str] = ["p2p", "s2s", "t2t"], views: list[str] = ["passage", "sentence", "token"], pooling: str = "attention",
-                 aggregator: str = "attention", shared: bool = False, stacked: bool = True, fully_connected: bool = False,
-                 inter_heads: int | None = None, pool_heads: int = 4, dropout: float = 0.1, freeze_layers: int = 0):
+    def __init__(
+        self,
+        encoder,
+        tokenizer,
+        max_query_len: int = 30,
+        max_doc_tokens: int | None = None,
+        graphs: list[str] = ["p2p", "s2s", "t2t"],
+        views: list[str] = ["passage", "sentence", "token"],
+        pooling: str = "attention",
+        aggregator: str = "attention",
+        shared: bool = False,
+        stacked: bool = True,
+        fully_connected: bool = False,
+        inter_heads: int | None = None,
+        pool_heads: int = 4,
+        dropout: float = 0.1,
+        freeze_layers: int = 0,
+    ):
         # graphs and views default to lists, as a config spells them (so an entry that spells the defaults out equals
         # them); they are read into tuples, never mutated
         super().__init__()
@@ -266,9 +293,15 @@ class MIR(Ranker):
             if not isinstance(value, bool):
                 raise InputError(f"{key}: expected true or false, got {value!r}")
         if shared and aggregator != "attention":
-            raise InputError(f"shared: true shares the intra layer's attention; it cannot go with aggregator {aggregator!r}")
-        if max_doc_tokens is not None and (isinstance(max_doc_tokens, bool) or not isinstance(max_doc_tokens, int) or max_doc_tokens <= 0):
-            raise InputError(f"max_doc_tokens: expected a positive number of tokens or null (the graph set's), got {max_doc_tokens!r}")
+            raise InputError(
+                f"shared: true shares the intra layer's attention; it cannot go with aggregator {aggregator!r}"
+            )
+        if max_doc_tokens is not None and (
+            isinstance(max_doc_tokens, bool) or not isinstance(max_doc_tokens, int) or max_doc_tokens <= 0
+        ):
+            raise InputError(
+                f"max_doc_tokens: expected a positive number of tokens or null (the graph set's), got {max_doc_tokens!r}"
+            )
         if not isinstance(max_query_len, int) or max_query_len < 0:
             raise InputError(f"max_query_len: expected a non-negative integer, got {max_query_len!r}")
         if not 0 <= dropout < 1:
@@ -278,10 +311,14 @@ class MIR(Ranker):
         inter_heads = config.num_attention_heads if inter_heads is None else inter_heads
         for key, heads in (("inter_heads", inter_heads), ("pool_heads", pool_heads)):
             if isinstance(heads, bool) or not isinstance(heads, int) or heads <= 0 or dim % heads:
-                raise InputError(f"{key}: expected a positive divisor of the encoder's hidden size {dim}, got {heads!r}")
+                raise InputError(
+                    f"{key}: expected a positive divisor of the encoder's hidden size {dim}, got {heads!r}"
+                )
         implementation = getattr(config, "_attn_implementation", "eager")
         if implementation not in ("eager", "sdpa"):
-            raise InputError(f"encoder: MIR masks attention itself and supports the eager and sdpa attention implementations, not {implementation!r}")
+            raise InputError(
+                f"encoder: MIR masks attention itself and supports the eager and sdpa attention implementations, not {implementation!r}"
+            )
         self.encoder, self.tokenizer = encoder, tokenizer
         self.max_query_len, self.max_doc_tokens = max_query_len, max_doc_tokens
         self.pooling, self.aggregator = pooling, aggregator
@@ -290,11 +327,15 @@ class MIR(Ranker):
         n_layers = len(encoder_layers(encoder))
         # inter-passage layers: per block (stacked) or one on top; the last one only for views that are pooled
         blocks = n_layers if stacked else 1
-        self.inter_views = [[g for g in self.graphs if block < blocks - 1 or GRAPH_VIEW[g] in self.views] for block in range(blocks)]
+        self.inter_views = [
+            [g for g in self.graphs if block < blocks - 1 or GRAPH_VIEW[g] in self.views] for block in range(blocks)
+        ]
         self.inter = nn.ModuleList()
         if not shared:
             for graphs_run in self.inter_views:
-                layers = nn.ModuleDict({g: GraphLayer(dim, inter_heads, config.intermediate_size, dropout, aggregator) for g in graphs_run})
+                layers = nn.ModuleDict(
+                    {g: GraphLayer(dim, inter_heads, config.intermediate_size, dropout, aggregator) for g in graphs_run}
+                )
                 for layer in layers.values():
                     _init_linear(layer, std)
                 self.inter.append(layers)
@@ -308,8 +349,12 @@ class MIR(Ranker):
                     fuse.weight[:, :dim].copy_(torch.eye(dim))
                     fuse.bias.zero_()
                 self.fuse.append(fuse)
-        pool = {"attention": lambda: AttentionPooling(dim, pool_heads, std), "max": MaxPooling, "cnn": lambda: CNNPooling(dim),
-                "transformer": lambda: TransformerPooling(dim, pool_heads, config.intermediate_size, dropout, std)}[pooling]
+        pool = {
+            "attention": lambda: AttentionPooling(dim, pool_heads, std),
+            "max": MaxPooling,
+            "cnn": lambda: CNNPooling(dim),
+            "transformer": lambda: TransformerPooling(dim, pool_heads, config.intermediate_size, dropout, std),
+        }[pooling]
         self.pool = nn.ModuleDict({view: pool() for view in self.views})
         self.aggregate = nn.Linear(len(self.views) * dim, dim)  # W^A, Eq. 9
         self.score = nn.Linear(dim, 1, bias=False)  # v, Eq. 13
@@ -331,8 +376,10 @@ class MIR(Ranker):
         return {"graphs": "collection"}
 
     def build_artifacts(self, scope, corpus, doc_ids, out_dir, *, batch_size: int = 32) -> None:
-        raise InputError("mir: the graphs stage builds MIR's graphs (mir_graphs in the config), not the model; "
-                         "attach its directory instead")
+        raise InputError(
+            "mir: the graphs stage builds MIR's graphs (mir_graphs in the config), not the model; "
+            "attach its directory instead"
+        )
 
     def attach_artifacts(self, directory) -> None:
         """Read each document's record from the graph set in ``directory`` (``longrank.data.records.GraphStore``)."""
@@ -351,11 +398,15 @@ class MIR(Ranker):
         theirs = {k: settings[k] for k in ("cls_id", "sep_id", "vocab_size")}
         ours = {"cls_id": tok.cls_token_id, "sep_id": tok.sep_token_id, "vocab_size": tok.vocab_size}
         if theirs != ours:
-            raise InputError(f"{source}: the graphs were cut with another tokenizer ({theirs}) than the model's encoder's ({ours}); "
-                             "build the graph set with the model's encoder")
+            raise InputError(
+                f"{source}: the graphs were cut with another tokenizer ({theirs}) than the model's encoder's ({ours}); "
+                "build the graph set with the model's encoder"
+            )
         if self.max_doc_tokens is not None and self.max_doc_tokens > settings["max_doc_tokens"]:
-            raise InputError(f"max_doc_tokens: {self.max_doc_tokens} is more than the {settings['max_doc_tokens']} tokens the graph set "
-                             f"{source} read; build one with max_doc_tokens >= {self.max_doc_tokens}")
+            raise InputError(
+                f"max_doc_tokens: {self.max_doc_tokens} is more than the {settings['max_doc_tokens']} tokens the graph set "
+                f"{source} read; build one with max_doc_tokens >= {self.max_doc_tokens}"
+            )
         self.records, self.settings, self.source = records, dict(settings), source
 
     def passages_read(self, n_passages: int) -> int:
@@ -378,8 +429,11 @@ class MIR(Ranker):
         try:
             passages = [list(p) for p in record["passages"]]
             n_keep = self.passages_read(len(passages))
-            found = {"passage": [(p, []) for p in range(len(passages))], "sentence": [(p, [pos]) for p, pos in record["sentences"]],
-                     "token": [(p, list(pos)) for p, pos in record["tokens"]]}
+            found = {
+                "passage": [(p, []) for p in range(len(passages))],
+                "sentence": [(p, [pos]) for p, pos in record["sentences"]],
+                "token": [(p, list(pos)) for p, pos in record["tokens"]],
+            }
             nodes, renumber = {}, {}
             for view, listed in found.items():
                 if any(not 0 <= p < len(passages) for p, _ in listed):
@@ -396,7 +450,9 @@ class MIR(Ranker):
                     raise ValueError(f"{graph} edges name nodes outside 0..{n_nodes - 1} or self loops")
                 edges[graph] = [(new[i], new[j]) for i, j in pairs if i in new and j in new]
         except (KeyError, TypeError, ValueError) as err:
-            raise InputError(f"document {doc_id!r} in {self.source}: not a record of the MIR graphs contract ({type(err).__name__}: {err})") from None
+            raise InputError(
+                f"document {doc_id!r} in {self.source}: not a record of the MIR graphs contract ({type(err).__name__}: {err})"
+            ) from None
         passages = passages[:n_keep]
         if not passages:
             raise InputError(f"document {doc_id!r} in {self.source}: a record has at least one passage")
@@ -404,9 +460,13 @@ class MIR(Ranker):
         for view in ("sentence", "token"):
             for p, positions in nodes[view]:
                 if not positions or any(not 0 <= pos < len(passages[p]) for pos in positions):
-                    raise InputError(f"document {doc_id!r} in {self.source}: a {view} node's positions {positions} are outside passage {p}")
+                    raise InputError(
+                        f"document {doc_id!r} in {self.source}: a {view} node's positions {positions} are outside passage {p}"
+                    )
                 if pivots & {(p, pos) for pos in positions}:
-                    raise InputError(f"document {doc_id!r} in {self.source}: a token of passage {p} belongs to two nodes")
+                    raise InputError(
+                        f"document {doc_id!r} in {self.source}: a token of passage {p} belongs to two nodes"
+                    )
                 pivots |= {(p, pos) for pos in positions}
         return {"passages": passages, "nodes": nodes, "edges": edges}
 
@@ -422,8 +482,10 @@ class MIR(Ranker):
         max_pos = getattr(self.encoder.config, "max_position_embeddings", 512)
         length = max(1 + len(q) + len(p) for q, r in zip(q_ids, records) for p in r["passages"])
         if length > max_pos:
-            raise InputError(f"mir: a passage sequence of {length} tokens (query and [SNT] markers included) exceeds the encoder's "
-                             f"{max_pos} positions; build the graph set with a smaller window or lower max_query_len")
+            raise InputError(
+                f"mir: a passage sequence of {length} tokens (query and [SNT] markers included) exceeds the encoder's "
+                f"{max_pos} positions; build the graph set with a smaller window or lower max_query_len"
+            )
         n_docs, n_pass = len(records), max(len(r["passages"]) for r in records)
         shape = (n_docs, n_pass, length)
         input_ids = torch.full(shape, tok.pad_token_id, dtype=torch.long)
@@ -437,7 +499,12 @@ class MIR(Ranker):
                 attention_mask[b, p, : len(seq)] = 1
                 token_type_ids[b, p, 1 + len(q) : len(seq)] = 1
                 passage_mask[b, p] = True
-        batch = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids, "passage_mask": passage_mask}
+        batch = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "token_type_ids": token_type_ids,
+            "passage_mask": passage_mask,
+        }
         for view in self.node_views:
             nodes = [r["nodes"][view] for r in records]
             n_nodes = max(1, max(map(len, nodes)))
@@ -473,15 +540,21 @@ class MIR(Ranker):
         eager adds it to the logits."""
         if not self.eager:
             return allowed
-        return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
+        return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
+            ~allowed, torch.finfo(dtype).min
+        )
 
-    def _graph(self, block: int, graph: str, layer: nn.Module, x: torch.Tensor, adj: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def _graph(
+        self, block: int, graph: str, layer: nn.Module, x: torch.Tensor, adj: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
         """G_v of one block (Eq. 8): the view's own layer, or with ``shared`` the intra layer itself."""
         if self.shared:
             return layer(x, attention_mask=self._mask(GraphLayer.attend(adj), x.dtype))
         return self.inter[block][graph](x, adj, mask)
 
-    def node_states(self, input_ids, attention_mask, token_type_ids, passage_mask, **nodes) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    def node_states(
+        self, input_ids, attention_mask, token_type_ids, passage_mask, **nodes
+    ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """The final node states of every pooled view: view -> ([B, N, E], mask [B, N]); G_v^L where the view has a
         graph, else the intra-passage states of its nodes."""
         n_docs, n_pass, length = input_ids.shape
@@ -490,8 +563,10 @@ class MIR(Ranker):
         h = self.encoder.embeddings(input_ids=flat(input_ids), token_type_ids=flat(token_type_ids))
         token_mask = self._mask(flat(attention_mask).bool()[:, None, None, :], h.dtype)
         rank = (keep.long().cumsum(0) - 1).view(n_docs, n_pass)  # packed row of each (document, passage)
-        index = {view: NodeIndex(nodes[f"{view}_tokens"], nodes[f"{view}_token_mask"], nodes[f"{view}_nodes"], rank, length)
-                 for view in self.node_views}
+        index = {
+            view: NodeIndex(nodes[f"{view}_tokens"], nodes[f"{view}_token_mask"], nodes[f"{view}_nodes"], rank, length)
+            for view in self.node_views
+        }
         adjacency = {}
         for graph in self.graphs:
             mask = index[GRAPH_VIEW[graph]].mask
@@ -513,15 +588,22 @@ class MIR(Ranker):
             if not self.stacked and i < len(layers) - 1:
                 continue
             states = h.reshape(-1, h.shape[-1])
-            graph_states = {g: self._graph(block, g, layer, index[GRAPH_VIEW[g]].states(states), adjacency[g], index[GRAPH_VIEW[g]].mask)
-                            for g in self.inter_views[block]}
+            graph_states = {
+                g: self._graph(
+                    block, g, layer, index[GRAPH_VIEW[g]].states(states), adjacency[g], index[GRAPH_VIEW[g]].mask
+                )
+                for g in self.inter_views[block]
+            }
             if i < len(self.fuse):  # Eq. 2: fuse each pivot's node state into its tokens
                 g_flat = torch.cat([graph_states[g].reshape(-1, h.shape[-1]) for g in self.graphs])
                 fused = self.fuse[i](torch.cat([states[pivot_tokens], g_flat[pivot_nodes].to(states.dtype)], dim=-1))
                 h = states.index_copy(0, pivot_tokens, fused.to(states.dtype)).view_as(h)
         states = h.reshape(-1, h.shape[-1])
         graphed = {GRAPH_VIEW[g]: graph_states[g] for g in graph_states}
-        return {view: (graphed[view] if view in graphed else index[view].states(states), index[view].mask) for view in self.views}
+        return {
+            view: (graphed[view] if view in graphed else index[view].states(states), index[view].mask)
+            for view in self.views
+        }
 
     # --- multi-view aggregation (Sec. 3.5) -----------------------------------------------------------
     def pool_views(self, states: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:

@@ -72,35 +72,47 @@ def _drop_tied_query_layers(module, state_dict, prefix, local_metadata) -> None:
             del state_dict[key]
 
 
-def _load_query_layers(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs) -> None:
+def _load_query_layers(
+    module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+) -> None:
     """load_state_dict pre-hook. Tied: the query module's layers read the document module's first L-K layers'
     entries. A checkpoint saved with the other ``tie_query_layers`` is refused with the key to set."""
     doc_keys = [k for k in state_dict if k.startswith(prefix + DOC_LAYERS)]
     has_query_layers = any(k.startswith(prefix + QUERY_LAYERS) for k in state_dict)
     if not module.tie_query_layers:
         if doc_keys and not has_query_layers:
-            raise InputError("tie_query_layers: the checkpoint was saved with tied query layers (tie_query_layers: true); "
-                             "set tie_query_layers: true to load it")
+            raise InputError(
+                "tie_query_layers: the checkpoint was saved with tied query layers (tie_query_layers: true); "
+                "set tie_query_layers: true to load it"
+            )
         return
     split = len(module.query_module.encoder.layer)
     for key in doc_keys:
-        index, rest = key[len(prefix + DOC_LAYERS):].split(".", 1)
+        index, rest = key[len(prefix + DOC_LAYERS) :].split(".", 1)
         if int(index) >= split:
             continue
         query_key = f"{prefix}{QUERY_LAYERS}{index}.{rest}"
-        if query_key in state_dict and not torch.equal(state_dict[query_key].to(state_dict[key].device), state_dict[key]):
-            raise InputError("tie_query_layers: the checkpoint has query-module layers of their own (it was saved with "
-                             "tie_query_layers: false); set tie_query_layers: false to load it")
+        if query_key in state_dict and not torch.equal(
+            state_dict[query_key].to(state_dict[key].device), state_dict[key]
+        ):
+            raise InputError(
+                "tie_query_layers: the checkpoint has query-module layers of their own (it was saved with "
+                "tie_query_layers: false); set tie_query_layers: false to load it"
+            )
         state_dict[query_key] = state_dict[key]
 
 
-def attend(attention, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
+def attend(
+    attention, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, key_mask: torch.Tensor
+) -> torch.Tensor:
     """Multi-head attention of ``x`` over projected ``keys``/``values``, then BERT's output projection and
     LN(. + x). ``attention`` is a BertAttention (``.self``: query/key/value/dropout, ``.output``: dense/LN)."""
     heads = attention.self.num_attention_heads
     split = lambda t: t.view(t.shape[0], t.shape[1], heads, -1).transpose(1, 2)  # noqa: E731
     context = F.scaled_dot_product_attention(
-        split(attention.self.query(x)), split(keys), split(values),
+        split(attention.self.query(x)),
+        split(keys),
+        split(values),
         attn_mask=key_mask[:, None, None, :].bool(),
         dropout_p=attention.self.dropout.p if attention.training else 0.0,
     )
@@ -142,23 +154,42 @@ class MORES(Ranker):
     config_parts = (encoder_choice,)
     parameter_groups = {"scoring": ("head.",)}  # train.scoring_lr: the new score head on a pretrained encoder
 
-    def __init__(self, encoder, tokenizer, interaction_blocks: int = 2, max_query_len: int = 30, max_doc_len: int = 510,
-                 cross_attention_init: str = "copy", reuse: str = "none", tie_query_layers: bool = True,
-                 doc_segment_id: int = DOC_SEGMENT):
+    def __init__(
+        self,
+        encoder,
+        tokenizer,
+        interaction_blocks: int = 2,
+        max_query_len: int = 30,
+        max_doc_len: int = 510,
+        cross_attention_init: str = "copy",
+        reuse: str = "none",
+        tie_query_layers: bool = True,
+        doc_segment_id: int = DOC_SEGMENT,
+    ):
         super().__init__()
         n_layers = len(encoder_layers(encoder))
         if not 1 <= interaction_blocks < n_layers:
-            raise InputError(f"interaction_blocks: expected 1..{n_layers - 1} for a {n_layers}-layer encoder, got {interaction_blocks!r}")
+            raise InputError(
+                f"interaction_blocks: expected 1..{n_layers - 1} for a {n_layers}-layer encoder, got {interaction_blocks!r}"
+            )
         if reuse not in {"none", "s1", "s2"}:
             raise InputError(f"reuse: expected 'none', 's1' or 's2', got {reuse!r}")
         if not isinstance(tie_query_layers, bool):
             raise InputError(f"tie_query_layers: expected true or false, got {tie_query_layers!r}")
         n_segments = getattr(encoder.config, "type_vocab_size", 2)
-        if isinstance(doc_segment_id, bool) or not isinstance(doc_segment_id, int) or not 0 <= doc_segment_id < n_segments:
-            raise InputError(f"doc_segment_id: expected 0..{n_segments - 1} (the encoder's segment ids), got {doc_segment_id!r}")
+        if (
+            isinstance(doc_segment_id, bool)
+            or not isinstance(doc_segment_id, int)
+            or not 0 <= doc_segment_id < n_segments
+        ):
+            raise InputError(
+                f"doc_segment_id: expected 0..{n_segments - 1} (the encoder's segment ids), got {doc_segment_id!r}"
+            )
         max_pos = getattr(encoder.config, "max_position_embeddings", 512)
         if max_doc_len + 2 > max_pos or max_query_len + 2 > max_pos:
-            raise InputError(f"max_doc_len/max_query_len: + 2 special tokens must fit the encoder's {max_pos} positions")
+            raise InputError(
+                f"max_doc_len/max_query_len: + 2 special tokens must fit the encoder's {max_pos} positions"
+            )
         self.tokenizer = tokenizer
         self.max_query_len, self.max_doc_len, self.reuse = max_query_len, max_doc_len, reuse
         self.tie_query_layers, self.doc_segment_id = tie_query_layers, doc_segment_id
@@ -166,7 +197,9 @@ class MORES(Ranker):
         split = n_layers - interaction_blocks
         layers = encoder_layers(encoder)  # copy 2: embeddings -> query module, last K layers -> IBs
         init_range = getattr(encoder.config, "initializer_range", 0.02)
-        self.interaction_blocks = nn.ModuleList(InteractionBlock(layer, cross_attention_init, init_range) for layer in layers[split:])
+        self.interaction_blocks = nn.ModuleList(
+            InteractionBlock(layer, cross_attention_init, init_range) for layer in layers[split:]
+        )
         # query layers: the document module's own first L-K layer objects (tied, official code) or copy 2's (untied)
         query_layers = encoder_layers(self.document_module)[:split] if tie_query_layers else layers[:split]
         encoder.encoder.layer = nn.ModuleList(query_layers)
@@ -197,15 +230,21 @@ class MORES(Ranker):
 
     # --- the three modules --------------------------------------------------------------------------
     def represent_queries(self, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
-        return self.query_module(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+        return self.query_module(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state
 
     def represent_docs(self, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
-        return self.document_module(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+        return self.document_module(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state
 
     def project_docs(self, doc: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [ib.project_document(doc) for ib in self.interaction_blocks]
 
-    def interact(self, query: torch.Tensor, query_mask, doc_kv: list[tuple[torch.Tensor, torch.Tensor]], doc_mask) -> torch.Tensor:
+    def interact(
+        self, query: torch.Tensor, query_mask, doc_kv: list[tuple[torch.Tensor, torch.Tensor]], doc_mask
+    ) -> torch.Tensor:
         h = query
         for ib, (keys, values) in zip(self.interaction_blocks, doc_kv):
             h = ib(h, query_mask, keys, values, doc_mask)  # Eq. 8-9
@@ -226,11 +265,24 @@ class MORES(Ranker):
     def build_artifacts(self, scope, corpus, doc_ids, out_dir, *, batch_size: int = 32) -> None:
         """The reuse store of ``doc_ids`` (this model's ``reuse`` setting and weights) in ``out_dir``."""
         if scope != "fold" or self.reuse not in ("s1", "s2"):
-            raise InputError(f"mores: reuse {self.reuse!r} has no {scope!r} artifacts (a reuse store needs reuse: s1 or s2)")
-        meta = write_store(self, doc_ids, [corpus.docs[d] for d in doc_ids], Path(out_dir) / STORE, self.reuse,
-                           batch_size=batch_size, device=self.device)
-        log.info("stored %d documents (%d tokens), %.3f MB per document on average", meta["documents"], meta["tokens"],
-                 meta["mb_per_document_mean"])
+            raise InputError(
+                f"mores: reuse {self.reuse!r} has no {scope!r} artifacts (a reuse store needs reuse: s1 or s2)"
+            )
+        meta = write_store(
+            self,
+            doc_ids,
+            [corpus.docs[d] for d in doc_ids],
+            Path(out_dir) / STORE,
+            self.reuse,
+            batch_size=batch_size,
+            device=self.device,
+        )
+        log.info(
+            "stored %d documents (%d tokens), %.3f MB per document on average",
+            meta["documents"],
+            meta["tokens"],
+            meta["mb_per_document_mean"],
+        )
 
     def attach_artifacts(self, directory) -> None:
         """Read documents from the reuse store ``build_artifacts`` wrote into ``directory`` for these weights."""

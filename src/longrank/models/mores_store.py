@@ -61,8 +61,16 @@ def mb_per_document(tokens: int, n_slots: int, hidden: int, dtype: str) -> float
 
 
 @torch.no_grad()
-def write_store(model, doc_ids: list[str], docs: list[str] | list[list[int]], out: str | Path, reuse: str, dtype: str = "float32",
-                batch_size: int = 32, device: torch.device | str = "cpu") -> dict:
+def write_store(
+    model,
+    doc_ids: list[str],
+    docs: list[str] | list[list[int]],
+    out: str | Path,
+    reuse: str,
+    dtype: str = "float32",
+    batch_size: int = 32,
+    device: torch.device | str = "cpu",
+) -> dict:
     """Run the document module (and for S2 the IB projections) over ``docs``; write STORE.npy + STORE.json.
     ``docs`` are texts, or WordPiece id lists with special tokens already in place (the speed benchmark)."""
     if reuse not in {"s1", "s2"}:
@@ -79,7 +87,11 @@ def write_store(model, doc_ids: list[str], docs: list[str] | list[list[int]], ou
         encode = lambda batch: token_inputs(batch, model.tokenizer.pad_token_id, model.doc_segment_id)  # noqa: E731
     else:
         encode = model.encode_docs
-    lengths = [int(m.sum()) for start in range(0, len(docs), 4096) for m in encode(docs[start : start + 4096])["attention_mask"]]
+    lengths = [
+        int(m.sum())
+        for start in range(0, len(docs), 4096)
+        for m in encode(docs[start : start + 4096])["attention_mask"]
+    ]
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if lengths else np.zeros(0, np.int64)
     array_path = out.with_suffix(".npy")
     with atomic_path(array_path) as tmp:
@@ -96,14 +108,24 @@ def write_store(model, doc_ids: list[str], docs: list[str] | list[list[int]], ou
         arr.flush()
         del arr
     meta = {
-        "format": FORMAT, "reuse": reuse, "dtype": dtype, "array": array_path.name,
-        "hidden_size": hidden, "interaction_blocks": n_blocks, "slots": n_slots, "max_doc_len": model.max_doc_len,
-        "doc_segment_id": model.doc_segment_id, "fingerprint": weights_fingerprint(model, reuse),
-        "documents": len(doc_ids), "tokens": int(sum(lengths)),
+        "format": FORMAT,
+        "reuse": reuse,
+        "dtype": dtype,
+        "array": array_path.name,
+        "hidden_size": hidden,
+        "interaction_blocks": n_blocks,
+        "slots": n_slots,
+        "max_doc_len": model.max_doc_len,
+        "doc_segment_id": model.doc_segment_id,
+        "fingerprint": weights_fingerprint(model, reuse),
+        "documents": len(doc_ids),
+        "tokens": int(sum(lengths)),
         "mb_per_document_mean": mb_per_document(float(np.mean(lengths)) if lengths else 0.0, n_slots, hidden, dtype),
         # Table 4 "Space": storage per document of exactly 128 / 512 tokens
         "mb_per_document_at": {str(n): mb_per_document(n, n_slots, hidden, dtype) for n in (128, 512)},
-        "doc_ids": list(doc_ids), "offsets": offsets.tolist(), "lengths": lengths,
+        "doc_ids": list(doc_ids),
+        "offsets": offsets.tolist(),
+        "lengths": lengths,
     }
     write_json(out, meta)
     return meta
@@ -138,14 +160,22 @@ class ReuseStore:
 
     def check(self, model, path) -> None:
         m = self.meta
-        expected = {"hidden_size": model.head.in_features, "interaction_blocks": len(model.interaction_blocks), "max_doc_len": model.max_doc_len,
-                    "doc_segment_id": model.doc_segment_id}
+        expected = {
+            "hidden_size": model.head.in_features,
+            "interaction_blocks": len(model.interaction_blocks),
+            "max_doc_len": model.max_doc_len,
+            "doc_segment_id": model.doc_segment_id,
+        }
         for key, value in expected.items():
             stored = m.get(key, LEGACY.get(key))
             if stored != value:
-                raise InputError(f"reuse store {path}: {key} is {stored} but the model has {value}; rebuild the fold's artifacts")
+                raise InputError(
+                    f"reuse store {path}: {key} is {stored} but the model has {value}; rebuild the fold's artifacts"
+                )
         if m["fingerprint"] != weights_fingerprint(model, m["reuse"]):
-            raise InputError(f"reuse store {path} was computed from other weights than this model's; rebuild the fold's artifacts")
+            raise InputError(
+                f"reuse store {path} was computed from other weights than this model's; rebuild the fold's artifacts"
+            )
 
     def resident(self, device) -> "ReuseStore":
         """The store held in ``device`` memory. The paper's GPU timings prefetch documents to the GPU on a separate
@@ -158,7 +188,9 @@ class ReuseStore:
         try:
             rows = [self.rows[d] for d in doc_ids]
         except KeyError as err:
-            raise InputError(f"document {err.args[0]!r} is not in the reuse store; build the store from candidates that list it") from None
+            raise InputError(
+                f"document {err.args[0]!r} is not in the reuse store; build the store from candidates that list it"
+            ) from None
         width = max(n for _, n in rows)
         shape = (len(rows), width, self.meta["slots"], self.meta["hidden_size"])
         on_device = isinstance(self.array, torch.Tensor)

@@ -143,6 +143,7 @@ def term_kernels(cosine: torch.Tensor, d_mask: torch.Tensor, mu: torch.Tensor, s
 
 # ---- windowed kernel pooling ------------------------------------------------------------------------------
 
+
 def window_count(lengths: torch.Tensor, window: int, stride: int) -> torch.Tensor:
     """Windows of a document of ``lengths`` terms: starts 0, stride, ... until one reaches the end; >= 1."""
     extra = torch.clamp(lengths - window, min=0)
@@ -159,7 +160,9 @@ def kernel_pooling(kernels: torch.Tensor) -> torch.Tensor:
     return torch.log(kernels.sum(dim=-1) + LOG_EPS)
 
 
-def windowed_kernel_pooling(kernels: torch.Tensor, lengths: torch.Tensor, window: int, stride: int) -> tuple[torch.Tensor, torch.Tensor]:
+def windowed_kernel_pooling(
+    kernels: torch.Tensor, lengths: torch.Tensor, window: int, stride: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Kernel pooling per window: [..., K, L] activations (zero at padding) and document lengths (broadcastable
     to the leading dims) -> features [..., J, K] = log(window sum + 1e-6) and valid [..., J] (windows that start
     inside the document; see ``window_count``). A document shorter than ``window`` has one window whose
@@ -174,6 +177,7 @@ def windowed_kernel_pooling(kernels: torch.Tensor, lengths: torch.Tensor, window
 
 
 # ---- Eq. 4 ------------------------------------------------------------------------------------------------
+
 
 class BatchScale(nn.Module):
     """BS(x) = x / (E[x] + ε) (Eq. 4), E[x] the cumulative mean over training batches (module docstring)."""
@@ -202,7 +206,9 @@ class ExplicitMatch(nn.Module):
         self.w_dlen = nn.Parameter(torch.tensor(1.0))
         self.b_dlen = nn.Parameter(torch.tensor(0.0))
 
-    def forward(self, tf: torch.Tensor, dlen: torch.Tensor, idf: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, tf: torch.Tensor, dlen: torch.Tensor, idf: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """tf [D, T], dlen [D], idf [D or 1, T], mask [D, T] (real query terms, for the TF statistics) -> [D, T]."""
         tf = self.scale_tf(tf, mask)
         saturation = torch.relu(self.w_dlen * self.scale_dlen(dlen) + self.b_dlen)[:, None]
@@ -214,11 +220,27 @@ class NDRM(Ranker):
     config_parts = (WordEmbedder, ConformerLayer, ndrm_kernels)
     parameter_groups = {"embeddings": ("embedder.", "markers."), "scoring": ("window_scorer.", "explicit.", "combine.")}
 
-    def __init__(self, embedder: WordEmbedder, mu: torch.Tensor, sigma: torch.Tensor, idf: torch.Tensor, conformer: dict,
-                 variant: str = "ndrm1", hidden_dim: int = 256, n_layers: int = 2,
-                 n_heads: int = 32, max_query_len: int = 20, max_doc_len: int = 4000, pool_window: int = 300,
-                 pool_stride: int = 100, impact_depth: int | None = None, text_processing: str = "words",
-                 doc_markers: bool = False, score_padding_windows: bool = False, idf_formula: str = "smoothed"):
+    def __init__(
+        self,
+        embedder: WordEmbedder,
+        mu: torch.Tensor,
+        sigma: torch.Tensor,
+        idf: torch.Tensor,
+        conformer: dict,
+        variant: str = "ndrm1",
+        hidden_dim: int = 256,
+        n_layers: int = 2,
+        n_heads: int = 32,
+        max_query_len: int = 20,
+        max_doc_len: int = 4000,
+        pool_window: int = 300,
+        pool_stride: int = 100,
+        impact_depth: int | None = None,
+        text_processing: str = "words",
+        doc_markers: bool = False,
+        score_padding_windows: bool = False,
+        idf_formula: str = "smoothed",
+    ):
         """``conformer``: the config's ConformerLayer keys (conv_window, conv_groups, ff, dropout, attention,
         convolve_padding; the layer's signature holds their defaults); ``mu``/``sigma`` from ``ndrm_kernels``; ``idf``
         per vocabulary id (``ndrm_idf`` of ``idf_formula``, which ``from_config`` applies). ``text_processing`` must
@@ -230,12 +252,20 @@ class NDRM(Ranker):
             raise InputError(f"text_processing: {text_processing!r} is not one of {list(TEXT_PROCESSING)}")
         if idf_formula not in IDF_FORMULAS:
             raise InputError(f"idf_formula: {idf_formula!r} is not one of {list(IDF_FORMULAS)}")
-        for key, value in (("hidden_dim", hidden_dim), ("n_layers", n_layers), ("max_query_len", max_query_len),
-                           ("max_doc_len", max_doc_len), ("pool_window", pool_window), ("pool_stride", pool_stride)):
+        for key, value in (
+            ("hidden_dim", hidden_dim),
+            ("n_layers", n_layers),
+            ("max_query_len", max_query_len),
+            ("max_doc_len", max_doc_len),
+            ("pool_window", pool_window),
+            ("pool_stride", pool_stride),
+        ):
             if int(value) < 1 and not (key == "n_layers" and value == 0):
                 raise InputError(f"{key}: must be a positive integer, got {value!r}")
         if impact_depth is not None and int(impact_depth) < 1:
-            raise InputError(f"impact_depth: must be a positive integer or null (keep every document), got {impact_depth!r}")
+            raise InputError(
+                f"impact_depth: must be a positive integer or null (keep every document), got {impact_depth!r}"
+            )
         self.embedder, self.variant = embedder, variant
         self.max_query_len, self.max_doc_len = max_query_len, max_doc_len
         self.pool_window, self.pool_stride, self.impact_depth = pool_window, pool_stride, impact_depth
@@ -263,8 +293,9 @@ class NDRM(Ranker):
             with torch.no_grad():
                 self.mix.weight.fill_(0.5)
                 self.mix.bias.zero_()
-            self.window_scorer = nn.Sequential(nn.Linear(len(mu), hidden_dim), nn.ReLU(), nn.Dropout(layer_keys["dropout"]),
-                                               nn.Linear(hidden_dim, 1))
+            self.window_scorer = nn.Sequential(
+                nn.Linear(len(mu), hidden_dim), nn.ReLU(), nn.Dropout(layer_keys["dropout"]), nn.Linear(hidden_dim, 1)
+            )
         else:
             embedder.embedding.weight.requires_grad_(False)  # NDRM2 reads token ids only
         if self.explicit_match:
@@ -278,11 +309,15 @@ class NDRM(Ranker):
 
     @classmethod
     def from_config(cls, params, corpus):
-        embedder_keys, conformer_keys, kernel_keys, own = split_config("ndrm", params, WordEmbedder, ConformerLayer, ndrm_kernels, cls.__init__)
+        embedder_keys, conformer_keys, kernel_keys, own = split_config(
+            "ndrm", params, WordEmbedder, ConformerLayer, ndrm_kernels, cls.__init__
+        )
         defaults = config_keys(cls.__init__)
         processing = own.get("text_processing", defaults["text_processing"])
         if processing == "words":
-            embedder = WordEmbedder.for_corpus(corpus, **embedder_keys)  # resolves ``embeddings: word2vec`` (the paper's)
+            embedder = WordEmbedder.for_corpus(
+                corpus, **embedder_keys
+            )  # resolves ``embeddings: word2vec`` (the paper's)
         else:
             # the vocabulary is read with the filters already: not cut again (a cut would drop the query words kept
             # beyond it, whose document frequency is not 0)
@@ -308,10 +343,14 @@ class NDRM(Ranker):
         meta_path = directory / word2vec_stage.META_FILE
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
         if meta.get("processing", "words") != processing:
-            raise InputError(f"ndrm: text_processing: {processing} needs word vectors of {processing} terms, but "
-                             f"{directory / word2vec_stage.FILE_NAME} was trained on {meta.get('processing', 'words')!r} terms "
-                             f"({meta_path}); set the config's word2vec.processing: {processing} and rerun the word2vec stage")
-        return Vocabulary.load(directory / word2vec_stage.DOC_FREQ_FILE, corpus.stats["num_docs"], queries, *limits, analyze=analyze)
+            raise InputError(
+                f"ndrm: text_processing: {processing} needs word vectors of {processing} terms, but "
+                f"{directory / word2vec_stage.FILE_NAME} was trained on {meta.get('processing', 'words')!r} terms "
+                f"({meta_path}); set the config's word2vec.processing: {processing} and rerun the word2vec stage"
+            )
+        return Vocabulary.load(
+            directory / word2vec_stage.DOC_FREQ_FILE, corpus.stats["num_docs"], queries, *limits, analyze=analyze
+        )
 
     @classmethod
     def artifacts(cls, params):
@@ -376,7 +415,9 @@ class NDRM(Ranker):
         if self.doc_markers:
             marker = doc >= len(self.embedder.vocab)
             vectors, mask = self.embedder(doc.masked_fill(marker, PAD))
-            vectors = torch.where(marker[..., None], self.markers((doc - len(self.embedder.vocab)).clamp(min=0)), vectors)
+            vectors = torch.where(
+                marker[..., None], self.markers((doc - len(self.embedder.vocab)).clamp(min=0)), vectors
+            )
             mask = mask + marker.to(mask.dtype)
         else:
             vectors, mask = self.embedder(doc)
@@ -417,8 +458,13 @@ class NDRM(Ranker):
             normalised[real] = self.normalise(both[real])
         return self.combine(normalised).squeeze(-1)
 
-    def forward(self, query: torch.Tensor, doc: torch.Tensor | None = None, tf: torch.Tensor | None = None,
-                dlen: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        query: torch.Tensor,
+        doc: torch.Tensor | None = None,
+        tf: torch.Tensor | None = None,
+        dlen: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         q_mask = (query > OOV).float()
         latent = self._latent_scores(self._query_vectors(query), self._encode_documents(doc)) if self.latent else None
         explicit = self.explicit(tf, dlen, self.idf[query], q_mask) if self.explicit_match else None
@@ -444,7 +490,11 @@ class NDRM(Ranker):
             ids = term_ids[start : start + block]
             mask = (ids > OOV).float()[None, :].expand(len(docs), -1)
             latent = self._latent_scores(self._query_vectors(ids)[None], encoded) if self.latent else None
-            explicit = self.explicit(tf[:, start : start + block], dlen, self.idf[ids][None], mask) if self.explicit_match else None
+            explicit = (
+                self.explicit(tf[:, start : start + block], dlen, self.idf[ids][None], mask)
+                if self.explicit_match
+                else None
+            )
             out.append(self._combine(latent, explicit, mask) * self.embedder.query_weights(ids[None], mask))
         return torch.cat(out, dim=1)
 
@@ -460,7 +510,9 @@ class NDRM(Ranker):
                 return torch.zeros(len(terms), 0)
             if not len(terms):
                 return torch.zeros(0, len(docs))
-            blocks = [self._score_terms(ids, docs[i : i + batch_size]).float().cpu() for i in range(0, len(docs), batch_size)]
+            blocks = [
+                self._score_terms(ids, docs[i : i + batch_size]).float().cpu() for i in range(0, len(docs), batch_size)
+            ]
             return torch.cat(blocks, dim=0).T.contiguous()
         finally:
             self.train(was_training)
@@ -492,22 +544,35 @@ class NDRM(Ranker):
         shifted = (values.astype(np.float64) - floors[:, None]).astype(np.float32)
         keep = shifted > 0  # an entry at its term's floor is what a missing entry means
         rows = np.broadcast_to(np.arange(len(terms))[:, None], shifted.shape)
-        matrix = sparse.csr_matrix((shifted[keep], (rows[keep], columns[keep])), shape=(len(terms), len(all_docs)), dtype=np.float32)
+        matrix = sparse.csr_matrix(
+            (shifted[keep], (rows[keep], columns[keep])), shape=(len(terms), len(all_docs)), dtype=np.float32
+        )
         sparse.save_npz(Path(out_dir) / "impact.npz", matrix)
-        write_json(Path(out_dir) / "impact.json", {
-            "format": IMPACT_FORMAT, "terms": terms, "doc_ids": all_docs, "impact_depth": self.impact_depth,
-            "term_floors": [float(f) for f in floors], "build_seconds": time.perf_counter() - started,
-            "query_terms": per_query,
-        })
+        write_json(
+            Path(out_dir) / "impact.json",
+            {
+                "format": IMPACT_FORMAT,
+                "terms": terms,
+                "doc_ids": all_docs,
+                "impact_depth": self.impact_depth,
+                "term_floors": [float(f) for f in floors],
+                "build_seconds": time.perf_counter() - started,
+                "query_terms": per_query,
+            },
+        )
 
-    def _impact_rows(self, terms: list[str], docs: list[str], batch_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _impact_rows(
+        self, terms: list[str], docs: list[str], batch_size: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Stream the collection in batches: each term's kept scores [T, k] with their document columns, and
         each term's minimum over all documents [T] (float64)."""
         n_terms = len(terms)
         floors = np.full(n_terms, np.inf)
         values = [np.zeros((n_terms, 0), dtype=np.float32)]
         columns = [np.zeros((n_terms, 0), dtype=np.int64)]
-        for start in tqdm(range(0, len(docs), batch_size), desc=f"impact index ({n_terms} terms)", unit="batch", mininterval=5):
+        for start in tqdm(
+            range(0, len(docs), batch_size), desc=f"impact index ({n_terms} terms)", unit="batch", mininterval=5
+        ):
             scores = self.term_scores(terms, [], docs[start : start + batch_size], batch_size).numpy()  # [T, D]
             floors = np.minimum(floors, scores.min(axis=1, initial=np.inf))
             values.append(scores)
@@ -517,7 +582,11 @@ class NDRM(Ranker):
                 # highest first, earlier documents first among ties (a stable sort): the same for any batch size
                 order = np.argsort(-kept, axis=1, kind="stable")[:, : self.impact_depth]
                 values, columns = [np.take_along_axis(kept, order, axis=1)], [np.take_along_axis(where, order, axis=1)]
-        return np.concatenate(values, axis=1), np.concatenate(columns, axis=1), np.where(np.isfinite(floors), floors, 0.0)
+        return (
+            np.concatenate(values, axis=1),
+            np.concatenate(columns, axis=1),
+            np.where(np.isfinite(floors), floors, 0.0),
+        )
 
     def attach_artifacts(self, directory):
         """Reranking with the fold's impact index attached: an unpruned index holds every s_{t,d} of the
@@ -527,7 +596,9 @@ class NDRM(Ranker):
         try:
             meta = json.loads((directory / "impact.json").read_text())
         except (OSError, json.JSONDecodeError) as err:
-            raise InputError(f"{directory} holds no readable NDRM impact index (impact.json: {err}); rebuild the artifacts") from None
+            raise InputError(
+                f"{directory} holds no readable NDRM impact index (impact.json: {err}); rebuild the artifacts"
+            ) from None
         if meta.get("format") != IMPACT_FORMAT:
             raise InputError(f"{directory / 'impact.json'}: format {meta.get('format')!r}, expected {IMPACT_FORMAT!r}")
         if meta["impact_depth"] is not None:
@@ -535,9 +606,12 @@ class NDRM(Ranker):
             return
         from scipy import sparse
 
-        self._impact = {"terms": {t: i for i, t in enumerate(meta["terms"])}, "docs": {d: j for j, d in enumerate(meta["doc_ids"])},
-                        "floors": np.asarray(meta["term_floors"], dtype=np.float64),
-                        "matrix": sparse.load_npz(directory / "impact.npz").tocsr()}
+        self._impact = {
+            "terms": {t: i for i, t in enumerate(meta["terms"])},
+            "docs": {d: j for j, d in enumerate(meta["doc_ids"])},
+            "floors": np.asarray(meta["term_floors"], dtype=np.float64),
+            "matrix": sparse.load_npz(directory / "impact.npz").tocsr(),
+        }
 
     def _impact_scores(self, queries: list[str], doc_ids: list[str]) -> torch.Tensor | None:
         """Σ over the query's terms of (stored entry + floor) per pair, or None if a term or document is not indexed."""
@@ -551,5 +625,11 @@ class NDRM(Ranker):
             rows += term_rows
             columns += [column] * len(term_rows)
             pairs += [i] * len(term_rows)
-        values = np.asarray(index["matrix"][rows, columns], dtype=np.float64).ravel() + index["floors"][rows] if rows else np.zeros(0)
-        return torch.from_numpy(np.bincount(np.asarray(pairs, dtype=np.int64), weights=values, minlength=len(queries)).astype(np.float32))
+        values = (
+            np.asarray(index["matrix"][rows, columns], dtype=np.float64).ravel() + index["floors"][rows]
+            if rows
+            else np.zeros(0)
+        )
+        return torch.from_numpy(
+            np.bincount(np.asarray(pairs, dtype=np.int64), weights=values, minlength=len(queries)).astype(np.float32)
+        )

@@ -24,7 +24,17 @@ MODEL_TYPES = {
 
 # Keys of a model's config entry that belong to the workflow, not to the model's constructor (``like`` is resolved
 # away when the config is validated: longrank.config.resolve_likes).
-WORKFLOW_KEYS = {"type", "train", "interpolate", "rerank_depth", "enabled", "checkpoint_of", "first_stage", "graph_set", "like"}
+WORKFLOW_KEYS = {
+    "type",
+    "train",
+    "interpolate",
+    "rerank_depth",
+    "enabled",
+    "checkpoint_of",
+    "first_stage",
+    "graph_set",
+    "like",
+}
 
 
 def model_class(model_type: str):

@@ -49,8 +49,16 @@ class TK(Ranker):
     config_parts = (WordEmbedder, Contextualizer, tk_kernels)
     parameter_groups = {"embeddings": ("embedder.",), "scoring": ("dense.",)}
 
-    def __init__(self, embedder: WordEmbedder, contextualizer: Contextualizer, mu: torch.Tensor, sigma: torch.Tensor,
-                 max_query_len: int = 30, max_doc_len: int = 200, length_norm: bool = False):
+    def __init__(
+        self,
+        embedder: WordEmbedder,
+        contextualizer: Contextualizer,
+        mu: torch.Tensor,
+        sigma: torch.Tensor,
+        max_query_len: int = 30,
+        max_doc_len: int = 200,
+        length_norm: bool = False,
+    ):
         super().__init__()
         self.embedder, self.contextualizer = embedder, contextualizer
         self.max_query_len, self.max_doc_len, self.length_norm = max_query_len, max_doc_len, length_norm
@@ -64,14 +72,19 @@ class TK(Ranker):
 
     @classmethod
     def from_config(cls, params, corpus):
-        embedder_keys, context_keys, kernel_keys, own = split_config("tk", params, WordEmbedder, Contextualizer, tk_kernels, cls.__init__)
+        embedder_keys, context_keys, kernel_keys, own = split_config(
+            "tk", params, WordEmbedder, Contextualizer, tk_kernels, cls.__init__
+        )
         embedder = WordEmbedder.for_corpus(corpus, **embedder_keys)
         sizes = {**config_keys(cls.__init__), **own}  # the learned position table must hold the longest input
         longest = max(sizes["max_query_len"], sizes["max_doc_len"])
         return cls(embedder, Contextualizer(embedder.dim, longest, **context_keys), *tk_kernels(**kernel_keys), **own)
 
     def encode(self, queries, doc_ids, docs):
-        return {"query": self.embedder.encode_query(queries, self.max_query_len), "doc": self.embedder.encode(docs, self.max_doc_len)}
+        return {
+            "query": self.embedder.encode_query(queries, self.max_query_len),
+            "doc": self.embedder.encode(docs, self.max_doc_len),
+        }
 
     def forward(self, query: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
         q, q_mask = self.embedder(query)

@@ -81,7 +81,10 @@ MIN_X = 1e-10
 
 # ---- Eq. 1: overlapping windows ---------------------------------------------------------------------------
 
-def split_windows(vectors: torch.Tensor, mask: torch.Tensor, window: int, overlap: int) -> tuple[torch.Tensor, torch.Tensor]:
+
+def split_windows(
+    vectors: torch.Tensor, mask: torch.Tensor, window: int, overlap: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """[B, L, E], [B, L] -> windows [B, n, w + 2o, E] and their masks [B, n, w + 2o], n = ceil(L / w); window i
     holds tokens i*w - o .. (i+1)*w + o - 1 (padding outside the document)."""
     length = vectors.shape[1]
@@ -96,11 +99,12 @@ def split_windows(vectors: torch.Tensor, mask: torch.Tensor, window: int, overla
 def merge_windows(windows: torch.Tensor, window: int, overlap: int, length: int) -> torch.Tensor:
     """Inverse of ``split_windows``: keep each window's middle w vectors -> [B, length, E]."""
     batch, n, _, dim = windows.shape
-    return windows[:, :, overlap:overlap + window].reshape(batch, n * window, dim)[:, :length]
+    return windows[:, :, overlap : overlap + window].reshape(batch, n * window, dim)[:, :length]
 
 
-def contextualize_windows(vectors: torch.Tensor, mask: torch.Tensor, contextualize, window: int, overlap: int,
-                          pack: bool = True) -> tuple[torch.Tensor, int]:
+def contextualize_windows(
+    vectors: torch.Tensor, mask: torch.Tensor, contextualize, window: int, overlap: int, pack: bool = True
+) -> tuple[torch.Tensor, int]:
     """Eq. 1 on a batch: ``contextualize([N, w+2o, E], [N, w+2o]) -> [N, w+2o, E]`` runs once over the windows.
     Packed: only windows with a real token in their kept middle; unpacked: every window. Returns the
     contextualised document [B, L, E] and the number of windows contextualised."""
@@ -109,7 +113,7 @@ def contextualize_windows(vectors: torch.Tensor, mask: torch.Tensor, contextuali
     n, size = windows.shape[1], windows.shape[2]
     flat, flat_mask = windows.reshape(-1, size, dim), window_mask.reshape(-1, size)
     if pack:
-        keep = flat_mask[:, overlap:overlap + window].sum(dim=1) > 0
+        keep = flat_mask[:, overlap : overlap + window].sum(dim=1) > 0
         out = flat.new_zeros(flat.shape)
         if keep.any():
             out[keep] = contextualize(flat[keep], flat_mask[keep]).to(out.dtype)
@@ -121,6 +125,7 @@ def contextualize_windows(vectors: torch.Tensor, mask: torch.Tensor, contextuali
 
 
 # ---- Eq. 3-5: regions and saturation ----------------------------------------------------------------------
+
 
 def region_sums(values: torch.Tensor, region_size: int, stride: int = 1) -> torch.Tensor:
     """Sums over sliding regions along the last dimension: [..., L] -> [..., R], R = (max(L, r) - r) // stride + 1.
@@ -143,8 +148,10 @@ def saturate(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor)
 
 # ---- Eq. 7: top-local-max ---------------------------------------------------------------------------------
 
-def top_local_max(topography: torch.Tensor, valid: torch.Tensor, top_t: int, neighbours: int, radius: int,
-                  stride: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+
+def top_local_max(
+    topography: torch.Tensor, valid: torch.Tensor, top_t: int, neighbours: int, radius: int, stride: int = 1
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Greedy top-t maxima of [B, R] ``topography`` over ``valid`` [B, R] regions, suppressing every region
     starting less than ``radius`` tokens from a chosen one. Returns features [B, t * (2f + 1)] (per maximum:
     f left values, the peak, f right values), region indices [B, t] (-1 where none was left) and peak values
@@ -175,25 +182,50 @@ class TKL(Ranker):
     config_parts = (WordEmbedder, Contextualizer, tk_kernels)
     #: TKL's own defaults for keys of its parts: trainable positions, as the official TKL code
     part_defaults = {"positions": "learned"}
-    parameter_groups = {"embeddings": ("embedder.",),
-                        "scoring": ("kernel_weights.", "region_weights.", "saturation_", "salience.")}
+    parameter_groups = {
+        "embeddings": ("embedder.",),
+        "scoring": ("kernel_weights.", "region_weights.", "saturation_", "salience."),
+    }
 
-    def __init__(self, embedder: WordEmbedder, contextualizer: Contextualizer, mu: torch.Tensor, sigma: torch.Tensor,
-                 idf: torch.Tensor, max_query_len: int = 30, max_doc_len: int = 2000, window: int = 40,
-                 overlap: int = 5, region_size: int = 30, region_stride: int = 2, tail_regions: bool = True,
-                 top_t: int = 3, neighbours: int = 2, nms_radius: int | None = None, saturation: str = "embedding",
-                 region_init: str = "ones", pack_windows: bool = True):
+    def __init__(
+        self,
+        embedder: WordEmbedder,
+        contextualizer: Contextualizer,
+        mu: torch.Tensor,
+        sigma: torch.Tensor,
+        idf: torch.Tensor,
+        max_query_len: int = 30,
+        max_doc_len: int = 2000,
+        window: int = 40,
+        overlap: int = 5,
+        region_size: int = 30,
+        region_stride: int = 2,
+        tail_regions: bool = True,
+        top_t: int = 3,
+        neighbours: int = 2,
+        nms_radius: int | None = None,
+        saturation: str = "embedding",
+        region_init: str = "ones",
+        pack_windows: bool = True,
+    ):
         super().__init__()
         if saturation not in SATURATIONS:
             raise InputError(f"saturation: {saturation!r} is not one of {list(SATURATIONS)}")
-        for key, value in (("window", window), ("region_size", region_size), ("region_stride", region_stride), ("top_t", top_t)):
+        for key, value in (
+            ("window", window),
+            ("region_size", region_size),
+            ("region_stride", region_stride),
+            ("top_t", top_t),
+        ):
             if int(value) < 1:
                 raise InputError(f"{key}: must be a positive integer, got {value!r}")
         if region_init not in REGION_INITS:
             raise InputError(f"region_init: {region_init!r} is not one of {list(REGION_INITS)}")
         if overlap < 0 or neighbours < 0 or (nms_radius is not None and nms_radius < 1):
-            raise InputError(f"overlap and neighbours must be >= 0 and nms_radius >= 1, got overlap={overlap}, "
-                             f"neighbours={neighbours}, nms_radius={nms_radius}")
+            raise InputError(
+                f"overlap and neighbours must be >= 0 and nms_radius >= 1, got overlap={overlap}, "
+                f"neighbours={neighbours}, nms_radius={nms_radius}"
+            )
         self.embedder, self.contextualizer = embedder, contextualizer
         self.max_query_len, self.max_doc_len = max_query_len, max_doc_len
         self.window, self.overlap = window, overlap
@@ -230,7 +262,9 @@ class TKL(Ranker):
 
     @classmethod
     def from_config(cls, params, corpus):
-        embedder_keys, context_keys, kernel_keys, own = split_config("tkl", params, WordEmbedder, Contextualizer, tk_kernels, cls.__init__)
+        embedder_keys, context_keys, kernel_keys, own = split_config(
+            "tkl", params, WordEmbedder, Contextualizer, tk_kernels, cls.__init__
+        )
         embedder = WordEmbedder.for_corpus(corpus, **embedder_keys)
         sizes = {**config_keys(cls.__init__), **own}  # the learned position table must hold a query and a window
         longest = max(sizes["max_query_len"], sizes["window"] + 2 * sizes["overlap"])
@@ -238,7 +272,10 @@ class TKL(Ranker):
         return cls(embedder, contextualizer, *tk_kernels(**kernel_keys), embedder.vocab.idf(), **own)
 
     def encode(self, queries, doc_ids, docs):
-        return {"query": self.embedder.encode_query(queries, self.max_query_len), "doc": self.embedder.encode(docs, self.max_doc_len)}
+        return {
+            "query": self.embedder.encode_query(queries, self.max_query_len),
+            "doc": self.embedder.encode(docs, self.max_doc_len),
+        }
 
     def _saturate(self, sums: torch.Tensor, query: torch.Tensor, region_len: torch.Tensor) -> torch.Tensor:
         """sums [B, Lq, K, R], query ids [B, Lq], region token counts [B, R] -> saturated [B, Lq, K, R]."""
@@ -261,11 +298,19 @@ class TKL(Ranker):
         q, q_mask = self.embedder(query)
         d, d_mask = self.embedder(doc)
         q = self.contextualizer(q, q_mask)
-        d, passes = contextualize_windows(d, d_mask, lambda v, m: self.contextualizer(v, m, is_document=True),
-                                          self.window, self.overlap, self.pack_windows)
+        d, passes = contextualize_windows(
+            d,
+            d_mask,
+            lambda v, m: self.contextualizer(v, m, is_document=True),
+            self.window,
+            self.overlap,
+            self.pack_windows,
+        )
         self.window_passes += passes
         cosine = cosine_matrix(q, d)[:, :, None, :]  # [B, Lq, 1, Ld]
-        kernels = torch.exp(-((cosine - self.mu[:, None]) ** 2) / (2 * self.sigma[:, None] ** 2)) * d_mask[:, None, None, :]
+        kernels = (
+            torch.exp(-((cosine - self.mu[:, None]) ** 2) / (2 * self.sigma[:, None] ** 2)) * d_mask[:, None, None, :]
+        )
         if self.tail_regions:  # regions may run past the document's end: one starts at every stride before it
             kernels, d_mask = F.pad(kernels, (0, self.region_size - 1)), F.pad(d_mask, (0, self.region_size - 1))
         sums = region_sums(kernels, self.region_size, self.region_stride)  # Eq. 3, [B, Lq, K, R]

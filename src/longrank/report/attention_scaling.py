@@ -65,18 +65,24 @@ def summarise(data: dict) -> dict:
     ratios = []
     for n in lengths:
         sep_mem, sep_time = value("separable", n, "peak_mb"), value("separable", n, "seconds")
-        ratios.append({"length": n,
-                       "memory_materialised": _ratio(value("materialised", n, "peak_mb"), sep_mem),
-                       "memory_sdpa": _ratio(value("sdpa", n, "peak_mb"), sep_mem),
-                       "time_sdpa": _ratio(value("sdpa", n, "seconds"), sep_time),
-                       "time_materialised": _ratio(value("materialised", n, "seconds"), sep_time)})
+        ratios.append(
+            {
+                "length": n,
+                "memory_materialised": _ratio(value("materialised", n, "peak_mb"), sep_mem),
+                "memory_sdpa": _ratio(value("sdpa", n, "peak_mb"), sep_mem),
+                "time_sdpa": _ratio(value("sdpa", n, "seconds"), sep_time),
+                "time_materialised": _ratio(value("materialised", n, "seconds"), sep_time),
+            }
+        )
     at = {r["length"]: r for r in ratios}
     separable = sorted((n, r) for (a, n), r in measured.items() if a == "separable")
     growth = {}
     for attention in ATTENTIONS:
         pts = sorted((n, r) for (a, n), r in measured.items() if a == attention)
         if len(pts) >= 2:
-            growth[attention] = {key: _exponent([n for n, _ in pts], [r[key] for _, r in pts]) for key in ("peak_mb", "seconds")}
+            growth[attention] = {
+                key: _exponent([n for n, _ in pts], [r[key] for _, r in pts]) for key in ("peak_mb", "seconds")
+            }
     return {
         "lengths": lengths,
         "ratios": ratios,
@@ -122,53 +128,86 @@ def section(ctx: Context) -> Section | None:
     s = summarise(data)
     cfg = data.get("config") or {}
     sec = Section("Attention scaling: memory and time by sequence length")
-    sec.text(f"The same stack of {cfg.get('layers', '?')} Conformer layers (hidden {cfg.get('hidden', '?')}, "
-             f"{cfg.get('heads', '?')} heads, batch {cfg.get('batch_size', '?')}) trained for one step (forward + backward) "
-             f"with three attentions: materialised softmax(QKᵀ/√d)·V as the 2020 Transformer of the paper's Fig. 2 computes it "
-             f"(an n×n matrix per head), PyTorch's fused scaled-dot-product attention (the same Eq. 1, no n×n matrix stored), "
-             f"and the Conformer's separable attention (Eq. 2). Device: {data.get('device', '?')} ({data.get('device_name') or '?'}).")
-    sec.howto("The paper's memory claim is a comparison with materialised attention: only that one stores n×n. "
-              "Fused SDPA has no n×n matrix either, so against it the separable attention's lasting advantage is time, "
-              "not memory. Each number below names its comparison.")
+    sec.text(
+        f"The same stack of {cfg.get('layers', '?')} Conformer layers (hidden {cfg.get('hidden', '?')}, "
+        f"{cfg.get('heads', '?')} heads, batch {cfg.get('batch_size', '?')}) trained for one step (forward + backward) "
+        f"with three attentions: materialised softmax(QKᵀ/√d)·V as the 2020 Transformer of the paper's Fig. 2 computes it "
+        f"(an n×n matrix per head), PyTorch's fused scaled-dot-product attention (the same Eq. 1, no n×n matrix stored), "
+        f"and the Conformer's separable attention (Eq. 2). Device: {data.get('device', '?')} ({data.get('device_name') or '?'})."
+    )
+    sec.howto(
+        "The paper's memory claim is a comparison with materialised attention: only that one stores n×n. "
+        "Fused SDPA has no n×n matrix either, so against it the separable attention's lasting advantage is time, "
+        "not memory. Each number below names its comparison."
+    )
     mat, sdpa = s["memory_materialised_at"], s["time_sdpa_at"]
-    sec.text(f"Memory advantage (vs materialised attention only): peak training memory materialised / separable at "
-             f"{MEMORY_AT:,} positions = {_x(mat)}" + ("" if mat is not None else " (not measured at that length)") + ". "
-             f"Time advantage (vs fused SDPA): forward+backward time fused SDPA / separable at {TIME_AT:,} positions = "
-             f"{_x(sdpa)}" + ("" if sdpa is not None else " (not measured at that length)") + ".")
+    sec.text(
+        f"Memory advantage (vs materialised attention only): peak training memory materialised / separable at "
+        f"{MEMORY_AT:,} positions = {_x(mat)}" + ("" if mat is not None else " (not measured at that length)") + ". "
+        f"Time advantage (vs fused SDPA): forward+backward time fused SDPA / separable at {TIME_AT:,} positions = "
+        f"{_x(sdpa)}" + ("" if sdpa is not None else " (not measured at that length)") + "."
+    )
     sdpa_mem = [r["memory_sdpa"] for r in s["ratios"] if r["memory_sdpa"] is not None]
     if sdpa_mem:
-        sec.text(f"For contrast, memory fused SDPA / separable ranges {min(sdpa_mem):.2f}–{max(sdpa_mem):.2f}× over the "
-                 f"measured lengths: against fused attention the separable attention has no comparable memory advantage.")
+        sec.text(
+            f"For contrast, memory fused SDPA / separable ranges {min(sdpa_mem):.2f}–{max(sdpa_mem):.2f}× over the "
+            f"measured lengths: against fused attention the separable attention has no comparable memory advantage."
+        )
     fm, ft = s["fit_memory"], s["fit_time"]
     if fm and ft:
-        sec.text(f"Straight-line fit in length of the separable attention (least squares over {fm['points']} lengths): "
-                 f"memory {fm['slope'] * 1000:.1f} MB per 1,000 positions {_signed(fm['intercept'], '.1f')} MB, R² = {fm['r2']:.4f}; "
-                 f"time {ft['slope'] * 1000:.3g} s per 1,000 positions {_signed(ft['intercept'], '.3g')} s, R² = {ft['r2']:.4f}"
-                 + (" (two lengths: R² is 1 by construction)." if fm["points"] < 3 else "."))
+        sec.text(
+            f"Straight-line fit in length of the separable attention (least squares over {fm['points']} lengths): "
+            f"memory {fm['slope'] * 1000:.1f} MB per 1,000 positions {_signed(fm['intercept'], '.1f')} MB, R² = {fm['r2']:.4f}; "
+            f"time {ft['slope'] * 1000:.3g} s per 1,000 positions {_signed(ft['intercept'], '.3g')} s, R² = {ft['r2']:.4f}"
+            + (" (two lengths: R² is 1 by construction)." if fm["points"] < 3 else ".")
+        )
     headers, rows = _measure_cells(data, "peak_mb", 0)
     sec.table(headers, rows, caption="Peak training memory (MB above weights and inputs)")
     headers, rows = _measure_cells(data, "seconds", 3)
     sec.table(headers, rows, caption=f"Forward+backward time (s, median of {cfg.get('repeats', '?')})")
     keys = ("memory_materialised", "memory_sdpa", "time_sdpa", "time_materialised")
-    sec.table(["length", "memory: materialised / separable", "memory: fused SDPA / separable",
-               "time: fused SDPA / separable", "time: materialised / separable"],
-              [[Cell(f"{r['length']:,}")] + [Cell(_x(r[k])) for k in keys] for r in s["ratios"]],
-              caption="Ratios to the separable attention at each length (– where one side was not measured)")
+    sec.table(
+        [
+            "length",
+            "memory: materialised / separable",
+            "memory: fused SDPA / separable",
+            "time: fused SDPA / separable",
+            "time: materialised / separable",
+        ],
+        [[Cell(f"{r['length']:,}")] + [Cell(_x(r[k])) for k in keys] for r in s["ratios"]],
+        caption="Ratios to the separable attention at each length (– where one side was not measured)",
+    )
     if s["growth"]:
-        sec.table(["attention", "memory ∝ nᵏ, k =", "time ∝ nᵏ, k ="],
-                  [[Cell(LABELS[a]), Cell(fmt(g["peak_mb"], 2) if g["peak_mb"] is not None else "–"),
-                    Cell(fmt(g["seconds"], 2) if g["seconds"] is not None else "–")] for a, g in s["growth"].items()],
-                  caption="Growth exponents: slope of log measure against log length (1 linear, 2 quadratic)")
+        sec.table(
+            ["attention", "memory ∝ nᵏ, k =", "time ∝ nᵏ, k ="],
+            [
+                [
+                    Cell(LABELS[a]),
+                    Cell(fmt(g["peak_mb"], 2) if g["peak_mb"] is not None else "–"),
+                    Cell(fmt(g["seconds"], 2) if g["seconds"] is not None else "–"),
+                ]
+                for a, g in s["growth"].items()
+            ],
+            caption="Growth exponents: slope of log measure against log length (1 linear, 2 quadratic)",
+        )
     skipped = [r for r in data.get("rows") or [] if r.get("skipped")]
     if skipped:
-        sec.note("Skipped: " + "; ".join(f"{LABELS.get(r['attention'], r['attention'])} at {int(r['length']):,} ({r.get('reason')})"
-                                         for r in skipped) + ".")
+        sec.note(
+            "Skipped: "
+            + "; ".join(
+                f"{LABELS.get(r['attention'], r['attention'])} at {int(r['length']):,} ({r.get('reason')})"
+                for r in skipped
+            )
+            + "."
+        )
     measured = [r for r in data.get("rows") or [] if not r.get("skipped")]
     if measured:
-        png = plots.attention_scaling_plot(measured, skipped,
-                                           ctx.fig_dir / "fig_attention_scaling.png", LABELS)
-        sec.image(png, "Peak training memory (left) and forward+backward time (right) against sequence length, log-log: "
-                       "a slope of 1 is linear growth, 2 quadratic (dotted guides). Skipped configurations are listed in the legend.")
+        png = plots.attention_scaling_plot(measured, skipped, ctx.fig_dir / "fig_attention_scaling.png", LABELS)
+        sec.image(
+            png,
+            "Peak training memory (left) and forward+backward time (right) against sequence length, log-log: "
+            "a slope of 1 is linear growth, 2 quadratic (dotted guides). Skipped configurations are listed in the legend.",
+        )
     if data.get("method"):
         sec.note(str(data["method"]))
     return sec

@@ -15,9 +15,24 @@ import logging
 from pathlib import Path
 
 from longrank.io import InputError, write_text
-from longrank.report import (attention_scaling, confidence, diagnostics, effectiveness, efficiency, first_stages,
-                             interpolation, length_bias, length_buckets, max_length, mir, noninferiority, provenance,
-                             regions, reproduction, training)
+from longrank.report import (
+    attention_scaling,
+    confidence,
+    diagnostics,
+    effectiveness,
+    efficiency,
+    first_stages,
+    interpolation,
+    length_bias,
+    length_buckets,
+    max_length,
+    mir,
+    noninferiority,
+    provenance,
+    regions,
+    reproduction,
+    training,
+)
 from longrank.report.comparison import copy_tables, load_comparison
 from longrank.report.context import Context
 from longrank.report.html import Section, render_html, render_markdown
@@ -28,14 +43,32 @@ log = logging.getLogger(__name__)
 
 # The report's sections, in order. A section may return None to be left out (attention_scaling: only when its
 # optional stage ran). The papers' published figures follow the confidence intervals they are read against.
-SECTIONS = [effectiveness, first_stages, diagnostics, confidence, reproduction, length_buckets, length_bias, max_length,
-            regions, mir, efficiency, attention_scaling, noninferiority, interpolation, training, provenance]
+SECTIONS = [
+    effectiveness,
+    first_stages,
+    diagnostics,
+    confidence,
+    reproduction,
+    length_buckets,
+    length_bias,
+    max_length,
+    regions,
+    mir,
+    efficiency,
+    attention_scaling,
+    noninferiority,
+    interpolation,
+    training,
+    provenance,
+]
 
 __all__ = ["Inputs", "Manifest", "SECTIONS", "add_arguments", "build", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--manifest", required=True, help="JSON: the files to read (report.manifest.Manifest, as the rule builds it)")
+    parser.add_argument(
+        "--manifest", required=True, help="JSON: the files to read (report.manifest.Manifest, as the rule builds it)"
+    )
     parser.add_argument("--out-dir", required=True, help="report directory (index.html, report.md, tables, PNGs)")
     parser.add_argument("--length-buckets", type=int, default=4, help="query buckets for nDCG by length (default: 4)")
     parser.add_argument("--title", default=None)
@@ -47,7 +80,11 @@ def build(manifest: Manifest, out_dir: Path, n_length_buckets: int = 4, title: s
     out_dir.mkdir(parents=True, exist_ok=True)
     fig_dir = out_dir / "figures"  # one folder, so the workflow can declare the figures that exist
     fig_dir.mkdir(exist_ok=True)
-    dataset = inp.config.get("dataset", {}).get("name") if isinstance(inp.config.get("dataset"), dict) else inp.config.get("dataset")
+    dataset = (
+        inp.config.get("dataset", {}).get("name")
+        if isinstance(inp.config.get("dataset"), dict)
+        else inp.config.get("dataset")
+    )
     title = title or f"LongRank report: {dataset}"
     cmp = load_comparison(inp)
     copy_tables(inp, cmp, out_dir)
@@ -65,5 +102,9 @@ def run(args: argparse.Namespace) -> None:
         raise InputError(f"--manifest: {err}") from None
     sections = build(manifest, Path(args.out_dir), args.length_buckets, args.title)
     skipped = [s.title for s in sections if s.blocks and all(b.kind == "note" for b in s.blocks)]
-    log.info("report written to %s (%d sections%s)", args.out_dir, len(sections),
-             f"; skipped: {', '.join(skipped)}" if skipped else "")
+    log.info(
+        "report written to %s (%d sections%s)",
+        args.out_dir,
+        len(sections),
+        f"; skipped: {', '.join(skipped)}" if skipped else "",
+    )

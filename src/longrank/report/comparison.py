@@ -55,11 +55,13 @@ def small_sample_warning(settings: CompareSettings) -> str | None:
     if settings.smallest_p_holm < settings.alpha:
         return None
     n, k = settings.n_queries, len(settings.systems)
-    return (f"Too few test queries for any significant difference: with {n} queries the two-sided Wilcoxon signed-rank "
-            f"test cannot give p below 2/2^{n} = {fmt_p(smallest_wilcoxon_p(n))}, and Holm's correction over the "
-            f"{k * (k - 1) // 2} pairs of the table raises the smallest to {fmt_p(settings.smallest_p_holm)}, not below "
-            f"alpha {settings.alpha}. Every verdict below reads 'not significant' whatever the systems do: it says nothing "
-            "about them. Evaluate on more queries.")
+    return (
+        f"Too few test queries for any significant difference: with {n} queries the two-sided Wilcoxon signed-rank "
+        f"test cannot give p below 2/2^{n} = {fmt_p(smallest_wilcoxon_p(n))}, and Holm's correction over the "
+        f"{k * (k - 1) // 2} pairs of the table raises the smallest to {fmt_p(settings.smallest_p_holm)}, not below "
+        f"alpha {settings.alpha}. Every verdict below reads 'not significant' whatever the systems do: it says nothing "
+        "about them. Evaluate on more queries."
+    )
 
 
 def load_comparison(inp: Inputs) -> Comparison:

@@ -15,5 +15,8 @@ def section(ctx: Context) -> Section:
         return sec.note(f"Skipped: no {PRIMARY} in the comparison table.")
     references = {s: stage_label(s) for s in ctx.inp.first_stages}
     png = plots.ci_plot(cmp.table, PRIMARY, cmp.systems, ctx.fig_dir / "fig_ci_ndcg10.png", cmp.letters, references)
-    return sec.image(png, f"Mean {PRIMARY} per system; bars are percentile bootstrap 95% CIs over test queries. "
-                          "Overlapping intervals do not imply a non-significant paired difference: see the pairwise table.")
+    return sec.image(
+        png,
+        f"Mean {PRIMARY} per system; bars are percentile bootstrap 95% CIs over test queries. "
+        "Overlapping intervals do not imply a non-significant paired difference: see the pairwise table.",
+    )

@@ -35,8 +35,14 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
         return float(stats.spearmanr(a, b).statistic)
 
 
-def score_correlations(run: Run, candidates: Run, qids: Sequence[str], depth: int, lengths: pd.Series,
-                       matches: Mapping[str, Mapping[str, int]]) -> dict[str, tuple[float, int]]:
+def score_correlations(
+    run: Run,
+    candidates: Run,
+    qids: Sequence[str],
+    depth: int,
+    lengths: pd.Series,
+    matches: Mapping[str, Mapping[str, int]],
+) -> dict[str, tuple[float, int]]:
     """Feature -> (mean per-query Spearman rho of the run's scores with it, queries it is defined on).
 
     Only the query's top-``depth`` candidates count: the ones the system scored (below them a run keeps the
@@ -80,13 +86,16 @@ def section(ctx: Context) -> Section:
     for s, run in runs.items():
         corr = score_correlations(run, inp.candidates(stage[s]), qids, depths[s], inp.lengths, matches[stage[s]])
         rows.append([s, depths[s], *[v for f in FEATURES for v in (corr[f][0], corr[f][1])]])
-    sec.howto("Mean over test queries of the Spearman correlation between a system's scores and a property of the "
-              "candidates it scored (its top rerank-depth first-stage candidates); a query where the correlation is "
-              "undefined (a constant score or property) is left out, and 'queries' says how many count. A strongly "
-              "negative length correlation with a near-zero match correlation means the model learned a length "
-              "shortcut (short documents first) rather than matching the query. "
-              f"Matched terms: distinct query terms (stop words removed) in the document, what {SANITY} ranks by.")
+    sec.howto(
+        "Mean over test queries of the Spearman correlation between a system's scores and a property of the "
+        "candidates it scored (its top rerank-depth first-stage candidates); a query where the correlation is "
+        "undefined (a constant score or property) is left out, and 'queries' says how many count. A strongly "
+        "negative length correlation with a near-zero match correlation means the model learned a length "
+        "shortcut (short documents first) rather than matching the query. "
+        f"Matched terms: distinct query terms (stop words removed) in the document, what {SANITY} ranks by."
+    )
     score = f"ρ {stages[0]} score" if len(stages) == 1 else "ρ first-stage score"
-    sec.table(["System", "Depth", "ρ length (words)", "queries", "ρ matched query terms", "queries",
-               score, "queries"], rows)
+    sec.table(
+        ["System", "Depth", "ρ length (words)", "queries", "ρ matched query terms", "queries", score, "queries"], rows
+    )
     return sec

@@ -27,16 +27,22 @@ def section(ctx: Context) -> Section:
     sec.warning(cmp.too_few_queries)
     rates = inp.docs_per_ms
     extra_cols = ["Max doc len"] + (["Docs/ms"] if rates else [])
-    extra = {s: {"Max doc len": inp.max_doc_len(s) or "–", "Docs/ms": fmt(rates[s], 2) if s in rates else "–"}
-             for s in systems}
+    extra = {
+        s: {"Max doc len": inp.max_doc_len(s) or "–", "Docs/ms": fmt(rates[s], 2) if s in rates else "–"}
+        for s in systems
+    }
     weights, expected = sanity.interpolation_weights(inp), sanity.random_order(inp)
     extra_cols += sanity.weight_column(weights, extra)  # "w (dev)" beside every model+{first stage} row
     headers, rows = effectiveness_rows(cmp.table, systems, cmp.measures, extra, extra_cols)
-    rows += sanity.random_order_rows(expected, headers, cmp.measures, primary)  # reference rows: the nDCG@10 column only
+    rows += sanity.random_order_rows(
+        expected, headers, cmp.measures, primary
+    )  # reference rows: the nDCG@10 column only
     settings = cmp.settings
-    sec.howto(LETTER_NOTE.format(alpha=alpha) + " Confidence intervals are percentile bootstrap 95% intervals "
-              f"over queries ({settings.bootstrap} resamples, seed {settings.seed}). "
-              f"All systems are evaluated on the same {settings.n_queries} test queries. " + sanity.reference_note(inp))
+    sec.howto(
+        LETTER_NOTE.format(alpha=alpha) + " Confidence intervals are percentile bootstrap 95% intervals "
+        f"over queries ({settings.bootstrap} resamples, seed {settings.seed}). "
+        f"All systems are evaluated on the same {settings.n_queries} test queries. " + sanity.reference_note(inp)
+    )
     sec.table(headers, rows)
 
     # Each system against the first stage whose candidates it ranks (the other first stages: their own section).
@@ -47,32 +53,61 @@ def section(ctx: Context) -> Section:
         others = [s for s in systems if s not in inp.first_stages and inp.stage_of(s) == stage]
         if not others:  # a first stage nothing reranks (e.g. a model's fullrank run): compared in "First stages"
             continue
-        lines = verdict_rows(pairs, primary, [(s, stage) for s in others], label, alpha,
-                             sanity.zero_weight_verdicts(weights, label))
-        sec.table(["System", f"vs {label} on {primary}", *VERDICT_HEADERS], lines,
-                  caption=f"Each system against {label} ({primary})")
+        lines = verdict_rows(
+            pairs, primary, [(s, stage) for s in others], label, alpha, sanity.zero_weight_verdicts(weights, label)
+        )
+        sec.table(
+            ["System", f"vs {label} on {primary}", *VERDICT_HEADERS],
+            lines,
+            caption=f"Each system against {label} ({primary})",
+        )
 
     # Each fine-tuned encoder row against the untrained encoder it starts from (on the same first stage),
     # interpolated against interpolated.
-    tuned = [s for s in systems if is_fine_tuned_encoder(inp.models.get(inp.base_model(s)), inp.resolved.get(inp.base_model(s)))]
+    tuned = [
+        s
+        for s in systems
+        if is_fine_tuned_encoder(inp.models.get(inp.base_model(s)), inp.resolved.get(inp.base_model(s)))
+    ]
     for floor in [s for s in systems if is_zero_shot(inp.models.get(s))]:
         stage = inp.stage_of(floor)
-        pairings = [(s, floor if inp.base_model(s) == s else interpolated(inp, floor))
-                    for s in tuned if inp.stage_of(s) == stage]
+        pairings = [
+            (s, floor if inp.base_model(s) == s else interpolated(inp, floor))
+            for s in tuned
+            if inp.stage_of(s) == stage
+        ]
         lines = verdict_rows(pairs, primary, pairings, f"the {floor} floor", alpha)
         if lines:
-            sec.table(["System", f"vs {floor} on {primary}", *VERDICT_HEADERS], lines,
-                      caption=f"Fine-tuned encoders against the zero-shot floor {floor} ({primary}; +{stage} rows "
-                              f"against {interpolated(inp, floor)})")
+            sec.table(
+                ["System", f"vs {floor} on {primary}", *VERDICT_HEADERS],
+                lines,
+                caption=f"Fine-tuned encoders against the zero-shot floor {floor} ({primary}; +{stage} rows "
+                f"against {interpolated(inp, floor)})",
+            )
 
-    sec.table(*sanity.sanity_table(inp, cmp.table, pairs, systems, primary, alpha, expected.get(inp.default_first_stage, {}),
-                                   expected), caption=f"Trained rerankers against the sanity references ({primary})")
+    sec.table(
+        *sanity.sanity_table(
+            inp, cmp.table, pairs, systems, primary, alpha, expected.get(inp.default_first_stage, {}), expected
+        ),
+        caption=f"Trained rerankers against the sanity references ({primary})",
+    )
     detail = []
     for _, r in pairs[pairs.measure == primary].iterrows():
-        detail.append([f"{r.system_a} − {r.system_b}", Cell(f"{r.mean_diff:+.4f}"),
-                       Cell(f"[{r.diff_ci_low:+.4f}, {r.diff_ci_high:+.4f}]"), Cell(fmt(float(r.cohens_d), 2)),
-                       Cell(fmt_p(r.wilcoxon_p)), Cell(fmt_p(r.wilcoxon_p_holm)), Cell(fmt_p(r.ttest_p)),
-                       Cell(fmt_p(r.ttest_p_holm))])
-    sec.table(["Pair", "Mean diff", "95% CI", "Cohen's d", "Wilcoxon p", "Wilcoxon p (Holm)", "t-test p",
-               "t-test p (Holm)"], detail, caption=f"Pairwise differences on {primary}")
+        detail.append(
+            [
+                f"{r.system_a} − {r.system_b}",
+                Cell(f"{r.mean_diff:+.4f}"),
+                Cell(f"[{r.diff_ci_low:+.4f}, {r.diff_ci_high:+.4f}]"),
+                Cell(fmt(float(r.cohens_d), 2)),
+                Cell(fmt_p(r.wilcoxon_p)),
+                Cell(fmt_p(r.wilcoxon_p_holm)),
+                Cell(fmt_p(r.ttest_p)),
+                Cell(fmt_p(r.ttest_p_holm)),
+            ]
+        )
+    sec.table(
+        ["Pair", "Mean diff", "95% CI", "Cohen's d", "Wilcoxon p", "Wilcoxon p (Holm)", "t-test p", "t-test p (Holm)"],
+        detail,
+        caption=f"Pairwise differences on {primary}",
+    )
     return sec

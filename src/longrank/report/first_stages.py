@@ -45,15 +45,21 @@ def costs(inp, stages) -> dict[str, list]:
         st = found.get(stage, {})
         # bm25 times its indexing (index_seconds); a model's impact index its per-fold build (build_seconds)
         build = st.get("build_seconds", st.get("index_seconds"))
-        out[stage] = [num(st.get("query_ms_per_query"), digits=3), num(st.get("index_bytes"), 1e-6), num(build, digits=1)]
+        out[stage] = [
+            num(st.get("query_ms_per_query"), digits=3),
+            num(st.get("index_bytes"), 1e-6),
+            num(build, digits=1),
+        ]
     return out
 
 
-COST_NOTE = ("Latency: retrieval time per query with the index in memory (BM25: its batched retrieval of all queries "
-             "divided by their number; a model: scoring and cutting each query's ranking from its impact index). Index "
-             "size: the index in memory, 10⁶ bytes (a model's impact index: the sparse arrays of one fold's index). Build "
-             "time: indexing the collection (a model: building one fold's impact index from its trained weights, "
-             "training not included). – : not measured.")
+COST_NOTE = (
+    "Latency: retrieval time per query with the index in memory (BM25: its batched retrieval of all queries "
+    "divided by their number; a model: scoring and cutting each query's ranking from its impact index). Index "
+    "size: the index in memory, 10⁶ bytes (a model's impact index: the sparse arrays of one fold's index). Build "
+    "time: indexing the collection (a model: building one fold's impact index from its trained weights, "
+    "training not included). – : not measured."
+)
 
 
 def section(ctx: Context) -> Section:
@@ -67,10 +73,14 @@ def section(ctx: Context) -> Section:
     k = top_k(inp, stage, cands)
     means, n = recall(inp, stage, cands, sorted({c for c in CUTOFFS if c < k} | {k}))
     label = stage_label(stage)
-    sec.text(f"Recall of the {label} candidates over the {n} test queries: a re-ranker can only "
-             f"find relevant documents among the top {k} that {label} hands it (R@{k} is its ceiling).")
+    sec.text(
+        f"Recall of the {label} candidates over the {n} test queries: a re-ranker can only "
+        f"find relevant documents among the top {k} that {label} hands it (R@{k} is its ceiling)."
+    )
     cost = costs(inp, [stage])
-    sec.table(["First stage", *means, *(COST_HEADERS if cost else [])], [[stage, *means.values(), *cost.get(stage, [])]])
+    sec.table(
+        ["First stage", *means, *(COST_HEADERS if cost else [])], [[stage, *means.values(), *cost.get(stage, [])]]
+    )
     if cost:
         sec.note(COST_NOTE)
     return sec
@@ -88,12 +98,18 @@ def comparison_section(ctx: Context, stages: dict) -> Section:
     primary = cmp.primary
     means = cmp.means(primary) if ranked else {}
     better = {s: [o for o in ranked if o != s and beats(cmp, primary, s, o)] for s in ranked}
-    sec.howto(f"Recall of each first stage's candidates over the {n} test queries: a re-ranker can only find "
-              "relevant documents among the candidates its first stage hands it (R@k at the candidates' depth k is "
-              "its ceiling; a first stage with fewer than k candidates keeps its recall beyond its depth). "
-              + (f"{primary} is the first stage's own ranking; 'Better than' names the first stages it beats on "
-                 f"{primary}: two-sided paired Wilcoxon signed-rank test, Holm-corrected across all pairs of the "
-                 f"effectiveness table, p < {cmp.alpha}." if ranked else ""))
+    sec.howto(
+        f"Recall of each first stage's candidates over the {n} test queries: a re-ranker can only find "
+        "relevant documents among the candidates its first stage hands it (R@k at the candidates' depth k is "
+        "its ceiling; a first stage with fewer than k candidates keeps its recall beyond its depth). "
+        + (
+            f"{primary} is the first stage's own ranking; 'Better than' names the first stages it beats on "
+            f"{primary}: two-sided paired Wilcoxon signed-rank test, Holm-corrected across all pairs of the "
+            f"effectiveness table, p < {cmp.alpha}."
+            if ranked
+            else ""
+        )
+    )
     headers = ["First stage", "Candidates", *recalls[next(iter(recalls))][0]]
     if ranked:
         headers += [primary, f"Better than ({primary})"]
@@ -103,8 +119,10 @@ def comparison_section(ctx: Context, stages: dict) -> Section:
     for s, (rec, _) in recalls.items():
         row = [s, depths[s], *rec.values()]
         if ranked:
-            row += [Cell(fmt(float(means[s])) if s in ranked else "–"),
-                    Cell(", ".join(better.get(s, [])) or ("none" if s in ranked else "–"))]
+            row += [
+                Cell(fmt(float(means[s])) if s in ranked else "–"),
+                Cell(", ".join(better.get(s, [])) or ("none" if s in ranked else "–")),
+            ]
         rows.append(row + cost.get(s, []))
     sec.table(headers, rows)
     if cost:
@@ -113,14 +131,24 @@ def comparison_section(ctx: Context, stages: dict) -> Section:
         sec.warning(cmp.too_few_queries)
         lines = []
         for i, a in enumerate(ranked):
-            for b in ranked[i + 1:]:
+            for b in ranked[i + 1 :]:
                 pr = pair_row(cmp.pairs, primary, b, a)
                 if pr is not None:
                     diff, p_holm, _ = pr
-                    lines.append([b, a, Cell(verdict(diff, p_holm, stage_label(a), cmp.alpha)), Cell(f"{diff:+.4f}"),
-                                  Cell(fmt_p(p_holm))])
-        sec.table(["First stage", "Against", f"Verdict on {primary}", "Mean difference", "p (Wilcoxon, Holm)"], lines,
-                  caption=f"First stages against each other ({primary})")
+                    lines.append(
+                        [
+                            b,
+                            a,
+                            Cell(verdict(diff, p_holm, stage_label(a), cmp.alpha)),
+                            Cell(f"{diff:+.4f}"),
+                            Cell(fmt_p(p_holm)),
+                        ]
+                    )
+        sec.table(
+            ["First stage", "Against", f"Verdict on {primary}", "Mean difference", "p (Wilcoxon, Holm)"],
+            lines,
+            caption=f"First stages against each other ({primary})",
+        )
     return sec
 
 

@@ -60,8 +60,10 @@ class Section:
         # A short row would shift every later cell under the wrong header, silently.
         bad = next((row for row in rows if len(row) != len(headers)), None)
         if bad is not None:
-            raise ValueError(f"table {caption or self.title!r}: a row has {len(bad)} cells for {len(headers)} "
-                             f"columns {list(headers)}: {[str(c) for c in bad]}")
+            raise ValueError(
+                f"table {caption or self.title!r}: a row has {len(bad)} cells for {len(headers)} "
+                f"columns {list(headers)}: {[str(c) for c in bad]}"
+            )
         self.blocks.append(Block("table", caption, headers, rows))
         return self
 
@@ -75,8 +77,13 @@ class Section:
 
 
 def render_html(title: str, sections: Sequence[Section]) -> str:
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{html.escape(title)}</title>",
-           f"<style>{CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>"]
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title>",
+        f"<style>{CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+    ]
     toc = "".join(f'<li><a href="#s{i}">{html.escape(s.title)}</a></li>' for i, s in enumerate(sections, 1))
     out.append(f"<ol>{toc}</ol>")
     for i, s in enumerate(sections, 1):
@@ -96,8 +103,10 @@ def render_html(title: str, sections: Sequence[Section]) -> str:
                 out.append(to_html(b.headers, b.rows))
             elif b.kind == "image":
                 data = base64.b64encode(b.path.read_bytes()).decode("ascii")
-                out.append(f'<figure><img alt="{html.escape(b.path.name)}" src="data:image/png;base64,{data}">'
-                           f"<figcaption>{html.escape(b.text)}</figcaption></figure>")
+                out.append(
+                    f'<figure><img alt="{html.escape(b.path.name)}" src="data:image/png;base64,{data}">'
+                    f"<figcaption>{html.escape(b.text)}</figcaption></figure>"
+                )
             elif b.kind == "code":
                 out.append(f"<pre>{html.escape(b.text, quote=False)}</pre>")
     out.append("</body></html>")

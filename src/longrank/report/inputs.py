@@ -74,7 +74,10 @@ def is_reranker(inp, system: str) -> bool:
 
 def interpolations(inp) -> list[tuple[str, str, Interpolation]]:
     """(model, interpolated row, its weights) of every interpolation the rule passed, in the order of the models' names."""
-    found = [(base_model(inp, system), system, Interpolation.read(path)) for system, path in inp.manifest.interpolations.items()]
+    found = [
+        (base_model(inp, system), system, Interpolation.read(path))
+        for system, path in inp.manifest.interpolations.items()
+    ]
     return sorted(found, key=lambda row: row[0])
 
 

@@ -13,7 +13,9 @@ def section(ctx: Context) -> Section:
     found = interpolations(inp)
     stages = list(dict.fromkeys(model_stage(inp, model) for model, _, _ in found)) or [inp.default_first_stage]
     one = stages[0] if len(stages) == 1 and stages[0] else None  # every model mixed with the same first stage
-    sec = Section(f"Interpolation with {stage_label(one) if one else 'the first stage'} (weights chosen on dev queries)")
+    sec = Section(
+        f"Interpolation with {stage_label(one) if one else 'the first stage'} (weights chosen on dev queries)"
+    )
     if not found:
         return sec.note("No model is interpolated with its first stage in this configuration (interpolate: false).")
     rows = []
@@ -21,9 +23,20 @@ def section(ctx: Context) -> Section:
         # per fold: the weight chosen on its dev queries and the dev nDCG@10 there; the mean over folds
         dev = sum(f.dev_ndcg10 for f in info.folds) / len(info.folds)
         tried = sorted({w for f in info.folds for w in f.dev_ndcg10_by_weight}, key=float)
-        rows.append([model, *([] if one else [model_stage(inp, model) or "–"]), Cell(fmt(info.weight, 3)), Cell(fmt(dev)),
-                     Cell(f"{len(tried)} ({tried[0]}–{tried[-1]})")])
+        rows.append(
+            [
+                model,
+                *([] if one else [model_stage(inp, model) or "–"]),
+                Cell(fmt(info.weight, 3)),
+                Cell(fmt(dev)),
+                Cell(f"{len(tried)} ({tried[0]}–{tried[-1]})"),
+            ]
+        )
     mixed = stage_label(one) if one else "first stage, where the first stage is the one the model reranked"
-    sec.text(f"score = w · model + (1 − w) · {mixed} (as implemented by the interpolate stage); w maximises dev nDCG@10 "
-             "in each fold (weight and dev nDCG@10: the mean over folds).")
-    return sec.table(["Model", *([] if one else ["First stage"]), "Weight w", "Dev nDCG@10 at w", "Weights tried"], rows)
+    sec.text(
+        f"score = w · model + (1 − w) · {mixed} (as implemented by the interpolate stage); w maximises dev nDCG@10 "
+        "in each fold (weight and dev nDCG@10: the mean over folds)."
+    )
+    return sec.table(
+        ["Model", *([] if one else ["First stage"]), "Weight w", "Dev nDCG@10 at w", "Weights tried"], rows
+    )

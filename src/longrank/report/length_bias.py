@@ -25,10 +25,12 @@ def section(ctx: Context) -> Section:
     depth = max(1, min(30, min(depths) // 2))
     dist = length_distributions(cands, inp.qrels, runs, inp.lengths, inp.evaluated_qids, depth=depth)
     png = plots.length_bias_plot(dist, rerankers, ctx.fig_dir / "fig_length_bias.png", depth=depth, baseline=baseline)
-    sec.text("Length buckets are deciles of the collection's document lengths (equal numbers of documents), so "
-             "the share of relevant candidates in a bucket is proportional to P(rel | length) and the share of a "
-             f"model's top-{depth} documents to P(ret@{depth} | length). A retrieval curve below the relevance curve on the "
-             f"right means the model under-retrieves long documents. (Top {depth}: half the shallowest rerank depth, "
-             "since reranking the top n cannot change which documents are in it.)")
+    sec.text(
+        "Length buckets are deciles of the collection's document lengths (equal numbers of documents), so "
+        "the share of relevant candidates in a bucket is proportional to P(rel | length) and the share of a "
+        f"model's top-{depth} documents to P(ret@{depth} | length). A retrieval curve below the relevance curve on the "
+        f"right means the model under-retrieves long documents. (Top {depth}: half the shallowest rerank depth, "
+        "since reranking the top n cannot change which documents are in it.)"
+    )
     sec.image(png, f"Relevance vs retrieval (top {depth}) by document length, per re-ranker (TKL Fig. 1 style).")
     return sec

@@ -19,9 +19,13 @@ def section(ctx: Context) -> Section:
     buckets = query_length_buckets(med, ctx.n_length_buckets)
     by_bucket = ndcg_by_bucket(frames, buckets, PRIMARY)
     png = plots.length_bucket_plot(by_bucket, list(frames), ctx.fig_dir / "fig_length_buckets.png", PRIMARY)
-    sec.text("Test queries are split into quantile buckets by the median length (words) of their relevant "
-             "documents; bars are each system's mean nDCG@10 within a bucket.")
+    sec.text(
+        "Test queries are split into quantile buckets by the median length (words) of their relevant "
+        "documents; bars are each system's mean nDCG@10 within a bucket."
+    )
     sec.image(png, f"{PRIMARY} by median relevant-document length (TKL Fig. 2 style).")
-    sec.table(["Bucket (words)", "Queries", *frames], [[str(b), int(r["queries"]), *[float(r[s]) for s in frames]]
-                                                      for b, r in by_bucket.iterrows()])
+    sec.table(
+        ["Bucket (words)", "Queries", *frames],
+        [[str(b), int(r["queries"]), *[float(r[s]) for s in frames]] for b, r in by_bucket.iterrows()],
+    )
     return sec

@@ -56,10 +56,14 @@ class Manifest:
     @classmethod
     def from_json(cls, text: str) -> "Manifest":
         obj = json.loads(text)
-        missing = [k for k in ("config", "data", "compare", "runs", "evals", "candidates", "candidate_stats") if k not in obj]
+        missing = [
+            k for k in ("config", "data", "compare", "runs", "evals", "candidates", "candidate_stats") if k not in obj
+        ]
         if missing:
             raise ValueError(f"report manifest lacks {missing}")
-        absent = [k for k in (*DATA_FILES,) if k not in obj["data"]] + [k for k in COMPARE_FILES if k not in obj["compare"]]
+        absent = [k for k in (*DATA_FILES,) if k not in obj["data"]] + [
+            k for k in COMPARE_FILES if k not in obj["compare"]
+        ]
         if absent:
             raise ValueError(f"report manifest lacks the files {absent}")
         return cls(**obj)

@@ -18,7 +18,11 @@ COLUMNS = ["type", "system", "max_doc_len", "mean", "ci_low", "ci_high"]
 def sweep_key(spec: dict, resolved: dict) -> str:
     """What a model entry is besides its maximum length: its keys with the model's and the training loop's defaults
     filled in (config.json's ``resolved_models``), so a key spelled out at its default is the same as one left out."""
-    workflow = {k: v for k, v in spec.items() if k not in {"max_doc_len", "enabled", "interpolate", "checkpoint_of", "like", "train"}}
+    workflow = {
+        k: v
+        for k, v in spec.items()
+        if k not in {"max_doc_len", "enabled", "interpolate", "checkpoint_of", "like", "train"}
+    }
     architecture = {k: v for k, v in resolved["architecture"].items() if k != "max_doc_len"}
     return json.dumps({**workflow, **architecture, "train": resolved["train"]}, sort_keys=True, default=str)
 
@@ -30,15 +34,26 @@ def sweep_points(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
     for s in cmp.systems:
         spec = inp.models.get(s) or {}
         if inp.is_reranker(s) and s in prim.index and spec.get("max_doc_len") and spec.get("type"):
-            pts.append({"type": spec["type"], "system": s, "max_doc_len": int(spec["max_doc_len"]),
-                        "mean": prim.loc[s, "mean"], "ci_low": prim.loc[s, "ci_low"], "ci_high": prim.loc[s, "ci_high"]})
+            pts.append(
+                {
+                    "type": spec["type"],
+                    "system": s,
+                    "max_doc_len": int(spec["max_doc_len"]),
+                    "mean": prim.loc[s, "mean"],
+                    "ci_low": prim.loc[s, "ci_low"],
+                    "ci_high": prim.loc[s, "ci_high"],
+                }
+            )
     pts = pd.DataFrame(pts, columns=COLUMNS)
     # One line per sweep: entries that differ in max_doc_len only (not saturation, training, depth, ...).
     pts["sweep"] = [sweep_key(inp.models[s], inp.resolved[s]) for s in pts["system"]]
     lengths = pts.groupby("sweep")["max_doc_len"].nunique() if len(pts) else pd.Series(dtype=int)
     pts = pts[pts["sweep"].isin(lengths[lengths >= 2].index)].copy()
     per_type = pts.groupby("type")["sweep"].nunique()
-    pts["type"] = [t if per_type[t] == 1 else f"{t} ({pts[pts.sweep == k].system.iloc[0]} ...)" for t, k in zip(pts["type"], pts["sweep"])]
+    pts["type"] = [
+        t if per_type[t] == 1 else f"{t} ({pts[pts.sweep == k].system.iloc[0]} ...)"
+        for t, k in zip(pts["type"], pts["sweep"])
+    ]
     return pts, prim
 
 
@@ -49,5 +64,7 @@ def section(ctx: Context) -> Section:
         return sec.note("Skipped: no two models in config.json differ in max_doc_len only.")
     stage = ctx.inp.default_first_stage
     base = float(prim.loc[stage, "mean"]) if stage in prim.index else None
-    png = plots.maxlen_plot(pts, ctx.fig_dir / "fig_maxlen.png", PRIMARY, base, stage_label(stage) if stage else "first stage")
+    png = plots.maxlen_plot(
+        pts, ctx.fig_dir / "fig_maxlen.png", PRIMARY, base, stage_label(stage) if stage else "first stage"
+    )
     return sec.image(png, f"{PRIMARY} against the number of document tokens the model reads (TKL Fig. 2 style).")

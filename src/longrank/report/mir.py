@@ -37,6 +37,7 @@ def changed_keys(name: str, ref: str, models: dict, resolved: dict) -> str:
     """What an ablation changes: the keys whose values differ from the reference entry's, each entry with the model's
     and the training loop's defaults filled in (config.json's ``resolved_models``: an entry that leaves a key out
     has its default)."""
+
     def flat(n: str) -> dict:
         own = {k: v for k, v in models[n].items() if k not in {"train", "like"} | UNCHANGING}
         return {**resolved[n]["architecture"], **own, **{f"train.{k}": v for k, v in resolved[n]["train"].items()}}
@@ -65,14 +66,22 @@ def section(ctx: Context) -> Section | None:
             rel = "" if name == ref or base == 0 else f" ({100 * (value - base) / base:+.1f}%)"
             row.append(Cell(fmt(value) + rel))
         pair = pair_row(cmp.pairs, PRIMARY, name, ref) if name != ref else None
-        row += ([Cell(fmt_p(pair[2])), Cell(fmt_p(pair[1])), Cell(verdict(pair[0], pair[1], ref, cmp.alpha))]
-                if pair else [Cell("–"), Cell("–"), Cell("–")])
+        row += (
+            [Cell(fmt_p(pair[2])), Cell(fmt_p(pair[1])), Cell(verdict(pair[0], pair[1], ref, cmp.alpha))]
+            if pair
+            else [Cell("–"), Cell("–"), Cell("–")]
+        )
         rows.append(row)
-    sec.howto("Ablations are config entries of type mir that differ from the reference in a key or two (config/mir.yaml: "
-              "graphs removed, shared parameters, no stacks, fully connected pivots, GCN / GIN / GraphSAGE aggregators, "
-              "views removed, max / CNN / Transformer pooling); they read the same graph set.")
-    sec.table(["Model", "Changes", *measures, f"p {PRIMARY} (Wilcoxon)", "p (Holm)", "Verdict"], rows,
-              caption=f"MIR ablations (the paper's Tables 2-4): test means, in brackets the change relative to {ref}.")
+    sec.howto(
+        "Ablations are config entries of type mir that differ from the reference in a key or two (config/mir.yaml: "
+        "graphs removed, shared parameters, no stacks, fully connected pivots, GCN / GIN / GraphSAGE aggregators, "
+        "views removed, max / CNN / Transformer pooling); they read the same graph set."
+    )
+    sec.table(
+        ["Model", "Changes", *measures, f"p {PRIMARY} (Wilcoxon)", "p (Holm)", "Verdict"],
+        rows,
+        caption=f"MIR ablations (the paper's Tables 2-4): test means, in brackets the change relative to {ref}.",
+    )
     _query_groups(ctx, sec, names)
     _length_against_throughput(ctx, sec)
     return sec
@@ -90,22 +99,37 @@ def _length_against_throughput(ctx: Context, sec: Section) -> None:
     if not timed:
         return
     means, rate = cmp.means(PRIMARY), speed.docs_per_ms
-    rows = [[n, t["model"], t["tokens"], Cell(fmt(1000 * rate[n], 3)), Cell(fmt(float(means[n])))]
-            for n, t in sorted(timed.items(), key=lambda item: (item[1]["model"], item[1]["tokens"]))]
-    sec.table(["Model", "Reads", "Tokens", "Documents/s", PRIMARY], rows,
-              caption=f"Effectiveness and throughput measured side by side (MIR Fig. 5; {speed.device}).")
+    rows = [
+        [n, t["model"], t["tokens"], Cell(fmt(1000 * rate[n], 3)), Cell(fmt(float(means[n])))]
+        for n, t in sorted(timed.items(), key=lambda item: (item[1]["model"], item[1]["tokens"]))
+    ]
+    sec.table(
+        ["Model", "Reads", "Tokens", "Documents/s", PRIMARY],
+        rows,
+        caption=f"Effectiveness and throughput measured side by side (MIR Fig. 5; {speed.device}).",
+    )
     pairs = []
     for mir, t in timed.items():
         for maxp, u in timed.items():
             pair = pair_row(cmp.pairs, PRIMARY, mir, maxp) if t["model"] == "MIR" and u["model"] == "MaxP" else None
             if pair:
-                pairs.append([f"{mir} ({t['tokens']}) vs {maxp} ({u['tokens']})", Cell(f"{pair[0]:+.4f}"), Cell(fmt_p(pair[2])),
-                              Cell(fmt_p(pair[1])), Cell(verdict(pair[0], pair[1], maxp, cmp.alpha)),
-                              Cell(f"{rate[mir] / rate[maxp]:.2f}")])
+                pairs.append(
+                    [
+                        f"{mir} ({t['tokens']}) vs {maxp} ({u['tokens']})",
+                        Cell(f"{pair[0]:+.4f}"),
+                        Cell(fmt_p(pair[2])),
+                        Cell(fmt_p(pair[1])),
+                        Cell(verdict(pair[0], pair[1], maxp, cmp.alpha)),
+                        Cell(f"{rate[mir] / rate[maxp]:.2f}"),
+                    ]
+                )
     if pairs:
-        sec.table(["MIR vs MaxP (tokens)", f"Δ {PRIMARY}", "p (Wilcoxon)", "p (Holm)", "Verdict", "Throughput ratio"], pairs,
-                  caption="The paper's claim: MIR reading fewer tokens ranks better than MaxP reading more, at a throughput "
-                          "ratio above 1.")
+        sec.table(
+            ["MIR vs MaxP (tokens)", f"Δ {PRIMARY}", "p (Wilcoxon)", "p (Holm)", "Verdict", "Throughput ratio"],
+            pairs,
+            caption="The paper's claim: MIR reading fewer tokens ranks better than MaxP reading more, at a throughput "
+            "ratio above 1.",
+        )
 
 
 def _query_groups(ctx: Context, sec: Section, names: list[str]) -> None:
@@ -115,13 +139,24 @@ def _query_groups(ctx: Context, sec: Section, names: list[str]) -> None:
     systems = baselines + [n for n in names if n in frames]
     qids = list(next(iter(frames.values())).index)
     med = relevant_median_length(inp.qrels, inp.lengths, qids)
-    groups = [("all", qids), ("<= 512", med.index[med <= 512]), ("512-2K", med.index[(med > 512) & (med <= 2048)]),
-              ("> 2K", med.index[med > 2048])]
+    groups = [
+        ("all", qids),
+        ("<= 512", med.index[med <= 512]),
+        ("512-2K", med.index[(med > 512) & (med <= 2048)]),
+        ("> 2K", med.index[med > 2048]),
+    ]
     # One row per system: twenty ablations as columns would run off the page.
-    rows = [[s, *[Cell(fmt(float(frames[s].loc[list(ids), PRIMARY].mean())) if len(ids) else "–") for _, ids in groups]]
-            for s in systems]
-    sec.table(["Model", *[f"{label} ({len(ids)} queries)" for label, ids in groups]], rows,
-              caption=f"Test {PRIMARY} by query group (MIR Fig. 6): the median length in words of a query's relevant "
-                      f"documents.")
+    rows = [
+        [s, *[Cell(fmt(float(frames[s].loc[list(ids), PRIMARY].mean())) if len(ids) else "–") for _, ids in groups]]
+        for s in systems
+    ]
+    sec.table(
+        ["Model", *[f"{label} ({len(ids)} queries)" for label, ids in groups]],
+        rows,
+        caption=f"Test {PRIMARY} by query group (MIR Fig. 6): the median length in words of a query's relevant "
+        f"documents.",
+    )
     if len(med) < len(qids):
-        sec.note(f"{len(qids) - len(med)} test queries have no judged-relevant document with a length and are in 'all' only.")
+        sec.note(
+            f"{len(qids) - len(med)} test queries have no judged-relevant document with a length and are in 'all' only."
+        )

@@ -13,13 +13,23 @@ def section(ctx: Context) -> Section:
     if ni is None or ni.empty:
         return sec.note("Skipped: compare was run without --reference, so no non-inferiority test.")
     ref = ni["reference"].iloc[0]
-    sec.howto(f"MORES-style test (Gao et al. 2020, §4.1): for margin δ (a fraction of {ref}'s mean), a one-sided "
-              f"paired t-test rejects H0: mean(system) − mean({ref}) ≤ −δ·mean({ref}). ✓ = non-inferior "
-              f"(p < {ctx.cmp.alpha}): any loss against {ref} is smaller than the margin.")
+    sec.howto(
+        f"MORES-style test (Gao et al. 2020, §4.1): for margin δ (a fraction of {ref}'s mean), a one-sided "
+        f"paired t-test rejects H0: mean(system) − mean({ref}) ≤ −δ·mean({ref}). ✓ = non-inferior "
+        f"(p < {ctx.cmp.alpha}): any loss against {ref} is smaller than the margin."
+    )
     ni_measures = list(dict.fromkeys(ni["measure"]))
     rows = []
     for (s, margin), grp in ni.groupby(["system", "margin"], sort=False):
         g = grp.set_index("measure")
-        rows.append([s, f"{100 * margin:g}%", *[Cell(("✓ " if g.loc[m, "verdict"] == "non-inferior" else "✗ ")
-                                                     + f"p={fmt_p(float(g.loc[m, 'p']))}") for m in ni_measures]])
+        rows.append(
+            [
+                s,
+                f"{100 * margin:g}%",
+                *[
+                    Cell(("✓ " if g.loc[m, "verdict"] == "non-inferior" else "✗ ") + f"p={fmt_p(float(g.loc[m, 'p']))}")
+                    for m in ni_measures
+                ],
+            ]
+        )
     return sec.table(["System", "Margin", *ni_measures], rows, caption=f"Non-inferiority to {ref}")

@@ -17,8 +17,16 @@ import pandas as pd  # noqa: E402
 
 from longrank.io import atomic_path  # noqa: E402
 
-plt.rcParams.update({"figure.dpi": 110, "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
-                     "axes.spines.right": False, "font.size": 9})
+plt.rcParams.update(
+    {
+        "figure.dpi": 110,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "font.size": 9,
+    }
+)
 
 
 def _save(fig, path: str | os.PathLike) -> Path:
@@ -35,8 +43,14 @@ def _colors(names: Sequence[str]) -> dict[str, tuple]:
     return {n: cmap(i % cmap.N) for i, n in enumerate(names)}
 
 
-def ci_plot(table: pd.DataFrame, measure: str, systems: Sequence[str], path, letters: Mapping[str, str],
-            references: Mapping[str, str] | None = None) -> Path:
+def ci_plot(
+    table: pd.DataFrame,
+    measure: str,
+    systems: Sequence[str],
+    path,
+    letters: Mapping[str, str],
+    references: Mapping[str, str] | None = None,
+) -> Path:
     """Mean of ``measure`` per system with its bootstrap 95% CI (horizontal error bars); ``references`` (system ->
     label, the first stages) are drawn in grey with their mean as a dashed line."""
     rows = table[table["measure"] == measure].set_index("system").loc[list(systems)]
@@ -47,8 +61,9 @@ def ci_plot(table: pd.DataFrame, measure: str, systems: Sequence[str], path, let
     greys = {s: f"{min(0.4 + 0.15 * i, 0.85):.2f}".rstrip("0") for i, s in enumerate(references)}  # 0.4, 0.55, ...
     for i, s in enumerate(rows.index):
         color = greys.get(s, "C0")
-        ax.errorbar(rows["mean"].iloc[i], y[i], xerr=err[:, i:i + 1], fmt="o", color=color, ecolor=color,
-                    capsize=3, lw=1.5)
+        ax.errorbar(
+            rows["mean"].iloc[i], y[i], xerr=err[:, i : i + 1], fmt="o", color=color, ecolor=color, capsize=3, lw=1.5
+        )
     for s, label in references.items():
         ax.axvline(rows.loc[s, "mean"], color=greys[s], ls="--", lw=1, label=f"{label} mean")
     if references:
@@ -67,8 +82,13 @@ def length_bucket_plot(by_bucket: pd.DataFrame, systems: Sequence[str], path, me
     colors = _colors(systems)
     x = np.arange(len(buckets))
     for i, s in enumerate(systems):
-        ax.bar(x + (i - (len(systems) - 1) / 2) * width, by_bucket[s].to_numpy(dtype=float), width,
-               label=s, color=colors[s])
+        ax.bar(
+            x + (i - (len(systems) - 1) / 2) * width,
+            by_bucket[s].to_numpy(dtype=float),
+            width,
+            label=s,
+            color=colors[s],
+        )
     ax.set_xticks(x, [f"{b}\n({n} q)" for b, n in zip(buckets, by_bucket["queries"])])
     ax.set_xlabel("median length (words) of the query's relevant documents")
     ax.set_ylabel(f"mean {measure}")
@@ -77,8 +97,9 @@ def length_bucket_plot(by_bucket: pd.DataFrame, systems: Sequence[str], path, me
     return _save(fig, path)
 
 
-def length_bias_plot(dist: pd.DataFrame, models: Sequence[str], path, depth: int = 30,
-                     baseline: str | None = None) -> Path:
+def length_bias_plot(
+    dist: pd.DataFrame, models: Sequence[str], path, depth: int = 30, baseline: str | None = None
+) -> Path:
     """TKL Fig. 1: share of relevant vs retrieved-in-top-``depth`` documents per length bucket, one panel per model."""
     n = len(models)
     cols = min(3, n)
@@ -103,8 +124,13 @@ def length_bias_plot(dist: pd.DataFrame, models: Sequence[str], path, depth: int
     return _save(fig, path)
 
 
-def maxlen_plot(points: pd.DataFrame, path, measure: str = "nDCG@10", baseline: float | None = None,
-                baseline_label: str = "first stage") -> Path:
+def maxlen_plot(
+    points: pd.DataFrame,
+    path,
+    measure: str = "nDCG@10",
+    baseline: float | None = None,
+    baseline_label: str = "first stage",
+) -> Path:
     """TKL Fig. 2 style: ``measure`` vs the maximum document length a model reads; one line per model type.
 
     ``points`` columns: type, system, max_doc_len, mean, ci_low, ci_high.
@@ -114,7 +140,9 @@ def maxlen_plot(points: pd.DataFrame, path, measure: str = "nDCG@10", baseline: 
         err = np.vstack([grp["mean"] - grp["ci_low"], grp["ci_high"] - grp["mean"]])
         ax.errorbar(grp["max_doc_len"], grp["mean"], yerr=err, fmt="-o", capsize=3, color=f"C{i}", label=mtype)
         for _, r in grp.iterrows():
-            ax.annotate(r["system"], (r["max_doc_len"], r["mean"]), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            ax.annotate(
+                r["system"], (r["max_doc_len"], r["mean"]), textcoords="offset points", xytext=(4, 4), fontsize=7
+            )
     if baseline is not None:
         ax.axhline(baseline, color="0.4", ls="--", lw=1, label=baseline_label)
     ax.set_xscale("log", base=2)
@@ -155,8 +183,9 @@ def efficiency_plot(points: pd.DataFrame, path, measure: str = "nDCG@10") -> Pat
     colors = _colors(list(points["system"]))
     for _, r in points.iterrows():  # documents per second: the neural rerankers' rates read as whole numbers
         ax.scatter(1000 * r["docs_per_ms"], r["mean"], s=40, color=colors[r["system"]], zorder=3)
-        ax.annotate(r["system"], (1000 * r["docs_per_ms"], r["mean"]), textcoords="offset points", xytext=(5, 3),
-                    fontsize=8)
+        ax.annotate(
+            r["system"], (1000 * r["docs_per_ms"], r["mean"]), textcoords="offset points", xytext=(5, 3), fontsize=8
+        )
     if (points["docs_per_ms"] > 0).all():
         ax.set_xscale("log")  # ticks at 1-2-5 steps in plain numbers: matplotlib's minor 10^x labels overlap
         ax.xaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
@@ -168,8 +197,13 @@ def efficiency_plot(points: pd.DataFrame, path, measure: str = "nDCG@10") -> Pat
     return _save(fig, path)
 
 
-def training_plot(curves: Mapping[str, pd.DataFrame], path, references: Mapping[str, float], measure: str = "nDCG@10",
-                  dev: str = "dev") -> Path:
+def training_plot(
+    curves: Mapping[str, pd.DataFrame],
+    path,
+    references: Mapping[str, float],
+    measure: str = "nDCG@10",
+    dev: str = "dev",
+) -> Path:
     """Dev ``measure`` against training step, one line per trained model (fold 0), with the dev scores of
     untrained references (the first stage, a zero-shot floor) as dashed lines: where a curve peaks is the kept model."""
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
@@ -188,7 +222,9 @@ def training_plot(curves: Mapping[str, pd.DataFrame], path, references: Mapping[
     return _save(fig, path)
 
 
-def attention_scaling_plot(measured: Sequence[Mapping], skipped: Sequence[Mapping], path, labels: Mapping[str, str]) -> Path:
+def attention_scaling_plot(
+    measured: Sequence[Mapping], skipped: Sequence[Mapping], path, labels: Mapping[str, str]
+) -> Path:
     """NDRM Fig. 2 brought up to date: peak training memory (left) and forward+backward time (right) against
     sequence length, one curve per attention (rows of bench/attention_scaling.json). Log-log axes, so growth
     as n^k is a straight line of slope k; dotted guides of slope 1 and 2 start at the smallest length's lowest
@@ -196,8 +232,10 @@ def attention_scaling_plot(measured: Sequence[Mapping], skipped: Sequence[Mappin
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8))
     names = [a for a in labels if any(r["attention"] == a for r in measured)]
     colors = _colors(list(labels))
-    for ax, key, ylabel in ((axes[0], "peak_mb", "peak training memory (MB, log)"),
-                            (axes[1], "seconds", "forward+backward time (s, log)")):
+    for ax, key, ylabel in (
+        (axes[0], "peak_mb", "peak training memory (MB, log)"),
+        (axes[1], "seconds", "forward+backward time (s, log)"),
+    ):
         for a in names:
             pts = sorted((r["length"], r[key]) for r in measured if r["attention"] == a and r[key] and r[key] > 0)
             gone = sorted(r["length"] for r in skipped if r["attention"] == a)

@@ -19,23 +19,39 @@ def section(ctx: Context) -> Section:
     details = {model: Path(p) for model, p in inp.manifest.details.items() if Path(p).stat().st_size > 0}
     if not details:
         return sec.note("Skipped: no configured model writes region positions (TKL does).")
-    positions = {model: region_positions(path, inp.run(model), inp.evaluated_qids, top_docs=10) for model, path in details.items()}
+    positions = {
+        model: region_positions(path, inp.run(model), inp.evaluated_qids, top_docs=10)
+        for model, path in details.items()
+    }
     png = plots.region_plot(positions, ctx.fig_dir / "fig_regions.png")
-    sec.image(png, "Start offsets of the rank-1, -2 and -3 regions over each test query's top-10 documents "
-                   "(log-log; dotted line at token 500).")
+    sec.image(
+        png,
+        "Start offsets of the rank-1, -2 and -3 regions over each test query's top-10 documents "
+        "(log-log; dotted line at token 500).",
+    )
     rows = []
     for model, pos in positions.items():
         spec = inp.models.get(model) or {}
         uniform = None
         if inp.lengths is not None and spec.get("max_doc_len") and spec.get("type"):
             region_size = inp.resolved[model]["architecture"].get("region_size", 1)
-            uniform = uniform_region_share(inp.run(model), inp.evaluated_qids, inp.lengths, int(spec["max_doc_len"]),
-                                           int(region_size))
+            uniform = uniform_region_share(
+                inp.run(model), inp.evaluated_qids, inp.lengths, int(spec["max_doc_len"]), int(region_size)
+            )
         for r, ps in sorted(pos.items()):
             share = sum(p >= 500 for p in ps) / len(ps) if ps else float("nan")
-            rows.append([model, f"rank-{r}", len(ps), Cell(f"{100 * share:.1f}%" if ps else "–"),
-                         Cell("–" if uniform is None or math.isnan(uniform) else f"{100 * uniform:.1f}%")])
+            rows.append(
+                [
+                    model,
+                    f"rank-{r}",
+                    len(ps),
+                    Cell(f"{100 * share:.1f}%" if ps else "–"),
+                    Cell("–" if uniform is None or math.isnan(uniform) else f"{100 * uniform:.1f}%"),
+                ]
+            )
     sec.table(["Model", "Region", "Regions", "Starting at token ≥ 500", "Same, if regions were placed uniformly"], rows)
-    return sec.note("The last column is the share a region placed at random in the part of each document the model "
-                    "reads would have: on a collection of long documents most of the text lies beyond token 500, so "
-                    "compare the two columns rather than reading the first alone.")
+    return sec.note(
+        "The last column is the share a region placed at random in the part of each document the model "
+        "reads would have: on a collection of long documents most of the text lies beyond token 500, so "
+        "compare the two columns rather than reading the first alone."
+    )

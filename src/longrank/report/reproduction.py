@@ -39,6 +39,7 @@ def numbers(text: str) -> list[float]:
 @dataclass(frozen=True)
 class Figure:
     """One published number: a paper's table, model and measure on one collection, and the config entry claiming it."""
+
     paper: str  # key of published.yaml's papers
     short: str  # how the report names the paper
     cite: str
@@ -80,13 +81,29 @@ def load_published(text: str | None = None) -> list[Figure]:
             position = len(numbers(snippet)) - 1
             column = table["columns"][position] if 0 <= position < len(table["columns"]) else "?"
             paper, cand = papers[table["paper"]], entry.get("candidates")
-            out.append(Figure(paper=table["paper"], short=paper["short"], cite=paper["cite"], table=table["table"],
-                              table_key=entry["table"], collection=entry["collection"], collection_name=coll["name"],
-                              ir_datasets=tuple(coll["ir_datasets"]), queries=int(coll["queries"]),
-                              model=entry["model"], config=entry["config"], system=entry["system"], candidates=cand,
-                              candidates_label=doc["candidates"].get(cand, cand) if cand else "",
-                              note=entry.get("note") or "", measure=measure, column=column, value=float(value),
-                              snippet=snippet))
+            out.append(
+                Figure(
+                    paper=table["paper"],
+                    short=paper["short"],
+                    cite=paper["cite"],
+                    table=table["table"],
+                    table_key=entry["table"],
+                    collection=entry["collection"],
+                    collection_name=coll["name"],
+                    ir_datasets=tuple(coll["ir_datasets"]),
+                    queries=int(coll["queries"]),
+                    model=entry["model"],
+                    config=entry["config"],
+                    system=entry["system"],
+                    candidates=cand,
+                    candidates_label=doc["candidates"].get(cand, cand) if cand else "",
+                    note=entry.get("note") or "",
+                    measure=measure,
+                    column=column,
+                    value=float(value),
+                    snippet=snippet,
+                )
+            )
     return out
 
 
@@ -144,27 +161,34 @@ def section(ctx: Context) -> Section:
     name = dataset.get("name") if isinstance(dataset, dict) else dataset
     figures = on_collection(published(), dataset)
     if not figures:
-        return sec.note(f"The papers report no figure on {name}: nothing to set beside this run's (published.yaml "
-                        "lists their TREC DL 2019 and 2020 document ranking figures).")
+        return sec.note(
+            f"The papers report no figure on {name}: nothing to set beside this run's (published.yaml "
+            "lists their TREC DL 2019 and 2020 document ranking figures)."
+        )
     present = set(inp.models) | set(first_stages(inp.config))
     shown = [f for f in figures if f.system in present]
     absent = sorted({f.system for f in figures} - present)
     if not shown:
-        return sec.note(f"The papers' figures on {name} are for the entries {', '.join(absent)}, none of which this "
-                        "run configures.")
+        return sec.note(
+            f"The papers' figures on {name} are for the entries {', '.join(absent)}, none of which this run configures."
+        )
     measures = list((inp.config.get("evaluation") or {}).get("measures") or cmp.measures)  # as configured
     n_queries = cmp.settings.n_queries
     papers_queries = sorted({f.queries for f in shown})
     if papers_queries != [n_queries]:
-        sec.warning(f"This run's means are over its {n_queries} test queries, the papers' over "
-                    f"{' / '.join(map(str, papers_queries))}: the figures are not means over the same queries.")
-    sec.howto(f"Each row is a number a paper prints for {shown[0].collection_name}, beside the configured entry that "
-              f"claims the paper's setting. Measured: this run's test mean with its percentile bootstrap 95% CI over "
-              f"queries ({cmp.settings.bootstrap} resamples). 'CI covers' says whether the paper's value lies inside "
-              "that interval. The interval describes the variation of a mean over sampled queries, not over training "
-              "runs or implementations, and the paper's figure is itself one training run's, rounded as printed: read "
-              "a miss as a difference worth explaining, not as a test's verdict. 'Differs' lists what the report "
-              "can see of the run's setting that is not the paper's.")
+        sec.warning(
+            f"This run's means are over its {n_queries} test queries, the papers' over "
+            f"{' / '.join(map(str, papers_queries))}: the figures are not means over the same queries."
+        )
+    sec.howto(
+        f"Each row is a number a paper prints for {shown[0].collection_name}, beside the configured entry that "
+        f"claims the paper's setting. Measured: this run's test mean with its percentile bootstrap 95% CI over "
+        f"queries ({cmp.settings.bootstrap} resamples). 'CI covers' says whether the paper's value lies inside "
+        "that interval. The interval describes the variation of a mean over sampled queries, not over training "
+        "runs or implementations, and the paper's figure is itself one training run's, rounded as printed: read "
+        "a miss as a difference worth explaining, not as a test's verdict. 'Differs' lists what the report "
+        "can see of the run's setting that is not the paper's."
+    )
     rows, covered, compared, previous = [], 0, 0, None
     for fig in shown:
         cell, covers = measured(cmp, fig, measures)
@@ -175,15 +199,37 @@ def section(ctx: Context) -> Section:
         first = (fig.table_key, fig.model) != previous
         previous = (fig.table_key, fig.model)
         about = [f"{fig.short}, {fig.table}", fig.model] if first else ["", ""]
-        rows.append([fig.system, *about, measure, Cell(fig.printed), Cell(cell), Cell(covers),
-                     ("; ".join(differences(inp, fig)) or "–") if first else ""])
-    sec.table(["System", "Paper", "Paper's model", "Measure (paper's)", "Published", "Measured [95% CI]",
-               "CI covers", "Differs"], rows,
-              caption=f"Published figures on {name}: {covered} of {compared} measured lie inside the run's 95% CI")
+        rows.append(
+            [
+                fig.system,
+                *about,
+                measure,
+                Cell(fig.printed),
+                Cell(cell),
+                Cell(covers),
+                ("; ".join(differences(inp, fig)) or "–") if first else "",
+            ]
+        )
+    sec.table(
+        [
+            "System",
+            "Paper",
+            "Paper's model",
+            "Measure (paper's)",
+            "Published",
+            "Measured [95% CI]",
+            "CI covers",
+            "Differs",
+        ],
+        rows,
+        caption=f"Published figures on {name}: {covered} of {compared} measured lie inside the run's 95% CI",
+    )
     missing = sorted({f.measure for f in shown} - set(measures))
     if missing:
-        sec.note(f"Not measured by this run: {', '.join(missing)}. Add {' and '.join(missing)} to "
-                 "evaluation.measures to compare those figures.")
+        sec.note(
+            f"Not measured by this run: {', '.join(missing)}. Add {' and '.join(missing)} to "
+            "evaluation.measures to compare those figures."
+        )
     if absent:
         sec.note(f"Figures for entries this run does not configure are left out: {', '.join(absent)}.")
     return sec

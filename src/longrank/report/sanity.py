@@ -59,12 +59,14 @@ def expected_random_ndcg(ranked: Sequence[str], qrels: Mapping[str, int], k: int
     return (shuffled + kept) / idcg
 
 
-def random_order_expectations(candidates: Run, qrels: Mapping[str, Mapping[str, int]], qids: Sequence[str],
-                              depths: Sequence[int]) -> dict[int, float]:
+def random_order_expectations(
+    candidates: Run, qrels: Mapping[str, Mapping[str, int]], qids: Sequence[str], depths: Sequence[int]
+) -> dict[int, float]:
     """Depth -> mean over ``qids`` of the expected nDCG@10 of a random order of the top ``depth`` candidates."""
     ranked = {q: top_candidates(candidates, q, len(candidates.get(q, {}))) for q in qids}
-    return {k: sum(expected_random_ndcg(ranked[q], qrels.get(q, {}), k) for q in qids) / max(1, len(qids))
-            for k in depths}
+    return {
+        k: sum(expected_random_ndcg(ranked[q], qrels.get(q, {}), k) for q in qids) / max(1, len(qids)) for k in depths
+    }
 
 
 def random_order(inp) -> dict[str, dict[int, float]]:
@@ -81,14 +83,19 @@ def random_order_label(stage: str, k) -> str:
     return f"expected, random order of {stage}'s top {k}"
 
 
-def random_order_rows(expected: Mapping[str, Mapping[int, float]], headers: Sequence[str], measures: Sequence[str],
-                      primary: str) -> list[list]:
+def random_order_rows(
+    expected: Mapping[str, Mapping[int, float]], headers: Sequence[str], measures: Sequence[str], primary: str
+) -> list[list]:
     """Reference rows for the effectiveness table: only the nDCG@10 column is filled (– in the other measures)."""
+
     def cell(h: str, stage: str, k: int, v: float):
         if h == "System":
             return random_order_label(stage, k)
         return Cell(fmt(v) if h == primary else "–" if h in measures else "")
-    return [[cell(h, stage, k, v) for h in headers] for stage, by_k in expected.items() for k, v in sorted(by_k.items())]
+
+    return [
+        [cell(h, stage, k, v) for h in headers] for stage, by_k in expected.items() for k, v in sorted(by_k.items())
+    ]
 
 
 def reference_note(inp) -> str:
@@ -99,10 +106,12 @@ def reference_note(inp) -> str:
     else:
         label, its = random_order_label("{first stage}", "k"), "that first stage's"
         combined, own = "model+{first stage}, the first stage it reranked", "the first stage's own ranking"
-    return (f"Rows '{label}' are no system: each is the exact expected {PRIMARY} if {its} top k "
-            f"(k a rerank depth of the config) were shuffled at random, the floor a reranker at that depth must clear. "
-            f"'w (dev)' is the model's weight in {combined}, chosen on dev queries (the mean over folds, each fold's in "
-            f"brackets when they differ); w = 0 means the row is {own}.")
+    return (
+        f"Rows '{label}' are no system: each is the exact expected {PRIMARY} if {its} top k "
+        f"(k a rerank depth of the config) were shuffled at random, the floor a reranker at that depth must clear. "
+        f"'w (dev)' is the model's weight in {combined}, chosen on dev queries (the mean over folds, each fold's in "
+        f"brackets when they differ); w = 0 means the row is {own}."
+    )
 
 
 def interpolation_weights(inp) -> dict[str, list[float]]:
@@ -123,9 +132,16 @@ def zero_weight_verdicts(weights: Mapping[str, list[float]], label: str) -> dict
     return {s: f"identical to {label}: weight 0 chosen on dev" for s, ws in weights.items() if all(w == 0 for w in ws)}
 
 
-def sanity_table(inp, table: pd.DataFrame, pairs: pd.DataFrame, systems: Sequence[str], primary: str, alpha: float,
-                 expected: Mapping[int, float], others: Mapping[str, Mapping[int, float]] | None = None
-                 ) -> tuple[list[str], list[list]]:
+def sanity_table(
+    inp,
+    table: pd.DataFrame,
+    pairs: pd.DataFrame,
+    systems: Sequence[str],
+    primary: str,
+    alpha: float,
+    expected: Mapping[int, float],
+    others: Mapping[str, Mapping[int, float]] | None = None,
+) -> tuple[list[str], list[list]]:
     """Each trained reranker against ``query_term_matches`` (Holm-corrected Wilcoxon from compare's pairs) and
     against the random-order expectation at its own depth: ``expected`` (depth -> value) of the default first
     stage's candidates, ``others[stage]`` of another first stage's."""

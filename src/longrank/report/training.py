@@ -45,11 +45,19 @@ def section(ctx: Context) -> Section:
                 continue
             summary = summaries[model][fold_index]
             test = test_mean(model)
-            rows.append([model, fold_index, summary.steps_run, summary.best_step, Cell(fmt(summary.best_dev_ndcg10)),
-                         Cell(f"{summary.best_dev_ndcg10 - floor_dev:+.4f}" if floor_dev is not None else "–"),
-                         Cell(fmt(test) if test is not None else "–"),
-                         Cell(f"{test - floor_test:+.4f}" if test is not None and floor_test is not None else "–"),
-                         Cell(fmt(summary.seconds, 0) if summary.seconds is not None else "–")])
+            rows.append(
+                [
+                    model,
+                    fold_index,
+                    summary.steps_run,
+                    summary.best_step,
+                    Cell(fmt(summary.best_dev_ndcg10)),
+                    Cell(f"{summary.best_dev_ndcg10 - floor_dev:+.4f}" if floor_dev is not None else "–"),
+                    Cell(fmt(test) if test is not None else "–"),
+                    Cell(f"{test - floor_test:+.4f}" if test is not None and floor_test is not None else "–"),
+                    Cell(fmt(summary.seconds, 0) if summary.seconds is not None else "–"),
+                ]
+            )
             log_path = Path(inp.manifest.training[model][fold_index]).with_name("training_log.tsv")
             if fold_index == 0 and log_path.exists():
                 log = pd.read_csv(log_path, sep="\t")
@@ -62,12 +70,26 @@ def section(ctx: Context) -> Section:
         return sec.note("Skipped: no model in this configuration trains.")
     _pretraining(ctx, sec, trained)
     vs = f" vs {floors[0]}" if floors else ""
-    sec.howto(f"Training keeps the weights with the best dev {PRIMARY} and stops after `patience` evaluations without "
-              f"improvement. The Δ columns compare with the zero-shot floor ({floors[0] if floors else 'none configured'}) "
-              "on the same fold's dev and test queries: a dev gain that does not reappear on test was chosen on noise "
-              "(few dev queries) or is overfitting.")
-    sec.table(["Model", "Fold", "Steps run", "Best step", f"Best dev {PRIMARY}", f"Δ dev{vs}", f"Test {PRIMARY}",
-               f"Δ test{vs}", "Seconds"], rows)
+    sec.howto(
+        f"Training keeps the weights with the best dev {PRIMARY} and stops after `patience` evaluations without "
+        f"improvement. The Δ columns compare with the zero-shot floor ({floors[0] if floors else 'none configured'}) "
+        "on the same fold's dev and test queries: a dev gain that does not reappear on test was chosen on noise "
+        "(few dev queries) or is overfitting."
+    )
+    sec.table(
+        [
+            "Model",
+            "Fold",
+            "Steps run",
+            "Best step",
+            f"Best dev {PRIMARY}",
+            f"Δ dev{vs}",
+            f"Test {PRIMARY}",
+            f"Δ test{vs}",
+            "Seconds",
+        ],
+        rows,
+    )
     return sec
 
 
@@ -83,21 +105,45 @@ def _pretraining(ctx: Context, sec: Section, trained: list[str]) -> None:
         path = Path(inp.manifest.pretraining[model])
         summary = TrainSummary.read(path)
         stats = read_json(Path(inp.manifest.pseudo_queries[pretrain["queries"]]) / "stats.json")
-        rows.append([model, pretrain["queries"], stats["source"], stats["train"], stats["dev"], summary.steps_run,
-                     summary.best_step, Cell(fmt(summary.best_dev_ndcg10)),
-                     Cell(fmt(summary.seconds, 0) if summary.seconds is not None else "–")])
+        rows.append(
+            [
+                model,
+                pretrain["queries"],
+                stats["source"],
+                stats["train"],
+                stats["dev"],
+                summary.steps_run,
+                summary.best_step,
+                Cell(fmt(summary.best_dev_ndcg10)),
+                Cell(fmt(summary.seconds, 0) if summary.seconds is not None else "–"),
+            ]
+        )
         log_path = path.with_name("training_log.tsv")
         if log_path.exists() and len(log := pd.read_csv(log_path, sep="\t")):
             curves[model] = log
     if not rows:
         return
-    sec.howto("Pre-training (`train.pretrain`): each model first trains on pseudo-queries made from the documents alone "
-              "(`pseudo_queries`: titles, the Inverse Cloze Task, or the collection's query formulation applied to a "
-              "passage; the positive is the document without the text the query came from), early-stopped on held-out "
-              f"pseudo-queries, and its supervised training above starts from the kept weights. The pseudo-dev {PRIMARY} "
-              "says how well the pseudo task was learnt, not how well real queries are answered.")
-    sec.table(["Model", "Pseudo-queries", "Source", "Train", "Held out", "Steps run", "Best step", f"Best pseudo-dev {PRIMARY}",
-               "Seconds"], rows)
+    sec.howto(
+        "Pre-training (`train.pretrain`): each model first trains on pseudo-queries made from the documents alone "
+        "(`pseudo_queries`: titles, the Inverse Cloze Task, or the collection's query formulation applied to a "
+        "passage; the positive is the document without the text the query came from), early-stopped on held-out "
+        f"pseudo-queries, and its supervised training above starts from the kept weights. The pseudo-dev {PRIMARY} "
+        "says how well the pseudo task was learnt, not how well real queries are answered."
+    )
+    sec.table(
+        [
+            "Model",
+            "Pseudo-queries",
+            "Source",
+            "Train",
+            "Held out",
+            "Steps run",
+            "Best step",
+            f"Best pseudo-dev {PRIMARY}",
+            "Seconds",
+        ],
+        rows,
+    )
     if curves:
         png = plots.training_plot(curves, ctx.fig_dir / "fig_pretraining.png", {}, PRIMARY, dev="pseudo-dev")
         sec.image(png, f"Held-out pseudo-queries' {PRIMARY} during pre-training.")
@@ -110,13 +156,26 @@ def _pretraining(ctx: Context, sec: Section, trained: list[str]) -> None:
             continue
         diff, p_holm, p_raw = pair
         means = cmp.means(PRIMARY)
-        effect.append([model, other, Cell(fmt(float(means[model]))), Cell(fmt(float(means[other]))), Cell(f"{diff:+.4f}"),
-                       Cell(fmt_p(p_raw)), Cell(fmt_p(p_holm)), Cell(verdict(diff, p_holm, other, cmp.alpha))])
+        effect.append(
+            [
+                model,
+                other,
+                Cell(fmt(float(means[model]))),
+                Cell(fmt(float(means[other]))),
+                Cell(f"{diff:+.4f}"),
+                Cell(fmt_p(p_raw)),
+                Cell(fmt_p(p_holm)),
+                Cell(verdict(diff, p_holm, other, cmp.alpha)),
+            ]
+        )
     if effect:
         sec.warning(cmp.too_few_queries)
-        sec.table(["Pre-trained", "Without", f"Test {PRIMARY}", "Without", "Δ", "p (Wilcoxon)", "p (Holm)", "Verdict"], effect,
-                  caption="What pre-training changed: each pre-trained model against the configured model whose entry "
-                          "is the same but for train.pretrain (paired over the test queries, Holm across all pairs).")
+        sec.table(
+            ["Pre-trained", "Without", f"Test {PRIMARY}", "Without", "Δ", "p (Wilcoxon)", "p (Holm)", "Verdict"],
+            effect,
+            caption="What pre-training changed: each pre-trained model against the configured model whose entry "
+            "is the same but for train.pretrain (paired over the test queries, Holm across all pairs).",
+        )
 
 
 def without_pretraining(models: dict, name: str) -> str | None:

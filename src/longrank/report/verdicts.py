@@ -38,8 +38,14 @@ def verdict(diff: float, p_holm: float, label: str, alpha: float) -> str:
     return f"NOT significantly better than {label}" if diff > 0 else f"not better than {label} (lower on average)"
 
 
-def verdict_rows(pairs: pd.DataFrame, measure: str, pairings: list[tuple[str, str]], label: str, alpha: float,
-                 fixed: Mapping[str, str] | None = None) -> list[list]:
+def verdict_rows(
+    pairs: pd.DataFrame,
+    measure: str,
+    pairings: list[tuple[str, str]],
+    label: str,
+    alpha: float,
+    fixed: Mapping[str, str] | None = None,
+) -> list[list]:
     """One row per (system, reference): better / worse / not significantly different, by Holm-corrected Wilcoxon.
 
     ``fixed[system]`` replaces the statistical verdict where the answer is known without a test (an

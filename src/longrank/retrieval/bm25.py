@@ -23,11 +23,21 @@ def _stemmer(language: str | None):
     try:
         return Stemmer.Stemmer(language)
     except KeyError:
-        raise InputError(f"first_stages[].stemmer: no Snowball stemmer for {language!r}; try 'english' or null") from None
+        raise InputError(
+            f"first_stages[].stemmer: no Snowball stemmer for {language!r}; try 'english' or null"
+        ) from None
 
 
-def bm25_run(docs: dict[str, str], queries: dict[str, str], k1: float = 0.9, b: float = 0.4, stemmer: str | None = "english",
-             stopwords: str | None = "en", top_k: int = 100, timings: dict | None = None) -> Run:
+def bm25_run(
+    docs: dict[str, str],
+    queries: dict[str, str],
+    k1: float = 0.9,
+    b: float = 0.4,
+    stemmer: str | None = "english",
+    stopwords: str | None = "en",
+    top_k: int = 100,
+    timings: dict | None = None,
+) -> Run:
     """Retrieve the ``top_k`` documents of every query. Documents that match no query term (score 0)
     are not candidates; a query left with none is logged by name. ``timings``, when given, receives the
     seconds spent indexing and querying (``index_seconds``, ``query_seconds``)."""
@@ -42,7 +52,9 @@ def bm25_run(docs: dict[str, str], queries: dict[str, str], k1: float = 0.9, b: 
     indexed = time.perf_counter()
     qids = sorted(queries)
     # Tokenise queries with the corpus vocabulary so unknown words are dropped rather than mis-mapped.
-    query_tokens = bm25s.tokenize([queries[q] for q in qids], stopwords=stopwords or [], stemmer=stem, return_ids=False, show_progress=False)
+    query_tokens = bm25s.tokenize(
+        [queries[q] for q in qids], stopwords=stopwords or [], stemmer=stem, return_ids=False, show_progress=False
+    )
     k = min(top_k, len(doc_ids))
     results, scores = retriever.retrieve(query_tokens, k=k, show_progress=True)
     if timings is not None:
@@ -56,14 +68,25 @@ def bm25_run(docs: dict[str, str], queries: dict[str, str], k1: float = 0.9, b: 
         else:
             empty.append(qid)
     if empty:
-        log.warning("%d queries have no BM25 candidate (no query term occurs in the collection): %s", len(empty), ", ".join(empty[:10]))
+        log.warning(
+            "%d queries have no BM25 candidate (no query term occurs in the collection): %s",
+            len(empty),
+            ", ".join(empty[:10]),
+        )
     return run
-
 
 
 def candidates(spec: dict, corpus, depth: int) -> tuple[Run, dict]:
     """The first stage ``spec`` (one resolved ``first_stages`` entry) over a prepared corpus, and its timings."""
     timings: dict = {}
-    run = bm25_run(corpus.docs, corpus.queries, k1=spec["k1"], b=spec["b"], stemmer=spec["stemmer"], stopwords=spec["stopwords"],
-                   top_k=depth, timings=timings)
+    run = bm25_run(
+        corpus.docs,
+        corpus.queries,
+        k1=spec["k1"],
+        b=spec["b"],
+        stemmer=spec["stemmer"],
+        stopwords=spec["stopwords"],
+        top_k=depth,
+        timings=timings,
+    )
     return run, {**timings, "query_ms_per_query": 1000 * timings["query_seconds"] / max(1, len(corpus.queries))}

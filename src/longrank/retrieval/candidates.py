@@ -37,9 +37,18 @@ log = logging.getLogger(__name__)
 def add_arguments(parser):
     parser.add_argument("--data", required=True, help="results/{dataset}/data")
     parser.add_argument("--first-stage", required=True, help="one entry of the config's first_stages as JSON")
-    parser.add_argument("--dataset", default="{}", help="the config's dataset block as JSON (scoreddocs reads its ir_datasets ids)")
-    parser.add_argument("--artifacts", nargs="*", default=[], help="method model: the model's per-fold artifact directories, in fold order")
-    parser.add_argument("--out", required=True, help="candidates/{name}.run; the stats go beside it as {name}.stats.json")
+    parser.add_argument(
+        "--dataset", default="{}", help="the config's dataset block as JSON (scoreddocs reads its ir_datasets ids)"
+    )
+    parser.add_argument(
+        "--artifacts",
+        nargs="*",
+        default=[],
+        help="method model: the model's per-fold artifact directories, in fold order",
+    )
+    parser.add_argument(
+        "--out", required=True, help="candidates/{name}.run; the stats go beside it as {name}.stats.json"
+    )
 
 
 def run(args):
@@ -47,8 +56,13 @@ def run(args):
     corpus = Corpus(args.data)
     top_k = spec.get("top_k", 100)
     excluded = corpus.excluded
-    ranked, stats = retrieve(spec, corpus, json.loads(args.dataset), depth=top_k + max((len(v) for v in excluded.values()), default=0),
-                             artifacts=[Path(p) for p in args.artifacts])
+    ranked, stats = retrieve(
+        spec,
+        corpus,
+        json.loads(args.dataset),
+        depth=top_k + max((len(v) for v in excluded.values()), default=0),
+        artifacts=[Path(p) for p in args.artifacts],
+    )
     write_run(Path(args.out), without_excluded(ranked, excluded, top_k), tag=spec["name"])
     write_json(Path(args.out).with_suffix(".stats.json"), {"method": spec["method"], **stats})
 
@@ -56,42 +70,61 @@ def run(args):
 def retrieve(spec: dict, corpus: Corpus, dataset: dict, depth: int, artifacts: list[Path] = ()) -> tuple[Run, dict]:
     """The first stage's ranking of every query (at least ``depth`` documents each where the method allows) and
     what it cost (timings, index size; empty where the ranking came ready-made)."""
-    methods = {bm25.METHOD: lambda: bm25.candidates(spec, corpus, depth),
-               "scoreddocs": lambda: (scoreddocs_run(_scoreddocs_datasets(dataset), corpus.queries, corpus.docs, f"first stage {spec['name']!r}"), {}),
-               "run_file": lambda: (run_file(spec, corpus), {}),
-               "model": lambda: impact_run(artifacts, corpus.folds, corpus.queries, depth),
-               "hdct": lambda: _hdct_run(artifacts, corpus.queries, depth)}
+    methods = {
+        bm25.METHOD: lambda: bm25.candidates(spec, corpus, depth),
+        "scoreddocs": lambda: (
+            scoreddocs_run(_scoreddocs_datasets(dataset), corpus.queries, corpus.docs, f"first stage {spec['name']!r}"),
+            {},
+        ),
+        "run_file": lambda: (run_file(spec, corpus), {}),
+        "model": lambda: impact_run(artifacts, corpus.folds, corpus.queries, depth),
+        "hdct": lambda: _hdct_run(artifacts, corpus.queries, depth),
+    }
     if spec["method"] not in methods:
-        raise InputError(f"first stage {spec['name']!r}: unknown method {spec['method']!r}; expected one of {sorted(methods)}")
+        raise InputError(
+            f"first stage {spec['name']!r}: unknown method {spec['method']!r}; expected one of {sorted(methods)}"
+        )
     return methods[spec["method"]]()
 
 
 def _hdct_run(artifacts: list[Path], queries: dict, depth: int) -> tuple[Run, dict]:
     if len(artifacts) != 1:
-        raise InputError("first stage method hdct: give its index directory (--artifacts results/{dataset}/hdct/{name})")
+        raise InputError(
+            "first stage method hdct: give its index directory (--artifacts results/{dataset}/hdct/{name})"
+        )
     return hdct.retrieve(artifacts[0], queries, depth)
 
 
 def run_file(spec: dict, corpus: Corpus) -> Run:
     path = Path(spec["path"])
     if not path.exists():
-        raise InputError(f"config key first_stages.{spec['name']}.path: run file {path} not found (relative to the working directory, {Path.cwd()})")
+        raise InputError(
+            f"config key first_stages.{spec['name']}.path: run file {path} not found (relative to the working directory, {Path.cwd()})"
+        )
     if path.is_dir():
-        raise InputError(f"config key first_stages.{spec['name']}.path: {path} is a directory; expected a TREC run file")
+        raise InputError(
+            f"config key first_stages.{spec['name']}.path: {path} is a directory; expected a TREC run file"
+        )
     return within_collection(read_run(path), corpus.queries, corpus.docs, source=str(path))
 
 
 def _scoreddocs_datasets(dataset: dict) -> list:
     import ir_datasets
 
-    ids = [dataset[k] for k in ("id", "train_id", "dev_id") if dataset.get(k)]  # the dev and training queries' lists too
+    ids = [
+        dataset[k] for k in ("id", "train_id", "dev_id") if dataset.get(k)
+    ]  # the dev and training queries' lists too
     if dataset.get("source") == "local" or not ids:
-        raise InputError("first stage method scoreddocs: needs dataset.source ir_datasets (a local collection has no scored documents; use run_file)")
+        raise InputError(
+            "first stage method scoreddocs: needs dataset.source ir_datasets (a local collection has no scored documents; use run_file)"
+        )
     loaded = []
     for dataset_id in ids:
         ds = ir_datasets.load(dataset_id)
         if not ds.has_scoreddocs():
-            raise InputError(f"first stage method scoreddocs: ir_datasets {dataset_id!r} provides no scoreddocs; use bm25 or run_file")
+            raise InputError(
+                f"first stage method scoreddocs: ir_datasets {dataset_id!r} provides no scoreddocs; use bm25 or run_file"
+            )
         loaded.append(ds)
     return loaded
 
@@ -113,8 +146,10 @@ def within_collection(ranked: Run, queries: dict, docs: dict, source: str) -> Ru
     A ranking that shares no query or no document with the collection is an error, not an empty run."""
     known_queries = {q: scores for q, scores in ranked.items() if q in queries}
     if not known_queries:
-        raise InputError(f"{source}: none of its {len(ranked)} query ids is a query of the collection "
-                         f"(e.g. {sorted(ranked)[:3]}; the collection has e.g. {sorted(queries)[:3]})")
+        raise InputError(
+            f"{source}: none of its {len(ranked)} query ids is a query of the collection "
+            f"(e.g. {sorted(ranked)[:3]}; the collection has e.g. {sorted(queries)[:3]})"
+        )
     out: Run = {}
     unknown_docs: set[str] = set()
     for q, scores in known_queries.items():
@@ -123,14 +158,23 @@ def within_collection(ranked: Run, queries: dict, docs: dict, source: str) -> Ru
         if kept:
             out[q] = kept
     if not out:
-        raise InputError(f"{source}: none of its document ids is a document of the collection (e.g. {sorted(unknown_docs)[:3]})")
+        raise InputError(
+            f"{source}: none of its document ids is a document of the collection (e.g. {sorted(unknown_docs)[:3]})"
+        )
     if unknown_docs:
-        log.warning("%s: %d document ids not in the collection dropped (e.g. %s)", source, len(unknown_docs), sorted(unknown_docs)[:3])
+        log.warning(
+            "%s: %d document ids not in the collection dropped (e.g. %s)",
+            source,
+            len(unknown_docs),
+            sorted(unknown_docs)[:3],
+        )
     if len(known_queries) < len(ranked):
         log.warning("%s: %d queries not in the collection ignored", source, len(ranked) - len(known_queries))
     missing = len(queries) - len(out)
     if missing:
-        log.warning("%s: %d of the collection's %d queries have no candidates (they score 0)", source, missing, len(queries))
+        log.warning(
+            "%s: %d of the collection's %d queries have no candidates (they score 0)", source, missing, len(queries)
+        )
     return out
 
 
@@ -138,6 +182,8 @@ def without_excluded(run: dict, excluded: dict[str, set[str]], top_k: int) -> di
     """Each query's top ``top_k`` documents after taking out the ones excluded for it."""
     out = {}
     for qid, scores in run.items():
-        kept = [(d, s) for d, s in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0])) if d not in excluded.get(qid, ())]
+        kept = [
+            (d, s) for d, s in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0])) if d not in excluded.get(qid, ())
+        ]
         out[qid] = dict(kept[:top_k])
     return out

@@ -45,6 +45,11 @@ def retrieve(index_dir: Path, queries: dict[str, str], top_k: int) -> tuple[Run,
     built = read_json(index_dir / STATS)
     # the report's first-stage costs: building = weighting every passage through the encoder + indexing (training
     # not included, as for a model's impact index); the index = bm25s's arrays on disk
-    return run, {**built, "load_seconds": loaded - started, "query_seconds": done - loaded,
-                 "query_ms_per_query": 1000 * (done - loaded) / max(1, len(qids)),
-                 "build_seconds": built["weight_seconds"] + built["index_seconds"], "index_bytes": built["index_mb"] * 1e6}
+    return run, {
+        **built,
+        "load_seconds": loaded - started,
+        "query_seconds": done - loaded,
+        "query_ms_per_query": 1000 * (done - loaded) / max(1, len(qids)),
+        "build_seconds": built["weight_seconds"] + built["index_seconds"],
+        "index_bytes": built["index_mb"] * 1e6,
+    }

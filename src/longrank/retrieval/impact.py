@@ -77,9 +77,9 @@ class ImpactIndex:
         if not rows:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
         floor = float(self.floors[rows].sum())  # one constant per query: the ranking is the stored rows' sum
-        cols = np.concatenate([self.indices[self.indptr[r]:self.indptr[r + 1]] for r in rows])
+        cols = np.concatenate([self.indices[self.indptr[r] : self.indptr[r + 1]] for r in rows])
         # float64 accumulation: the sum of a few float32 rows, exact to float32 whatever the term order
-        vals = np.concatenate([self.data[self.indptr[r]:self.indptr[r + 1]] for r in rows]).astype(np.float64)
+        vals = np.concatenate([self.data[self.indptr[r] : self.indptr[r + 1]] for r in rows]).astype(np.float64)
         n_docs = len(self.doc_ids)
         if len(cols) * 8 >= n_docs:
             # long postings (an unpruned or deeply pruned index): one pass over a dense accumulator beats sorting
@@ -97,7 +97,7 @@ class ImpactIndex:
             kth = -np.partition(-sums, k - 1)[k - 1]
             keep = np.flatnonzero(sums >= kth)
             docs, sums = docs[keep], sums[keep]
-        order = np.lexsort((self.doc_key[docs], -sums))[:max(k, 0)]
+        order = np.lexsort((self.doc_key[docs], -sums))[: max(k, 0)]
         return [(self.doc_ids[docs[i]], float(sums[i])) for i in order]
 
 
@@ -109,8 +109,10 @@ def load_index(directory: Path) -> ImpactIndex:
     meta_path, matrix_path = directory / META_FILE, directory / MATRIX_FILE
     for path in (meta_path, matrix_path):
         if not path.is_file():
-            raise InputError(f"impact index: {path} not found (the artifacts stage writes {MATRIX_FILE} and {META_FILE} "
-                             "of a query-term-independent model's fold)")
+            raise InputError(
+                f"impact index: {path} not found (the artifacts stage writes {MATRIX_FILE} and {META_FILE} "
+                "of a query-term-independent model's fold)"
+            )
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except ValueError as err:
@@ -121,18 +123,24 @@ def load_index(directory: Path) -> ImpactIndex:
     expected = {"terms": list, "doc_ids": list, "query_terms": dict}
     missing = [k for k, kind in expected.items() if not isinstance(meta.get(k), kind)]
     if missing:
-        raise InputError(f"impact index: {meta_path} lacks {missing} or has them of the wrong type (format {FORMAT}: "
-                         "terms and doc_ids lists, query_terms an object)")
+        raise InputError(
+            f"impact index: {meta_path} lacks {missing} or has them of the wrong type (format {FORMAT}: "
+            "terms and doc_ids lists, query_terms an object)"
+        )
     terms, doc_ids = list(meta["terms"]), list(meta["doc_ids"])
     if len(set(terms)) != len(terms):
         raise InputError(f"impact index: {meta_path} lists a term twice; each term has one row")
     try:
         matrix = scipy.sparse.load_npz(matrix_path)
     except (ValueError, KeyError, OSError, zipfile.BadZipFile) as err:
-        raise InputError(f"impact index: {matrix_path} is not a scipy.sparse matrix saved with save_npz ({err})") from None
+        raise InputError(
+            f"impact index: {matrix_path} is not a scipy.sparse matrix saved with save_npz ({err})"
+        ) from None
     if matrix.shape != (len(terms), len(doc_ids)):
-        raise InputError(f"impact index: {matrix_path} has shape {matrix.shape}; {meta_path} names {len(terms)} terms "
-                         f"x {len(doc_ids)} documents (the two files belong to different indexes)")
+        raise InputError(
+            f"impact index: {matrix_path} has shape {matrix.shape}; {meta_path} names {len(terms)} terms "
+            f"x {len(doc_ids)} documents (the two files belong to different indexes)"
+        )
     floors = meta.get("term_floors")
     if floors is None:
         floors = np.zeros(len(terms))
@@ -143,12 +151,20 @@ def load_index(directory: Path) -> ImpactIndex:
     doc_array = np.asarray(doc_ids, dtype=object)
     doc_key = np.empty(len(doc_ids), dtype=np.int64)
     doc_key[np.argsort(np.asarray(doc_ids, dtype=str), kind="stable")] = np.arange(len(doc_ids))
-    return ImpactIndex(directory=directory, indptr=matrix.indptr, indices=matrix.indices, data=matrix.data,
-                       term_row={t: i for i, t in enumerate(terms)}, doc_ids=doc_array, doc_key=doc_key,
-                       query_terms={str(q): list(ts) for q, ts in meta["query_terms"].items()},
-                       floors=np.asarray(floors, dtype=np.float64),
-                       impact_depth=meta.get("impact_depth"), build_seconds=float(meta.get("build_seconds") or 0.0),
-                       file_bytes=matrix_path.stat().st_size + meta_path.stat().st_size)
+    return ImpactIndex(
+        directory=directory,
+        indptr=matrix.indptr,
+        indices=matrix.indices,
+        data=matrix.data,
+        term_row={t: i for i, t in enumerate(terms)},
+        doc_ids=doc_array,
+        doc_key=doc_key,
+        query_terms={str(q): list(ts) for q, ts in meta["query_terms"].items()},
+        floors=np.asarray(floors, dtype=np.float64),
+        impact_depth=meta.get("impact_depth"),
+        build_seconds=float(meta.get("build_seconds") or 0.0),
+        file_bytes=matrix_path.stat().st_size + meta_path.stat().st_size,
+    )
 
 
 def fold_of_queries(folds: list[dict], queries) -> dict[str, int]:
@@ -170,8 +186,10 @@ def impact_run(index_dirs: list[Path], folds: list[dict], queries, top_k: int) -
     folds), ``impact_depth``, ``folds``, and the same per fold under ``per_fold``."""
     index_dirs = [Path(p) for p in index_dirs]
     if len(index_dirs) != len(folds):
-        raise InputError(f"impact index: {len(index_dirs)} index directories for {len(folds)} folds; the model's "
-                         f"artifacts must give one per fold, in fold order ({[str(p) for p in index_dirs]})")
+        raise InputError(
+            f"impact index: {len(index_dirs)} index directories for {len(folds)} folds; the model's "
+            f"artifacts must give one per fold, in fold order ({[str(p) for p in index_dirs]})"
+        )
     fold_of = fold_of_queries(folds, queries)
     by_fold: dict[int, list[str]] = {}
     for q in sorted(fold_of):
@@ -187,8 +205,10 @@ def impact_run(index_dirs: list[Path], folds: list[dict], queries, top_k: int) -
         qids = by_fold.get(k, [])
         unknown = [q for q in qids if q not in index.query_terms]
         if unknown:
-            raise InputError(f"impact index: {directory / META_FILE} has no query_terms for {len(unknown)} of the "
-                             f"collection's queries (e.g. {unknown[:3]}); it was built for other queries: rebuild it")
+            raise InputError(
+                f"impact index: {directory / META_FILE} has no query_terms for {len(unknown)} of the "
+                f"collection's queries (e.g. {unknown[:3]}); it was built for other queries: rebuild it"
+            )
         for q in qids:
             t0 = time.perf_counter()
             ranked = index.top(index.query_terms[q], top_k)
@@ -197,25 +217,54 @@ def impact_run(index_dirs: list[Path], folds: list[dict], queries, top_k: int) -
                 run[q] = dict(ranked)
             else:
                 empty.append(q)
-        per_fold.append({"fold": k, "queries": len(qids), "terms": len(index.term_row), "nonzeros": index.nonzeros,
-                         "index_bytes": index.nbytes, "index_file_bytes": index.file_bytes,
-                         "build_seconds": index.build_seconds, "impact_depth": index.impact_depth})
-        log.info("fold %d: %d queries from %s (%d terms, %d nonzeros, %.1f MB)", k, len(qids), directory,
-                 len(index.term_row), index.nonzeros, index.nbytes / 1e6)
+        per_fold.append(
+            {
+                "fold": k,
+                "queries": len(qids),
+                "terms": len(index.term_row),
+                "nonzeros": index.nonzeros,
+                "index_bytes": index.nbytes,
+                "index_file_bytes": index.file_bytes,
+                "build_seconds": index.build_seconds,
+                "impact_depth": index.impact_depth,
+            }
+        )
+        log.info(
+            "fold %d: %d queries from %s (%d terms, %d nonzeros, %.1f MB)",
+            k,
+            len(qids),
+            directory,
+            len(index.term_row),
+            index.nonzeros,
+            index.nbytes / 1e6,
+        )
         del index
     if empty:
-        log.warning("impact index: %d queries have no stored score for any of their terms and get no candidates (e.g. %s)",
-                    len(empty), empty[:5])
+        log.warning(
+            "impact index: %d queries have no stored score for any of their terms and get no candidates (e.g. %s)",
+            len(empty),
+            empty[:5],
+        )
 
     def mean(key):
         return float(np.mean([f[key] for f in per_fold]))
 
     query_seconds = float(np.sum(latencies)) if latencies else 0.0
     per_query = query_seconds / max(1, len(latencies))
-    stats = {"query_seconds_mean": per_query, "query_ms_per_query": 1000.0 * per_query, "query_seconds": query_seconds,
-             "queries": len(latencies), "load_seconds": load_seconds,
-             "index_bytes": int(round(mean("index_bytes"))), "index_file_bytes": int(round(mean("index_file_bytes"))),
-             "build_seconds": mean("build_seconds"), "build_seconds_total": float(sum(f["build_seconds"] for f in per_fold)),
-             "terms": int(round(mean("terms"))), "nonzeros": int(round(mean("nonzeros"))),
-             "impact_depth": per_fold[0]["impact_depth"] if per_fold else None, "folds": len(per_fold), "per_fold": per_fold}
+    stats = {
+        "query_seconds_mean": per_query,
+        "query_ms_per_query": 1000.0 * per_query,
+        "query_seconds": query_seconds,
+        "queries": len(latencies),
+        "load_seconds": load_seconds,
+        "index_bytes": int(round(mean("index_bytes"))),
+        "index_file_bytes": int(round(mean("index_file_bytes"))),
+        "build_seconds": mean("build_seconds"),
+        "build_seconds_total": float(sum(f["build_seconds"] for f in per_fold)),
+        "terms": int(round(mean("terms"))),
+        "nonzeros": int(round(mean("nonzeros"))),
+        "impact_depth": per_fold[0]["impact_depth"] if per_fold else None,
+        "folds": len(per_fold),
+        "per_fold": per_fold,
+    }
     return run, stats

@@ -21,8 +21,9 @@ from longrank.runs import top_candidates, with_tail
 NAME = "query_term_matches"  # the system name in SYSTEMS (workflow/rules/common.smk) and the report
 
 
-def match_counts(queries: Mapping[str, str], docs: Mapping[str, str], candidates: Run, qids: Iterable[str],
-                 depth: int) -> dict[str, dict[str, int]]:
+def match_counts(
+    queries: Mapping[str, str], docs: Mapping[str, str], candidates: Run, qids: Iterable[str], depth: int
+) -> dict[str, dict[str, int]]:
     """Per query, its top-``depth`` candidates in first-stage order -> distinct query terms in the document."""
     doc_words: dict[str, set[str]] = {}  # a document is a candidate of several queries: tokenise it once
     out = {}
@@ -38,12 +39,15 @@ def match_counts(queries: Mapping[str, str], docs: Mapping[str, str], candidates
     return out
 
 
-def query_term_matches_run(queries: Mapping[str, str], docs: Mapping[str, str], candidates: Run, qids: list[str],
-                           depth: int) -> Run:
+def query_term_matches_run(
+    queries: Mapping[str, str], docs: Mapping[str, str], candidates: Run, qids: list[str], depth: int
+) -> Run:
     """The sanity run: score = matches - r / n for the candidate at first-stage rank r (0-based) of the n
     reranked, so matches decide and the first-stage order breaks ties (r / n < 1 never crosses a count)."""
-    head = {q: {d: c - r / len(counts) for r, (d, c) in enumerate(counts.items())}
-            for q, counts in match_counts(queries, docs, candidates, qids, depth).items()}
+    head = {
+        q: {d: c - r / len(counts) for r, (d, c) in enumerate(counts.items())}
+        for q, counts in match_counts(queries, docs, candidates, qids, depth).items()
+    }
     return with_tail(head, candidates, qids)
 
 
@@ -61,13 +65,16 @@ def read_docs(path: str | Path, wanted: set[str]) -> dict[str, str]:
 def add_arguments(parser):
     parser.add_argument("--data", required=True, help="results/{dataset}/data")
     parser.add_argument("--candidates", required=True, help="the first-stage run")
-    parser.add_argument("--rerank-depth", type=int, default=100, help="candidates reranked per query (default: %(default)s)")
+    parser.add_argument(
+        "--rerank-depth", type=int, default=100, help="candidates reranked per query (default: %(default)s)"
+    )
     parser.add_argument("--out", required=True, help=f"runs/{NAME}.run")
 
 
 def run(args):
     corpus = Corpus(args.data)
     # Test queries only, like a model's run: evaluation reads nothing else.
-    result = query_term_matches_run(corpus.queries, corpus.docs, read_run(args.candidates), corpus.test_queries(),
-                                    args.rerank_depth)
+    result = query_term_matches_run(
+        corpus.queries, corpus.docs, read_run(args.candidates), corpus.test_queries(), args.rerank_depth
+    )
     write_run(Path(args.out), result, tag=NAME)

@@ -66,7 +66,9 @@ def move_aside(set_dir: Path, problems: list[str]) -> Path:
     """Rename a set that failed verification out of the way (kept for inspection, never read again) and say so."""
     aside = set_dir.with_name(f"{set_dir.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
     set_dir.rename(aside)
-    log.warning("checkpoint set %s is corrupt (%s); moved aside to %s, not used", set_dir, "; ".join(problems), aside.name)
+    log.warning(
+        "checkpoint set %s is corrupt (%s); moved aside to %s, not used", set_dir, "; ".join(problems), aside.name
+    )
     return aside
 
 
@@ -94,8 +96,9 @@ def clear_state(state_dir: Path) -> None:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
-def save_training_state(state_dir: Path, model, optimizer, scheduler, position: dict,
-                        write_best_run: Callable[[Path], None] | None = None) -> Path:
+def save_training_state(
+    state_dir: Path, model, optimizer, scheduler, position: dict, write_best_run: Callable[[Path], None] | None = None
+) -> Path:
     """Write a new checkpoint set for ``position["step"]`` and return it. ``write_best_run`` (writes the dev run to a
     path) means this step's weights are the best so far; otherwise the previous set's best weights and run are
     carried over, checked against that set's manifest so that a corruption is never copied forward."""
@@ -121,7 +124,9 @@ def save_training_state(state_dir: Path, model, optimizer, scheduler, position: 
     return final
 
 
-def _write_set(directory: Path, model, optimizer, scheduler, position: dict, write_best_run, previous: Path | None) -> dict:
+def _write_set(
+    directory: Path, model, optimizer, scheduler, position: dict, write_best_run, previous: Path | None
+) -> dict:
     """The set's files in ``directory``, each flushed to disk; returns their manifest records."""
     save_weights(model, directory / "last.safetensors", manifest=False)
     tensors, meta = {}, {"param_groups": optimizer.state_dict()["param_groups"], "state_keys": {}}
@@ -143,7 +148,9 @@ def _write_set(directory: Path, model, optimizer, scheduler, position: dict, wri
         _fsync_file(directory / name)
     records = {name: file_record(directory / name) for name in sorted(os.listdir(directory))}
     if any(records[name] != record for name, record in carried.items()):
-        raise RuntimeError(f"copying the best weights of {previous} into a new checkpoint set changed them; check the disk")
+        raise RuntimeError(
+            f"copying the best weights of {previous} into a new checkpoint set changed them; check the disk"
+        )
     return records
 
 
@@ -154,8 +161,10 @@ def _carry_best(previous: Path, directory: Path) -> dict:
     problems = check_records(previous, carried)
     if problems:
         move_aside(previous, problems)
-        raise RuntimeError(f"the best weights of checkpoint set {previous} changed on disk since it was written "
-                           f"({'; '.join(problems)}); the set was moved aside: run the training again to resume from the set before it")
+        raise RuntimeError(
+            f"the best weights of checkpoint set {previous} changed on disk since it was written "
+            f"({'; '.join(problems)}); the set was moved aside: run the training again to resume from the set before it"
+        )
     for name in carried:  # copies, not hard links: a set must not share its blocks with the set it falls back to
         shutil.copyfile(previous / name, directory / name)
     return carried
@@ -185,8 +194,10 @@ def export_best(set_dir: Path, model_out: Path, dev_run_out: Path) -> None:
         problems = [p for name, tmp in staged.items() for p in check_records(tmp.parent, {tmp.name: records[name]})]
         if problems:
             move_aside(set_dir, problems)
-            raise RuntimeError(f"the best weights in {set_dir} are corrupt ({'; '.join(problems)}); the set was moved aside: "
-                               "run the training again to resume from the set before it")
+            raise RuntimeError(
+                f"the best weights in {set_dir} are corrupt ({'; '.join(problems)}); the set was moved aside: "
+                "run the training again to resume from the set before it"
+            )
         staged["best_dev.run"].replace(dev_run_out)
         write_manifest(model_out, records["best.safetensors"])
         staged["best.safetensors"].replace(model_out)

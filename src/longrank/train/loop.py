@@ -44,20 +44,51 @@ from longrank.outputs import TrainSummary
 from longrank.models.checkpoint import load_weights, save_weights, sha256_of
 from longrank.models.registry import artifact_scopes, build_model, constructor_defaults, model_class
 from longrank.runs import mean_measure
-from longrank.runtime import distributed_env, init_process_group, launch_processes, process_device, resolve_device, seed_everything
+from longrank.runtime import (
+    distributed_env,
+    init_process_group,
+    launch_processes,
+    process_device,
+    resolve_device,
+    seed_everything,
+)
 from longrank.scoring import score_candidates
-from longrank.train.checkpoint import (clear_state, export_best, load_training_state, newest_good_set, read_position,
-                                       save_training_state, sets_newest_first)
+from longrank.train.checkpoint import (
+    clear_state,
+    export_best,
+    load_training_state,
+    newest_good_set,
+    read_position,
+    save_training_state,
+    sets_newest_first,
+)
 from longrank.train.losses import PAIRWISE, get_loss, with_negative_pairs
 from longrank.train.sampling import PairSampler
 
 log = logging.getLogger(__name__)
 
 TRAIN_DEFAULTS = {
-    "steps": 300, "batch_size": 8, "negatives": 1, "lr": 1e-3, "weight_decay": 0.0, "warmup_steps": 0,
-    "loss": None, "eval_every": 50, "patience": 3, "grad_clip": 1.0, "seed": 0, "eval_batch_size": 32,
-    "embedding_lr": None, "scoring_lr": None, "positives": "candidates", "negatives_from": "candidates",
-    "negative_pairs": False, "num_workers": 0, "processes": 1, "pretrain": None, "precision": "fp32",
+    "steps": 300,
+    "batch_size": 8,
+    "negatives": 1,
+    "lr": 1e-3,
+    "weight_decay": 0.0,
+    "warmup_steps": 0,
+    "loss": None,
+    "eval_every": 50,
+    "patience": 3,
+    "grad_clip": 1.0,
+    "seed": 0,
+    "eval_batch_size": 32,
+    "embedding_lr": None,
+    "scoring_lr": None,
+    "positives": "candidates",
+    "negatives_from": "candidates",
+    "negative_pairs": False,
+    "num_workers": 0,
+    "processes": 1,
+    "pretrain": None,
+    "precision": "fp32",
 }
 # train.precision: the forward and loss under torch.autocast on a GPU (fp16 with a gradient scaler, as the MIR paper
 # trained); the weights, the optimiser and the dev evaluation stay fp32. On the CPU training is fp32 whatever it says.
@@ -77,12 +108,24 @@ def add_arguments(parser):
     parser.add_argument("--fold", type=int, default=0)
     parser.add_argument("--rerank-depth", type=int, default=100)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--collection-artifacts", nargs="?", help="the model's collection-scope artifacts (a directory the "
-                        "artifacts stage wrote), when the model declares any (the flag without a value: none)")
-    parser.add_argument("--pretrain-queries", help="pre-train: train on this pseudo-query set (a directory the pseudo_queries "
-                        "stage wrote; its candidates.run replaces --candidates) with the model's train.pretrain settings")
-    parser.add_argument("--init", help="start from these weights (the model's pre-trained model.safetensors) rather than its initialisation")
-    parser.add_argument("--out", required=True, help="the trained weights (model.safetensors); its folder holds logs and state")
+    parser.add_argument(
+        "--collection-artifacts",
+        nargs="?",
+        help="the model's collection-scope artifacts (a directory the "
+        "artifacts stage wrote), when the model declares any (the flag without a value: none)",
+    )
+    parser.add_argument(
+        "--pretrain-queries",
+        help="pre-train: train on this pseudo-query set (a directory the pseudo_queries "
+        "stage wrote; its candidates.run replaces --candidates) with the model's train.pretrain settings",
+    )
+    parser.add_argument(
+        "--init",
+        help="start from these weights (the model's pre-trained model.safetensors) rather than its initialisation",
+    )
+    parser.add_argument(
+        "--out", required=True, help="the trained weights (model.safetensors); its folder holds logs and state"
+    )
 
 
 def run(args):
@@ -94,17 +137,32 @@ def run(args):
         # for any number of processes); the workers are this same command, each seeing RANK / WORLD_SIZE.
         _check_processes(args.model, hp, None)
         if device.type == "cuda" and torch.cuda.device_count() < hp["processes"]:
-            raise InputError(f"models.{args.model}.train.processes: {hp['processes']} processes need a GPU each; "
-                             f"{torch.cuda.device_count()} visible")
+            raise InputError(
+                f"models.{args.model}.train.processes: {hp['processes']} processes need a GPU each; "
+                f"{torch.cuda.device_count()} visible"
+            )
         log.info("launching %d training processes (train.processes)", hp["processes"])
         launch_processes(hp["processes"], "longrank", ["train", *_cli_arguments(args)])
         return
     corpus, candidates = Corpus(args.data), args.candidates
     if args.pretrain_queries:
         model_cfg = pretraining_config(args.model, model_cfg)
-        corpus, candidates = PseudoQueryCorpus(args.data, args.pretrain_queries), Path(args.pretrain_queries) / "candidates.run"
-    train(args.model, model_cfg, corpus, read_run(candidates), args.fold, args.rerank_depth, device, Path(args.out),
-          args.collection_artifacts, args.init)
+        corpus, candidates = (
+            PseudoQueryCorpus(args.data, args.pretrain_queries),
+            Path(args.pretrain_queries) / "candidates.run",
+        )
+    train(
+        args.model,
+        model_cfg,
+        corpus,
+        read_run(candidates),
+        args.fold,
+        args.rerank_depth,
+        device,
+        Path(args.out),
+        args.collection_artifacts,
+        args.init,
+    )
 
 
 def pretraining_config(name: str, model_cfg: dict) -> dict:
@@ -119,8 +177,24 @@ def pretraining_config(name: str, model_cfg: dict) -> dict:
 
 def _cli_arguments(args) -> list[str]:
     """The train command's arguments, as ``add_arguments`` parsed them, for the processes it launches."""
-    argv = ["--model", args.model, "--model-config", args.model_config, "--data", str(args.data), "--candidates", str(args.candidates),
-            "--fold", str(args.fold), "--rerank-depth", str(args.rerank_depth), "--device", args.device, "--out", str(args.out)]
+    argv = [
+        "--model",
+        args.model,
+        "--model-config",
+        args.model_config,
+        "--data",
+        str(args.data),
+        "--candidates",
+        str(args.candidates),
+        "--fold",
+        str(args.fold),
+        "--rerank-depth",
+        str(args.rerank_depth),
+        "--device",
+        args.device,
+        "--out",
+        str(args.out),
+    ]
     if args.collection_artifacts is not None:
         argv += ["--collection-artifacts", str(args.collection_artifacts)]
     for flag, value in (("--pretrain-queries", args.pretrain_queries), ("--init", args.init)):
@@ -143,12 +217,16 @@ def _hyperparameters(name: str, model_cfg: dict) -> dict:
     pretrain = hp["pretrain"]
     if pretrain is not None:
         if not isinstance(pretrain, dict) or not isinstance(pretrain.get("queries"), str):
-            raise InputError(f"models.{name}.train.pretrain: expected a mapping with `queries` (a set under pseudo_queries) "
-                             f"and training keys to override, got {pretrain!r}")
+            raise InputError(
+                f"models.{name}.train.pretrain: expected a mapping with `queries` (a set under pseudo_queries) "
+                f"and training keys to override, got {pretrain!r}"
+            )
         unknown = set(pretrain) - set(TRAIN_DEFAULTS) - {"queries"} | ({"pretrain"} & set(pretrain))
         if unknown:
-            raise InputError(f"models.{name}.train.pretrain: unknown keys {sorted(unknown)}; expected `queries` and training "
-                             f"keys {sorted(set(TRAIN_DEFAULTS) - {'pretrain'})}")
+            raise InputError(
+                f"models.{name}.train.pretrain: unknown keys {sorted(unknown)}; expected `queries` and training "
+                f"keys {sorted(set(TRAIN_DEFAULTS) - {'pretrain'})}"
+            )
     return hp
 
 
@@ -158,11 +236,15 @@ def _check_processes(name: str, hp: dict, env: tuple[int, int, int] | None) -> i
     if not isinstance(processes, int) or isinstance(processes, bool) or processes < 1:
         raise InputError(f"models.{name}.train.processes: {processes!r} is not a number of processes (an integer >= 1)")
     if env is not None and env[2] != processes:
-        raise InputError(f"models.{name}.train.processes is {processes} but this process is one of WORLD_SIZE={env[2]} started by "
-                         f"torchrun; set train.processes: {env[2]} or start {processes} (torchrun --nproc-per-node {processes})")
+        raise InputError(
+            f"models.{name}.train.processes is {processes} but this process is one of WORLD_SIZE={env[2]} started by "
+            f"torchrun; set train.processes: {env[2]} or start {processes} (torchrun --nproc-per-node {processes})"
+        )
     if hp["batch_size"] % processes:
-        raise InputError(f"models.{name}.train.batch_size: {hp['batch_size']} is the global batch, shared by train.processes: "
-                         f"{processes} processes; it must be divisible by {processes}")
+        raise InputError(
+            f"models.{name}.train.batch_size: {hp['batch_size']} is the global batch, shared by train.processes: "
+            f"{processes} processes; it must be divisible by {processes}"
+        )
     return processes
 
 
@@ -171,12 +253,21 @@ def _lr_lambda(warmup: int, total: int):
         if step < warmup:
             return (step + 1) / warmup
         return max(0.0, (total - step) / max(1, total - warmup))
+
     return factor
 
 
-def training_inputs(model_cfg: dict, corpus: Corpus, fold: dict, depth: int, candidates, built: dict[str, str],
-                    init: str | Path | None = None, collection_artifacts: str | Path | None = None,
-                    optimizer: torch.optim.Optimizer | None = None) -> dict[str, str]:
+def training_inputs(
+    model_cfg: dict,
+    corpus: Corpus,
+    fold: dict,
+    depth: int,
+    candidates,
+    built: dict[str, str],
+    init: str | Path | None = None,
+    collection_artifacts: str | Path | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+) -> dict[str, str]:
     """A digest of each input that changes what training produces, by name: a saved state resumes (or, finished, is
     copied out as the model) only if every one is unchanged, and a mismatch is logged by these names."""
     train_dev = fold["train"] + fold["dev"]
@@ -188,7 +279,11 @@ def training_inputs(model_cfg: dict, corpus: Corpus, fold: dict, depth: int, can
     resolved["train"] = {k: v for k, v in resolved.get("train", {}).items() if k not in ("processes", "num_workers")}
     # The weights' shapes and their optimiser groups: a state left by other code (a parameter added, a parameter
     # moved to another learning rate's group) cannot be loaded into this model, so it must not be resumed either.
-    layout = [[[list(p.shape) for p in g["params"]], g.get("initial_lr", g["lr"])] for g in optimizer.param_groups] if optimizer is not None else None
+    layout = (
+        [[[list(p.shape) for p in g["params"]], g.get("initial_lr", g["lr"])] for g in optimizer.param_groups]
+        if optimizer is not None
+        else None
+    )
     parts = {
         "model entry": resolved,
         "split": [fold["train"], fold["dev"]],
@@ -201,7 +296,9 @@ def training_inputs(model_cfg: dict, corpus: Corpus, fold: dict, depth: int, can
         **built,  # the vocabulary and the initial weights (built_model_digests)
         # the starting weights by content: a state fine-tuned from an earlier pre-training must not resume from a new one
         "init checkpoint": sha256_of(init) if init is not None else None,
-        "collection artifacts": _directory_digest(Path(collection_artifacts)) if collection_artifacts is not None else None,
+        "collection artifacts": _directory_digest(Path(collection_artifacts))
+        if collection_artifacts is not None
+        else None,
         "optimiser layout": layout,
     }
     return {name: value if isinstance(value, str) else _digest(value) for name, value in parts.items()}
@@ -213,7 +310,12 @@ def built_model_digests(model: torch.nn.Module) -> dict[str, str]:
     its initial weights (GloVe or word2vec rows, a pretrained encoder, the seeded initialisation)."""
     from longrank.data.words import Vocabulary
 
-    vocabularies = [[v.words, v.doc_freq, v.num_docs] for m in model.modules() for v in vars(m).values() if isinstance(v, Vocabulary)]
+    vocabularies = [
+        [v.words, v.doc_freq, v.num_docs]
+        for m in model.modules()
+        for v in vars(m).values()
+        if isinstance(v, Vocabulary)
+    ]
     weights = hashlib.sha256()
     for key, tensor in sorted(model.state_dict().items()):
         weights.update(key.encode())
@@ -257,7 +359,9 @@ def _keep_only_a_fitting_state(state_dir: Path, inputs: dict[str, str], fingerpr
     newest good one is kept), and a state made for other inputs, or in the layout before checkpoint sets (no
     checksums), is discarded with one line saying why."""
     if (state_dir / "position.json").exists():  # files directly in train_state/: written before checkpoint sets
-        log.info("discarding the training state in %s: it predates checksummed checkpoint sets; training afresh", state_dir)
+        log.info(
+            "discarding the training state in %s: it predates checksummed checkpoint sets; training afresh", state_dir
+        )
         clear_state(state_dir)
         return
     newest = newest_good_set(state_dir)
@@ -275,7 +379,9 @@ def parameter_groups(model, hp: dict, name: str = "model") -> list[dict]:
     higher rate than a Transformer or a pretrained encoder), and everything else at ``lr``. A key that would
     reach no trainable parameter is an error: a silently ignored learning rate is how KNRM, TK and TKL once
     trained their scoring layers at the Transformer's rate."""
-    if isinstance(model, DistributedDataParallel):  # the wrapper names parameters "module.<name>" and declares no groups
+    if isinstance(
+        model, DistributedDataParallel
+    ):  # the wrapper names parameters "module.<name>" and declares no groups
         model = model.module
     declared = type(model).parameter_groups
     trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -287,8 +393,11 @@ def parameter_groups(model, hp: dict, name: str = "model") -> list[dict]:
         prefixes = declared.get(group, ())
         members = [(n, p) for n, p in trainable if n.startswith(prefixes) and n not in taken] if prefixes else []
         if not members:
-            why = (f"declares no {group!r} parameters" if not prefixes
-                   else f"has no trainable parameter under {list(prefixes)} (frozen?)")
+            why = (
+                f"declares no {group!r} parameters"
+                if not prefixes
+                else f"has no trainable parameter under {list(prefixes)} (frozen?)"
+            )
             raise InputError(f"models.{name}.train.{key}: {type(model).__name__} {why}; remove the key")
         taken.update(n for n, _ in members)
         groups.append({"name": group, "params": [p for _, p in members], "lr": hp[key]})
@@ -345,8 +454,9 @@ class TrainingBatches(torch.utils.data.IterableDataset):
     def loader(batches: "TrainingBatches", num_workers: int) -> torch.utils.data.DataLoader:
         if not num_workers:
             return torch.utils.data.DataLoader(batches, batch_size=None)
-        return torch.utils.data.DataLoader(batches, batch_size=None, num_workers=num_workers, prefetch_factor=2,
-                                           multiprocessing_context="fork")
+        return torch.utils.data.DataLoader(
+            batches, batch_size=None, num_workers=num_workers, prefetch_factor=2, multiprocessing_context="fork"
+        )
 
 
 def _step_seed(seed: int, step: int, rank: int) -> int:
@@ -358,31 +468,84 @@ def _step_seed(seed: int, step: int, rank: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{base}/{rank}".encode()).digest()[:8], "little")
 
 
-def train(name: str, model_cfg: dict, corpus: Corpus, candidates, fold_index: int, depth: int, device: torch.device, out: Path,
-          collection_artifacts: str | Path | None = None, init: str | Path | None = None) -> None:
+def train(
+    name: str,
+    model_cfg: dict,
+    corpus: Corpus,
+    candidates,
+    fold_index: int,
+    depth: int,
+    device: torch.device,
+    out: Path,
+    collection_artifacts: str | Path | None = None,
+    init: str | Path | None = None,
+) -> None:
     """Train in this process, or as one of the processes torchrun (or ``run``'s own launch for ``train.processes``)
     started: then in the process group the launcher's environment describes, torn down at the end or on error."""
     hp = _hyperparameters(name, model_cfg)
     env = distributed_env()
     _check_processes(name, hp, env)
     if hp["steps"] and hp["processes"] > 1 and env is None:
-        raise InputError(f"models.{name}.train.processes: {hp['processes']} processes are started by the train command "
-                         "(python -m longrank train) or by torchrun; train() in this process runs one of them")
+        raise InputError(
+            f"models.{name}.train.processes: {hp['processes']} processes are started by the train command "
+            "(python -m longrank train) or by torchrun; train() in this process runs one of them"
+        )
     if env is None or env[2] == 1 or not hp["steps"]:  # steps: 0 trains nothing: rank 0 alone writes the outputs
         if env is None or env[0] == 0:
-            _train(name, model_cfg, hp, corpus, candidates, fold_index, depth, device, out, collection_artifacts, init, 0, 1)
+            _train(
+                name,
+                model_cfg,
+                hp,
+                corpus,
+                candidates,
+                fold_index,
+                depth,
+                device,
+                out,
+                collection_artifacts,
+                init,
+                0,
+                1,
+            )
         return
     rank, local_rank, world = env
     device = process_device(device, local_rank, world, f"models.{name}.train.processes")
     init_process_group(device, PROCESS_GROUP_TIMEOUT_S)
     try:
-        _train(name, model_cfg, hp, corpus, candidates, fold_index, depth, device, out, collection_artifacts, init, rank, world)
+        _train(
+            name,
+            model_cfg,
+            hp,
+            corpus,
+            candidates,
+            fold_index,
+            depth,
+            device,
+            out,
+            collection_artifacts,
+            init,
+            rank,
+            world,
+        )
     finally:
         dist.destroy_process_group()
 
 
-def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fold_index: int, depth: int, device: torch.device,
-           out: Path, collection_artifacts: str | Path | None, init: str | Path | None, rank: int, world: int) -> None:
+def _train(
+    name: str,
+    model_cfg: dict,
+    hp: dict,
+    corpus: Corpus,
+    candidates,
+    fold_index: int,
+    depth: int,
+    device: torch.device,
+    out: Path,
+    collection_artifacts: str | Path | None,
+    init: str | Path | None,
+    rank: int,
+    world: int,
+) -> None:
     lead, distributed = rank == 0, world > 1
     depth = model_cfg.get("rerank_depth", depth)
     if fold_index >= len(corpus.folds):
@@ -390,8 +553,14 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
     fold = corpus.folds[fold_index]
     needs_artifacts = "collection" in artifact_scopes(model_cfg)
     if needs_artifacts != (collection_artifacts is not None):
-        raise InputError(f"models.{name}: " + ("the model needs its collection artifacts (--collection-artifacts DIR)" if needs_artifacts
-                                               else "the model declares no collection artifacts; drop --collection-artifacts"))
+        raise InputError(
+            f"models.{name}: "
+            + (
+                "the model needs its collection artifacts (--collection-artifacts DIR)"
+                if needs_artifacts
+                else "the model declares no collection artifacts; drop --collection-artifacts"
+            )
+        )
     seed_everything(hp["seed"])
     model = build_model(model_cfg, corpus)
     built = built_model_digests(model) if hp["steps"] and lead else {}  # before --init and training change the weights
@@ -403,8 +572,10 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
     loss_name = hp["loss"] or model_class(model_cfg["type"]).default_loss
     loss_fn = get_loss(loss_name)
     if hp["negative_pairs"] and (hp["negatives_from"] != "both" or loss_name not in PAIRWISE):
-        raise InputError(f"models.{name}.train.negative_pairs pairs candidate negatives with collection negatives: it needs "
-                         f"negatives_from: both (got {hp['negatives_from']!r}) and a pairwise loss {list(PAIRWISE)} (got {loss_name!r})")
+        raise InputError(
+            f"models.{name}.train.negative_pairs pairs candidate negatives with collection negatives: it needs "
+            f"negatives_from: both (got {hp['negatives_from']!r}) and a pairwise loss {list(PAIRWISE)} (got {loss_name!r})"
+        )
     out_dir = out.parent
     state_dir = out_dir / "train_state"
     log_path = out_dir / "training_log.tsv"
@@ -412,10 +583,18 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
     dev_run_path = out_dir / "dev.run"  # the kept model's dev scores: rerank chooses the interpolation weight on them
 
     if hp["steps"] == 0:  # nothing to learn (zero-shot models): keep the initial weights
-        dev_run = score_candidates(model, corpus, candidates, fold["dev"], depth, hp["eval_batch_size"], desc="dev rerank")
+        dev_run = score_candidates(
+            model, corpus, candidates, fold["dev"], depth, hp["eval_batch_size"], desc="dev rerank"
+        )
         write_run(dev_run_path, dev_run, tag=name)
-        TrainSummary(model=name, fold=fold_index, best_dev_ndcg10=mean_measure(dev_run, corpus.qrels, fold["dev"]), steps_run=0,
-                     best_step=0, note="no training (steps: 0)").write(out_dir / "train_summary.json")
+        TrainSummary(
+            model=name,
+            fold=fold_index,
+            best_dev_ndcg10=mean_measure(dev_run, corpus.qrels, fold["dev"]),
+            steps_run=0,
+            best_step=0,
+            note="no training (steps: 0)",
+        ).write(out_dir / "train_summary.json")
         save_weights(model, out)
         return
 
@@ -423,13 +602,26 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
         if device.type == "cuda":  # batch statistics of the global batch, as one process computes them
             model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
         else:
-            log.warning("models.%s: batch norm statistics are each process's share's on the CPU (SyncBatchNorm needs "
-                        "CUDA): %d processes do not train exactly as one", name, world)
+            log.warning(
+                "models.%s: batch norm statistics are each process's share's on the CPU (SyncBatchNorm needs "
+                "CUDA): %d processes do not train exactly as one",
+                name,
+                world,
+            )
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameter_groups(model, hp, name), lr=hp["lr"], weight_decay=hp["weight_decay"])
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(hp["warmup_steps"], hp["steps"]))
-    sampler = PairSampler(fold["train"], corpus.qrels, candidates, depth, hp["negatives"], hp["seed"], hp["positives"],
-                          hp["negatives_from"], list(corpus.docs) if hp["negatives_from"] != "candidates" else None)
+    sampler = PairSampler(
+        fold["train"],
+        corpus.qrels,
+        candidates,
+        depth,
+        hp["negatives"],
+        hp["seed"],
+        hp["positives"],
+        hp["negatives_from"],
+        list(corpus.docs) if hp["negatives_from"] != "candidates" else None,
+    )
     if hp["negative_pairs"]:  # extra pairs in the loss only: the sampler draws exactly what it draws without them
         loss_fn = with_negative_pairs(loss_fn, sampler.from_candidates)
 
@@ -439,7 +631,9 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
     # optimiser state around.
     inputs, fingerprint = {}, None  # rank 0's alone are saved (the other ranks take its position at each evaluation)
     if lead:
-        inputs = training_inputs(model_cfg, corpus, fold, depth, candidates, built, init, collection_artifacts, optimizer)
+        inputs = training_inputs(
+            model_cfg, corpus, fold, depth, candidates, built, init, collection_artifacts, optimizer
+        )
         fingerprint = fingerprint_of(inputs)
         _keep_only_a_fitting_state(state_dir, inputs, fingerprint)
     if distributed:
@@ -450,39 +644,70 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
         found = [None] * world
         dist.all_gather_object(found, position and position["step"])
         if len(set(found)) > 1:
-            raise RuntimeError(f"the training processes found different states in {state_dir} (steps by rank: {found}); "
-                               "the output directory must be one shared by all of them")
+            raise RuntimeError(
+                f"the training processes found different states in {state_dir} (steps by rank: {found}); "
+                "the output directory must be one shared by all of them"
+            )
     if position:
         if lead:
-            log.info("resuming %s fold %d at step %d (best dev nDCG@10 %.4f)", name, fold_index, position["step"], position["best_dev_ndcg10"])
+            log.info(
+                "resuming %s fold %d at step %d (best dev nDCG@10 %.4f)",
+                name,
+                fold_index,
+                position["step"],
+                position["best_dev_ndcg10"],
+            )
     else:
-        position = {"step": 0, "best_dev_ndcg10": -1.0, "best_step": 0, "evals_without_improvement": 0, "history": [],
-                    "seconds": 0.0, "fingerprint": fingerprint, "inputs": inputs}
+        position = {
+            "step": 0,
+            "best_dev_ndcg10": -1.0,
+            "best_step": 0,
+            "evals_without_improvement": 0,
+            "history": [],
+            "seconds": 0.0,
+            "fingerprint": fingerprint,
+            "inputs": inputs,
+        }
         if lead:
             clear_state(state_dir)
     # DDP after the state is loaded: it starts every rank from rank 0's weights and averages gradients in backward.
     # Unused parameters are looked for (a model may leave some out of a forward pass), as one process skips them.
     forward = model
     if distributed:
-        forward = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
-                                          find_unused_parameters=True)
+        forward = DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None, find_unused_parameters=True
+        )
     share = hp["batch_size"] // world  # this rank's contiguous share of the global batch
 
     def evaluate_dev() -> tuple[float, dict]:
-        dev_run = score_candidates(model, corpus, candidates, fold["dev"], depth, hp["eval_batch_size"], desc="dev rerank")
+        dev_run = score_candidates(
+            model, corpus, candidates, fold["dev"], depth, hp["eval_batch_size"], desc="dev rerank"
+        )
         return mean_measure(dev_run, corpus.qrels, fold["dev"]), dev_run
 
     # Sampling, reading the documents and tokenising run in train.num_workers DataLoader workers, ahead of the
     # steps that need them (0: in this process); the batches are the same either way, in step order.
-    batches = iter(TrainingBatches.loader(TrainingBatches(sampler, corpus, model.encode, position["step"], hp["steps"],
-                                                          hp["batch_size"], rank * share, share), hp["num_workers"]))
+    batches = iter(
+        TrainingBatches.loader(
+            TrainingBatches(
+                sampler, corpus, model.encode, position["step"], hp["steps"], hp["batch_size"], rank * share, share
+            ),
+            hp["num_workers"],
+        )
+    )
     amp_dtype = AUTOCAST_DTYPES[hp["precision"]] if device.type == "cuda" else None
     scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype is torch.float16)  # fp16 gradients underflow unscaled
     model.train()
     started = time.time() - position["seconds"]
     losses: list[float] = []
-    bar = progress(total=hp["steps"], initial=position["step"], desc=f"train {name} fold {fold_index}", unit="step", mininterval=5,
-               disable=not lead)
+    bar = progress(
+        total=hp["steps"],
+        initial=position["step"],
+        desc=f"train {name} fold {fold_index}",
+        unit="step",
+        mininterval=5,
+        disable=not lead,
+    )
     while position["step"] < hp["steps"] and position["evals_without_improvement"] < hp["patience"]:
         step = position["step"]
         torch.manual_seed(_step_seed(hp["seed"], step, rank))  # dropout noise, reproducible across a resume
@@ -491,15 +716,19 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
         batch = {k: v.to(device) for k, v in encoded.items()}
         with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
             scores = forward(**batch).view(n_groups, -1)
-        loss = loss_fn(scores.float())  # a mean over this share: DDP's mean over equal shares is the global batch's mean
+        loss = loss_fn(
+            scores.float()
+        )  # a mean over this share: DDP's mean over equal shares is the global batch's mean
         batch_loss = loss.detach()
         if distributed:  # the global batch's loss, for the log and for every rank to agree on stopping when not finite
             batch_loss = batch_loss.clone()
             dist.all_reduce(batch_loss)
             batch_loss /= world
         if not torch.isfinite(batch_loss):
-            raise FloatingPointError(f"models.{name}: loss is {batch_loss.item()} at step {step}; the last good state is in {state_dir} "
-                                     f"(lower train.lr or raise train.grad_clip)")
+            raise FloatingPointError(
+                f"models.{name}: loss is {batch_loss.item()} at step {step}; the last good state is in {state_dir} "
+                f"(lower train.lr or raise train.grad_clip)"
+            )
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()  # without a scaler (fp32, bf16) these are plain backward and step
         if hp["grad_clip"]:
@@ -528,14 +757,27 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
                 position["seconds"] = time.time() - started
                 # one line per dev evaluation on stderr (the console; the job's log under the workflow: tail -f it)
                 per_step = position["seconds"] / max(position["step"], 1)
-                log.info("%s fold %d step %d/%d: loss %.4f, dev nDCG@10 %.4f%s, elapsed %s, ETA %s", name, fold_index, position["step"],
-                         hp["steps"], mean_loss, dev_ndcg, " (best)" if improved else "", _clock(position["seconds"]),
-                         _clock(per_step * (hp["steps"] - position["step"])))
-                best_run = (lambda path: write_run(path, dev_run, tag=name)) if improved else None  # this step's weights are the best
+                log.info(
+                    "%s fold %d step %d/%d: loss %.4f, dev nDCG@10 %.4f%s, elapsed %s, ETA %s",
+                    name,
+                    fold_index,
+                    position["step"],
+                    hp["steps"],
+                    mean_loss,
+                    dev_ndcg,
+                    " (best)" if improved else "",
+                    _clock(position["seconds"]),
+                    _clock(per_step * (hp["steps"] - position["step"])),
+                )
+                best_run = (
+                    (lambda path: write_run(path, dev_run, tag=name)) if improved else None
+                )  # this step's weights are the best
                 save_training_state(state_dir, model, optimizer, scheduler, position, best_run)
                 return position
 
-            position = _on_rank0(evaluate_and_checkpoint, rank, world)  # every rank continues (or stops) at rank 0's position
+            position = _on_rank0(
+                evaluate_and_checkpoint, rank, world
+            )  # every rank continues (or stops) at rank 0's position
     bar.close()
     del batches  # stops the workers preparing steps that early stopping made unnecessary
     if not lead:
@@ -543,12 +785,26 @@ def _train(name: str, model_cfg: dict, hp: dict, corpus: Corpus, candidates, fol
 
     final_set = next(iter(sets_newest_first(state_dir)), None)
     if final_set is None or not (final_set / "best.safetensors").exists():
-        raise InputError(f"models.{name}: training ended before any dev evaluation; set train.eval_every <= train.steps")
-    write_text(log_path, "step\ttrain_loss\tdev_ndcg10\n" + "".join(f"{h['step']}\t{h['train_loss']:.6f}\t{h['dev_ndcg10']:.6f}\n" for h in position["history"]))
+        raise InputError(
+            f"models.{name}: training ended before any dev evaluation; set train.eval_every <= train.steps"
+        )
+    write_text(
+        log_path,
+        "step\ttrain_loss\tdev_ndcg10\n"
+        + "".join(f"{h['step']}\t{h['train_loss']:.6f}\t{h['dev_ndcg10']:.6f}\n" for h in position["history"]),
+    )
     TrainSummary(
-        model=name, fold=fold_index, device=str(device), processes=world, steps_run=position["step"], best_step=position["best_step"],
-        best_dev_ndcg10=position["best_dev_ndcg10"], stopped_early=position["step"] < hp["steps"], seconds=time.time() - started,
-        parameters=sum(p.numel() for p in model.parameters()), trainable_parameters=sum(p.numel() for p in params),
+        model=name,
+        fold=fold_index,
+        device=str(device),
+        processes=world,
+        steps_run=position["step"],
+        best_step=position["best_step"],
+        best_dev_ndcg10=position["best_dev_ndcg10"],
+        stopped_early=position["step"] < hp["steps"],
+        seconds=time.time() - started,
+        parameters=sum(p.numel() for p in model.parameters()),
+        trainable_parameters=sum(p.numel() for p in params),
         hyperparameters=hp,
     ).write(out_dir / "train_summary.json")
     export_best(final_set, out, dev_run_path)  # verified against the set's manifest; appears complete or not at all

@@ -30,7 +30,12 @@ def pointwise_bce(scores: torch.Tensor) -> torch.Tensor:
     return F.binary_cross_entropy_with_logits(scores, labels)
 
 
-LOSSES = {"pairwise_hinge": pairwise_hinge, "ranknet": ranknet, "listwise_ce": listwise_ce, "pointwise_bce": pointwise_bce}
+LOSSES = {
+    "pairwise_hinge": pairwise_hinge,
+    "ranknet": ranknet,
+    "listwise_ce": listwise_ce,
+    "pointwise_bce": pointwise_bce,
+}
 
 
 #: losses that are a mean over (higher, lower) pairs, the only ones extra pairs can be added to

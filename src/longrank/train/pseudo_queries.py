@@ -50,8 +50,17 @@ from longrank.io import InputError, replace_directory, umask_mode, write_json, w
 log = logging.getLogger(__name__)
 
 SOURCES = ("titles", "ict", "formulated")
-DEFAULTS = {"source": "ict", "count": 1000, "seed": 0, "query_words": 20, "passage_words": 200, "title_field": "title",
-            "depth": 100, "dev": 0.1, "drop_easy": False}
+DEFAULTS = {
+    "source": "ict",
+    "count": 1000,
+    "seed": 0,
+    "query_words": 20,
+    "passage_words": 200,
+    "title_field": "title",
+    "depth": 100,
+    "dev": 0.1,
+    "drop_easy": False,
+}
 
 
 def settings(name: str, cfg: dict) -> dict:
@@ -74,8 +83,7 @@ def _normalise(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
-def _span(words: list[str], length: int, rng: np.random.Generator,
-          short_rng: np.random.Generator) -> tuple[int, int]:
+def _span(words: list[str], length: int, rng: np.random.Generator, short_rng: np.random.Generator) -> tuple[int, int]:
     """A random span of ``length`` words, or of half the document where it has fewer than twice that (the positive
     keeps at least as many words as the query came from); (0, 0) for a document of fewer than two words. A
     shortened span is drawn from ``short_rng``, so that the long documents' draws from ``rng`` do not shift."""
@@ -89,8 +97,9 @@ def _span(words: list[str], length: int, rng: np.random.Generator,
     return start, start + half
 
 
-def make_pseudo_queries(corpus: Corpus, cfg: dict, titles: dict[str, str] | None = None,
-                        query_formulation: dict | None = None) -> tuple[dict[str, str], dict[str, str], int]:
+def make_pseudo_queries(
+    corpus: Corpus, cfg: dict, titles: dict[str, str] | None = None, query_formulation: dict | None = None
+) -> tuple[dict[str, str], dict[str, str], int]:
     """(pseudo-query id -> text, pseudo-query id -> its positive's text without what the query came from, how many
     spans were shortened to half their document), before the filters. Deterministic for a fixed seed. Ids are
     ``p<doc id>``: one per document at most."""
@@ -98,8 +107,10 @@ def make_pseudo_queries(corpus: Corpus, cfg: dict, titles: dict[str, str] | None
     doc_ids = sorted(corpus.docs)
     if cfg["source"] == "titles":
         if not titles:
-            raise InputError(f"pseudo_queries: source titles needs document titles; the collection has none in field "
-                             f"{cfg['title_field']!r} (set title_field, or use source: ict or formulated)")
+            raise InputError(
+                f"pseudo_queries: source titles needs document titles; the collection has none in field "
+                f"{cfg['title_field']!r} (set title_field, or use source: ict or formulated)"
+            )
         doc_ids = [d for d in doc_ids if titles.get(d, "").strip()]
     order = rng.permutation(len(doc_ids))
     queries, positives, shortened = {}, {}, set()
@@ -147,11 +158,13 @@ def _check_enough(queries: dict[str, str], made: int, corpus: Corpus, name: str,
     if len(queries) >= 2:
         return
     needs = "a title and text beside it" if cfg["source"] == "titles" else "a document of two words or more"
-    raise InputError(f"pseudo_queries.{name}: {len(queries)} pseudo-queries left of {made} made from "
-                     f"{len(corpus.docs)} documents of median {_median_words(corpus)} words (a {cfg['source']} "
-                     f"pseudo-query needs {needs}, and a query text that is no real query's); check "
-                     f"pseudo_queries.{name}.{_length_setting(cfg)} against the collection, "
-                     f"or raise pseudo_queries.{name}.count")
+    raise InputError(
+        f"pseudo_queries.{name}: {len(queries)} pseudo-queries left of {made} made from "
+        f"{len(corpus.docs)} documents of median {_median_words(corpus)} words (a {cfg['source']} "
+        f"pseudo-query needs {needs}, and a query text that is no real query's); check "
+        f"pseudo_queries.{name}.{_length_setting(cfg)} against the collection, "
+        f"or raise pseudo_queries.{name}.count"
+    )
 
 
 def without_real_queries(queries: dict[str, str], real: dict[str, str]) -> dict[str, str]:
@@ -168,8 +181,14 @@ def without_real_queries(queries: dict[str, str], real: dict[str, str]) -> dict[
     return kept
 
 
-def build(corpus: Corpus, name: str, cfg: dict, out: Path, titles: dict[str, str] | None = None,
-          query_formulation: dict | None = None) -> dict:
+def build(
+    corpus: Corpus,
+    name: str,
+    cfg: dict,
+    out: Path,
+    titles: dict[str, str] | None = None,
+    query_formulation: dict | None = None,
+) -> dict:
     from longrank.retrieval.bm25 import bm25_run
 
     cfg = settings(name, cfg)
@@ -177,9 +196,15 @@ def build(corpus: Corpus, name: str, cfg: dict, out: Path, titles: dict[str, str
     made = len(queries)
     key = _length_setting(cfg)
     if shortened:
-        log.warning("pseudo_queries.%s.%s %s: %d of the documents drawn are shorter than twice that (the "
-                    "collection's median is %s words per document); their spans are half the document", name, key,
-                    cfg[key], shortened, _median_words(corpus))
+        log.warning(
+            "pseudo_queries.%s.%s %s: %d of the documents drawn are shorter than twice that (the "
+            "collection's median is %s words per document); their spans are half the document",
+            name,
+            key,
+            cfg[key],
+            shortened,
+            _median_words(corpus),
+        )
     queries = without_real_queries(queries, corpus.queries)
     containing_real = made - len(queries)
     _check_enough(queries, made, corpus, name, cfg)  # before BM25, which cannot rank for no query
@@ -194,29 +219,52 @@ def build(corpus: Corpus, name: str, cfg: dict, out: Path, titles: dict[str, str
     rng = np.random.default_rng(cfg["seed"] + 1)
     dev = set(rng.choice(ids, size=max(1, round(cfg["dev"] * len(ids))), replace=False).tolist())
     fold = {"train": [q for q in ids if q not in dev], "dev": sorted(dev), "test": []}
-    stats = {"name": name, "source": cfg["source"], "settings": cfg, "made": made, "containing_real_query": containing_real,
-             "shortened": shortened, "positive_ranked_first_by_bm25": len(easy),
-             "dropped_easy": len(easy) if cfg["drop_easy"] else 0,
-             "pseudo_queries": len(ids), "train": len(fold["train"]), "dev": len(fold["dev"]),
-             "query_length_mean": float(np.mean([len(queries[q].split()) for q in ids])),
-             "positive_in_candidates": sum(q[1:] in run.get(q, {}) for q in ids) / len(ids)}
+    stats = {
+        "name": name,
+        "source": cfg["source"],
+        "settings": cfg,
+        "made": made,
+        "containing_real_query": containing_real,
+        "shortened": shortened,
+        "positive_ranked_first_by_bm25": len(easy),
+        "dropped_easy": len(easy) if cfg["drop_easy"] else 0,
+        "pseudo_queries": len(ids),
+        "train": len(fold["train"]),
+        "dev": len(fold["dev"]),
+        "query_length_mean": float(np.mean([len(queries[q].split()) for q in ids])),
+        "positive_in_candidates": sum(q[1:] in run.get(q, {}) for q in ids) / len(ids),
+    }
 
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        write_text(staging / "queries.tsv", "query_id\ttext\n" + "".join(f"{q}\t{' '.join(queries[q].split())}\n" for q in ids))
+        write_text(
+            staging / "queries.tsv", "query_id\ttext\n" + "".join(f"{q}\t{' '.join(queries[q].split())}\n" for q in ids)
+        )
         write_qrels(staging / "qrels.txt", {q: qrels[q] for q in ids})
         write_json(staging / "folds.json", [fold])
         write_run(staging / "candidates.run", {q: run[q] for q in ids if q in run}, tag="pseudo_queries")
-        write_text(staging / "overrides.jsonl", "".join(json.dumps({"doc_id": q[1:], "text": positives[q]}) + "\n" for q in ids))
+        write_text(
+            staging / "overrides.jsonl",
+            "".join(json.dumps({"doc_id": q[1:], "text": positives[q]}) + "\n" for q in ids),
+        )
         write_json(staging / "stats.json", stats)
         staging.chmod(umask_mode(0o777))
         replace_directory(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    log.info("pseudo_queries.%s: %d %s pseudo-queries (%d train, %d dev); %d contained a real query, BM25 ranks the "
-             "positive first for %d%s", name, len(ids), cfg["source"], len(fold["train"]), len(fold["dev"]), containing_real,
-             len(easy), " (dropped)" if cfg["drop_easy"] else "")
+    log.info(
+        "pseudo_queries.%s: %d %s pseudo-queries (%d train, %d dev); %d contained a real query, BM25 ranks the "
+        "positive first for %d%s",
+        name,
+        len(ids),
+        cfg["source"],
+        len(fold["train"]),
+        len(fold["dev"]),
+        containing_real,
+        len(easy),
+        " (dropped)" if cfg["drop_easy"] else "",
+    )
     return stats
 
 

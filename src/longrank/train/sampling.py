@@ -35,8 +35,18 @@ NEGATIVES_FROM = ("candidates", "collection", "both")
 
 
 class PairSampler:
-    def __init__(self, train_qids: list[str], qrels: dict, candidates: dict, depth: int, negatives: int, seed: int,
-                 positives: str = "candidates", negatives_from: str = "candidates", doc_ids: list[str] | None = None):
+    def __init__(
+        self,
+        train_qids: list[str],
+        qrels: dict,
+        candidates: dict,
+        depth: int,
+        negatives: int,
+        seed: int,
+        positives: str = "candidates",
+        negatives_from: str = "candidates",
+        doc_ids: list[str] | None = None,
+    ):
         if positives not in POSITIVES:
             raise InputError(f"train.positives: {positives!r} is not one of {list(POSITIVES)}")
         if negatives_from not in NEGATIVES_FROM:
@@ -57,11 +67,18 @@ class PairSampler:
             else:
                 skipped.append(qid)
         if skipped:
-            log.info("skipping %d of %d training queries without a relevant %s and a non-relevant candidate in the top %d",
-                     len(skipped), len(train_qids), "candidate" if positives == "candidates" else "document", depth)
+            log.info(
+                "skipping %d of %d training queries without a relevant %s and a non-relevant candidate in the top %d",
+                len(skipped),
+                len(train_qids),
+                "candidate" if positives == "candidates" else "document",
+                depth,
+            )
         if not self.positives:
-            raise InputError(f"no training query has a relevant {'candidate in the top %d' % depth if positives == 'candidates' else 'document'} "
-                             "and a non-relevant candidate; check qrels and candidates (or set train.positives: judged)")
+            raise InputError(
+                f"no training query has a relevant {'candidate in the top %d' % depth if positives == 'candidates' else 'document'} "
+                "and a non-relevant candidate; check qrels and candidates (or set train.positives: judged)"
+            )
         self.qids = sorted(self.positives)
         self.skipped = skipped
         self.qrels, self.doc_ids = qrels, list(doc_ids or [])
@@ -86,6 +103,14 @@ class PairSampler:
         for qid in qids:
             pos = self.positives[qid][rng.integers(len(self.positives[qid]))]
             negs = self.negatives[qid]
-            picks = rng.choice(len(negs), size=self.from_candidates, replace=len(negs) < self.from_candidates) if self.from_candidates else []
-            groups.append([pos] + [negs[i] for i in picks] + self._collection_negatives(qid, self.n_neg - self.from_candidates, rng))
+            picks = (
+                rng.choice(len(negs), size=self.from_candidates, replace=len(negs) < self.from_candidates)
+                if self.from_candidates
+                else []
+            )
+            groups.append(
+                [pos]
+                + [negs[i] for i in picks]
+                + self._collection_negatives(qid, self.n_neg - self.from_candidates, rng)
+            )
         return qids, groups

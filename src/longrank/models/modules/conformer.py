@@ -52,7 +52,9 @@ def _attendable(mask: torch.Tensor | None, shape: tuple[int, ...], device) -> to
     return mask | ~mask.any(dim=1, keepdim=True)
 
 
-def separable_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def separable_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Eq. 2: softmax(Q over its last, key dimension) · (softmax(K over the sequence, padding masked)ᵀ · V).
 
     q, k [B, H, n, d_key], v [B, H, n, d_value], mask [B, n] (true/1 for real tokens) -> [B, H, n, d_value].
@@ -63,7 +65,9 @@ def separable_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask:
     return torch.softmax(q, dim=-1) @ a
 
 
-def materialised_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def materialised_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Eq. 1 written out as in 2020: softmax(QKᵀ/√d) · V with the n × n matrix in memory."""
     attend = _attendable(mask, q.shape, q.device)[:, None, None, :]  # [B, 1, 1, n]
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
@@ -85,8 +89,17 @@ class ConformerLayer(nn.Module):
     Conformer's), ``sdpa`` (fused Eq. 1) or ``materialised`` (Eq. 1 with the n × n matrix). The keyword
     defaults are the paper's (Sec. 4) and NDRM's config defaults."""
 
-    def __init__(self, hidden: int, heads: int, conv_window: int = 31, conv_groups: int = 32, ff: int | None = None,
-                 dropout: float = 0.2, attention: str = "separable", convolve_padding: bool = False):
+    def __init__(
+        self,
+        hidden: int,
+        heads: int,
+        conv_window: int = 31,
+        conv_groups: int = 32,
+        ff: int | None = None,
+        dropout: float = 0.2,
+        attention: str = "separable",
+        convolve_padding: bool = False,
+    ):
         super().__init__()
         if attention not in ATTENTIONS:
             raise InputError(f"attention: {attention!r} is not one of {list(ATTENTIONS)}")
@@ -95,7 +108,9 @@ class ConformerLayer(nn.Module):
         if hidden % conv_groups:
             raise InputError(f"conv_groups: {conv_groups} groups must divide the hidden width {hidden}")
         if conv_window < 1 or conv_window % 2 == 0:
-            raise InputError(f"conv_window: must be a positive odd number (the output keeps the input's length), got {conv_window}")
+            raise InputError(
+                f"conv_window: must be a positive odd number (the output keeps the input's length), got {conv_window}"
+            )
         self.heads, self.attention, self.convolve_padding = heads, attention, bool(convolve_padding)
         self.attend = ATTENTION_FUNCTIONS[attention]
         self.conv = nn.Conv1d(hidden, hidden, conv_window, padding=conv_window // 2, groups=conv_groups)

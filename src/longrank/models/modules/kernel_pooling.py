@@ -6,7 +6,9 @@ import torch
 from torch import nn
 
 
-def kernel_centers(n_kernels: int = 11, sigma: float = 0.1, exact_sigma: float = 0.001) -> tuple[torch.Tensor, torch.Tensor]:
+def kernel_centers(
+    n_kernels: int = 11, sigma: float = 0.1, exact_sigma: float = 0.001
+) -> tuple[torch.Tensor, torch.Tensor]:
     """KNRM's kernels: one exact-match kernel at mu = 1 (sigma 0.001) and ``n_kernels - 1`` soft kernels
     centred at 0.9, 0.7, ..., -0.9 (for 11 kernels) with ``sigma``. Returns (mu, sigma), each [K]."""
     soft = n_kernels - 1

@@ -26,6 +26,8 @@ class EncoderLayer(nn.Module):
         """x [N, L, E]; attend [N, 1, 1, L] bool, True for keys that may be attended to."""
         n, length, dim = x.shape
         q, k, v = self.qkv(x).view(n, length, 3, self.n_heads, dim // self.n_heads).permute(2, 0, 3, 1, 4)
-        att = F.scaled_dot_product_attention(q, k, v, attn_mask=attend, dropout_p=self.dropout if self.training else 0.0)
+        att = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attend, dropout_p=self.dropout if self.training else 0.0
+        )
         x = self.norm1(x + self.drop1(self.out(att.transpose(1, 2).reshape(n, length, dim))))
         return self.norm2(x + self.drop2(self.ff(x)))

@@ -49,9 +49,11 @@ def word2vec_path(data_dir: str | Path) -> Path:
     """The collection's word2vec vectors, checked to exist: the error names the file and the stage that writes it."""
     path = Path(data_dir) / WORD2VEC_FILE
     if not path.is_file():
-        raise InputError(f"embeddings: word2vec: {path} not found; the word2vec stage writes it "
-                         f"(python -m longrank word2vec --docs {Path(data_dir) / 'docs.jsonl'} --out {path}, or the "
-                         "workflow's word2vec rule)")
+        raise InputError(
+            f"embeddings: word2vec: {path} not found; the word2vec stage writes it "
+            f"(python -m longrank word2vec --docs {Path(data_dir) / 'docs.jsonl'} --out {path}, or the "
+            "workflow's word2vec rule)"
+        )
     return path
 
 
@@ -60,9 +62,17 @@ class WordEmbedder(nn.Module):
     word-vector text file for the papers' 300d GloVe, or ``word2vec`` through ``for_corpus``). Also owns
     tokenisation into padded id tensors and the query-term options above."""
 
-    def __init__(self, vocab: Vocabulary, embeddings: str = "glove-6b-50d", train_embeddings: bool = True,
-                 remove_query_stopwords: bool = True, query_term_weights: str = "uniform", min_doc_freq: int = 1,
-                 max_vocabulary: int | None = None, mask_unknown_words: bool = True):
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        embeddings: str = "glove-6b-50d",
+        train_embeddings: bool = True,
+        remove_query_stopwords: bool = True,
+        query_term_weights: str = "uniform",
+        min_doc_freq: int = 1,
+        max_vocabulary: int | None = None,
+        mask_unknown_words: bool = True,
+    ):
         super().__init__()
         if not isinstance(mask_unknown_words, bool):
             raise InputError(f"mask_unknown_words: expected true or false, got {mask_unknown_words!r}")
@@ -73,8 +83,10 @@ class WordEmbedder(nn.Module):
         if query_term_weights not in QUERY_TERM_WEIGHTS:
             raise InputError(f"query_term_weights: {query_term_weights!r} is not one of {list(QUERY_TERM_WEIGHTS)}")
         if embeddings == WORD2VEC:
-            raise InputError("embeddings: word2vec names the collection's vectors; build the embedder with "
-                             f"WordEmbedder.for_corpus(corpus, ...) so that it finds <data dir>/{WORD2VEC_FILE}")
+            raise InputError(
+                "embeddings: word2vec names the collection's vectors; build the embedder with "
+                f"WordEmbedder.for_corpus(corpus, ...) so that it finds <data dir>/{WORD2VEC_FILE}"
+            )
         self.vocab = vocab
         self.remove_query_stopwords, self.mask_unknown_words = remove_query_stopwords, mask_unknown_words
         matrix, self.coverage = embedding_matrix(vocab, embeddings)
