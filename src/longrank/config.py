@@ -401,6 +401,11 @@ def add_arguments(parser):
     parser.add_argument("--out", required=True)
 
 
+# The version of what stage ``config`` writes beside the resolved config (a rule parameter: raise it when the shape of
+# config.json changes, so that results made before rerun the stage rather than give the report an old shape)
+CONFIG_JSON_SHAPE = 2
+
+
 def run(args):
     config = json.loads(args.json)
     config["resolved_models"] = resolved_models(config["models"])

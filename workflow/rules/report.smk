@@ -1,5 +1,7 @@
 from types import SimpleNamespace
 
+from longrank.config import CONFIG_JSON_SHAPE
+
 from longrank.report.manifest import COMPARE_FILES as REPORT_COMPARE_FILES
 from longrank.report.manifest import DATA_FILES as REPORT_DATA_FILES
 from longrank.report.manifest import Manifest
@@ -14,6 +16,8 @@ rule resolved_config:
         CONDA_ENV
     params:
         config=as_json(config),
+        # what the stage adds to the config (resolved_models): a new shape reruns it, not only a changed config
+        shape=CONFIG_JSON_SHAPE,
     shell:
         "python -m longrank config --json {params.config:q} --out {output:q} 2> {log:q}"
 
