@@ -15,6 +15,7 @@ import numpy as np
 from longrank.data.corpus import Corpus
 from longrank.io import Run, read_run, write_run
 from longrank.outputs import FoldWeight, Interpolation
+from longrank.provenance import write_run_metadata
 from longrank.runs import mean_measure, top_candidates, with_tail
 
 WEIGHTS = [round(w, 2) for w in np.linspace(0.0, 1.0, 11)]
@@ -46,6 +47,16 @@ def run(args):
         corpus,
     )
     write_run(args.out, mixed, tag=name)
+    write_run_metadata(
+        args.out,
+        {
+            "method": "interpolate",
+            "model_run": args.model_run,
+            "candidates": args.candidates,
+            "rerank_depth": args.rerank_depth,
+            "weights": [f.weight for f in folds],
+        },
+    )
     weight = float(np.mean([f.weight for f in folds]))
     Interpolation(system=name, weight=weight, folds=folds).write(args.out.removesuffix(".run") + ".interpolation.json")
 

@@ -19,6 +19,7 @@ from longrank.data.corpus import Corpus
 from longrank.io import InputError, Run, atomic_path, read_run, write_run
 from longrank.models.checkpoint import load_model
 from longrank.models.registry import artifact_scopes
+from longrank.provenance import write_run_metadata
 from longrank.runs import with_tail
 from longrank.runtime import resolve_device
 from longrank.scoring import score_candidates
@@ -130,5 +131,6 @@ def rerank(
         )
         del model
     write_run(out_dir / f"{name}.run", with_tail(model_run, candidates, corpus.test_queries()), tag=name)
+    write_run_metadata(out_dir / f"{name}.run", {**model_cfg, "rerank_depth": depth})
     with atomic_path(out_dir / f"{name}.details.jsonl") as tmp:
         tmp.write_text("".join(json.dumps(d) + "\n" for d in details), encoding="utf-8")

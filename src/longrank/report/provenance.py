@@ -3,48 +3,25 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib.metadata
 import json
 import platform
 
 from longrank.outputs import TrainSummary
+from longrank.provenance import package_versions, read_run_metadata, source
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.tables import fmt
-
-PACKAGES = [
-    "longrank",
-    "torch",
-    "transformers",
-    "safetensors",
-    "bm25s",
-    "ir_datasets",
-    "ir_measures",
-    "pytrec_eval_terrier",
-    "snakemake",
-    "gensim",
-    "scikit-learn",
-    "scipy",
-    "statsmodels",
-    "numpy",
-    "pandas",
-    "matplotlib",
-]
 
 
 def section(ctx: Context) -> Section:
     inp = ctx.inp
     sec = Section("Provenance")
-    versions = [["python", platform.python_version()]]
-    for pkg in PACKAGES:
-        try:
-            versions.append([pkg, importlib.metadata.version(pkg)])
-        except importlib.metadata.PackageNotFoundError:
-            versions.append([pkg, "not installed"])
+    versions = [["python", platform.python_version()], *map(list, package_versions().items())]
     sec.text(
         f"Generated {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} from {inp.manifest.config} "
         "and the files its rule named."
     )
+    sec.text(code_version(inp))
     dw = inp.stats["doc_words"]
     sec.text(
         f"Collection: {inp.stats['num_docs']} documents, {inp.stats['num_queries']} queries; document words mean "
@@ -93,3 +70,19 @@ def seeds(inp) -> str:
             by_seed.setdefault("/".join(sorted(recorded)), []).append(name)
     parts += [f"training {seed} ({', '.join(names)})" for seed, names in sorted(by_seed.items())]
     return "; ".join(parts)
+
+
+def code_version(inp) -> str:
+    """The commit the runs were made from, as the first run's ``.meta.yaml`` recorded it (longrank.provenance), or the
+    report's own checkout where no run has one (runs made before the metadata existed)."""
+    for run in [*inp.manifest.candidates.values(), *inp.manifest.runs.values()]:
+        meta = read_run_metadata(run)
+        if meta is not None:
+            src = meta.get("implementation", {}).get("source", {})
+            where = f"as recorded beside {run}.meta.yaml (every run file has one)"
+            break
+    else:
+        src, where = source(), "the report's own checkout (no run file has a .meta.yaml beside it)"
+    commit, dirty = src.get("commit", "unknown"), src.get("dirty", "unknown")
+    state = {True: ", with uncommitted changes to tracked files", False: ", a clean tree"}.get(dirty, "")
+    return f"Code: commit {commit}{state}, {where}."

@@ -28,6 +28,7 @@ from pathlib import Path
 from longrank.data.collections import ir_datasets_downloads
 from longrank.data.corpus import Corpus
 from longrank.io import InputError, Run, read_run, write_json, write_run
+from longrank.provenance import write_run_metadata
 from longrank.retrieval import bm25, hdct
 from longrank.retrieval.impact import impact_run
 
@@ -64,6 +65,7 @@ def run(args):
         artifacts=[Path(p) for p in args.artifacts],
     )
     write_run(Path(args.out), without_excluded(ranked, excluded, top_k), tag=spec["name"])
+    write_run_metadata(args.out, spec)
     write_json(Path(args.out).with_suffix(".stats.json"), {"method": spec["method"], **stats})
 
 

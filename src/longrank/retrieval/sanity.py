@@ -16,6 +16,7 @@ from typing import Iterable, Mapping
 from longrank.data.corpus import Corpus
 from longrank.data.words import query_terms, tokenize
 from longrank.io import Run, read_run, write_run
+from longrank.provenance import write_run_metadata
 from longrank.runs import top_candidates, with_tail
 
 NAME = "query_term_matches"  # the system name in SYSTEMS (workflow/rules/common.smk) and the report
@@ -78,3 +79,4 @@ def run(args):
         corpus.queries, corpus.docs, read_run(args.candidates), corpus.test_queries(), args.rerank_depth
     )
     write_run(Path(args.out), result, tag=NAME)
+    write_run_metadata(args.out, {"method": "query_term_matches", "rerank_depth": args.rerank_depth})

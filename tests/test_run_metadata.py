@@ -1,0 +1,77 @@
+"""Provenance beside every run (issue 30): a stage that writes a run writes ``<run>.meta.yaml`` beside it, in the
+shape of ir_metadata (platform, implementation, method, run), and the report names the commit it records."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+from types import SimpleNamespace
+
+import yaml
+
+from conftest import REPO
+from longrank import provenance
+from longrank.io import read_run
+from longrank.report.provenance import code_version
+from longrank.retrieval import candidates, sanity
+
+BM25 = {"name": "lexical", "method": "bm25", "k1": 0.9, "b": 0.4, "stemmer": "english", "stopwords": "en", "top_k": 30}
+
+
+def head_commit() -> str:
+    return subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+
+def test_the_candidates_stage_writes_its_runs_metadata_with_the_commit_the_entry_and_a_wall_time(tiny_data):
+    out = tiny_data / "candidates" / "lexical.run"
+    before = time.time()
+    candidates.run(
+        argparse.Namespace(
+            data=str(tiny_data / "data"), first_stage=json.dumps(BM25), dataset="{}", artifacts=[], out=str(out)
+        )
+    )
+    assert read_run(out)
+    path = tiny_data / "candidates" / "lexical.run.meta.yaml"
+    meta = yaml.safe_load(path.read_text())  # parses as plain YAML
+    assert list(meta) == ["platform", "implementation", "method", "run"]
+    assert meta["implementation"]["source"]["commit"] == head_commit()
+    assert meta["implementation"]["source"]["dirty"] in (True, False)
+    assert meta["method"] == {"name": "lexical", "config": BM25}
+    assert meta["run"]["file"] == "lexical.run"
+    assert 0 <= meta["run"]["wall_time_s"] < time.time() - before + 3600  # from the process's start
+    hardware = meta["platform"]["hardware"]
+    assert hardware["cpu"]["cores"] >= 1 and hardware["cpu"]["model"] and hardware["memory_bytes"] > 0
+    software = meta["platform"]["software"]
+    assert software["python"] and software["libraries"]["bm25s"] != "not installed"
+    assert not list((tiny_data / "candidates").glob(".*.tmp"))  # written atomically: no temporary left
+    assert provenance.read_run_metadata(out) == meta
+
+
+def test_the_sanity_stage_writes_metadata_and_the_report_names_its_commit(tiny_data):
+    out = tiny_data / "runs" / "query_term_matches.run"
+    sanity.run(
+        argparse.Namespace(
+            data=str(tiny_data / "data"), candidates=str(tiny_data / "bm25.run"), rerank_depth=10, out=str(out)
+        )
+    )
+    meta = provenance.read_run_metadata(out)
+    assert meta["method"]["config"] == {"method": "query_term_matches", "rerank_depth": 10}
+    manifest = SimpleNamespace(candidates={"bm25": str(tiny_data / "bm25.run")}, runs={"query_term_matches": str(out)})
+    text = code_version(SimpleNamespace(manifest=manifest))  # bm25.run has none: the first with one is read
+    assert head_commit() in text and "query_term_matches.run.meta.yaml" in text
+
+
+def test_the_given_start_gives_the_wall_time_and_outside_a_checkout_the_source_is_unknown(tmp_path, monkeypatch):
+    path = provenance.write_run_metadata(tmp_path / "x.run", {"type": "knrm"}, started=time.time() - 5)
+    meta = yaml.safe_load(path.read_text())
+    assert path.name == "x.run.meta.yaml" and 5 <= meta["run"]["wall_time_s"] < 60
+    provenance.source.cache_clear()
+    monkeypatch.setattr(provenance, "SOURCE", tmp_path)  # no git checkout here
+    try:
+        assert provenance.source() == {"commit": "unknown", "dirty": "unknown"}
+        manifest = SimpleNamespace(candidates={}, runs={})
+        assert "commit unknown" in code_version(SimpleNamespace(manifest=manifest))
+    finally:
+        provenance.source.cache_clear()
