@@ -1,0 +1,77 @@
+"""The first-time user's example (examples/mine.yaml over examples/mine/, README "Your own collection"): its DAG is
+the few jobs a first run needs, and run for real its report has a row for BM25, the query-word count and KNRM,
+with provenance beside every run. ``examples/make.py`` writes the collection the repository ships, byte for byte."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO, snakemake
+
+EXAMPLES = REPO / "examples"
+CONFIG = "examples/mine.yaml"  # as the user types it, from the repository root
+SYSTEMS = {"bm25", "query_term_matches", "knrm", "knrm+bm25"}
+
+
+def workdir_for(tmp_path):
+    """A working directory laid out as the repository root: config/ (the defaults) and examples/."""
+    (tmp_path / "config").symlink_to(REPO / "config")  # `configfile:` resolves against the working directory
+    (tmp_path / "examples").symlink_to(EXAMPLES)
+    return tmp_path
+
+
+def test_make_rewrites_the_shipped_collection(tmp_path):
+    shipped = {p.name: p.read_bytes() for p in (EXAMPLES / "mine").iterdir()}
+    copy = tmp_path / "examples"
+    copy.mkdir()
+    (copy / "make.py").write_bytes((EXAMPLES / "make.py").read_bytes())
+    subprocess.run([sys.executable, str(copy / "make.py")], check=True)
+    assert {p.name: p.read_bytes() for p in (copy / "mine").iterdir()} == shipped
+    assert len((EXAMPLES / "mine" / "docs.jsonl").read_text().splitlines()) == 50
+    assert len((EXAMPLES / "mine" / "queries.tsv").read_text().splitlines()) == 10
+    grades = {line.split()[3] for line in (EXAMPLES / "mine" / "qrels.txt").read_text().splitlines()}
+    assert grades == {"0", "1", "2"}
+
+
+def test_the_example_config_keeps_nothing_of_cranfield_and_one_model():
+    config = yaml.safe_load((EXAMPLES / "mine.yaml").read_text())
+    assert config["dataset"]["source"] == "local" and config["dataset"]["name"] == "mine"
+    assert [s["name"] for s in config["first_stages"]] == ["bm25"]
+    defaults = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["models"]
+    off = {name for name, entry in config["models"].items() if entry.get("enabled") is False}
+    assert off == set(defaults) - {"knrm"}  # every other default model, a new one included, is switched off
+    assert config["mores_speed"] == {"enabled": False}
+
+
+def test_the_example_dry_run_is_the_first_runs_jobs(tmp_path):
+    done = snakemake(workdir_for(tmp_path), "-n", "report", "--configfile", CONFIG)
+    output = done.stdout + done.stderr
+    assert "Exception" not in output, output[-4000:]
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", output, re.M))
+    assert counts["total"] == "15", output[-3000:]
+    assert counts["train"] == counts["rerank"] == counts["candidates"] == counts["sanity"] == "1"
+    assert not {"annotate", "graphs", "mores_speed", "word2vec", "pseudo_queries"} & set(counts)
+
+
+@pytest.mark.e2e
+def test_the_example_runs_to_a_report_with_bm25_the_query_word_count_and_knrm(tmp_path, ir_datasets_home):
+    workdir = workdir_for(tmp_path)
+    snakemake(workdir, "report", "--configfile", CONFIG)
+    results = workdir / "results" / "mine"
+    table = pd.read_csv(results / "compare" / "table.csv")
+    assert set(table.system) == SYSTEMS
+    report = (results / "report" / "report.md").read_text()
+    for system in SYSTEMS:
+        assert re.search(rf"^\| \w \| {re.escape(system)} \|", report, re.M), f"no row for {system}"
+    assert (results / "report" / "index.html").exists()
+    for run in [*results.glob("candidates/*.run"), *results.glob("runs/*.run")]:
+        meta = yaml.safe_load(run.with_name(run.name + ".meta.yaml").read_text())
+        assert meta["implementation"]["source"]["commit"] and meta["run"]["wall_time_s"] >= 0
+    commit = meta["implementation"]["source"]["commit"]
+    assert f"Code: commit {commit}" in report
