@@ -972,9 +972,12 @@ def test_kill_9_of_a_stage_keeps_its_previous_outputs_and_a_rerun_succeeds(tmp_p
 def comparable(outputs: dict[str, bytes], stamped: bool = True) -> dict[str, bytes]:
     """Outputs to compare: without the killed run's checkpoint sets (its own, complete and verified, and what a rerun
     resumes from) and, between two runs (``stamped=False``), without the document index, which records the time its
-    docs.jsonl was written (and is rebuilt by the store whenever that does not match)."""
+    docs.jsonl was written (and is rebuilt by the store whenever that does not match), and without the runs'
+    provenance (``<run>.meta.yaml``: when it was created and the stage's wall time)."""
     return {
-        k: v for k, v in outputs.items() if "train_state" not in k and (stamped or not k.endswith("docs.index.sqlite"))
+        k: v
+        for k, v in outputs.items()
+        if "train_state" not in k and (stamped or not k.endswith(("docs.index.sqlite", ".meta.yaml")))
     }
 
 
