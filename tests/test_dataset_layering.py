@@ -6,15 +6,12 @@ shipped configs, both as the config is validated and as Snakemake itself resolve
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import snakemake
 from longrank.config import validate_config
 from test_config_matrix import COMBINATIONS, CONFIG, combo_id, merged_config
 
@@ -117,35 +114,9 @@ def snakemake_resolves(tmp_path: Path, *configfiles: Path) -> dict:
     """``config.json`` as the workflow writes it (rule resolved_config): Snakemake's own merge of the files."""
     tmp_path.mkdir(exist_ok=True)
     (tmp_path / "config").symlink_to(CONFIG)
-    env = {
-        **os.environ,
-        "IR_DATASETS_HOME": str(tmp_path / "ir_datasets"),
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-    }
     dataset = yaml.safe_load(configfiles[-1].read_text())["dataset"]  # the results folder is named after it
     target = f"results/{dataset['name'] if isinstance(dataset, dict) else described(dataset)['name']}/config.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(REPO / "Snakefile"),
-            "-d",
-            str(tmp_path),
-            "--cores",
-            "1",
-            target,
-            "--configfile",
-            *map(str, configfiles),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    snakemake(tmp_path, target, "--configfile", *map(str, configfiles))
     return json.loads((tmp_path / target).read_text())
 
 
