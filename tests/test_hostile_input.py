@@ -12,8 +12,6 @@ import copy
 import gzip
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,7 +25,7 @@ from longrank.io import InputError, read_qrels, read_run
 from longrank.models.checkpoint import load_model, save_weights
 from longrank.models.registry import build_model
 
-from conftest import REPO, synthetic_collection, write_local_collection
+from conftest import REPO, snakemake, synthetic_collection, write_local_collection
 
 SCHEMA = str(REPO / "config" / "schema.yaml")
 DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -251,36 +249,17 @@ def test_checkpoints_are_safetensors_of_the_configured_model_or_refused(tiny_dat
 
 # ---- the shell -----------------------------------------------------------------------------------------------
 def test_shell_metacharacters_in_config_values_never_reach_a_shell_unquoted(tmp_path):
-    """A collection under a directory whose name is a shell command: the data job reads it, and the command
-    never runs."""
-    hostile = tmp_path / "my data; touch PWNED; $(touch PWNED2) `touch PWNED3` 'quoted'"
+    """A working (results) directory whose name holds a space and quotes, and a collection under a directory whose
+    name is a shell command: the data, candidates, sanity and evaluate jobs read and write them, and no command runs."""
+    workdir = tmp_path / "my results 'it's' \"here\""
+    hostile = workdir / "my data; touch PWNED; $(touch PWNED2) `touch PWNED3` 'quoted'"
     dataset = collection(hostile)
     config = {"dataset": dataset, "query_formulation": {"method": "full"}, "splits": SPLITS}
-    (tmp_path / "hostile.yaml").write_text(yaml.safe_dump(config))
-    (tmp_path / "config").symlink_to(REPO / "config")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(REPO / "Snakefile"),
-            "-d",
-            str(tmp_path),
-            "--cores",
-            "1",
-            "results/tiny/data/stats.json",
-            "--configfile",
-            str(tmp_path / "hostile.yaml"),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads((tmp_path / "results" / "tiny" / "data" / "stats.json").read_text())
+    (workdir / "hostile.yaml").write_text(yaml.safe_dump(config))
+    (workdir / "config").symlink_to(REPO / "config")
+    snakemake(workdir, "results/tiny/eval/query_term_matches.tsv", "--configfile", str(workdir / "hostile.yaml"))
+    assert json.loads((workdir / "results" / "tiny" / "data" / "stats.json").read_text())["num_docs"] > 0
+    assert (workdir / "results" / "tiny" / "eval" / "query_term_matches.tsv").stat().st_size > 0
     assert not list(tmp_path.rglob("PWNED*")) and not list(Path.cwd().glob("PWNED*"))
 
 

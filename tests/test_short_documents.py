@@ -187,7 +187,7 @@ def test_mir_graphs_of_short_abstracts_are_one_passage_each_and_score(short):
 
 # the workflow ------------------------------------------------------------------------------------------------------
 def short_abstracts_config(root) -> dict:
-    """config/irled.yaml's settings over a collection of 40-word abstracts: only MIR (with its pseudo-query set and
+    """config/irled.yaml's settings over the shipped collection of short abstracts (tests/collections/short): only MIR (with its pseudo-query set and
     graphs) and an HDCT first stage trained on that set run, in a few steps."""
     import yaml
 
@@ -196,9 +196,15 @@ def short_abstracts_config(root) -> dict:
     names = set()
     for path in ("config.yaml", "irled.yaml"):
         names |= set(yaml.safe_load((REPO / "config" / path).read_text())["models"])
-    dataset = write_local_collection(root / "abstracts", *synthetic_collection())
+    short = REPO / "tests" / "collections" / "short"  # 150 abstracts of 30-50 words (tests/collections/make.py)
+    dataset = {
+        "source": "local",
+        **{
+            key: str(short / f"{key}{ext}") for key, ext in (("docs", ".jsonl"), ("queries", ".tsv"), ("qrels", ".txt"))
+        },
+    }
     return {
-        "dataset": {**dataset, "name": "abstracts", "gains": {}},
+        "dataset": {**dataset, "name": "abstracts"},
         "first_stages": [
             {"name": "bm25", "method": "bm25", "top_k": 20},
             {"name": "hdct", "method": "hdct", "targets": "formulated", "steps": 2, "batch_size": 4, "top_k": 20},
