@@ -37,8 +37,10 @@ def top_regions(tokens: list[str], terms: set[str], size: int = 30, stride: int 
     """Distinct query words per ``size``-token region, summed over the ``top`` best regions that do not overlap."""
     if not terms.intersection(tokens):
         return 0
-    scored = sorted(((len(terms.intersection(tokens[s:s + size])), s)
-                     for s in range(0, max(1, len(tokens) - size + 1), stride)), key=lambda x: -x[0])
+    scored = sorted(
+        ((len(terms.intersection(tokens[s : s + size])), s) for s in range(0, max(1, len(tokens) - size + 1), stride)),
+        key=lambda x: -x[0],
+    )
     chosen: list[tuple[int, int]] = []
     for value, start in scored:
         if all(abs(start - other) >= size for _, other in chosen):
@@ -90,10 +92,15 @@ def main(argv=None):
     rows = [("first stage (as is)", None, 0)]
     for n in args.lengths:
         where = "whole document" if n == 0 else f"first {n} tokens"
-        rows += [(f"distinct query words, {where}", count, n), (f"IDF-weighted distinct query words, {where}", weighted, n),
-                 (f"top-3 {args.region}-token regions' distinct words, {where}", regions, n)]
+        rows += [
+            (f"distinct query words, {where}", count, n),
+            (f"IDF-weighted distinct query words, {where}", weighted, n),
+            (f"top-3 {args.region}-token regions' distinct words, {where}", regions, n),
+        ]
     for name, scorer, n in rows:
-        values = [mean_measure(run if scorer is None else reranked(fold[s], scorer, n), qrels, fold[s]) for s in args.sets]
+        values = [
+            mean_measure(run if scorer is None else reranked(fold[s], scorer, n), qrels, fold[s]) for s in args.sets
+        ]
         print(f"{name:60s} " + "  ".join(f"{v:.4f}" for v in values), flush=True)
 
 
