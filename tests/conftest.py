@@ -64,13 +64,20 @@ def irled_dir() -> Path:
 E2E_CONFIG = REPO / "tests" / "e2e_config.yaml"
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def snakemake_command(workdir: Path, *args: str, cores: int = 2) -> tuple[list[str], dict]:
+    """The real workflow on ``workdir`` with this interpreter's Snakemake, and the environment it runs in (the tests'
+    ir_datasets cache, this interpreter's bin directory first, as the rules call ``python``)."""
     env = {
         **os.environ,
         "IR_DATASETS_HOME": str(IR_DATASETS_HOME),
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
     }
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2", *args]
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", str(cores)]
+    return [*cmd, *args], env
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    cmd, env = snakemake_command(workdir, *args)
     done = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
     if check and done.returncode != 0:
         logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted((workdir / "results").rglob("*.log")))

@@ -46,7 +46,7 @@ from longrank.cli import main as longrank
 from longrank.config import validate_config
 from longrank.io import InputError, read_run, write_run
 
-from conftest import IR_DATASETS_HOME, REPO, synthetic_collection, write_local_collection
+from conftest import REPO, snakemake_command, synthetic_collection, write_local_collection
 
 SPLITS = {"method": "holdout", "dev": 0.25, "test": 0.25}
 SCHEMA = str(REPO / "config" / "schema.yaml")
@@ -997,25 +997,9 @@ def test_a_second_workflow_on_the_same_results_is_refused_and_the_first_complete
         yaml.safe_dump({"dataset": dataset, "query_formulation": {"method": "full"}, "splits": SPLITS})
     )
     (tmp_path / "config").symlink_to(REPO / "config")
-    env = {
-        **os.environ,
-        "IR_DATASETS_HOME": str(IR_DATASETS_HOME),
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-    }
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "-d",
-        str(tmp_path),
-        "--cores",
-        "1",
-        "results/tiny/data/stats.json",
-        "--configfile",
-        str(tmp_path / "tiny.yaml"),
-    ]
+    cmd, env = snakemake_command(
+        tmp_path, "results/tiny/data/stats.json", "--configfile", str(tmp_path / "tiny.yaml"), cores=1
+    )
     first = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 120

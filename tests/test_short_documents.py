@@ -7,7 +7,6 @@ names the setting and what the collection has."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from collections import Counter
 
 import numpy as np
@@ -229,41 +228,16 @@ def short_abstracts_config(root) -> dict:
 
 @pytest.mark.e2e
 def test_the_workflow_runs_irleds_settings_on_short_abstracts(tmp_path, ir_datasets_home):
-    import os
-    import subprocess
-    import sys
 
     import yaml
 
-    from conftest import IR_DATASETS_HOME, REPO
+    from conftest import REPO, snakemake
 
     (tmp_path / "config").symlink_to(REPO / "config")  # `configfile:` resolves against the working directory
     (tmp_path / "abstracts.yaml").write_text(yaml.safe_dump(short_abstracts_config(tmp_path)))
     results = tmp_path / "results" / "abstracts"
     targets = ["results/abstracts/eval/mir.tsv", "results/abstracts/candidates/hdct.run"]  # as the rules name them
-    env = {
-        **os.environ,
-        "IR_DATASETS_HOME": str(IR_DATASETS_HOME),
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-    }
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "-d",
-        str(tmp_path),
-        "--cores",
-        "2",
-        *targets,
-        "--configfile",
-        str(REPO / "config" / "irled.yaml"),
-        str(tmp_path / "abstracts.yaml"),
-    ]
-    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
-    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted(results.rglob("*.log")))
-    assert done.returncode == 0, f"{done.stderr[-4000:]}\n{logs}"
+    snakemake(tmp_path, *targets, "--configfile", str(REPO / "config" / "irled.yaml"), str(tmp_path / "abstracts.yaml"))
     stats = read_json(results / "pseudo_queries" / "formulated" / "stats.json")
     assert stats["settings"]["passage_words"] == 300 and stats["shortened"] == stats["made"] > 100
     assert read_json(results / "graphs" / "mir" / "stats.json")["nodes"]["passages"]["mean"] == 1

@@ -27,6 +27,7 @@ together.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -490,43 +491,18 @@ def train(
             f"models.{name}.train.processes: {hp['processes']} processes are started by the train command "
             "(python -m longrank train) or by torchrun; train() in this process runs one of them"
         )
+    train_as = functools.partial(
+        _train, name, model_cfg, hp, corpus, candidates, fold_index, depth
+    )  # the rest: device, out, collection_artifacts, init, rank, world
     if env is None or env[2] == 1 or not hp["steps"]:  # steps: 0 trains nothing: rank 0 alone writes the outputs
         if env is None or env[0] == 0:
-            _train(
-                name,
-                model_cfg,
-                hp,
-                corpus,
-                candidates,
-                fold_index,
-                depth,
-                device,
-                out,
-                collection_artifacts,
-                init,
-                0,
-                1,
-            )
+            train_as(device, out, collection_artifacts, init, 0, 1)
         return
     rank, local_rank, world = env
     device = process_device(device, local_rank, world, f"models.{name}.train.processes")
     init_process_group(device, PROCESS_GROUP_TIMEOUT_S)
     try:
-        _train(
-            name,
-            model_cfg,
-            hp,
-            corpus,
-            candidates,
-            fold_index,
-            depth,
-            device,
-            out,
-            collection_artifacts,
-            init,
-            rank,
-            world,
-        )
+        train_as(device, out, collection_artifacts, init, rank, world)
     finally:
         dist.destroy_process_group()
 
