@@ -20,6 +20,7 @@ def bench_args(out, **overrides):
         lengths=[64, 128],
         attentions=ATTENTIONS,
         repeats=1,
+        warmup=1,
         max_memory_gb=4.0,
         threads=1,
         device="cpu",

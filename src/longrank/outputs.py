@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,6 +124,56 @@ class TrainSummary(Record):
     note: str = ""
 
 
+# A timing whose spread (max - min) exceeds this fraction of its median is flagged in the report: its median is
+# one draw from a wide range (a shared or throttling machine), not a number to quote to two digits.
+SPREAD_LIMIT = 0.10
+
+
+@dataclass
+class Timing(Record):
+    """Repeated timed passes of one region (seconds each, after ``warmup`` untimed passes) and their summary: the
+    median, min, max and quartiles. The summary fields are recomputed from ``seconds`` on construction, so a file
+    cannot carry a median that its samples do not give."""
+
+    seconds: list[float]
+    warmup: int
+    median_s: float = 0.0
+    min_s: float = 0.0
+    max_s: float = 0.0
+    q1_s: float = 0.0
+    q3_s: float = 0.0
+
+    def __post_init__(self):
+        if not self.seconds:
+            raise InputError("Timing: no timed passes")
+        ordered = sorted(self.seconds)
+        self.median_s = statistics.median(ordered)
+        self.min_s, self.max_s = ordered[0], ordered[-1]
+        if len(ordered) > 1:
+            self.q1_s, _, self.q3_s = statistics.quantiles(ordered, n=4, method="inclusive")
+        else:
+            self.q1_s = self.q3_s = ordered[0]
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median: the range that decides ``noisy`` (stricter than the IQR, which ignores the tails)."""
+        return (self.max_s - self.min_s) / self.median_s if self.median_s > 0 else 0.0
+
+    @property
+    def iqr(self) -> float:
+        """(q3 - q1) / median."""
+        return (self.q3_s - self.q1_s) / self.median_s if self.median_s > 0 else 0.0
+
+    @property
+    def noisy(self) -> bool:
+        return self.spread > SPREAD_LIMIT
+
+    def describe(self) -> str:
+        """The spread as the report prints it: min and max relative to the median, and the IQR."""
+        low, high = self.min_s / self.median_s - 1, self.max_s / self.median_s - 1
+        return f"{low:+.0%} / {high:+.0%}, IQR {self.iqr:.0%} (n={len(self.seconds)})"
+
+
 @dataclass
 class BenchTable(Record):
     """A bench stage's table as the report renders it, and the throughput it measured."""
@@ -135,12 +186,29 @@ class BenchTable(Record):
     side_by_side: bool = False  # measured alternating in one process (mir_speed): preferred over a separate bench
     timed_entries: dict[str, dict] = field(default_factory=dict)  # mir_speed: entry -> {model: MIR | MaxP, tokens}
     device: str = ""
+    # One per row: the timing behind each of the row's timed cells, by column label (a median column; empty for a
+    # row with nothing timed, e.g. out of memory). The report prints each one's spread beside it.
+    timings: list[dict[str, Timing]] = field(default_factory=list)
     extra: dict = field(default_factory=dict)  # the raw measurements, kept beside the table
+
+    def __post_init__(self):
+        self.timings = [
+            {col: t if isinstance(t, Timing) else Timing.from_json(t, f"{self.title}, {col}") for col, t in row.items()}
+            for row in self.timings
+        ]
+
+    def to_json(self) -> dict:
+        return {**super().to_json(), "timings": [{col: t.to_json() for col, t in row.items()} for row in self.timings]}
 
     def check(self, where: str) -> None:
         bad = next((row for row in self.rows if len(row) != len(self.columns)), None)
         if bad is not None:
             raise InputError(f"{where}{self.title!r}: a row of {len(bad)} cells for {len(self.columns)} columns: {bad}")
+        if self.timings and len(self.timings) != len(self.rows):
+            raise InputError(f"{where}{self.title!r}: {len(self.timings)} timings for {len(self.rows)} rows")
+        unknown = sorted({col for row in self.timings for col in row} - set(self.columns))
+        if unknown:
+            raise InputError(f"{where}{self.title!r}: timings for columns it does not have: {unknown}")
 
 
 @dataclass

@@ -46,10 +46,13 @@ rule mores_speed:
         lengths=config["mores_speed"]["lengths"],
         blocks=config["mores_speed"]["blocks"],
         candidates=config["mores_speed"]["candidates"],
+        batch_size=config["mores_speed"]["batch_size"],
+        repeats=config["mores_speed"]["repeats"],
         device=config["device"],
     shell:
         "python -m longrank mores_speed --encoder {params.encoder:q} --sizes {params.sizes:q} --lengths {params.lengths:q}"
-        " --blocks {params.blocks:q} --candidates {params.candidates:q} --threads {threads} --device {params.device:q} --out {output:q} 2> {log:q}"
+        " --blocks {params.blocks:q} --candidates {params.candidates:q} --batch-size {params.batch_size:q} --repeats {params.repeats:q}"
+        " --threads {threads} --device {params.device:q} --out {output:q} 2> {log:q}"
 
 
 rule mir_speed:

@@ -16,7 +16,8 @@ How it measures (also written into the output's ``method``):
   the convolution window and groups, feed-forward width and dropout 0.2) in training mode, and a batch of
   ``batch_size`` random sequences of exactly ``length`` positions with an all-valid padding mask.
 - A training step without the optimiser: forward, sum, backward, gradients dropped as ``zero_grad`` does.
-  One untimed warm-up step, then ``repeats`` timed steps (CUDA synchronised); ``seconds`` is their median.
+  ``warmup`` untimed steps, then ``repeats`` timed steps (CUDA synchronised around each); ``seconds`` is their
+  median and ``timing`` (``outputs.Timing``) keeps every step with the median's spread.
 - Peak memory over the warm-up and the timed steps, above what the process held after building the layers and
   the batch (so weights and inputs are excluded: it is the working memory of training). GPU:
   ``torch.cuda.max_memory_allocated`` minus ``torch.cuda.memory_allocated`` before. CPU: the child's peak
@@ -27,7 +28,7 @@ How it measures (also written into the output's ``method``):
   failed CPU allocation, or a child killed by the kernel) is recorded as skipped with what happened.
 
 Output: ``{"title", "rows": [{attention, length, peak_mb, seconds, device, skipped, reason, estimate_mb,
-seconds_all}], "config": {...}, "device", "device_name", "memory_method", "method"}``. It has no
+seconds_all, timing}], "config": {...}, "device", "device_name", "memory_method", "method"}``. It has no
 ``columns``/``notes`` table: the report's own section (``longrank.report.attention_scaling``) renders it.
 """
 
@@ -37,15 +38,14 @@ import argparse
 import json
 import logging
 import signal
-import statistics
 import sys
-import time
 
 import torch
 
 from longrank.bench.run import run_worker
+from longrank.bench.timing import MIN_REPEATS, check_repeats, time_region
 from longrank.io import InputError
-from longrank.outputs import AttentionScaling
+from longrank.outputs import AttentionScaling, Timing
 from longrank.runtime import resolve_device
 
 log = logging.getLogger(__name__)
@@ -72,8 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--heads", type=int, default=32)
     parser.add_argument(
-        "--repeats", type=int, default=3, help="timed forward+backward steps per configuration (median kept)"
+        "--repeats", type=int, default=MIN_REPEATS, help="timed forward+backward steps per configuration (median kept)"
     )
+    parser.add_argument("--warmup", type=int, default=1, help="untimed steps before the timed ones")
     parser.add_argument(
         "--max-memory-gb",
         type=float,
@@ -102,73 +103,16 @@ def estimate_bytes(attention: str, length: int, batch_size: int, layers: int, hi
 
 
 def run(args: argparse.Namespace) -> None:
-    if min(args.batch_size, args.layers, args.hidden, args.heads, args.repeats, *args.lengths) < 1:
-        raise InputError(
-            "--batch-size, --layers, --hidden, --heads, --repeats and every --lengths value must be positive"
-        )
-    if args.hidden % args.heads:
-        raise InputError(f"--hidden {args.hidden} is not a multiple of --heads {args.heads}")
-    if args.max_memory_gb <= 0:
-        raise InputError("--max-memory-gb must be positive")
+    _check(args)
     device = resolve_device(args.device)
-    cap = args.max_memory_gb * 2**30
     shape = {"batch_size": args.batch_size, "layers": args.layers, "hidden": args.hidden, "heads": args.heads}
     rows, info = [], {}
     for length in sorted(set(args.lengths)):
         for attention in args.attentions:
-            estimate = estimate_bytes(attention, length, **shape)
-            row = {
-                "attention": attention,
-                "length": length,
-                "peak_mb": None,
-                "seconds": None,
-                "device": str(device),
-                "skipped": False,
-                "reason": None,
-                "estimate_mb": estimate / 2**20,
-                "seconds_all": [],
-            }
-            if estimate > cap:
-                row.update(
-                    skipped=True, reason=f"estimated {estimate / 2**30:.1f} GB > max_memory_gb {args.max_memory_gb:g}"
-                )
-                log.info("%s at %d: skipped (%s)", attention, length, row["reason"])
-                rows.append(row)
-                continue
-            log.info(
-                "%s at %d positions x %d on %s (estimate %.0f MB)",
-                attention,
-                length,
-                args.batch_size,
-                device,
-                row["estimate_mb"],
-            )
-            job = {
-                **shape,
-                "attention": attention,
-                "length": length,
-                "repeats": args.repeats,
-                "device": str(device),
-                "threads": args.threads,
-                "seed": args.seed,
-            }
-            result = _in_fresh_process(job)
-            if result.get("oom"):
-                row.update(skipped=True, reason=result["oom"])
-            else:
-                row.update(peak_mb=result["peak_mb"], seconds=result["seconds"], seconds_all=result["seconds_all"])
+            row, result = _configuration(args, shape, attention, length, device)
+            if result and not result.get("oom"):
                 info = {k: result[k] for k in ("device_name", "memory_method", "threads", "parameters")}
-            log.info(
-                "%s at %d: %s", attention, length, row["reason"] or f"{row['peak_mb']:.0f} MB, {row['seconds']:.3f} s"
-            )
             rows.append(row)
-    method = (
-        f"{args.layers} ConformerLayers (hidden {args.hidden}, {args.heads} heads, the layer's defaults otherwise) "
-        f"in training mode, batch {args.batch_size}, float32, on {device} ({info.get('device_name', '?')}, "
-        f"{info.get('threads', '?')} threads). Time: median of {args.repeats} forward+backward steps after one "
-        f"warm-up, one fresh process per configuration. Peak memory: {info.get('memory_method', '?')} "
-        f"Configurations estimated above {args.max_memory_gb:g} GB are skipped, not run."
-    )
     AttentionScaling(
         title="Attention scaling: peak training memory and time by sequence length",
         rows=rows,
@@ -177,18 +121,85 @@ def run(args: argparse.Namespace) -> None:
             "lengths": sorted(set(args.lengths)),
             "attentions": list(args.attentions),
             "repeats": args.repeats,
+            "warmup": args.warmup,
             "max_memory_gb": args.max_memory_gb,
             "seed": args.seed,
         },
         device=str(device),
         device_name=info.get("device_name"),
-        method=method,
+        method=_method(args, device, info),
         extra={
             "memory_method": info.get("memory_method"),
             "parameters": info.get("parameters"),
             "torch": torch.__version__,
         },
     ).write(args.out)
+
+
+def _check(args: argparse.Namespace) -> None:
+    if min(args.batch_size, args.layers, args.hidden, args.heads, *args.lengths) < 1:
+        raise InputError("--batch-size, --layers, --hidden, --heads and every --lengths value must be positive")
+    check_repeats(args.repeats, args.warmup)
+    if args.hidden % args.heads:
+        raise InputError(f"--hidden {args.hidden} is not a multiple of --heads {args.heads}")
+    if args.max_memory_gb <= 0:
+        raise InputError("--max-memory-gb must be positive")
+
+
+def _configuration(args, shape: dict, attention: str, length: int, device) -> tuple[dict, dict | None]:
+    """One (attention, length) row: skipped on its memory estimate, or measured in a fresh process (whose result
+    is returned beside the row)."""
+    estimate = estimate_bytes(attention, length, **shape)
+    row = {
+        "attention": attention,
+        "length": length,
+        "peak_mb": None,
+        "seconds": None,
+        "device": str(device),
+        "skipped": False,
+        "reason": None,
+        "estimate_mb": estimate / 2**20,
+        "seconds_all": [],
+        "timing": None,
+    }
+    if estimate > args.max_memory_gb * 2**30:
+        row.update(skipped=True, reason=f"estimated {estimate / 2**30:.1f} GB > max_memory_gb {args.max_memory_gb:g}")
+        log.info("%s at %d: skipped (%s)", attention, length, row["reason"])
+        return row, None
+    log.info(
+        "%s at %d positions x %d on %s (estimate %.0f MB)", attention, length, args.batch_size, device, estimate / 2**20
+    )
+    job = {
+        **shape,
+        "attention": attention,
+        "length": length,
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "device": str(device),
+        "threads": args.threads,
+        "seed": args.seed,
+    }
+    result = _in_fresh_process(job)
+    if result.get("oom"):
+        row.update(skipped=True, reason=result["oom"])
+    else:
+        timing = Timing.from_json(result["timing"])
+        row.update(
+            peak_mb=result["peak_mb"], seconds=timing.median_s, seconds_all=timing.seconds, timing=result["timing"]
+        )
+    log.info("%s at %d: %s", attention, length, row["reason"] or f"{row['peak_mb']:.0f} MB, {row['seconds']:.3f} s")
+    return row, result
+
+
+def _method(args: argparse.Namespace, device, info: dict) -> str:
+    return (
+        f"{args.layers} ConformerLayers (hidden {args.hidden}, {args.heads} heads, the layer's defaults otherwise) "
+        f"in training mode, batch {args.batch_size}, float32, on {device} ({info.get('device_name', '?')}, "
+        f"{info.get('threads', '?')} threads). Time: median of {args.repeats} forward+backward steps after "
+        f"{args.warmup} warm-up step(s), each synchronised on CUDA (its spread, max - min and IQR, in each row's "
+        f"timing), one fresh process per configuration. Peak memory: {info.get('memory_method', '?')} "
+        f"Configurations estimated above {args.max_memory_gb:g} GB are skipped, not run."
+    )
 
 
 # ---- one configuration in a fresh process -------------------------------------------------------------------
@@ -221,7 +232,6 @@ def measure(job: dict) -> dict:
     torch.manual_seed(job["seed"])
     device = torch.device(job["device"])
     cuda = device.type == "cuda"
-    sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
     stack = (
         torch.nn.ModuleList(
             ConformerLayer(job["hidden"], job["heads"], attention=job["attention"]) for _ in range(job["layers"])
@@ -249,21 +259,14 @@ def measure(job: dict) -> dict:
     probe = MemoryProbe(device)
     out["memory_method"] = _describe(probe)
     try:
-        step()  # warm-up: kernels, allocator
-        sync()
-        times = []
-        for _ in range(job["repeats"]):
-            start = time.perf_counter()
-            step()
-            sync()
-            times.append(time.perf_counter() - start)
+        timing = time_region(step, device, job["repeats"], job["warmup"])  # warm-up: kernels, allocator
     except torch.cuda.OutOfMemoryError:
         return {**out, "oom": "CUDA out of memory"}
     except RuntimeError as err:  # a CPU allocation that failed: "DefaultCPUAllocator: can't allocate memory"
         if "allocate" not in str(err):
             raise
         return {**out, "oom": f"CPU out of memory ({str(err).splitlines()[0][:200]})"}
-    return {**out, "peak_mb": probe.peak_mb(), "seconds": statistics.median(times), "seconds_all": times}
+    return {**out, "peak_mb": probe.peak_mb(), "timing": timing.to_json()}
 
 
 def _describe(probe) -> str:

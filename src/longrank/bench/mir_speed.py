@@ -21,6 +21,7 @@ takes them over a separate bench of the same entry).
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import math
 import statistics
@@ -29,6 +30,7 @@ import time
 import torch
 
 from longrank.bench.run import MemoryProbe, bench_queries
+from longrank.bench.timing import MIN_REPEATS, synchronizer, time_alternating
 from longrank.entries import document_budget
 from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import annotation, cut_text, load_pipeline
@@ -78,7 +80,7 @@ def run(args: argparse.Namespace) -> None:
     settings = {
         "lengths": [512, 1024, 2048],
         "batch_size": 2,
-        "repeats": 3,
+        "repeats": MIN_REPEATS,
         "documents": 8,
         "enabled": True,
         **json_object(args.settings, "--settings"),
@@ -190,7 +192,7 @@ def measure(
     }
 
     step = stride(graph_cfg)
-    rows, by_length = [], {}
+    rows, by_length, timings = [], {}, []
     for length in lengths:
         mir = build_model({**model_cfg, "max_doc_tokens": min(length, longest)}, corpus)
         mir.use_graphs(records, graph_meta)
@@ -208,6 +210,7 @@ def measure(
         docs = [texts[i] for i in range(batch)]
         inputs = {k: {n: t.to(device) for n, t in m.encode(queries, ids, docs).items()} for k, m in models.items()}
         timing = _alternate(models, inputs, repeats, device)
+        timings.append({f"{k} ms/batch": v["timing"] for k, v in timing.items()})
         mir_rate, maxp_rate = batch / timing["MIR"]["ms"], batch / timing["MaxP"]["ms"]
         by_length[length] = {
             "mir_docs_per_ms": mir_rate,
@@ -245,7 +248,8 @@ def measure(
     rates = {"MIR": "mir_docs_per_ms", "MaxP": "maxp_docs_per_ms"}
     notes = (
         f"Device {device}, {torch.get_num_threads()} CPU threads, batches of {batch} documents cut from the "
-        f"collection's text, forward only, median of {repeats} timed batches with MIR and MaxP alternating. MaxP "
+        f"collection's text, forward only, after a warm-up forward each, median of {repeats} timed batches "
+        f"(spread beside it) with MIR and MaxP alternating, synchronised on CUDA. MaxP "
         f"reads the same {graph_cfg['window']}-token windows every {step} tokens. Graph construction (spaCy "
         f"annotation + pivots + graphs) took {graph_ms:.1f} ms per document (median of {len(seconds)}; "
         f"{nodes['passage']:.1f} passage, {nodes['sentence']:.1f} sentence and {nodes['token']:.1f} token nodes on "
@@ -261,27 +265,21 @@ def measure(
         side_by_side=True,
         timed_entries=alike,
         device=str(device),
+        timings=timings,
         extra={"by_length": by_length, "graph_ms_per_document": graph_ms},
     )
 
 
 def _alternate(models: dict, inputs: dict, repeats: int, device) -> dict:
-    cuda = device.type == "cuda"
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    """Each model's peak memory on its own (during its warm-up forward), then the models timed alternating."""
     out = {}
     with torch.no_grad():
-        for key, model in models.items():  # warm-up, and each model's peak memory on its own
+        for key, model in models.items():
             probe = MemoryProbe(device)
             model(**inputs[key])
-            sync()
-            out[key] = {"peak_mb": probe.peak_mb(), "times": []}
-        for _ in range(repeats):
-            for key, model in models.items():
-                sync()
-                start = time.perf_counter()
-                model(**inputs[key])
-                sync()
-                out[key]["times"].append(time.perf_counter() - start)
-    for value in out.values():
-        value["ms"] = 1000 * statistics.median(value.pop("times"))
+            synchronizer(device)()
+            out[key] = {"peak_mb": probe.peak_mb()}
+        forwards = {key: functools.partial(model, **inputs[key]) for key, model in models.items()}
+        for key, timing in time_alternating(forwards, device, repeats, warmup=0).items():
+            out[key].update(ms=1000 * timing.median_s, timing=timing)
     return out

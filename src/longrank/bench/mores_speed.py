@@ -25,18 +25,20 @@ import argparse
 import copy
 import logging
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 
-from longrank.outputs import BenchTable
+from longrank.bench.timing import MIN_REPEATS, check_repeats, time_alternating
+from longrank.outputs import BenchTable, Timing
 from longrank.models.modules.encoders import RANDOM_BERT_BASE, encoder_layers, load_encoder, load_tokenizer
 from longrank.models.mores import MORES
 from longrank.models.mores_store import ReuseStore, token_inputs, write_store
 from longrank.runtime import resolve_device
 
 log = logging.getLogger(__name__)
+
+TIME_COLUMN = "Time (s / {target} cand.)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,13 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--target", type=int, default=1000, help="candidates per query the table reports (extrapolated)"
     )
-    parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument(
-        "--min-time", type=float, default=1.0, help="repeat a variant until this many seconds were timed ..."
+        "--batch-size", type=int, default=16, help="candidates per forward (on a GPU, 128 or more keeps it busy)"
     )
     parser.add_argument(
-        "--max-repeats", type=int, default=5, help="... or this many repeats; the fastest repeat counts"
+        "--repeats", type=int, default=MIN_REPEATS, help="timed passes over the candidates per variant (median kept)"
     )
+    parser.add_argument("--warmup", type=int, default=1, help="untimed passes per variant before the timed ones")
     parser.add_argument(
         "--threads",
         type=int,
@@ -94,21 +96,6 @@ def online_flops(
     query_once = (layers - blocks) * layer_flops(q, n, f) / target
     doc_module = layers * layer_flops(d, n, f) if variant == "none" else 0.0
     return doc_module + query_once + blocks * ib_flops(q, d, n, f, project_doc=variant != "s2")
-
-
-# --- timing -------------------------------------------------------------------------------------------
-def timed(fn, n_candidates: int, min_time: float, max_repeats: int, device: torch.device) -> float:
-    """Seconds per candidate: the fastest of repeated full passes (after an untimed warm-up pass)."""
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    best, total, repeats = float("inf"), 0.0, 0
-    while repeats < max_repeats and (repeats == 0 or total < min_time):
-        sync()
-        start = time.perf_counter()
-        fn()
-        sync()
-        elapsed = time.perf_counter() - start
-        best, total, repeats = min(best, elapsed), total + elapsed, repeats + 1
-    return best / n_candidates
 
 
 def random_ids(generator, n: int, length: int, vocab: int, cls_id: int, sep_id: int) -> list[list[int]]:
@@ -194,16 +181,16 @@ def bench_size(encoder, tokenizer, size: str, args, store_dir: Path, device: tor
             for label, reuse, store in reads:
                 variants.append((f"MORES {k}xIB", label, k, reuse, lambda m=model, s=store: mores(m, s)))
 
+        # Warm-up (allocator, page cache, kernels), then the variants timed in turn: a drifting load slows all alike.
         with torch.inference_mode():
-            for _, _, _, _, fn in variants:  # warm-up: one pass of each (allocator, page cache, kernels)
-                fn()
-            measured = [
-                (name, reuse, k, kind, timed(fn, len(docs), args.min_time, args.max_repeats, device))
-                for name, reuse, k, kind, fn in variants
-            ]
-        bert_time = measured[0][4]
+            timings = time_alternating(
+                {str(i): fn for i, (*_, fn) in enumerate(variants)}, device, args.repeats, args.warmup
+            )
+        bert_time = timings["0"].median_s / len(docs)
         bert_flops = online_flops("bert", 0, args.query_len, d, layers, n, f, max_pos, args.target)
-        for name, reuse, k, kind, per_cand in measured:
+        for i, (name, reuse, k, kind, _) in enumerate(variants):
+            timing = timings[str(i)]
+            per_cand = timing.median_s / len(docs)
             flops = online_flops(kind, k or 0, args.query_len, d, layers, n, f, max_pos, args.target)
             rows.append(
                 {
@@ -219,6 +206,7 @@ def bench_size(encoder, tokenizer, size: str, args, store_dir: Path, device: tor
                     "gflops_per_doc": flops / 1e9,
                     "space_mb_per_doc": 0.0 if kind in ("bert", "none") else spaces[(d, k, kind)],
                     "timed_candidates": len(docs),
+                    "timing": timing.to_json(),  # seconds per pass over the timed candidates
                 }
             )
             log.info(
@@ -236,6 +224,7 @@ def bench_size(encoder, tokenizer, size: str, args, store_dir: Path, device: tor
 
 
 def run(args) -> None:
+    check_repeats(args.repeats, args.warmup)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -253,15 +242,16 @@ def run(args) -> None:
         {"key": "doc_len", "label": "Len"},
         {"key": "model", "label": "Model"},
         {"key": "reuse", "label": "Reuse"},
-        {"key": "time_s", "label": f"Time (s / {args.target} cand.)", "format": ".3g"},
+        {"key": "time_s", "label": TIME_COLUMN.format(target=args.target), "format": ".3g"},
         {"key": "speedup", "label": "Speed-up", "format": ".1f"},
         {"key": "flop_ratio", "label": "FLOP ratio", "format": ".1f"},
         {"key": "space_mb_per_doc", "label": "Space (MB/doc)", "format": ".2f"},
     ]
     notes = [
         f"Time to rank {args.target} candidates for one query of {args.query_len} tokens; {args.candidates} candidates were "
-        f"timed per variant and the time extrapolated linearly to {args.target} (fastest of up to {args.max_repeats} passes, "
-        f"batch {args.batch_size}, {torch.get_num_threads()} torch threads, device {device}).",
+        f"timed per variant and the time extrapolated linearly to {args.target} (median of {args.repeats} passes after "
+        f"{args.warmup} warm-up pass(es), the variants alternating; its spread beside it; batch {args.batch_size}, "
+        f"{torch.get_num_threads()} torch threads, device {device}).",
         "Speed-up: BERT ranker time / variant time, measured in the same process. FLOP ratio: the same ratio of online "
         "floating-point operations (module docstring), a yardstick rather than a ceiling: a speed-up can exceed it "
         "(the paper's Table 4 does in 8 of its 16 cells), since time also goes to memory traffic and per-call overhead.",
@@ -294,5 +284,6 @@ def run(args) -> None:
         rows=table,
         notes=" ".join(notes),
         device=str(device),
+        timings=[{TIME_COLUMN.format(target=args.target): Timing.from_json(r["timing"])} for r in rows],
         extra={"measurements": rows},
     ).write(args.out)

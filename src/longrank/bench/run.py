@@ -7,10 +7,15 @@ How it measures (also written into the output's ``notes``):
   synthetic ids (``bench-0``, ...: they are no collection document); queries are the collection's queries in
   id order. A model truncates to its ``max_doc_len``; the effective length
   is recorded, and the configured ``max_doc_len`` is always measured (it gives ``docs_per_ms``).
-- Speed: forward only, under ``torch.no_grad``, after one warm-up forward; the median of ``repeats`` timed
-  forwards (CUDA synchronised) -> docs/ms = batch_size / median ms. Tokenisation is not timed.
-- Memory: each measurement runs in a fresh Python process (so earlier lengths leave no cached memory
-  behind). On GPU: ``torch.cuda.max_memory_allocated`` during the forwards minus what was allocated before
+- Speed: forward only, under ``torch.no_grad``, after ``warmup`` untimed forwards; ``repeats`` (at least 5 by
+  default) timed forwards, each bracketed by ``torch.cuda.synchronize`` on CUDA (``bench.timing``); the JSON keeps
+  every pass's seconds with their median, min, max and quartiles (``outputs.Timing``), and docs/ms = batch_size /
+  median ms. Tokenisation is not timed.
+- Speed: all lengths are timed in one fresh process, alternating (200, 1000, 200, 1000, ...), so rows that score
+  the same effective length (lengths beyond ``max_doc_len``) see the same machine and agree within their spread;
+  timing each length in its own process let a GPU's clocks or a shared CPU's load differ between them.
+- Memory: each length's memory runs in a fresh Python process of its own, one forward after the warm-up (so
+  earlier lengths leave no cached memory behind). On GPU: ``torch.cuda.max_memory_allocated`` during the forwards minus what was allocated before
   them (model and inputs), i.e. the forward's working memory. On CPU: peak resident set growth during the
   forwards: the kernel's RSS high-water mark is reset (``/proc/self/clear_refs``) after loading the model
   and building the batch, heap memory freed by loading is handed back first (``malloc_trim``; glibc's mmap
@@ -27,33 +32,34 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import gc
 import json
 import logging
 import os
 import resource
-import statistics
 import subprocess
 import sys
-import time
 
 import torch
 
 from longrank.data.corpus import Corpus
 from longrank.data.words import tokenize
 from longrank.io import InputError
-from longrank.outputs import BenchTable
+from longrank.bench.timing import MIN_REPEATS, check_repeats, time_alternating, time_region
+from longrank.outputs import BenchTable, Timing
 from longrank.models.checkpoint import load_model
 from longrank.runtime import resolve_device
 
 log = logging.getLogger(__name__)
 
+MS_COLUMN = "ms/batch (median)"
 COLUMNS = [
     "batch",
     "length asked (words)",
     "effective length (model units)",
     "docs/ms",
-    "ms/batch",
+    MS_COLUMN,
     "peak memory (MB)",
     "window passes / batch",
 ]
@@ -66,14 +72,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, help="results/{dataset}/data")
     parser.add_argument("--lengths", type=int, nargs="+", default=[200, 2000, 4000], help="document lengths in words")
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=3, help="timed forwards per measurement (median is kept)")
+    parser.add_argument(
+        "--repeats", type=int, default=MIN_REPEATS, help="timed forwards per measurement (median and spread kept)"
+    )
+    parser.add_argument("--warmup", type=int, default=1, help="untimed forwards before the timed ones")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", required=True, help="output JSON")
 
 
 def run(args: argparse.Namespace) -> None:
-    if args.batch_size < 1 or args.repeats < 1 or any(n < 1 for n in args.lengths):
-        raise InputError("--batch-size, --repeats and every --lengths value must be positive integers")
+    if args.batch_size < 1 or any(n < 1 for n in args.lengths):
+        raise InputError("--batch-size and every --lengths value must be positive integers")
+    check_repeats(args.repeats, args.warmup)
     try:
         model_cfg = json.loads(args.model_config)
     except json.JSONDecodeError as err:
@@ -86,6 +96,7 @@ def run(args: argparse.Namespace) -> None:
         "device": str(device),
         "batch_size": args.batch_size,
         "repeats": args.repeats,
+        "warmup": args.warmup,
     }
     # Load once here: a checkpoint that does not fit the config fails now with the loader's clear message.
     model = load_model(args.checkpoint, model_cfg, Corpus(args.data), "cpu")
@@ -94,12 +105,17 @@ def run(args: argparse.Namespace) -> None:
     del model
     lengths = sorted(set(args.lengths) | ({max_len} if max_len else set()))
 
-    rows, measured = [], []
+    rows, timings, measured = [], [], []
     for length in lengths:
-        log.info("bench %s: %d words x %d docs on %s", args.model, length, args.batch_size, device)
-        result = _in_fresh_process({**job, "kind": "uniform", "length": length})
-        measured.append(result)
-        rows.append(_row("uniform", length, result))
+        log.info("bench %s: memory at %d words x %d docs on %s", args.model, length, args.batch_size, device)
+        measured.append(_in_fresh_process({**job, "kind": "memory", "length": length}))
+    fitting = [m["length"] for m in measured if "oom" not in m]
+    log.info("bench %s: speed at %s words, the lengths alternating", args.model, fitting)
+    speeds = _in_fresh_process({**job, "kind": "speed", "lengths": fitting, "length": fitting}) if fitting else {}
+    for result in measured:
+        result.update(speeds.get(str(result["length"]), {}))
+        rows.append(_row("uniform", result["length"], result))
+        timings.append(_timing_of(result))
     packing = None
     if packs:
         log.info("bench %s: mixed-length batch, packed and unpacked windows", args.model)
@@ -113,6 +129,7 @@ def run(args: argparse.Namespace) -> None:
                     {**result[mode], "effective_length": result["max_length"]},
                 )
             )
+            timings.append(_timing_of(result[mode]))
 
     reference = next((m for m in measured if max_len and m["length"] == max_len and "oom" not in m), None)
     if reference is None:
@@ -121,8 +138,8 @@ def run(args: argparse.Namespace) -> None:
     memory_method = measured[0]["memory_method"] if measured else ""
     notes = (
         f"Device {device} ({measured[0]['device_name'] if measured else ''}), {torch.get_num_threads()} CPU threads. "
-        f"Forward only, no gradient, after one warm-up; median of {args.repeats} timed batches of {args.batch_size} "
-        f"documents cut from the collection's text. Peak memory: {memory_method} Lengths beyond the model's "
+        f"Forward only, no gradient, after {args.warmup} warm-up forward(s); median of {args.repeats} timed batches "
+        f"of {args.batch_size} documents cut from the collection's text (its spread beside it). Peak memory: {memory_method} Lengths beyond the model's "
         f"max_doc_len ({max_len}) are truncated by the model; 'effective length' is what it scored, in the model's unit "
         f"(words for the word-embedding models, WordPiece tokens for the encoders)."
     )
@@ -135,6 +152,7 @@ def run(args: argparse.Namespace) -> None:
     extra = {
         "batch_size": args.batch_size,
         "repeats": args.repeats,
+        "warmup": args.warmup,
         "max_doc_len": max_len,
         "measurements": measured,
         **({"packing": packing} if packing else {}),
@@ -146,8 +164,13 @@ def run(args: argparse.Namespace) -> None:
         notes=notes,
         docs_per_ms={args.model: reference["docs_per_ms"]} if reference else {},
         device=str(device),
+        timings=timings,
         extra=extra,
     ).write(args.out)
+
+
+def _timing_of(result: dict) -> dict[str, Timing]:
+    return {MS_COLUMN: Timing.from_json(result["timing"])} if "timing" in result else {}
 
 
 def _row(label: str, asked, result: dict) -> list:
@@ -178,7 +201,9 @@ def run_worker(module: str, job: dict) -> subprocess.CompletedProcess:
 def _in_fresh_process(job: dict) -> dict:
     proc = run_worker("longrank.bench.run", job)
     if proc.returncode != 0:
-        raise RuntimeError(f"bench measurement {job['kind']} at length {job['length']} failed:\n{proc.stderr[-4000:]}")
+        raise RuntimeError(
+            f"bench measurement {job['kind']} at length(s) {job['length']} failed:\n{proc.stderr[-4000:]}"
+        )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -193,67 +218,89 @@ def measure(job: dict) -> dict:
     model = load_model(job["checkpoint"], job["model_cfg"], corpus, device)
     batch_size, length = job["batch_size"], job["length"]
     queries = bench_queries(corpus, batch_size)
-    if job["kind"] == "uniform":
-        docs = _documents(corpus, [length] * batch_size)
-        batch = {k: v.to(device) for k, v in model.encode(queries, _synthetic_ids(docs), docs).items()}
-        max_len = getattr(model, "max_doc_len", None)
+    max_len = getattr(model, "max_doc_len", None)
+
+    def uniform_batch(n_words: int) -> dict:
+        docs = _documents(corpus, [n_words] * batch_size)
+        return {k: v.to(device) for k, v in model.encode(queries, _synthetic_ids(docs), docs).items()}
+
+    if job["kind"] == "memory":  # peak memory and window passes of one forward, alone in this process
         result = {"length": length, "effective_length": min(length, max_len) if max_len else length}
-        result.update(timed(model, batch, job["repeats"], device))
+        result.update(timed(model, uniform_batch(length), 1, job["warmup"], device))
         return result
+    if job["kind"] == "speed":  # every length in this one process, alternating: rows at one effective length agree
+        forwards = {str(n): functools.partial(model, **uniform_batch(n)) for n in job["lengths"]}
+        try:
+            with torch.no_grad():
+                timings = time_alternating(forwards, device, job["repeats"], job["warmup"])
+        except torch.cuda.OutOfMemoryError:
+            return {n: {"oom": True} for n in forwards}
+        return {
+            n: {
+                "ms_per_batch": 1000 * t.median_s,
+                "docs_per_ms": batch_size / (1000 * t.median_s),
+                "timing": t.to_json(),
+            }
+            for n, t in timings.items()
+        }
     # packing: lengths spread evenly up to max_doc_len, both paths in this one process
     lengths = [max(1, round(length * (i + 1) / batch_size)) for i in range(batch_size)]
     docs = _documents(corpus, lengths)
     batch = {k: v.to(device) for k, v in model.encode(queries, _synthetic_ids(docs), docs).items()}
     result = {"min_length": min(lengths), "max_length": max(lengths)}
-    scores, times = {}, {"packed": [], "unpacked": []}
-    for mode, pack in (("packed", True), ("unpacked", False)):  # memory and window passes of each path
+    scores = {}
+    for mode, pack in (("packed", True), ("unpacked", False)):  # memory and window passes of each path (one pass)
         model.pack_windows = pack
-        result[mode] = timed(model, batch, job["repeats"], device)
+        result[mode] = timed(model, batch, 1, job["warmup"], device)
         with torch.no_grad():
             scores[mode] = model(**batch).float().cpu()
     # Speed: the two paths alternate, so a machine whose load drifts slows both alike.
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     with torch.no_grad():
-        for _ in range(job["repeats"]):
-            for mode, pack in (("packed", True), ("unpacked", False)):
-                model.pack_windows = pack
-                sync()
-                start = time.perf_counter()
-                model(**batch)
-                sync()
-                times[mode].append(time.perf_counter() - start)
-    for mode in times:
-        ms = statistics.median(times[mode]) * 1000.0
-        result[mode].update(ms_per_batch=ms, docs_per_ms=len(lengths) / ms)
+        timings = time_alternating(
+            {mode: _forward_with_packing(model, batch, pack) for mode, pack in (("packed", True), ("unpacked", False))},
+            device,
+            job["repeats"],
+            job["warmup"],
+        )
+    for mode, timing in timings.items():
+        ms = timing.median_s * 1000.0
+        result[mode].update(ms_per_batch=ms, docs_per_ms=len(lengths) / ms, timing=timing.to_json())
     result["speedup"] = result["unpacked"]["ms_per_batch"] / result["packed"]["ms_per_batch"]
     result["max_score_diff"] = float((scores["packed"] - scores["unpacked"]).abs().max())
     return result
 
 
-def timed(model, batch: dict, repeats: int, device: torch.device) -> dict:
+def _forward_with_packing(model, batch: dict, pack: bool):
+    def forward():
+        model.pack_windows = pack
+        model(**batch)
+
+    return forward
+
+
+def timed(model, batch: dict, repeats: int, warmup: int, device: torch.device) -> dict:
+    """Peak memory and ms per batch of ``model`` on ``batch`` (and the windows it ran, for a windowed model)."""
     cuda = device.type == "cuda"
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
     counts_windows = hasattr(model, "window_passes")
     gc.collect()
     memory = MemoryProbe(device)
     out = {"device_name": torch.cuda.get_device_name(device) if cuda else "CPU", "memory_method": memory.method}
+
+    def forward():
+        model(**batch)
+
     try:
         with torch.no_grad():
-            model(**batch)  # warm-up
-            sync()
+            for _ in range(warmup):
+                forward()
             if counts_windows:
                 model.window_passes = 0
-            times = []
-            for _ in range(repeats):
-                start = time.perf_counter()
-                model(**batch)
-                sync()
-                times.append(time.perf_counter() - start)
+            timing = time_region(forward, device, repeats, warmup=0)
     except torch.cuda.OutOfMemoryError:
         return {**out, "oom": True}
-    ms = statistics.median(times) * 1000.0
+    ms = timing.median_s * 1000.0
     n_docs = next(iter(batch.values())).shape[0]
-    out.update(ms_per_batch=ms, docs_per_ms=n_docs / ms, peak_memory_mb=memory.peak_mb())
+    out.update(ms_per_batch=ms, docs_per_ms=n_docs / ms, peak_memory_mb=memory.peak_mb(), timing=timing.to_json())
     if counts_windows:
         out["window_passes"] = model.window_passes // repeats
     return out

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 
-from longrank.outputs import AttentionScaling
+from longrank.outputs import SPREAD_LIMIT, AttentionScaling, Timing
+from longrank.report.efficiency import NOISY_MARK
 from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
@@ -115,7 +116,8 @@ def _measure_cells(data: dict, key: str, digits: int) -> tuple[list[str], list[l
             elif r.get("skipped"):
                 cells.append(Cell("skipped"))
             else:
-                cells.append(Cell(fmt(r[key], digits)))
+                timing = Timing.from_json(r["timing"]) if key == "seconds" and r.get("timing") else None
+                cells.append(Cell(fmt(r[key], digits), NOISY_MARK if timing and timing.noisy else ""))
         table.append(cells)
     return ["length"] + [LABELS[a] for a in attentions], table
 
@@ -165,6 +167,21 @@ def section(ctx: Context) -> Section | None:
     sec.table(headers, rows, caption="Peak training memory (MB above weights and inputs)")
     headers, rows = _measure_cells(data, "seconds", 3)
     sec.table(headers, rows, caption=f"Forward+backward time (s, median of {cfg.get('repeats', '?')})")
+    spreads = [(r, Timing.from_json(r["timing"])) for r in data.get("rows") or [] if r.get("timing")]
+    if spreads:
+        sec.note(
+            "Spread of each median (min / max relative to it, IQR): "
+            + "; ".join(
+                f"{LABELS.get(r['attention'], r['attention'])} at {int(r['length']):,}: {t.describe()}"
+                for r, t in spreads
+            )
+            + (
+                f". {NOISY_MARK} marks a median whose passes spread (max − min) by more than {SPREAD_LIMIT:.0%} of it: "
+                "one draw from a wide range, to read as approximate."
+                if any(t.noisy for _, t in spreads)
+                else "."
+            )
+        )
     keys = ("memory_materialised", "memory_sdpa", "time_sdpa", "time_materialised")
     sec.table(
         [

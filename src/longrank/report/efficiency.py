@@ -8,7 +8,34 @@ from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import PRIMARY
+from longrank.outputs import SPREAD_LIMIT, BenchTable
 from longrank.tables import Cell, fmt
+
+NOISY_MARK = "‡"  # beside a median whose timings spread by more than SPREAD_LIMIT of it
+
+
+def noisy_cells(bench: BenchTable) -> list[tuple[int, str]]:
+    """(row index, column) of every timed cell whose spread (max − min) exceeds ``SPREAD_LIMIT`` of its median."""
+    return [(i, col) for i, row in enumerate(bench.timings) for col, timing in row.items() if timing.noisy]
+
+
+def timed_table(bench: BenchTable) -> tuple[list[str], list[list[Cell]]]:
+    """The bench's table with a spread column after each timed (median) column: min and max relative to the
+    median and the IQR; a noisy median carries ``NOISY_MARK``."""
+    timed = [c for c in bench.columns if any(c in row for row in bench.timings)]
+    headers = [h for c in bench.columns for h in ([c, f"{c}: spread (min / max, IQR)"] if c in timed else [c])]
+    table = []
+    for i, row in enumerate(bench.rows):
+        timings = bench.timings[i] if bench.timings else {}
+        cells = []
+        for col, value in zip(bench.columns, row):
+            timing = timings.get(col)
+            text = fmt(value, 3) if isinstance(value, float) else ("" if value is None else str(value))
+            cells.append(Cell(text, NOISY_MARK if timing is not None and timing.noisy else ""))
+            if col in timed:
+                cells.append(Cell(timing.describe() if timing is not None else ""))
+        table.append(cells)
+    return headers, table
 
 
 def section(ctx: Context) -> Section:
@@ -17,13 +44,21 @@ def section(ctx: Context) -> Section:
     if not inp.benches:
         sec.note("Skipped: no bench stage runs in this configuration.")
     for b in inp.benches:
-        rows = [
-            [Cell(fmt(v, 3) if isinstance(v, float) else ("" if v is None else str(v))) for v in row] for row in b.rows
-        ]
+        headers, rows = timed_table(b)
         if rows:
-            sec.table(b.columns, rows, caption=b.title)
+            sec.table(headers, rows, caption=b.title)
         if b.notes:
             sec.note(b.notes)
+        noisy = noisy_cells(b)
+        if noisy:
+            sec.warning(
+                f"{NOISY_MARK} {len(noisy)} timing(s) of this table spread (max − min) by more than "
+                f"{SPREAD_LIMIT:.0%} of their median: "
+                + "; ".join(
+                    f"{b.rows[i][0]} {b.rows[i][1]}, {col} ({b.timings[i][col].spread:.0%})" for i, col in noisy
+                )
+                + ". Their medians are one draw from a wide range (a shared or busy machine): read them as approximate."
+            )
     rates = inp.docs_per_ms
     if rates and PRIMARY in cmp.measures:
         prim = cmp.table[cmp.table.measure == PRIMARY].set_index("system")
