@@ -20,8 +20,11 @@ from longrank.data.corpus import Corpus
 from longrank.io import InputError, read_run
 from longrank.train import loop
 from longrank.train.checkpoint import read_position, sets_newest_first
+from longrank.train.fingerprint import fingerprint_of, training_inputs
 from longrank.train.losses import LOSSES, with_negative_pairs
+from longrank.train.optimiser import parameter_groups
 from longrank.train.sampling import PairSampler
+from longrank.train.settings import TrainSettings
 
 # eval_every 1: training_log.tsv then holds every step's loss (it logs the mean loss since the last evaluation)
 KNRM = {
@@ -81,12 +84,12 @@ def newest_set(out: Path) -> Path:
 def curve_of(out: Path) -> list[tuple[int, float, float]]:
     """(step, training loss, dev nDCG@10) per evaluation, as training_log.tsv lists them (eval_every 1: every step),
     at full precision (the state's history the log is written from)."""
-    history = read_position(newest_set(out))["history"]
+    history = read_position(newest_set(out)).history
     logged = [line.split("\t") for line in (out.parent / "training_log.tsv").read_text().splitlines()[1:]]
     assert [(int(s), round(float(loss), 6)) for s, loss, _ in logged] == [
-        (h["step"], round(h["train_loss"], 6)) for h in history
+        (h.step, round(h.train_loss, 6)) for h in history
     ]
-    return [(h["step"], h["train_loss"], h["dev_ndcg10"]) for h in history]
+    return [(h.step, h.train_loss, h.dev_ndcg10) for h in history]
 
 
 def assert_same_training(one: Path, two: Path) -> dict:
@@ -164,7 +167,7 @@ def test_train_processes_resumes_a_killed_run_on_two_processes_and_trains_as_one
     with pytest.raises(KeyboardInterrupt):
         train_in_process(tiny_data, KNRM, two)
     monkeypatch.undo()
-    assert read_position(newest_set(two))["step"] == 4 and not two.exists()
+    assert read_position(newest_set(two)).step == 4 and not two.exists()
     started = time.time()
     stderr = launch([sys.executable, "-m", "longrank", "train", *train_args(tiny_data, KNRM2, two)])
     assert "launching 2 training processes" in stderr
@@ -219,7 +222,7 @@ def test_the_process_count_is_not_part_of_the_fingerprint(tiny_data):
     corpus, candidates = Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run")
 
     def fingerprint(cfg: dict) -> str:
-        return loop.fingerprint_of(loop.training_inputs(cfg, corpus, corpus.folds[0], 30, candidates, built={}))
+        return fingerprint_of(training_inputs(cfg, corpus, corpus.folds[0], 30, candidates, built={}))
 
     prints = {
         fingerprint({**KNRM, "train": {**KNRM["train"], **extra}}) for extra in ({}, {"processes": 1}, {"processes": 4})
@@ -235,12 +238,12 @@ def test_parameter_groups_see_through_the_ddp_wrapper(tiny_data, tmp_path):
     from longrank.models.registry import build_model
 
     model = build_model(KNRM, Corpus(tiny_data / "data"))
-    hp = {**loop.TRAIN_DEFAULTS, "scoring_lr": 0.05, "embedding_lr": 1e-4}
+    settings = TrainSettings(scoring_lr=0.05, embedding_lr=1e-4)
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
         wrapped = DistributedDataParallel(model)
         assert next(n for n, _ in wrapped.named_parameters()).startswith("module.")
-        plain, seen = loop.parameter_groups(model, hp, "knrm"), loop.parameter_groups(wrapped, hp, "knrm")
+        plain, seen = parameter_groups(model, settings, "knrm"), parameter_groups(wrapped, settings, "knrm")
     finally:
         dist.destroy_process_group()
     assert [(g["name"], g.get("lr"), [id(p) for p in g["params"]]) for g in seen] == [

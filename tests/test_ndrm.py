@@ -24,8 +24,10 @@ from longrank.models.checkpoint import load_model
 from longrank.models.ndrm import NDRM, kernel_pooling, windowed_kernel_pooling
 from longrank.models.registry import build_model, constructor_defaults, model_class
 from longrank.rerank import rerank
-from longrank.train import loop
+from longrank.train import loop, trainer
 from longrank.train.losses import ranknet, with_negative_pairs
+from longrank.train.optimiser import parameter_groups
+from longrank.train.settings import TrainSettings
 
 from conftest import synthetic_collection, write_local_collection
 
@@ -292,10 +294,10 @@ def test_the_papers_word2vec_embeddings_of_the_hidden_width_are_used_as_they_are
 
 
 def test_learning_rates_reach_the_scoring_layers_and_embeddings(corpus):
-    hp = {**loop.TRAIN_DEFAULTS, "scoring_lr": 0.01, "embedding_lr": 1e-4}
+    settings = TrainSettings(scoring_lr=0.01, embedding_lr=1e-4)
     for variant, scoring in (("ndrm1", "window_scorer."), ("ndrm3", "combine.")):
         model = build_model({**SMALL, "variant": variant}, corpus)
-        groups = {g["name"]: g["params"] for g in loop.parameter_groups(model, hp)}
+        groups = {g["name"]: g["params"] for g in parameter_groups(model, settings)}
         named = {id(p): n for n, p in model.named_parameters()}
         assert any(named[id(p)].startswith(scoring) for p in groups["scoring"])
         assert [named[id(p)] for p in groups["embeddings"]] == ["embedder.embedding.weight"]
@@ -303,7 +305,7 @@ def test_learning_rates_reach_the_scoring_layers_and_embeddings(corpus):
             named[id(p)].startswith(("window_scorer.", "explicit.", "combine.", "embedder.")) for p in groups["rest"]
         )
     with pytest.raises(InputError, match="embedding_lr"):  # NDRM2 has no trainable embeddings
-        loop.parameter_groups(build_model({**SMALL, "variant": "ndrm2"}, corpus), hp, "ndrm2")
+        parameter_groups(build_model({**SMALL, "variant": "ndrm2"}, corpus), settings, "ndrm2")
 
 
 # ---- training ----------------------------------------------------------------------------------------------
@@ -342,14 +344,14 @@ def test_a_tiny_ndrm_trains_with_the_papers_sampling(tiny_data, monkeypatch):
         },
     }
     seen = []
-    original = loop.with_negative_pairs
+    original = trainer.with_negative_pairs
 
     def recording(loss, from_candidates):
         wrapped = original(loss, from_candidates)
         seen.append(from_candidates)
         return lambda scores: (seen.append(tuple(scores.shape)), wrapped(scores))[1]
 
-    monkeypatch.setattr(loop, "with_negative_pairs", recording)
+    monkeypatch.setattr(trainer, "with_negative_pairs", recording)
     out = tiny_data / "ndrm" / "model.safetensors"
     loop.train("ndrm3", cfg, corpus, candidates, 0, 30, torch.device("cpu"), out)
     assert (

@@ -37,7 +37,7 @@ def test_training_logs_one_line_per_dev_evaluation(tiny_data, caplog):
     from longrank.train import loop
 
     cfg = {"type": "knrm", "max_doc_len": 60, "train": {"steps": 6, "batch_size": 2, "eval_every": 3}}
-    with caplog.at_level(logging.INFO, logger="longrank.train.loop"):
+    with caplog.at_level(logging.INFO, logger="longrank.train"):
         loop.train(
             "knrm",
             cfg,

@@ -53,7 +53,7 @@ def first_training_query(tiny_data) -> str:
 
 
 def test_nothing_changed_reuses_the_finished_model(tiny_data, count_batches, caplog):
-    caplog.set_level(logging.INFO, logger=loop.__name__)
+    caplog.set_level(logging.INFO, logger="longrank.train")
     first = train(tiny_data, "run")
     assert count_batches, "the first run trained"
     count_batches.clear()
@@ -62,7 +62,7 @@ def test_nothing_changed_reuses_the_finished_model(tiny_data, count_batches, cap
 
 
 def test_a_changed_judgment_retrains_and_says_so(tiny_data, count_batches, caplog):
-    caplog.set_level(logging.INFO, logger=loop.__name__)
+    caplog.set_level(logging.INFO, logger="longrank.train")
     first = train(tiny_data, "run")
     # one training query's judged-relevant document becomes not relevant: its positives change
     qrels_path = tiny_data / "data" / "qrels.txt"
@@ -85,7 +85,7 @@ def test_a_changed_judgment_retrains_and_says_so(tiny_data, count_batches, caplo
 
 
 def test_a_changed_query_text_retrains(tiny_data, count_batches, caplog):
-    caplog.set_level(logging.INFO, logger=loop.__name__)
+    caplog.set_level(logging.INFO, logger="longrank.train")
     train(tiny_data, "run")
     queries_path = tiny_data / "data" / "queries.tsv"
     qid = first_training_query(tiny_data)
@@ -102,7 +102,7 @@ def test_a_changed_query_text_retrains(tiny_data, count_batches, caplog):
 def test_a_changed_document_retrains(tiny_data, count_batches, caplog):
     """The data stage run again over a collection where one document's text changed (ids, queries, judgments and
     split as before)."""
-    caplog.set_level(logging.INFO, logger=loop.__name__)
+    caplog.set_level(logging.INFO, logger="longrank.train")
     train(tiny_data, "run")
     docs, queries, qrels = synthetic_collection()
     first_doc = sorted(docs)[0]
@@ -118,7 +118,7 @@ def test_a_changed_document_retrains(tiny_data, count_batches, caplog):
 
 
 def test_a_changed_embeddings_file_retrains(tiny_data, count_batches, caplog):
-    caplog.set_level(logging.INFO, logger=loop.__name__)
+    caplog.set_level(logging.INFO, logger="longrank.train")
     vectors = tiny_data / "vectors.txt"
     vectors.write_text("wing 0.1 0.2 0.3 0.4\nlift 0.5 0.1 0.0 0.2\nairfoil 0.3 0.3 0.1 0.0\n")
     cfg = {**KNRM, "embeddings": str(vectors)}
@@ -134,7 +134,7 @@ def test_a_changed_embeddings_file_retrains(tiny_data, count_batches, caplog):
 
 def test_an_interrupted_state_of_other_judgments_is_not_resumed(tiny_data, monkeypatch, caplog):
     """The same holds for a state a killed run left: it resumes only for its own judgments."""
-    caplog.set_level(logging.INFO, logger=loop.__name__)
+    caplog.set_level(logging.INFO, logger="longrank.train")
     original = PairSampler.batch
 
     def dies_at_step_10(self, step, batch_size):

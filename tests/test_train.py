@@ -20,7 +20,7 @@ from longrank.models.knrm import KNRM as KNRMModel
 from longrank.interpolate import interpolate
 from longrank.rerank import rerank
 from longrank.runs import with_tail
-from longrank.train import loop
+from longrank.train import loop, trainer
 from longrank.train.checkpoint import read_position, sets_newest_first
 from longrank.train.losses import LOSSES
 from longrank.train.sampling import PairSampler
@@ -92,7 +92,7 @@ def test_killed_training_resumes_to_identical_weights(tiny_data, monkeypatch):
     out = tiny_data / "killed" / "model.safetensors"
     assert not out.exists(), "a killed run must not leave a final model behind"
     (saved,) = sets_newest_first(out.parent / "train_state")
-    assert read_position(saved)["step"] == 8
+    assert read_position(saved).step == 8
     train_knrm(tiny_data, "killed")
     a, b = load_file(str(reference)), load_file(str(out))
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -112,11 +112,11 @@ def test_state_of_another_parameter_layout_is_not_resumed(tiny_data, monkeypatch
     new layers to another learning rate) is discarded and trained afresh, not loaded into a misfitting optimiser."""
     kill_at_step_13(tiny_data, "relaid", monkeypatch)
 
-    def split(model, hp, name="model"):
+    def split(model, settings, name="model"):
         params = [p for p in model.parameters() if p.requires_grad]
         return [{"params": params[:1]}, {"params": params[1:]}]
 
-    monkeypatch.setattr(loop, "parameter_groups", split)
+    monkeypatch.setattr(trainer, "parameter_groups", split)
     out = train_knrm(tiny_data, "relaid")
     reference = train_knrm(tiny_data, "relaid_from_scratch")
     a, b = load_file(str(reference)), load_file(str(out))

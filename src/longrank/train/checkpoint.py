@@ -28,6 +28,7 @@ from safetensors.torch import load_file, save_file
 
 from longrank.io import write_json
 from longrank.models.checkpoint import check_records, file_record, load_weights, save_weights, write_manifest
+from longrank.train.position import TrainingPosition
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +83,10 @@ def newest_good_set(state_dir: Path) -> Path | None:
     return None
 
 
-def read_position(set_dir: Path) -> dict:
-    return json.loads((set_dir / "position.json").read_text())
+def read_position(set_dir: Path) -> TrainingPosition:
+    """The set's position; one of another shape is a ``PositionShapeError`` naming the file."""
+    path = set_dir / "position.json"
+    return TrainingPosition.from_json(json.loads(path.read_text()), path)
 
 
 def clear_state(state_dir: Path) -> None:
@@ -97,14 +100,19 @@ def clear_state(state_dir: Path) -> None:
 
 
 def save_training_state(
-    state_dir: Path, model, optimizer, scheduler, position: dict, write_best_run: Callable[[Path], None] | None = None
+    state_dir: Path,
+    model,
+    optimizer,
+    scheduler,
+    position: TrainingPosition,
+    write_best_run: Callable[[Path], None] | None = None,
 ) -> Path:
-    """Write a new checkpoint set for ``position["step"]`` and return it. ``write_best_run`` (writes the dev run to a
+    """Write a new checkpoint set for ``position.step`` and return it. ``write_best_run`` (writes the dev run to a
     path) means this step's weights are the best so far; otherwise the previous set's best weights and run are
     carried over, checked against that set's manifest so that a corruption is never copied forward."""
     state_dir.mkdir(parents=True, exist_ok=True)
     previous = next(iter(sets_newest_first(state_dir)), None)
-    final = state_dir / set_name(position["step"])
+    final = state_dir / set_name(position.step)
     for leftover in state_dir.glob(".partial-*"):  # a set a killed run was writing: never complete, never read
         shutil.rmtree(leftover, ignore_errors=True)
     tmp = state_dir / f".partial-{final.name}-{os.getpid()}"
@@ -125,7 +133,7 @@ def save_training_state(
 
 
 def _write_set(
-    directory: Path, model, optimizer, scheduler, position: dict, write_best_run, previous: Path | None
+    directory: Path, model, optimizer, scheduler, position: TrainingPosition, write_best_run, previous: Path | None
 ) -> dict:
     """The set's files in ``directory``, each flushed to disk; returns their manifest records."""
     save_weights(model, directory / "last.safetensors", manifest=False)
@@ -137,7 +145,7 @@ def _write_set(
     save_file(tensors, str(directory / "optimizer.safetensors"))
     meta["scheduler"] = scheduler.state_dict() if scheduler is not None else None
     write_json(directory / "optimizer.json", meta)
-    write_json(directory / "position.json", position)
+    write_json(directory / "position.json", position.to_json())
     carried = {}
     if write_best_run is not None:
         shutil.copyfile(directory / "last.safetensors", directory / "best.safetensors")
@@ -170,7 +178,7 @@ def _carry_best(previous: Path, directory: Path) -> dict:
     return carried
 
 
-def load_training_state(set_dir: Path, model, optimizer, scheduler) -> dict:
+def load_training_state(set_dir: Path, model, optimizer, scheduler) -> TrainingPosition:
     """Load a (verified) set's weights, optimiser and scheduler state; returns its position."""
     load_weights(model, set_dir / "last.safetensors")
     tensors = load_file(str(set_dir / "optimizer.safetensors"))

@@ -235,24 +235,7 @@ def build(
         "positive_in_candidates": sum(q[1:] in run.get(q, {}) for q in ids) / len(ids),
     }
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        write_text(
-            staging / "queries.tsv", "query_id\ttext\n" + "".join(f"{q}\t{' '.join(queries[q].split())}\n" for q in ids)
-        )
-        write_qrels(staging / "qrels.txt", {q: qrels[q] for q in ids})
-        write_json(staging / "folds.json", [fold])
-        write_run(staging / "candidates.run", {q: run[q] for q in ids if q in run}, tag="pseudo_queries")
-        write_text(
-            staging / "overrides.jsonl",
-            "".join(json.dumps({"doc_id": q[1:], "text": positives[q]}) + "\n" for q in ids),
-        )
-        write_json(staging / "stats.json", stats)
-        staging.chmod(umask_mode(0o777))
-        replace_directory(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    _write_set(out, queries, positives, {q: qrels[q] for q in ids}, fold, {q: run[q] for q in ids if q in run}, stats)
     log.info(
         "pseudo_queries.%s: %d %s pseudo-queries (%d train, %d dev); %d contained a real query, BM25 ranks the "
         "positive first for %d%s",
@@ -266,6 +249,29 @@ def build(
         " (dropped)" if cfg["drop_easy"] else "",
     )
     return stats
+
+
+def _write_set(out: Path, queries: dict, positives: dict, qrels: dict, fold: dict, run: dict, stats: dict) -> None:
+    """The set's files (the queries of ``qrels``, in id order), written into a temporary directory swapped in whole."""
+    ids = sorted(qrels)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        write_text(
+            staging / "queries.tsv", "query_id\ttext\n" + "".join(f"{q}\t{' '.join(queries[q].split())}\n" for q in ids)
+        )
+        write_qrels(staging / "qrels.txt", qrels)
+        write_json(staging / "folds.json", [fold])
+        write_run(staging / "candidates.run", run, tag="pseudo_queries")
+        write_text(
+            staging / "overrides.jsonl",
+            "".join(json.dumps({"doc_id": q[1:], "text": positives[q]}) + "\n" for q in ids),
+        )
+        write_json(staging / "stats.json", stats)
+        staging.chmod(umask_mode(0o777))
+        replace_directory(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def add_arguments(parser) -> None:

@@ -75,8 +75,9 @@ class PairSampler:
                 depth,
             )
         if not self.positives:
+            relevant = f"candidate in the top {depth}" if positives == "candidates" else "document"
             raise InputError(
-                f"no training query has a relevant {'candidate in the top %d' % depth if positives == 'candidates' else 'document'} "
+                f"no training query has a relevant {relevant} "
                 "and a non-relevant candidate; check qrels and candidates (or set train.positives: judged)"
             )
         self.qids = sorted(self.positives)

@@ -1,0 +1,140 @@
+"""What a training is made from, by digest: a saved state resumes (or, finished, is copied out as the model) only if
+every input is unchanged (``training_inputs``), and a state that does not fit is discarded with one line naming the
+inputs that changed (``keep_only_a_fitting_state``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import torch
+
+from longrank.data.corpus import Corpus, PseudoQueryCorpus
+from longrank.models.checkpoint import sha256_of
+from longrank.models.registry import constructor_defaults
+from longrank.train.checkpoint import clear_state, newest_good_set, read_position
+from longrank.train.position import PositionShapeError, TrainingPosition
+
+log = logging.getLogger(__name__)
+
+
+def training_inputs(
+    model_cfg: dict,
+    corpus: Corpus,
+    fold: dict,
+    depth: int,
+    candidates,
+    built: dict[str, str],
+    init: str | Path | None = None,
+    collection_artifacts: str | Path | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+) -> dict[str, str]:
+    """A digest of each input that changes what training produces, by name: a saved state resumes (or, finished, is
+    copied out as the model) only if every one is unchanged, and a mismatch is logged by these names."""
+    train_dev = fold["train"] + fold["dev"]
+    # With the model's defaults resolved: a state left before a default changed must not resume under the new one.
+    resolved = {**constructor_defaults(model_cfg["type"]), **model_cfg}
+    # Not part of the recipe: the global batch and the update are the same on any number of processes (float
+    # summation order aside, as the device, which is not fingerprinted either) and of DataLoader workers, so a
+    # state left by a run on 4 GPUs resumes on 2 or 1, and a config that only changes them finds its finished state.
+    resolved["train"] = {k: v for k, v in resolved.get("train", {}).items() if k not in ("processes", "num_workers")}
+    # The weights' shapes and their optimiser groups: a state left by other code (a parameter added, a parameter
+    # moved to another learning rate's group) cannot be loaded into this model, so it must not be resumed either.
+    layout = (
+        [[[list(p.shape) for p in g["params"]], g.get("initial_lr", g["lr"])] for g in optimizer.param_groups]
+        if optimizer is not None
+        else None
+    )
+    parts = {
+        "model entry": resolved,
+        "split": [fold["train"], fold["dev"]],
+        "rerank depth": depth,
+        "candidates": {q: sorted(candidates.get(q, {}).items()) for q in train_dev},
+        # what the training and dev queries are judged (the sampler's positives, the dev score that picks the model)
+        "judgments": {q: sorted(corpus.qrels.get(q, {}).items()) for q in train_dev},
+        "query texts": {q: corpus.queries.get(q) for q in train_dev},
+        "documents": _documents_digest(corpus),
+        **built,  # the vocabulary and the initial weights (built_model_digests)
+        # the starting weights by content: a state fine-tuned from an earlier pre-training must not resume from a
+        # new one
+        "init checkpoint": sha256_of(init) if init is not None else None,
+        "collection artifacts": _directory_digest(Path(collection_artifacts))
+        if collection_artifacts is not None
+        else None,
+        "optimiser layout": layout,
+    }
+    return {name: value if isinstance(value, str) else _digest(value) for name, value in parts.items()}
+
+
+def built_model_digests(model: torch.nn.Module) -> dict[str, str]:
+    """What the freshly built model (before any training or ``--init``) carries from files outside the config: its
+    word vocabularies (the words, so which word each embedding row stands for, and their document frequencies) and
+    its initial weights (GloVe or word2vec rows, a pretrained encoder, the seeded initialisation)."""
+    from longrank.data.words import Vocabulary
+
+    vocabularies = [
+        [v.words, v.doc_freq, v.num_docs]
+        for m in model.modules()
+        for v in vars(m).values()
+        if isinstance(v, Vocabulary)
+    ]
+    weights = hashlib.sha256()
+    for key, tensor in sorted(model.state_dict().items()):
+        weights.update(key.encode())
+        weights.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return {"vocabulary": _digest(vocabularies), "initial weights": weights.hexdigest()}
+
+
+def _digest(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _documents_digest(corpus: Corpus) -> str:
+    """The collection's text by content (streamed: MS MARCO's docs.jsonl is ~22 GB, hashed in about half a minute),
+    and under pre-training the positives' texts that stand in for their documents."""
+    files = [corpus.dir / "docs.jsonl"]
+    if isinstance(corpus, PseudoQueryCorpus):
+        files.append(corpus.pseudo_dir / "overrides.jsonl")
+    return _digest([sha256_of(path) for path in files])
+
+
+def _directory_digest(directory: Path) -> str:
+    """Every file under ``directory`` by relative path and content."""
+    files = sorted(p for p in directory.rglob("*") if p.is_file())
+    return _digest([[str(p.relative_to(directory)), sha256_of(p)] for p in files])
+
+
+def fingerprint_of(inputs: dict[str, str]) -> str:
+    return _digest(inputs)
+
+
+def changed_inputs(saved: TrainingPosition, inputs: dict[str, str]) -> str:
+    """Why a saved position does not fit this training, in a few words for the log."""
+    changed = [name for name in inputs if saved.inputs.get(name) != inputs[name]]
+    return "changed since it was saved: " + (", ".join(changed) or "the fingerprint")
+
+
+def keep_only_a_fitting_state(state_dir: Path, inputs: dict[str, str], fingerprint: str) -> None:
+    """Leave in ``state_dir`` only checkpoint sets this training may resume from: corrupt sets are moved aside (the
+    newest good one is kept), and a state made for other inputs, or in the layout before checkpoint sets (no
+    checksums), is discarded with one line saying why."""
+    if (state_dir / "position.json").exists():  # files directly in train_state/: written before checkpoint sets
+        log.info(
+            "discarding the training state in %s: it predates checksummed checkpoint sets; training afresh", state_dir
+        )
+        clear_state(state_dir)
+        return
+    newest = newest_good_set(state_dir)
+    if newest is None:
+        return
+    try:
+        saved = read_position(newest)
+    except PositionShapeError as err:  # its manifest holds, so other code wrote it: never read in part
+        log.info("discarding the training state in %s: %s; training afresh", state_dir, err)
+        clear_state(state_dir)
+        return
+    if saved.fingerprint != fingerprint:
+        log.info("discarding the training state in %s: %s; training afresh", state_dir, changed_inputs(saved, inputs))
+        clear_state(state_dir)

@@ -1,0 +1,54 @@
+"""The optimiser of a training: AdamW over the model's parameter groups at their own learning rates, with linear
+warm-up and linear decay."""
+
+from __future__ import annotations
+
+from torch.nn.parallel import DistributedDataParallel
+
+from longrank.io import InputError
+from longrank.train.settings import TrainSettings
+
+# Training keys that set the learning rate of one of a model's declared parameter groups (Ranker.parameter_groups).
+GROUP_LR_KEYS = {"embedding_lr": "embeddings", "scoring_lr": "scoring"}
+
+
+def parameter_groups(model, settings: TrainSettings, name: str = "model") -> list[dict]:
+    """AdamW groups: the model's declared groups whose rate a training key sets (word embeddings learn slower
+    than the rest in TK/TKL; scoring layers, a few dozen weights over large pooled features, need a far
+    higher rate than a Transformer or a pretrained encoder), and everything else at ``lr``. A key that would
+    reach no trainable parameter is an error: a silently ignored learning rate is how KNRM, TK and TKL once
+    trained their scoring layers at the Transformer's rate."""
+    if isinstance(model, DistributedDataParallel):  # the wrapper names parameters "module.<name>", declares no groups
+        model = model.module
+    declared = type(model).parameter_groups
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    taken: set[str] = set()
+    groups = []
+    for key, group in GROUP_LR_KEYS.items():
+        lr = getattr(settings, key)
+        if lr is None:
+            continue
+        prefixes = declared.get(group, ())
+        members = [(n, p) for n, p in trainable if n.startswith(prefixes) and n not in taken] if prefixes else []
+        if not members:
+            why = (
+                f"declares no {group!r} parameters"
+                if not prefixes
+                else f"has no trainable parameter under {list(prefixes)} (frozen?)"
+            )
+            raise InputError(f"models.{name}.train.{key}: {type(model).__name__} {why}; remove the key")
+        taken.update(n for n, _ in members)
+        groups.append({"name": group, "params": [p for _, p in members], "lr": lr})
+    rest = [p for n, p in trainable if n not in taken]
+    return [{"name": "rest", "params": rest}] + groups if rest else groups
+
+
+def lr_lambda(warmup: int, total: int):
+    """Linear warm-up over ``warmup`` steps, then linear decay to 0 at ``total``."""
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    return factor

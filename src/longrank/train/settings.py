@@ -1,0 +1,148 @@
+"""A model's training recipe (its config entry's ``train:`` block) as typed settings, built once where a stage receives
+the entry (``TrainSettings.from_entry``). The defaults are this module's, and only this module's: the JSON schema
+(``models.*.train``) lists the same keys and states no default of its own (``tests/test_train_settings.py`` holds the
+two together). Imports no torch: the config stage fills the defaults in from here."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from longrank.io import InputError
+
+Precision = Literal["fp32", "bf16", "fp16"]
+Positives = Literal["candidates", "judged"]
+NegativesFrom = Literal["candidates", "collection", "both"]
+Loss = Literal["pairwise_hinge", "ranknet", "listwise_ce", "pointwise_bce"]
+
+
+@dataclass(frozen=True)
+class Pretraining:
+    """``train.pretrain``: the pseudo-query set to pre-train on, and the training keys it overrides for that run."""
+
+    queries: str
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        """As the config writes it."""
+        return {"queries": self.queries, **self.overrides}
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Every key of a model's ``train:`` block, with its default (docs/configuration.md describes each)."""
+
+    steps: int = 300
+    batch_size: int = 8
+    negatives: int = 1
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    loss: Loss | None = None  # None: the model's own (Ranker.default_loss)
+    eval_every: int = 50
+    patience: int = 3
+    grad_clip: float = 1.0
+    seed: int = 0
+    eval_batch_size: int = 32
+    embedding_lr: float | None = None
+    scoring_lr: float | None = None
+    positives: Positives = "candidates"
+    negatives_from: NegativesFrom = "candidates"
+    negative_pairs: bool = False
+    num_workers: int = 0
+    processes: int = 1
+    pretrain: Pretraining | None = None
+    # train.precision: the forward and loss under torch.autocast on a GPU (fp16 with a gradient scaler, as the MIR
+    # paper trained); the weights, the optimiser and the dev evaluation stay fp32. The CPU trains fp32 whatever it says.
+    precision: Precision = "fp32"
+
+    @classmethod
+    def from_entry(cls, name: str, entry: Mapping) -> TrainSettings:
+        """The settings of model ``name``'s config entry; a key this recipe does not have, or a value of the wrong
+        type, is an error naming it (``models.<name>.train.<key>``)."""
+        return cls.from_mapping(f"models.{name}.train", entry.get("train") or {})
+
+    @classmethod
+    def from_mapping(cls, where: str, given: Mapping) -> TrainSettings:
+        unknown = set(given) - set(cls.keys())
+        if unknown:
+            raise InputError(f"{where}: unknown keys {sorted(unknown)}; expected {sorted(cls.keys())}")
+        values = {}
+        for key, value in given.items():
+            if key == "pretrain":
+                value = None if value is None else _pretraining(f"{where}.pretrain", value)
+            else:
+                _check_type(f"{where}.{key}", value, _FIELD_TYPES[key])
+            values[key] = value
+        return cls(**values)
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def defaults(cls) -> dict:
+        """Every key's default, as a config writes it (the config stage fills resolved entries in with these)."""
+        return cls().as_dict()
+
+    def as_dict(self) -> dict:
+        """Every key and its value, as a config writes it (train_summary.json keeps this)."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values["pretrain"] = self.pretrain.as_dict() if self.pretrain is not None else None
+        return values
+
+
+def _pretraining(where: str, value) -> Pretraining:
+    if not isinstance(value, Mapping) or not isinstance(value.get("queries"), str):
+        raise InputError(
+            f"{where}: expected a mapping with `queries` (a set under pseudo_queries) "
+            f"and training keys to override, got {value!r}"
+        )
+    overrides = {k: v for k, v in value.items() if k != "queries"}
+    keys = set(TrainSettings.keys()) - {"pretrain"}
+    unknown = set(overrides) - keys
+    if unknown:
+        raise InputError(
+            f"{where}: unknown keys {sorted(unknown)}; expected `queries` and training keys {sorted(keys)}"
+        )
+    for key, given in overrides.items():
+        _check_type(f"{where}.{key}", given, _FIELD_TYPES[key])
+    return Pretraining(value["queries"], overrides)
+
+
+_FIELD_TYPES = typing.get_type_hints(TrainSettings)
+_TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+
+
+def _check_type(where: str, value, annotation) -> None:
+    """``value`` fits the field's annotation as JSON gives it: an integer is a number (``lr: 1``), a boolean is not an
+    integer, None only where the field is optional, a Literal's values only."""
+    union = isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
+    options = typing.get_args(annotation) if union else (annotation,)
+    allowed: list[str] = []
+    for option in options:
+        if option is type(None):
+            allowed.append("null")
+            if value is None:
+                return
+        elif typing.get_origin(option) is Literal:
+            allowed.append(" or ".join(repr(v) for v in typing.get_args(option)))
+            if value in typing.get_args(option) and isinstance(value, str):
+                return
+        else:
+            allowed.append(_TYPE_NAMES[option])
+            if _fits(value, option):
+                return
+    raise InputError(f"{where}: expected {' or '.join(allowed)}, got {value!r} ({type(value).__name__})")
+
+
+def _fits(value, expected: type) -> bool:
+    if isinstance(value, bool):
+        return expected is bool
+    if expected is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, expected)
