@@ -63,13 +63,11 @@ each document's record up by id and never reads the document's text.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from longrank.io import InputError
@@ -81,173 +79,24 @@ from longrank.models.modules.encoders import (
     from_encoder_config,
     wordpiece_ids,
 )
-from longrank.models.modules.transformer import EncoderLayer
-
-#: graph -> the node view it links (the record's node list: passages, sentences, tokens)
-GRAPH_VIEW = {"p2p": "passage", "s2s": "sentence", "t2t": "token"}
-VIEWS = ("passage", "sentence", "token")
-POOLINGS = ("attention", "max", "cnn", "transformer")
-AGGREGATORS = ("attention", "gcn", "gin", "sage")
-#: the settings of a graph set the model reads
-NEEDED_SETTINGS = ("window", "overlap", "max_doc_tokens", "cls_id", "sep_id", "vocab_size")
-
-
-def _init_linear(module: nn.Module, std: float) -> None:
-    """BERT's initialisation (normal weights, zero biases) for the new layers beside a pretrained encoder."""
-    for m in module.modules():
-        if isinstance(m, nn.Linear):
-            nn.init.normal_(m.weight, std=std)
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
-
-
-def _names(key: str, value: Any, allowed: tuple[str, ...]) -> tuple[str, ...]:
-    """A list of names from ``allowed`` (kept in ``allowed``'s order), or an InputError naming ``key``."""
-    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise InputError(f"{key}: expected a list of some of {list(allowed)}, got {value!r}")
-    unknown = [v for v in value if v not in allowed]
-    if unknown or len(set(value)) != len(value):
-        raise InputError(f"{key}: expected distinct names among {list(allowed)}, got {list(value)}")
-    return tuple(v for v in allowed if v in value)
-
-
-class GraphLayer(nn.Module):
-    """Eq. 5, 7, 8: a post-LN Transformer layer over one view's nodes, O = LN(X + Agg(X, A)),
-    G = LN(O + FFN(O)), where Agg is multi-head attention masked to the graph (adjacency + self loops) or, for
-    Table 3's aggregators, a dense GCN / GIN / GraphSAGE convolution."""
-
-    def __init__(self, dim: int, heads: int, ff_dim: int, dropout: float, aggregator: str = "attention"):
-        super().__init__()
-        self.heads, self.dropout, self.aggregator = heads, dropout, aggregator
-        if aggregator == "attention":
-            self.qkv, self.out = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-        else:  # imported here: torch_geometric is only needed by these ablations
-            from torch_geometric.nn import DenseGCNConv, DenseGINConv, DenseSAGEConv
-
-            self.conv = {
-                "gcn": lambda: DenseGCNConv(dim, dim),
-                "gin": lambda: DenseGINConv(nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim))),
-                "sage": lambda: DenseSAGEConv(dim, dim),
-            }[aggregator]()
-        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.ff = nn.Sequential(nn.Linear(dim, ff_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(ff_dim, dim))
-        self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
-
-    @staticmethod
-    def attend(adj: torch.Tensor) -> torch.Tensor:
-        """[B, N, N] adjacency -> [B, 1, N, N] attention mask: the edges and every node's self loop."""
-        eye = torch.eye(adj.shape[-1], dtype=torch.bool, device=adj.device)
-        return (adj | eye)[:, None]
-
-    def _split(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        b, n, dim = x.shape
-        return self.qkv(x).view(b, n, 3, self.heads, dim // self.heads).permute(2, 0, 3, 1, 4)
-
-    def attention_weights(self, x: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
-        """[B, heads, N, N] attention weights of the masked attention (Eq. 7) for node states ``x``: what
-        ``forward`` computes inside the fused kernel, spelt out for inspection."""
-        q, k, _ = self._split(x)
-        logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-        return logits.masked_fill(~self.attend(adj), float("-inf")).softmax(-1)
-
-    def forward(self, x: torch.Tensor, adj: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """x [B, N, E] node states, adj [B, N, N] bool edges (no self loops), mask [B, N] real nodes."""
-        if self.aggregator == "attention":
-            q, k, v = self._split(x)
-            att = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=self.attend(adj), dropout_p=self.dropout if self.training else 0.0
-            )
-            agg = self.out(att.transpose(1, 2).reshape(x.shape))
-        else:
-            # GCN normalises over the node's own loop (it sets the diagonal itself); GIN and GraphSAGE add the
-            # node's own state through their root term, so their adjacency has no loops
-            agg = self.conv(x, adj.to(x.dtype), mask)
-        x = self.norm1(x + self.drop1(agg))
-        return self.norm2(x + self.drop2(self.ff(x)))
-
-
-class AttentionPooling(nn.Module):
-    """Eq. 10-12: multi-head pooling with a learned query w_v: o = W^O [o_1; ...; o_h],
-    o_i = (G W_i^V)^T softmax(G W_i^K W_i^Q w_v) (Eq. 11 has no 1/sqrt(d) scale, so neither does this)."""
-
-    def __init__(self, dim: int, heads: int, std: float):
-        super().__init__()
-        self.heads = heads
-        self.w = nn.Parameter(torch.randn(dim) * std)
-        self.query, self.key, self.value, self.out = (nn.Linear(dim, dim) for _ in range(4))
-        _init_linear(self, std)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        b, n, dim = x.shape
-        split = lambda t: t.view(t.shape[0], -1, self.heads, dim // self.heads).transpose(1, 2)  # noqa: E731
-        q = split(self.query(self.w).view(1, 1, dim)).expand(b, -1, -1, -1)
-        pooled = F.scaled_dot_product_attention(
-            q, split(self.key(x)), split(self.value(x)), attn_mask=mask[:, None, None, :], scale=1.0
-        )
-        return self.out(pooled.transpose(1, 2).reshape(b, dim))
-
-
-class MaxPooling(nn.Module):
-    """Table 4's MIR-Max: the element-wise max over a view's nodes."""
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return x.masked_fill(~mask[..., None], float("-inf")).max(dim=1).values
-
-
-class CNNPooling(nn.Module):
-    """Table 4's MIR-CNN, after PARADE-CNN: Conv1d (kernel 2, stride 2) + ReLU halves the nodes until one vector
-    is left. One layer's weights serve every level, since the number of nodes (and so of levels) varies by view
-    and document; padding nodes and the padding up to a power of two are zeros."""
-
-    def __init__(self, dim: int):
-        super().__init__()
-        self.conv = nn.Conv1d(dim, dim, kernel_size=2, stride=2)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        x = (x * mask[..., None].to(x.dtype)).transpose(1, 2)  # [B, E, N]
-        width = 2 ** max(1, math.ceil(math.log2(max(x.shape[-1], 1))))
-        x = F.pad(x, (0, width - x.shape[-1]))
-        while x.shape[-1] > 1:
-            x = F.relu(self.conv(x))
-        return x[..., 0]
-
-
-class TransformerPooling(nn.Module):
-    """Table 4's MIR-Transformer, after PARADE-Transformer: a learned [CLS] vector before the nodes, one
-    Transformer layer over them, its output at [CLS]."""
-
-    def __init__(self, dim: int, heads: int, ff_dim: int, dropout: float, std: float):
-        super().__init__()
-        self.cls = nn.Parameter(torch.randn(dim) * std)
-        self.layer = EncoderLayer(dim, heads, ff_dim, dropout)
-        _init_linear(self.layer, std)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        x = torch.cat([self.cls.to(x.dtype).expand(x.shape[0], 1, -1), x], dim=1)
-        attend = torch.cat([mask.new_ones(mask.shape[0], 1), mask], dim=1)[:, None, None, :]
-        return self.layer(x, attend)[:, 0]
-
-
-class NodeIndex:
-    """Where one view's nodes sit among the packed token states [n_passages * T, E]: the tokens of every real
-    node (``tokens``), the flat node [B * N] each belongs to (``nodes``) and each node's token count."""
-
-    def __init__(
-        self, tokens: torch.Tensor, token_mask: torch.Tensor, mask: torch.Tensor, rank: torch.Tensor, length: int
-    ):
-        b, n, k = tokens.shape
-        self.shape, self.mask = (b, n), mask
-        valid = (token_mask & mask[..., None]).reshape(-1)
-        passage, position = tokens // length, tokens % length  # document-local passage, position in its sequence
-        packed = rank.gather(1, passage.reshape(b, -1)).reshape(-1) * length + position.reshape(-1)
-        keep = valid.nonzero().squeeze(1)
-        self.tokens, self.nodes = packed[keep], keep // k
-        self.counts = (token_mask & mask[..., None]).sum(-1).clamp(min=1).reshape(-1, 1)
-
-    def states(self, h: torch.Tensor) -> torch.Tensor:
-        """[B, N, E] node states: the mean of each node's token states (a padding node's: zeros)."""
-        total = h.new_zeros(self.shape[0] * self.shape[1], h.shape[-1]).index_add(0, self.nodes, h[self.tokens])
-        return (total / self.counts.to(h.dtype)).view(*self.shape, -1)
+from longrank.models.mir_inputs import (
+    GRAPH_VIEW,
+    VIEWS,
+    NodeIndex,
+    check_encoder,
+    check_graph_set,
+    check_lengths,
+    check_switches,
+    adjacency_batch,
+    cut_record,
+    node_batch,
+    passage_batch,
+    passages_covering,
+    sequence_length,
+    view_names,
+)
+from longrank.models.modules.graph_layer import GraphLayer
+from longrank.models.modules.node_pooling import init_linear, node_pooling
 
 
 class MIR(Ranker):
@@ -281,89 +130,71 @@ class MIR(Ranker):
         # graphs and views default to lists, as a config spells them (so an entry that spells the defaults out equals
         # them); they are read into tuples, never mutated
         super().__init__()
-        self.graphs = _names("graphs", graphs, tuple(GRAPH_VIEW))
-        self.views = _names("views", views, VIEWS)
-        if not self.views:
-            raise InputError("views: expected at least one of " + str(list(VIEWS)) + "; the score is pooled over them")
-        if pooling not in POOLINGS:
-            raise InputError(f"pooling: expected one of {list(POOLINGS)}, got {pooling!r}")
-        if aggregator not in AGGREGATORS:
-            raise InputError(f"aggregator: expected one of {list(AGGREGATORS)}, got {aggregator!r}")
-        for key, value in (("shared", shared), ("stacked", stacked), ("fully_connected", fully_connected)):
-            if not isinstance(value, bool):
-                raise InputError(f"{key}: expected true or false, got {value!r}")
-        if shared and aggregator != "attention":
-            raise InputError(
-                f"shared: true shares the intra layer's attention; it cannot go with aggregator {aggregator!r}"
-            )
-        if max_doc_tokens is not None and (
-            isinstance(max_doc_tokens, bool) or not isinstance(max_doc_tokens, int) or max_doc_tokens <= 0
-        ):
-            raise InputError(
-                f"max_doc_tokens: expected a positive number of tokens or null (the graph set's), got {max_doc_tokens!r}"
-            )
-        if not isinstance(max_query_len, int) or max_query_len < 0:
-            raise InputError(f"max_query_len: expected a non-negative integer, got {max_query_len!r}")
-        if not 0 <= dropout < 1:
-            raise InputError(f"dropout: expected a probability in [0, 1), got {dropout!r}")
+        self.graphs, self.views = view_names(graphs, views)
+        check_switches(pooling, aggregator, shared, stacked, fully_connected)
+        check_lengths(max_doc_tokens, max_query_len, dropout)
         config = encoder.config
         dim, std = config.hidden_size, getattr(config, "initializer_range", 0.02)
         inter_heads = config.num_attention_heads if inter_heads is None else inter_heads
-        for key, heads in (("inter_heads", inter_heads), ("pool_heads", pool_heads)):
-            if isinstance(heads, bool) or not isinstance(heads, int) or heads <= 0 or dim % heads:
-                raise InputError(
-                    f"{key}: expected a positive divisor of the encoder's hidden size {dim}, got {heads!r}"
-                )
-        implementation = getattr(config, "_attn_implementation", "eager")
-        if implementation not in ("eager", "sdpa"):
-            raise InputError(
-                f"encoder: MIR masks attention itself and supports the eager and sdpa attention implementations, not {implementation!r}"
-            )
+        implementation = check_encoder(config, inter_heads, pool_heads)
         self.encoder, self.tokenizer = encoder, tokenizer
         self.max_query_len, self.max_doc_tokens = max_query_len, max_doc_tokens
         self.pooling, self.aggregator = pooling, aggregator
         self.shared, self.stacked, self.fully_connected = shared, stacked, fully_connected
         self.eager = implementation == "eager"
         n_layers = len(encoder_layers(encoder))
-        # inter-passage layers: per block (stacked) or one on top; the last one only for views that are pooled
-        blocks = n_layers if stacked else 1
-        self.inter_views = [
-            [g for g in self.graphs if block < blocks - 1 or GRAPH_VIEW[g] in self.views] for block in range(blocks)
-        ]
-        self.inter = nn.ModuleList()
-        if not shared:
-            for graphs_run in self.inter_views:
-                layers = nn.ModuleDict(
-                    {g: GraphLayer(dim, inter_heads, config.intermediate_size, dropout, aggregator) for g in graphs_run}
-                )
-                for layer in layers.values():
-                    _init_linear(layer, std)
-                self.inter.append(layers)
-        # W^C of Eq. 2 per block but the last (aggregation reads G^L), starting as [I 0]: see the module docstring
-        self.fuse = nn.ModuleList()
-        if stacked and self.graphs:
-            for _ in range(n_layers - 1):
-                fuse = nn.Linear(2 * dim, dim)
-                with torch.no_grad():
-                    fuse.weight.zero_()
-                    fuse.weight[:, :dim].copy_(torch.eye(dim))
-                    fuse.bias.zero_()
-                self.fuse.append(fuse)
-        pool = {
-            "attention": lambda: AttentionPooling(dim, pool_heads, std),
-            "max": MaxPooling,
-            "cnn": lambda: CNNPooling(dim),
-            "transformer": lambda: TransformerPooling(dim, pool_heads, config.intermediate_size, dropout, std),
-        }[pooling]
-        self.pool = nn.ModuleDict({view: pool() for view in self.views})
-        self.aggregate = nn.Linear(len(self.views) * dim, dim)  # W^A, Eq. 9
-        self.score = nn.Linear(dim, 1, bias=False)  # v, Eq. 13
-        _init_linear(self.aggregate, std)
-        _init_linear(self.score, std)
+        self._add_inter_layers(n_layers, inter_heads, dropout, std)
+        self._add_fusion(n_layers, dim)
+        self._add_aggregation(dim, pool_heads, dropout, std)
         freeze_lower_layers(encoder, freeze_layers)
         self.records: Mapping[str, dict] | None = None
         self.settings: dict[str, Any] = {}
         self.source = "graphs"
+
+    def _add_inter_layers(self, n_layers: int, heads: int, dropout: float, std: float) -> None:
+        """Inter-passage layers: per block (stacked) or one on top; the last one only for views that are pooled."""
+        config = self.encoder.config
+        blocks = n_layers if self.stacked else 1
+        self.inter_views = [
+            [g for g in self.graphs if block < blocks - 1 or GRAPH_VIEW[g] in self.views] for block in range(blocks)
+        ]
+        self.inter = nn.ModuleList()
+        if self.shared:
+            return
+        for graphs_run in self.inter_views:
+            layers = nn.ModuleDict(
+                {
+                    g: GraphLayer(config.hidden_size, heads, config.intermediate_size, dropout, self.aggregator)
+                    for g in graphs_run
+                }
+            )
+            for layer in layers.values():
+                init_linear(layer, std)
+            self.inter.append(layers)
+
+    def _add_fusion(self, n_layers: int, dim: int) -> None:
+        """W^C of Eq. 2 per block but the last (aggregation reads G^L), starting as [I 0]: see the module docstring."""
+        self.fuse = nn.ModuleList()
+        if not (self.stacked and self.graphs):
+            return
+        for _ in range(n_layers - 1):
+            fuse = nn.Linear(2 * dim, dim)
+            with torch.no_grad():
+                fuse.weight.zero_()
+                fuse.weight[:, :dim].copy_(torch.eye(dim))
+                fuse.bias.zero_()
+            self.fuse.append(fuse)
+
+    def _add_aggregation(self, dim: int, heads: int, dropout: float, std: float) -> None:
+        """The pooling per view (Eq. 10-12), W^A (Eq. 9) and v (Eq. 13)."""
+        ff_dim = self.encoder.config.intermediate_size
+        self.pool = nn.ModuleDict(
+            {view: node_pooling(self.pooling, dim, heads, ff_dim, dropout, std) for view in self.views}
+        )
+        self.aggregate = nn.Linear(len(self.views) * dim, dim)  # W^A, Eq. 9
+        self.score = nn.Linear(dim, 1, bias=False)  # v, Eq. 13
+        init_linear(self.aggregate, std)
+        init_linear(self.score, std)
 
     @classmethod
     def from_config(cls, params, corpus=None):
@@ -391,31 +222,12 @@ class MIR(Ranker):
     def use_graphs(self, records: Mapping[str, dict], settings: dict[str, Any], source: str = "graphs") -> None:
         """Use ``records`` (doc id -> record, the contract's format) cut with ``settings`` from now on; ``source``
         names them in errors. The graph set must come from this model's tokenizer and hold enough tokens."""
-        missing = [k for k in NEEDED_SETTINGS if k not in settings]
-        if missing:
-            raise InputError(f"{source}: the graph set's settings lack {missing}")
-        tok = self.tokenizer
-        theirs = {k: settings[k] for k in ("cls_id", "sep_id", "vocab_size")}
-        ours = {"cls_id": tok.cls_token_id, "sep_id": tok.sep_token_id, "vocab_size": tok.vocab_size}
-        if theirs != ours:
-            raise InputError(
-                f"{source}: the graphs were cut with another tokenizer ({theirs}) than the model's encoder's ({ours}); "
-                "build the graph set with the model's encoder"
-            )
-        if self.max_doc_tokens is not None and self.max_doc_tokens > settings["max_doc_tokens"]:
-            raise InputError(
-                f"max_doc_tokens: {self.max_doc_tokens} is more than the {settings['max_doc_tokens']} tokens the graph set "
-                f"{source} read; build one with max_doc_tokens >= {self.max_doc_tokens}"
-            )
+        check_graph_set(settings, self.tokenizer, self.max_doc_tokens, source)
         self.records, self.settings, self.source = records, dict(settings), source
 
     def passages_read(self, n_passages: int) -> int:
         """How many of a document's first passages cover its first ``max_doc_tokens`` tokens."""
-        if self.max_doc_tokens is None:
-            return n_passages
-        window = self.settings["window"]
-        stride = max(1, round(window * (1 - self.settings["overlap"])))
-        return min(n_passages, 1 + math.ceil(max(self.max_doc_tokens - window, 0) / stride))
+        return passages_covering(self.settings, self.max_doc_tokens, n_passages)
 
     def document(self, doc_id: str) -> dict[str, Any]:
         """The record of ``doc_id`` cut to ``max_doc_tokens``: ``passages``, nodes per view (passage, positions in
@@ -426,49 +238,7 @@ class MIR(Ranker):
             record = self.records[doc_id]
         except KeyError:
             raise InputError(f"document {doc_id!r} has no record in the graph set {self.source}") from None
-        try:
-            passages = [list(p) for p in record["passages"]]
-            n_keep = self.passages_read(len(passages))
-            found = {
-                "passage": [(p, []) for p in range(len(passages))],
-                "sentence": [(p, [pos]) for p, pos in record["sentences"]],
-                "token": [(p, list(pos)) for p, pos in record["tokens"]],
-            }
-            nodes, renumber = {}, {}
-            for view, listed in found.items():
-                if any(not 0 <= p < len(passages) for p, _ in listed):
-                    raise ValueError(f"a {view} node names a passage outside 0..{len(passages) - 1}")
-                kept = [i for i, (p, _) in enumerate(listed) if p < n_keep]
-                renumber[view] = {old: new for new, old in enumerate(kept)}
-                nodes[view] = [listed[i] for i in kept]
-            edges = {}
-            for graph in self.graphs:
-                new = renumber[GRAPH_VIEW[graph]]
-                n_nodes = len(found[GRAPH_VIEW[graph]])
-                pairs = [(int(i), int(j)) for i, j in record["edges"][graph]]
-                if any(not (0 <= i < n_nodes and 0 <= j < n_nodes) or i == j for i, j in pairs):
-                    raise ValueError(f"{graph} edges name nodes outside 0..{n_nodes - 1} or self loops")
-                edges[graph] = [(new[i], new[j]) for i, j in pairs if i in new and j in new]
-        except (KeyError, TypeError, ValueError) as err:
-            raise InputError(
-                f"document {doc_id!r} in {self.source}: not a record of the MIR graphs contract ({type(err).__name__}: {err})"
-            ) from None
-        passages = passages[:n_keep]
-        if not passages:
-            raise InputError(f"document {doc_id!r} in {self.source}: a record has at least one passage")
-        pivots: set[tuple[int, int]] = set()
-        for view in ("sentence", "token"):
-            for p, positions in nodes[view]:
-                if not positions or any(not 0 <= pos < len(passages[p]) for pos in positions):
-                    raise InputError(
-                        f"document {doc_id!r} in {self.source}: a {view} node's positions {positions} are outside passage {p}"
-                    )
-                if pivots & {(p, pos) for pos in positions}:
-                    raise InputError(
-                        f"document {doc_id!r} in {self.source}: a token of passage {p} belongs to two nodes"
-                    )
-                pivots |= {(p, pos) for pos in positions}
-        return {"passages": passages, "nodes": nodes, "edges": edges}
+        return cut_record(record, self.passages_read, self.graphs, f"document {doc_id!r} in {self.source}")
 
     # --- tokenisation ---------------------------------------------------------------------------------
     def encode(self, queries, doc_ids, docs):
@@ -476,57 +246,15 @@ class MIR(Ranker):
         [SNT]) with ``passage_mask`` [B, P]; per view: ``{view}_tokens`` [B, N, K] (each node's tokens as
         passage * T + position), ``{view}_token_mask``, ``{view}_nodes`` [B, N] (real nodes); per graph: ``{graph}_adj``
         [B, N, N] bool (symmetric, no self loops). ``docs`` (the text) is not read: the graphs hold the tokens."""
-        tok = self.tokenizer
-        q_ids = wordpiece_ids(tok, queries, self.max_query_len)
+        q_ids = wordpiece_ids(self.tokenizer, queries, self.max_query_len)
         records = [self.document(d) for d in doc_ids]
-        max_pos = getattr(self.encoder.config, "max_position_embeddings", 512)
-        length = max(1 + len(q) + len(p) for q, r in zip(q_ids, records) for p in r["passages"])
-        if length > max_pos:
-            raise InputError(
-                f"mir: a passage sequence of {length} tokens (query and [SNT] markers included) exceeds the encoder's "
-                f"{max_pos} positions; build the graph set with a smaller window or lower max_query_len"
-            )
-        n_docs, n_pass = len(records), max(len(r["passages"]) for r in records)
-        shape = (n_docs, n_pass, length)
-        input_ids = torch.full(shape, tok.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros(shape, dtype=torch.long)
-        token_type_ids = torch.zeros(shape, dtype=torch.long)
-        passage_mask = torch.zeros(shape[:2], dtype=torch.bool)
-        for b, (q, record) in enumerate(zip(q_ids, records)):
-            for p, ids in enumerate(record["passages"]):
-                seq = [tok.cls_token_id, *q, *ids]
-                input_ids[b, p, : len(seq)] = torch.tensor(seq)
-                attention_mask[b, p, : len(seq)] = 1
-                token_type_ids[b, p, 1 + len(q) : len(seq)] = 1
-                passage_mask[b, p] = True
-        batch = {
-            "input_ids": input_ids,
-            "attention_mask": attention_mask,
-            "token_type_ids": token_type_ids,
-            "passage_mask": passage_mask,
-        }
+        max_positions = getattr(self.encoder.config, "max_position_embeddings", 512)
+        length = sequence_length(q_ids, records, max_positions)
+        batch = passage_batch(self.tokenizer, q_ids, records, length)
         for view in self.node_views:
-            nodes = [r["nodes"][view] for r in records]
-            n_nodes = max(1, max(map(len, nodes)))
-            width = max(1, max((len(pos) for doc in nodes for _, pos in doc), default=1))
-            tokens = torch.zeros(n_docs, n_nodes, width, dtype=torch.long)
-            token_mask = torch.zeros(n_docs, n_nodes, width, dtype=torch.bool)
-            for b, (q, doc) in enumerate(zip(q_ids, nodes)):
-                for i, (p, positions) in enumerate(doc):
-                    # a passage node is its [CLS] (position 0); the others sit after [CLS] and the query
-                    seq_positions = [0] if view == "passage" else [1 + len(q) + pos for pos in positions]
-                    tokens[b, i, : len(seq_positions)] = torch.tensor(seq_positions) + p * length
-                    token_mask[b, i, : len(seq_positions)] = True
-            batch[f"{view}_tokens"], batch[f"{view}_token_mask"] = tokens, token_mask
-            batch[f"{view}_nodes"] = token_mask[..., 0]
+            batch.update(node_batch(view, q_ids, records, length))
         for graph in self.graphs:
-            n_nodes = batch[f"{GRAPH_VIEW[graph]}_nodes"].shape[1]
-            adj = torch.zeros(n_docs, n_nodes, n_nodes, dtype=torch.bool)
-            for b, record in enumerate(records):
-                if record["edges"][graph]:
-                    i, j = torch.tensor(record["edges"][graph]).T
-                    adj[b, i, j] = adj[b, j, i] = True
-            batch[f"{graph}_adj"] = adj
+            batch[f"{graph}_adj"] = adjacency_batch(graph, records, batch[f"{GRAPH_VIEW[graph]}_nodes"].shape[1])
         return batch
 
     @property
@@ -567,19 +295,9 @@ class MIR(Ranker):
             view: NodeIndex(nodes[f"{view}_tokens"], nodes[f"{view}_token_mask"], nodes[f"{view}_nodes"], rank, length)
             for view in self.node_views
         }
-        adjacency = {}
-        for graph in self.graphs:
-            mask = index[GRAPH_VIEW[graph]].mask
-            adj = mask[:, :, None] & mask[:, None, :] if self.fully_connected else nodes[f"{graph}_adj"]
-            adjacency[graph] = adj & ~torch.eye(adj.shape[-1], dtype=torch.bool, device=adj.device)
+        adjacency = self._adjacency(index, nodes)
         if self.graphs and self.fuse:
-            # the pivot tokens of the graphs' views, once: which packed token each is and which node it belongs to
-            offsets = [0]
-            for graph in self.graphs[:-1]:
-                b, n = index[GRAPH_VIEW[graph]].shape
-                offsets.append(offsets[-1] + b * n)
-            pivot_tokens = torch.cat([index[GRAPH_VIEW[g]].tokens for g in self.graphs])
-            pivot_nodes = torch.cat([index[GRAPH_VIEW[g]].nodes + o for g, o in zip(self.graphs, offsets)])
+            pivot_tokens, pivot_nodes = self._pivots(index)
         layers = encoder_layers(self.encoder)
         graph_states: dict[str, torch.Tensor] = {}
         for i, layer in enumerate(layers):
@@ -604,6 +322,26 @@ class MIR(Ranker):
             view: (graphed[view] if view in graphed else index[view].states(states), index[view].mask)
             for view in self.views
         }
+
+    def _adjacency(self, index: dict[str, NodeIndex], nodes: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Each graph's [B, N, N] edges without self loops (all of a document's nodes with ``fully_connected``)."""
+        adjacency = {}
+        for graph in self.graphs:
+            mask = index[GRAPH_VIEW[graph]].mask
+            adj = mask[:, :, None] & mask[:, None, :] if self.fully_connected else nodes[f"{graph}_adj"]
+            adjacency[graph] = adj & ~torch.eye(adj.shape[-1], dtype=torch.bool, device=adj.device)
+        return adjacency
+
+    def _pivots(self, index: dict[str, NodeIndex]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The pivot tokens of the graphs' views, once: which packed token each is and which node (numbered across
+        the graphs' views in order) it belongs to."""
+        offsets = [0]
+        for graph in self.graphs[:-1]:
+            b, n = index[GRAPH_VIEW[graph]].shape
+            offsets.append(offsets[-1] + b * n)
+        pivot_tokens = torch.cat([index[GRAPH_VIEW[g]].tokens for g in self.graphs])
+        pivot_nodes = torch.cat([index[GRAPH_VIEW[g]].nodes + o for g, o in zip(self.graphs, offsets)])
+        return pivot_tokens, pivot_nodes
 
     # --- multi-view aggregation (Sec. 3.5) -----------------------------------------------------------
     def pool_views(self, states: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
