@@ -64,155 +64,57 @@ Quick-Start; read, not copied):
   truncated to ``max_query_len`` = 20, duplicates kept (a repeated term counts twice); out-of-vocabulary
   terms score 0 and are left out. ``query_term_weights: idf`` multiplies each term's score by its IDF.
 
-Impact index (the ``impact_index`` artifact, scope ``fold``): s_{t,d} of the fold's trained model for every
-term of every query in the collection (no labels) against **every document of the collection**. Latent
-scores can be negative, and an inverted index treats a missing entry as 0; so each term's row stores
-s_{t,d} − floor_t, floor_t = min over the collection's documents, which is ≥ 0 and 0 for the term's worst
-document: a query's sum of rows is its model score minus Σ floor_t, a constant per query (same ranking),
-and a document a pruned row left out counts as the term's worst. ``impact.json``'s ``term_floors`` gives the
-floors back: Σ_t (row_t[d] + floor_t) is the model's score exactly (unpruned). ``impact_depth`` keeps each
-term's top documents only (null: all). When an unpruned index is attached (reranking), ``score_pairs``
-reads scores from it instead of re-encoding documents: the same numbers, without the Conformer.
+Impact index: see :mod:`longrank.models.ndrm_impact`.
 """
 
 from __future__ import annotations
 
-import json
-import time
 from collections import Counter
-from pathlib import Path
 
-import numpy as np
 import torch
-from tqdm import tqdm
 from torch import nn
 from torch.nn import functional as F
 
-from longrank.data import word2vec as word2vec_stage
-from longrank.data.words import OOV, PAD, TEXT_PROCESSING, Vocabulary, analyzer
+from longrank.data.words import OOV, PAD, TEXT_PROCESSING, analyzer
 from longrank.data.words import query_terms as split_query
-from longrank.io import InputError, read_tsv_dict, write_json
+from longrank.io import InputError
 from longrank.models.base import Ranker, config_keys, split_config
 from longrank.models.modules.conformer import ConformerLayer
 from longrank.models.modules.positions import sinusoidal_positions
-from longrank.models.modules.word_embedder import WORD2VEC, WordEmbedder, word2vec_path
+from longrank.models.modules.windowed_kernel_pooling import (  # LOG_EPS and kernel_pooling: NDRM's, re-exported
+    LOG_EPS as LOG_EPS,
+    aligned_length,
+    term_kernels,
+    windowed_kernel_pooling,
+)
+from longrank.models.modules.windowed_kernel_pooling import kernel_pooling as kernel_pooling
+from longrank.models.modules.word_embedder import WordEmbedder
+from longrank.models.ndrm_impact import impact_scores, read_exact_index, write_impact_index
+from longrank.models.ndrm_terms import IDF_FORMULAS, ExplicitMatch, ndrm_idf, ndrm_kernels, processed_embedder
 
 VARIANTS = ("ndrm1", "ndrm2", "ndrm3")
-IMPACT_FORMAT = "longrank-impact/1"
-LOG_EPS = 1e-6  # window features: log(kernel sum + 1e-6)
-SCALE_EPS = 1e-6  # Eq. 4's ε, in BatchScale and in the denominator
 KERNEL_BUDGET = 1 << 24  # elements of one [docs, terms, kernels, length] block when scoring many terms
-IDF_FORMULAS = ("smoothed", "clipped")
 DOC_MARKERS = ("<S>", "</S>")  # the authors' document start and end tokens (ids past the vocabulary's, own rows)
 
 
-def ndrm_idf(vocab: Vocabulary, formula: str = "smoothed") -> torch.Tensor:
-    """NDRM2's IDF per vocabulary id: ``smoothed`` log((N − df + 0.5) / (df + 0.5) + 1) (``Vocabulary.idf``, the
-    other kernel models' and BM25's, never negative) or ``clipped`` max(log((N − df + 0.5) / (df + 0.5)), 0), the
-    authors' code's (0 for a term in half the documents or more); 0 for padding either way."""
-    if formula not in IDF_FORMULAS:
-        raise InputError(f"idf_formula: {formula!r} is not one of {list(IDF_FORMULAS)}")
-    if formula == "smoothed":
-        return vocab.idf()
-    df = torch.tensor(vocab.doc_freq, dtype=torch.float64)
-    idf = torch.clamp(torch.log((vocab.num_docs - df + 0.5) / (df + 0.5)), min=0.0).float()
-    idf[PAD] = 0.0
-    return idf
+def _check_choices(variant: str, text_processing: str, idf_formula: str) -> None:
+    if variant not in VARIANTS:
+        raise InputError(f"variant: {variant!r} is not one of {list(VARIANTS)}")
+    if text_processing not in TEXT_PROCESSING:
+        raise InputError(f"text_processing: {text_processing!r} is not one of {list(TEXT_PROCESSING)}")
+    if idf_formula not in IDF_FORMULAS:
+        raise InputError(f"idf_formula: {idf_formula!r} is not one of {list(IDF_FORMULAS)}")
 
 
-def ndrm_kernels(n_kernels: int = 10, sigma: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
-    """NDRM's RBF kernels: mu_i = 1 − 2i/K (i = 0..K−1), every sigma ``sigma`` (see the module docstring).
-    The keyword defaults are the config defaults (the paper's 10 kernels)."""
-    if n_kernels < 1:
-        raise InputError(f"n_kernels: must be a positive integer, got {n_kernels}")
-    return torch.tensor([1.0 - 2.0 * i / n_kernels for i in range(n_kernels)]), torch.full((n_kernels,), float(sigma))
-
-
-def term_kernels(cosine: torch.Tensor, d_mask: torch.Tensor, mu: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-    """RBF kernels of each query term's row: cosine [D, T, L], document mask [D, L] -> [D, T, K, L], exactly 0 at
-    padding. The [D, T, K, L] block is the largest tensor of NDRM1 (and of building an impact index), so padding is
-    given a cosine no kernel reaches (exp underflows to 0) rather than masked in another pass over it, and
-    without autograd the block is computed in place (2x faster on CPU)."""
-    far = 2.0 + 40.0 * float(sigma.max())  # exp(-(40 sigma)^2 / (2 sigma^2)) = exp(-800) = 0
-    x = cosine.masked_fill(d_mask[:, None, :] == 0, far)[:, :, None, :] - mu[:, None]
-    scale = -0.5 / sigma[:, None] ** 2
-    if x.requires_grad:
-        return torch.exp(x.square() * scale)
-    return x.square_().mul_(scale).exp_()
-
-
-# ---- windowed kernel pooling ------------------------------------------------------------------------------
-
-
-def window_count(lengths: torch.Tensor, window: int, stride: int) -> torch.Tensor:
-    """Windows of a document of ``lengths`` terms: starts 0, stride, ... until one reaches the end; >= 1."""
-    extra = torch.clamp(lengths - window, min=0)
-    return 1 + torch.div(extra + stride - 1, stride, rounding_mode="floor")
-
-
-def aligned_length(length: int, window: int, stride: int) -> int:
-    """The length the windows of a ``length``-term sequence span: the last one ends there (>= length)."""
-    return (int(window_count(torch.tensor(length), window, stride)) - 1) * stride + window
-
-
-def kernel_pooling(kernels: torch.Tensor) -> torch.Tensor:
-    """Plain kernel pooling of one query term's row: [..., K, L] activations -> [..., K] log(Σ_L + 1e-6)."""
-    return torch.log(kernels.sum(dim=-1) + LOG_EPS)
-
-
-def windowed_kernel_pooling(
-    kernels: torch.Tensor, lengths: torch.Tensor, window: int, stride: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Kernel pooling per window: [..., K, L] activations (zero at padding) and document lengths (broadcastable
-    to the leading dims) -> features [..., J, K] = log(window sum + 1e-6) and valid [..., J] (windows that start
-    inside the document; see ``window_count``). A document shorter than ``window`` has one window whose
-    features are ``kernel_pooling``'s. Windows are summed directly (no running sums: no cancellation noise)."""
-    length = kernels.shape[-1]
-    n_windows = 1 + max(0, -(-(length - window) // stride))
-    missing = aligned_length(length, window, stride) - length
-    padded = F.pad(kernels, (0, missing)) if missing else kernels  # NDRM pads the (K times smaller) cosines instead
-    sums = padded.unfold(-1, window, stride).sum(dim=-1)  # [..., K, J]
-    valid = torch.arange(n_windows, device=kernels.device) < window_count(lengths, window, stride)[..., None]
-    return torch.log(sums + LOG_EPS).transpose(-1, -2), valid
-
-
-# ---- Eq. 4 ------------------------------------------------------------------------------------------------
-
-
-class BatchScale(nn.Module):
-    """BS(x) = x / (E[x] + ε) (Eq. 4), E[x] the cumulative mean over training batches (module docstring)."""
-
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("mean", torch.ones(()))
-        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        if self.training:
-            values = x.detach() if mask is None else x.detach()[mask.bool()]
-            if values.numel():
-                total = self.count + values.numel()
-                self.mean.copy_((self.mean.double() * self.count + values.double().sum()) / total)
-                self.count.copy_(total)
-        return x / (self.mean + SCALE_EPS)
-
-
-class ExplicitMatch(nn.Module):
-    """NDRM2's term score (Eq. 4); w_dlen and b_dlen are its only parameters."""
-
-    def __init__(self):
-        super().__init__()
-        self.scale_tf, self.scale_dlen = BatchScale(), BatchScale()
-        self.w_dlen = nn.Parameter(torch.tensor(1.0))
-        self.b_dlen = nn.Parameter(torch.tensor(0.0))
-
-    def forward(
-        self, tf: torch.Tensor, dlen: torch.Tensor, idf: torch.Tensor, mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """tf [D, T], dlen [D], idf [D or 1, T], mask [D, T] (real query terms, for the TF statistics) -> [D, T]."""
-        tf = self.scale_tf(tf, mask)
-        saturation = torch.relu(self.w_dlen * self.scale_dlen(dlen) + self.b_dlen)[:, None]
-        return idf * tf / (tf + saturation + SCALE_EPS)
+def _check_sizes(impact_depth: int | None, **sizes: int) -> None:
+    """Positive sizes (``n_layers`` may be 0: no Conformer layer; ``impact_depth`` null: every document)."""
+    for key, value in sizes.items():
+        if int(value) < 1 and not (key == "n_layers" and value == 0):
+            raise InputError(f"{key}: must be a positive integer, got {value!r}")
+    if impact_depth is not None and int(impact_depth) < 1:
+        raise InputError(
+            f"impact_depth: must be a positive integer or null (keep every document), got {impact_depth!r}"
+        )
 
 
 class NDRM(Ranker):
@@ -246,26 +148,16 @@ class NDRM(Ranker):
         per vocabulary id (``ndrm_idf`` of ``idf_formula``, which ``from_config`` applies). ``text_processing`` must
         be the processing ``embedder``'s vocabulary was built with (``from_config`` builds it so)."""
         super().__init__()
-        if variant not in VARIANTS:
-            raise InputError(f"variant: {variant!r} is not one of {list(VARIANTS)}")
-        if text_processing not in TEXT_PROCESSING:
-            raise InputError(f"text_processing: {text_processing!r} is not one of {list(TEXT_PROCESSING)}")
-        if idf_formula not in IDF_FORMULAS:
-            raise InputError(f"idf_formula: {idf_formula!r} is not one of {list(IDF_FORMULAS)}")
-        for key, value in (
-            ("hidden_dim", hidden_dim),
-            ("n_layers", n_layers),
-            ("max_query_len", max_query_len),
-            ("max_doc_len", max_doc_len),
-            ("pool_window", pool_window),
-            ("pool_stride", pool_stride),
-        ):
-            if int(value) < 1 and not (key == "n_layers" and value == 0):
-                raise InputError(f"{key}: must be a positive integer, got {value!r}")
-        if impact_depth is not None and int(impact_depth) < 1:
-            raise InputError(
-                f"impact_depth: must be a positive integer or null (keep every document), got {impact_depth!r}"
-            )
+        _check_choices(variant, text_processing, idf_formula)
+        _check_sizes(
+            impact_depth,
+            hidden_dim=hidden_dim,
+            n_layers=n_layers,
+            max_query_len=max_query_len,
+            max_doc_len=max_doc_len,
+            pool_window=pool_window,
+            pool_stride=pool_stride,
+        )
         self.embedder, self.variant = embedder, variant
         self.max_query_len, self.max_doc_len = max_query_len, max_doc_len
         self.pool_window, self.pool_stride, self.impact_depth = pool_window, pool_stride, impact_depth
@@ -278,24 +170,7 @@ class NDRM(Ranker):
         self.register_buffer("idf", idf, persistent=False)
         self._impact: dict | None = None
         if self.latent:
-            layer_keys = {**config_keys(ConformerLayer), **conformer}
-            dim = embedder.dim
-            self.project = nn.Identity() if dim == hidden_dim else nn.Linear(dim, hidden_dim)
-            self.query_proj = nn.Linear(hidden_dim, hidden_dim)
-            nn.init.eye_(self.query_proj.weight)
-            nn.init.zeros_(self.query_proj.bias)
-            self.position_dropout = nn.Dropout(layer_keys["dropout"])
-            if self.doc_markers:  # the authors' <S>, </S> rows: zeros at the start, trained with the embeddings
-                self.markers = nn.Embedding(len(DOC_MARKERS), dim)
-                nn.init.zeros_(self.markers.weight)
-            self.encoder = nn.ModuleList(ConformerLayer(hidden_dim, n_heads, **conformer) for _ in range(n_layers))
-            self.mix = nn.Linear(2, 1)
-            with torch.no_grad():
-                self.mix.weight.fill_(0.5)
-                self.mix.bias.zero_()
-            self.window_scorer = nn.Sequential(
-                nn.Linear(len(mu), hidden_dim), nn.ReLU(), nn.Dropout(layer_keys["dropout"]), nn.Linear(hidden_dim, 1)
-            )
+            self._add_latent_model(embedder.dim, hidden_dim, n_heads, n_layers, conformer, n_kernels=len(mu))
         else:
             embedder.embedding.weight.requires_grad_(False)  # NDRM2 reads token ids only
         if self.explicit_match:
@@ -307,6 +182,28 @@ class NDRM(Ranker):
                 self.combine.weight.fill_(1.0)
                 self.combine.bias.zero_()
 
+    def _add_latent_model(
+        self, dim: int, hidden_dim: int, n_heads: int, n_layers: int, conformer: dict, n_kernels: int
+    ) -> None:
+        """NDRM1's layers (module docstring): projections, Conformer encoder, raw/contextual mix, window scorer."""
+        layer_keys = {**config_keys(ConformerLayer), **conformer}
+        self.project = nn.Identity() if dim == hidden_dim else nn.Linear(dim, hidden_dim)
+        self.query_proj = nn.Linear(hidden_dim, hidden_dim)
+        nn.init.eye_(self.query_proj.weight)
+        nn.init.zeros_(self.query_proj.bias)
+        self.position_dropout = nn.Dropout(layer_keys["dropout"])
+        if self.doc_markers:  # the authors' <S>, </S> rows: zeros at the start, trained with the embeddings
+            self.markers = nn.Embedding(len(DOC_MARKERS), dim)
+            nn.init.zeros_(self.markers.weight)
+        self.encoder = nn.ModuleList(ConformerLayer(hidden_dim, n_heads, **conformer) for _ in range(n_layers))
+        self.mix = nn.Linear(2, 1)
+        with torch.no_grad():
+            self.mix.weight.fill_(0.5)
+            self.mix.bias.zero_()
+        self.window_scorer = nn.Sequential(
+            nn.Linear(n_kernels, hidden_dim), nn.ReLU(), nn.Dropout(layer_keys["dropout"]), nn.Linear(hidden_dim, 1)
+        )
+
     @classmethod
     def from_config(cls, params, corpus):
         embedder_keys, conformer_keys, kernel_keys, own = split_config(
@@ -314,43 +211,9 @@ class NDRM(Ranker):
         )
         defaults = config_keys(cls.__init__)
         processing = own.get("text_processing", defaults["text_processing"])
-        if processing == "words":
-            embedder = WordEmbedder.for_corpus(
-                corpus, **embedder_keys
-            )  # resolves ``embeddings: word2vec`` (the paper's)
-        else:
-            # the vocabulary is read with the filters already: not cut again (a cut would drop the query words kept
-            # beyond it, whose document frequency is not 0)
-            keys = {**embedder_keys, "min_doc_freq": 1, "max_vocabulary": None}
-            if keys.get("embeddings") == WORD2VEC:
-                keys["embeddings"] = str(word2vec_path(corpus.dir))
-            embedder = WordEmbedder(cls.processed_vocabulary(corpus, processing, embedder_keys), **keys)
+        embedder = processed_embedder(corpus, processing, embedder_keys)
         idf = ndrm_idf(embedder.vocab, own.get("idf_formula", defaults["idf_formula"]))
         return cls(embedder, *ndrm_kernels(**kernel_keys), idf, conformer=conformer_keys, **own)
-
-    @staticmethod
-    def processed_vocabulary(corpus, processing: str, embedder_keys: dict) -> Vocabulary:
-        """The vocabulary of ``processing``'s terms (stems, for ``ck``), its ``analyze`` that processing. With
-        ``embeddings: word2vec`` it is read from the word2vec stage's document frequencies, which must have been
-        counted with the same processing (``word2vec.json`` says which); otherwise it is counted here over the
-        collection's documents (a pass over them: fine for a small collection, use word2vec on a large one)."""
-        analyze = analyzer(processing)
-        queries = read_tsv_dict(Path(corpus.dir) / "queries.tsv").values()
-        limits = (embedder_keys.get("min_doc_freq", 1), embedder_keys.get("max_vocabulary"))
-        if embedder_keys.get("embeddings") != WORD2VEC:
-            return Vocabulary.build(corpus.docs.values(), queries, *limits, analyze=analyze)
-        directory = word2vec_path(corpus.dir).parent
-        meta_path = directory / word2vec_stage.META_FILE
-        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-        if meta.get("processing", "words") != processing:
-            raise InputError(
-                f"ndrm: text_processing: {processing} needs word vectors of {processing} terms, but "
-                f"{directory / word2vec_stage.FILE_NAME} was trained on {meta.get('processing', 'words')!r} terms "
-                f"({meta_path}); set the config's word2vec.processing: {processing} and rerun the word2vec stage"
-            )
-        return Vocabulary.load(
-            directory / word2vec_stage.DOC_FREQ_FILE, corpus.stats["num_docs"], queries, *limits, analyze=analyze
-        )
 
     @classmethod
     def artifacts(cls, params):
@@ -519,12 +382,12 @@ class NDRM(Ranker):
 
     def score_pairs(self, queries, doc_ids, docs):
         if self._impact is not None:
-            scores = self._impact_scores(queries, doc_ids)
+            scores = impact_scores(self._impact, self.query_terms, queries, doc_ids)
             if scores is not None:
                 return scores.to(self.device)
         return super().score_pairs(queries, doc_ids, docs)
 
-    # ---- the impact index (fold artifact) ---------------------------------------------------------------
+    # ---- the impact index (fold artifact; models/ndrm_impact.py) ----------------------------------------
     def build_artifacts(self, scope, corpus, doc_ids, out_dir, *, batch_size=32):
         """Write the impact index of this (fold-trained) model: ``impact.npz`` (scipy.sparse CSR float32,
         [n_terms, n_docs], row t = s_{t,d} − floor_t for the term's top ``impact_depth`` documents, all if
@@ -534,102 +397,10 @@ class NDRM(Ranker):
         retrieves from all of them. The terms are the processed terms of all of ``corpus.queries`` (no labels)."""
         if scope != "fold":
             raise InputError(f"NDRM declares no {scope!r} artifacts to build (its impact index is per fold)")
-        from scipy import sparse
-
-        started = time.perf_counter()
-        all_docs = sorted(corpus.docs)
-        per_query = {qid: self.query_terms(text) for qid, text in sorted(corpus.queries.items())}
-        terms = sorted({t for ts in per_query.values() for t in ts})
-        values, columns, floors = self._impact_rows(terms, [corpus.docs[d] for d in all_docs], batch_size)
-        shifted = (values.astype(np.float64) - floors[:, None]).astype(np.float32)
-        keep = shifted > 0  # an entry at its term's floor is what a missing entry means
-        rows = np.broadcast_to(np.arange(len(terms))[:, None], shifted.shape)
-        matrix = sparse.csr_matrix(
-            (shifted[keep], (rows[keep], columns[keep])), shape=(len(terms), len(all_docs)), dtype=np.float32
-        )
-        sparse.save_npz(Path(out_dir) / "impact.npz", matrix)
-        write_json(
-            Path(out_dir) / "impact.json",
-            {
-                "format": IMPACT_FORMAT,
-                "terms": terms,
-                "doc_ids": all_docs,
-                "impact_depth": self.impact_depth,
-                "term_floors": [float(f) for f in floors],
-                "build_seconds": time.perf_counter() - started,
-                "query_terms": per_query,
-            },
-        )
-
-    def _impact_rows(
-        self, terms: list[str], docs: list[str], batch_size: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Stream the collection in batches: each term's kept scores [T, k] with their document columns, and
-        each term's minimum over all documents [T] (float64)."""
-        n_terms = len(terms)
-        floors = np.full(n_terms, np.inf)
-        values = [np.zeros((n_terms, 0), dtype=np.float32)]
-        columns = [np.zeros((n_terms, 0), dtype=np.int64)]
-        for start in tqdm(
-            range(0, len(docs), batch_size), desc=f"impact index ({n_terms} terms)", unit="batch", mininterval=5
-        ):
-            scores = self.term_scores(terms, [], docs[start : start + batch_size], batch_size).numpy()  # [T, D]
-            floors = np.minimum(floors, scores.min(axis=1, initial=np.inf))
-            values.append(scores)
-            columns.append(np.broadcast_to(np.arange(start, start + scores.shape[1]), scores.shape))
-            if self.impact_depth is not None:  # keep at most depth + one batch per term in memory
-                kept, where = np.concatenate(values, axis=1), np.concatenate(columns, axis=1)
-                # highest first, earlier documents first among ties (a stable sort): the same for any batch size
-                order = np.argsort(-kept, axis=1, kind="stable")[:, : self.impact_depth]
-                values, columns = [np.take_along_axis(kept, order, axis=1)], [np.take_along_axis(where, order, axis=1)]
-        return (
-            np.concatenate(values, axis=1),
-            np.concatenate(columns, axis=1),
-            np.where(np.isfinite(floors), floors, 0.0),
-        )
+        write_impact_index(self, corpus, out_dir, batch_size)
 
     def attach_artifacts(self, directory):
         """Reranking with the fold's impact index attached: an unpruned index holds every s_{t,d} of the
         collection, so ``score_pairs`` reads them (Σ_t row_t[d] + floor_t) instead of running the Conformer; a
         pruned one cannot give exact scores, and the model scores from its weights."""
-        directory = Path(directory)
-        try:
-            meta = json.loads((directory / "impact.json").read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise InputError(
-                f"{directory} holds no readable NDRM impact index (impact.json: {err}); rebuild the artifacts"
-            ) from None
-        if meta.get("format") != IMPACT_FORMAT:
-            raise InputError(f"{directory / 'impact.json'}: format {meta.get('format')!r}, expected {IMPACT_FORMAT!r}")
-        if meta["impact_depth"] is not None:
-            self._impact = None
-            return
-        from scipy import sparse
-
-        self._impact = {
-            "terms": {t: i for i, t in enumerate(meta["terms"])},
-            "docs": {d: j for j, d in enumerate(meta["doc_ids"])},
-            "floors": np.asarray(meta["term_floors"], dtype=np.float64),
-            "matrix": sparse.load_npz(directory / "impact.npz").tocsr(),
-        }
-
-    def _impact_scores(self, queries: list[str], doc_ids: list[str]) -> torch.Tensor | None:
-        """Σ over the query's terms of (stored entry + floor) per pair, or None if a term or document is not indexed."""
-        index = self._impact
-        rows, columns, pairs = [], [], []
-        for i, (query, doc_id) in enumerate(zip(queries, doc_ids)):
-            column = index["docs"].get(doc_id)
-            term_rows = [index["terms"].get(t) for t in self.query_terms(query)]
-            if column is None or None in term_rows:
-                return None
-            rows += term_rows
-            columns += [column] * len(term_rows)
-            pairs += [i] * len(term_rows)
-        values = (
-            np.asarray(index["matrix"][rows, columns], dtype=np.float64).ravel() + index["floors"][rows]
-            if rows
-            else np.zeros(0)
-        )
-        return torch.from_numpy(
-            np.bincount(np.asarray(pairs, dtype=np.int64), weights=values, minlength=len(queries)).astype(np.float32)
-        )
+        self._impact = read_exact_index(directory)
