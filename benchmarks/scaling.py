@@ -66,7 +66,7 @@ RELEVANT_PER_QUERY = (1, 3)
 DISTRACTORS_PER_QUERY = (3, 8)
 OCCURRENCES = (1, 3)
 
-# The word models' vocabulary caps of the TREC DL configs (config/trec-dl-2019.yaml, models.knrm), which the
+# The word models' vocabulary caps of the TREC DL configs (config/trec-dl.yaml, models.knrm), which the
 # benchmark's KNRM uses so that its train and rerank memory is the full-scale setting's (a test checks they agree).
 MIN_DOC_FREQ, MAX_VOCABULARY = 5, 1_000_000
 
@@ -240,7 +240,7 @@ def stage_commands(
 ) -> list[tuple[str, list[str]]]:
     """Each stage's command line as its rule writes it (workflow/rules/{data,candidates,train,rerank,evaluate}.smk),
     with the config's defaults (config/config.yaml: query_formulation full, holdout splits 0.15 / 0.35, seed 0;
-    the bm25 first stage with schema.yaml's defaults, top 100; rerank_depth 100)."""
+    the bm25 first stage with the schema's defaults, top 100; rerank_depth 100)."""
     py = [sys.executable, "-m", "longrank"]
     dataset = {
         "name": "synthetic",

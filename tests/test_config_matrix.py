@@ -1,6 +1,9 @@
-"""Every config in config/ and every documented combination of them builds its DAG: `snakemake -n` over the
-default config, without the data (an empty IR_DATASETS_HOME; local collections as empty placeholder files),
-so that a config nobody has run yet still parses, validates and resolves every rule's inputs."""
+"""Every config under config/ builds its DAG over the bases its first line names (``# Overlay over: ...``,
+longrank.config_files), and so does every combination the README, docs/ and the configs' comments document:
+`snakemake -n` over the default config, without the data (an empty IR_DATASETS_HOME; local collections as empty
+placeholder files), so that a config nobody has run yet still parses, validates and resolves every rule's inputs.
+The combinations come from the headers and the documents, never from a hand list: a new overlay is in the matrix
+once its header is written, and an overlay without one, or naming a base that does not exist, fails here."""
 
 from __future__ import annotations
 
@@ -18,44 +21,35 @@ import yaml
 
 from conftest import REPO
 from longrank.config import resolve_likes, validate_config
+from longrank.config_files import DEFAULT_CONFIG, check_order, configfiles, merged, overlays, read_overlay
 from longrank.entries import document_budget
 from longrank.io import InputError
 
 CONFIG = REPO / "config"
-NOT_VARIANTS = {"config.yaml", "schema.yaml"}  # the default every run merges over, and the schema
+OVERLAYS = {overlay.path: overlay for overlay in overlays()}  # a missing header or base fails collection, naming it
 
-# The combinations the README and the configs' header comments document (`--configfile` lines), each merged
-# over config/config.yaml in this order. () is the default config alone. A new config must be added here
-# (test_every_config_is_dry_run) and so must a newly documented combination (test_documented_combinations_are_listed).
-COMBINATIONS: list[tuple[str, ...]] = [
-    (),
-    ("irled.yaml",),
-    ("tkl.yaml",),
-    ("audit.yaml",),
-    ("encoder-recipes.yaml",),
-    ("mores.yaml",),
-    ("ndrm.yaml",),
-    ("trec-dl-2019.yaml",),
-    ("trec-dl-2020.yaml",),
-    ("tkl.yaml", "mores.yaml"),
-    ("irled.yaml", "tkl.yaml"),
-    ("irled.yaml", "mores.yaml"),
-    ("irled.yaml", "encoder-recipes.yaml"),
-    ("irled.yaml", "tkl.yaml", "mores.yaml"),
-    ("irled.yaml", "irled-ndrm.yaml"),
-    ("pretrain.yaml",),
-    ("irled.yaml", "pretrain.yaml", "irled-pretrain.yaml"),
-    ("hdct.yaml",),
-    ("pretrain.yaml", "hdct.yaml"),
-    ("irled.yaml", "hdct.yaml", "irled-hdct.yaml"),
-    ("irled.yaml", "pretrain.yaml", "irled-pretrain.yaml", "hdct.yaml", "irled-hdct.yaml"),
-    ("mir.yaml",),
-    ("irled.yaml", "mir.yaml"),
-    ("irled.yaml", "irled-mir.yaml"),
-    ("irled.yaml", "irled-mir.yaml", "mir.yaml"),
-    ("irled.yaml", "irled-mir-cpu.yaml"),
-    ("irled.yaml", "mir.yaml", "irled-mir-cpu.yaml"),
-]
+
+def documented_combinations() -> dict[tuple[str, ...], str]:
+    """Every `--configfile config/a.yaml config/studies/b.yaml ...` in the README, docs/ (the studies' commands),
+    config/README.md, the configs' comments and the profiles, with the first file that writes it."""
+    found = {}
+    documents = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")), *sorted(CONFIG.rglob("*.md"))]
+    for path in [*documents, *sorted(CONFIG.rglob("*.yaml")), *sorted((REPO / "profiles").rglob("*.yaml"))]:
+        for match in re.finditer(r"--configfile((?:\s+config/[\w./-]+\.yaml)+)", path.read_text()):
+            combo = tuple(match.group(1).split())
+            if set(combo) - {DEFAULT_CONFIG}:
+                found.setdefault(combo, str(path.relative_to(REPO)))
+    return found
+
+
+# The default alone, each runnable overlay over its stated bases (a base only, config/trec-dl.yaml, runs under the
+# overlays over it), then each documented combination; each a `--configfile` line merged over config/config.yaml.
+DOCUMENTED = documented_combinations()
+COMBINATIONS: list[tuple[str, ...]] = list(
+    dict.fromkeys(
+        [(), *(configfiles(path) for path, overlay in OVERLAYS.items() if not overlay.base_only), *DOCUMENTED]
+    )
+)
 
 
 def combo_id(combo: tuple[str, ...]) -> str:
@@ -63,25 +57,14 @@ def combo_id(combo: tuple[str, ...]) -> str:
 
 
 def merged_config(combo: tuple[str, ...]) -> dict:
-    """The config Snakemake sees: each --configfile merged recursively over config/config.yaml."""
-
-    def update(base: dict, new: dict) -> None:
-        for key, value in new.items():
-            if isinstance(value, dict) and isinstance(base.get(key), dict):
-                update(base[key], value)
-            else:
-                base[key] = value
-
-    config: dict = {}
-    for name in ("config.yaml", *combo):
-        update(config, yaml.safe_load((CONFIG / name).read_text()) or {})
-    return config
+    """The config Snakemake sees for ``--configfile *combo`` (config_files.merged: Snakemake's own merge)."""
+    return merged(combo)
 
 
 def placeholder_collection(workdir: Path, combo: tuple[str, ...]) -> None:
     """A local collection's files are inputs of the data rule: empty files stand in for them (a dry run
     never reads them). Paths are relative to the working directory, as a user's run resolves them."""
-    dataset = validate_config(merged_config(combo), str(CONFIG / "schema.yaml"))["dataset"]
+    dataset = validate_config(merged_config(combo))["dataset"]
     if dataset.get("source") == "local":
         for key in ("docs", "queries", "qrels"):
             path = Path(dataset[key])
@@ -152,7 +135,7 @@ def prepare(combo: tuple[str, ...], root: Path) -> tuple[str, list[str]]:
     placeholder_collection(workdir, combo)
     argv = ["-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "1", "-n", "--quiet", "rules"]
     if combo:
-        argv += ["--configfile", *(f"config/{c}" for c in combo)]
+        argv += ["--configfile", *combo]
     return str(workdir), argv
 
 
@@ -187,7 +170,7 @@ def dry_runs() -> dict[tuple[str, ...], DryRun]:
 def test_dry_run_builds_the_dag(dry_runs, combo):
     done = dry_runs[combo]
     output = done.output
-    args = " ".join(f"config/{c}" for c in combo) or "(default)"
+    args = " ".join(combo) or "(default)"
     if done.returncode != 0:
         pytest.fail(
             f"snakemake -n --configfile {args} failed (exit {done.returncode}):\n{output[-6000:]}", pytrace=False
@@ -200,30 +183,88 @@ def test_dry_run_builds_the_dag(dry_runs, combo):
     assert totals and totals[0] > 0, f"snakemake -n --configfile {args} planned no jobs:\n{output[-3000:]}"
 
 
-def test_every_config_is_dry_run():
-    listed = {name for combo in COMBINATIONS for name in combo}
-    variants = {p.name for p in CONFIG.glob("*.yaml")} - NOT_VARIANTS
-    assert not variants - listed, f"configs in no combination of COMBINATIONS (add them): {sorted(variants - listed)}"
-    assert not listed - variants, f"COMBINATIONS names configs that do not exist: {sorted(listed - variants)}"
+def test_every_overlays_bases_come_with_their_own_bases_before_them():
+    """A header's list is a whole --configfile line: config/studies/irled-hdct.yaml over config/studies/hdct.yaml
+    names config/irled.yaml too, where hdct's own bases ask for it."""
+    for path in OVERLAYS:
+        check_order(configfiles(path))
 
 
-def documented_combinations() -> dict[tuple[str, ...], str]:
-    """Every `--configfile config/a.yaml config/b.yaml ...` in the README, docs/ (the studies' commands) and the
-    configs' comments."""
-    found = {}
-    for path in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")), *sorted(CONFIG.glob("*.yaml"))]:
-        for match in re.finditer(r"--configfile((?:\s+config/[\w.-]+\.yaml)+)", path.read_text()):
-            combo = tuple(Path(name).name for name in match.group(1).split())
-            if set(combo) - NOT_VARIANTS:
-                found.setdefault(combo, str(path.relative_to(REPO)))
-    return found
+@pytest.mark.parametrize("combo", COMBINATIONS, ids=combo_id)
+def test_each_combination_merges_every_overlay_over_its_bases_and_ends_in_a_run(combo):
+    """No overlay alone without its bases (config/studies/irled-pretrain.yaml alone fails validation), and no
+    command ending in a base only (config/trec-dl.yaml without a year is Cranfield with the papers' settings)."""
+    where = DOCUMENTED.get(combo, "the headers")
+    try:
+        check_order(combo)
+    except InputError as err:
+        pytest.fail(f"{where}: {err}", pytrace=False)
+    assert not combo or not OVERLAYS[combo[-1]].base_only, f"{where}: {combo[-1]} is a base only, not a run"
 
 
-def test_documented_combinations_are_listed():
-    documented = documented_combinations()
-    assert documented, "no `--configfile` line found in README.md, docs/**/*.md or config/*.yaml"
-    missing = {combo: where for combo, where in documented.items() if combo not in COMBINATIONS}
-    assert not missing, f"documented combinations not in COMBINATIONS (add them): {missing}"
+def test_the_documents_write_commands():
+    assert DOCUMENTED, "no `--configfile` line found in README.md, docs/**/*.md or config/**/*.yaml"
+    assert ("config/trec-dl.yaml", "config/trec-dl-2019.yaml") in DOCUMENTED
+
+
+@pytest.mark.parametrize(
+    "header, problem",
+    [
+        ("models: {}", "config/studies/x.yaml, line 1: an overlay's first line names what it is merged over"),
+        ("# Overlay over: config/irled.yaml", "config/studies/x.yaml, line 1: the bases start with config/config.yaml"),
+        (
+            "# Overlay over: config/config.yaml config/irled.yml",
+            "config/studies/x.yaml, line 1: names bases that do not exist: config/irled.yml",
+        ),
+    ],
+)
+def test_an_overlay_without_a_header_or_with_a_missing_base_is_named(tmp_path, header, problem):
+    (tmp_path / "config" / "studies").mkdir(parents=True)
+    (tmp_path / "config/config.yaml").write_text("{}\n")
+    (tmp_path / "config/irled.yaml").write_text("# Overlay over: config/config.yaml\n{}\n")
+    (tmp_path / "config/studies/x.yaml").write_text(f"{header}\nmodels: {{}}\n")
+    with pytest.raises(InputError) as err:
+        overlays(tmp_path)
+    assert problem in str(err.value)
+
+
+def test_a_base_only_is_marked_and_a_line_missing_a_base_is_named():
+    assert OVERLAYS["config/trec-dl.yaml"].base_only and not OVERLAYS["config/irled.yaml"].base_only
+    assert read_overlay("config/studies/irled-pretrain.yaml").bases == (
+        "config/config.yaml",
+        "config/irled.yaml",
+        "config/studies/pretrain.yaml",
+    )
+    with pytest.raises(InputError) as err:
+        check_order(["config/studies/pretrain.yaml", "config/irled.yaml", "config/studies/irled-pretrain.yaml"])
+    assert str(err.value) == (
+        "--configfile config/studies/pretrain.yaml config/irled.yaml config/studies/irled-pretrain.yaml: "
+        "config/studies/irled-pretrain.yaml is merged over config/config.yaml config/irled.yaml "
+        "config/studies/pretrain.yaml, in that order"
+    )
+
+
+def test_config_readmes_table_says_what_each_config_is_merged_over():
+    """config/README.md's table of configs, row by row, against the headers (paths there are relative to config/)."""
+    tabled = {}
+    for line in (CONFIG / "README.md").read_text().splitlines():
+        cells = line.split("|")[1:-1]
+        if len(cells) == 3 and cells[0].strip().startswith("`"):
+            for name in re.findall(r"`([\w./-]+\.yaml)`", cells[0]):
+                tabled[f"config/{name}"] = tuple(
+                    f"config/{base}" for base in " ".join(re.findall(r"`([^`]+)`", cells[1])).split()
+                )
+    stated = {path: overlay.bases for path, overlay in OVERLAYS.items()}
+    assert tabled == {DEFAULT_CONFIG: (), **stated}
+
+
+def test_the_trec_dl_years_differ_only_in_their_judged_queries():
+    """One base (config/trec-dl.yaml) holds the papers' settings; a year adds its collection and nothing else."""
+    years = {year: validate_config(merged_config(configfiles(f"config/trec-dl-{year}.yaml"))) for year in (2019, 2020)}
+    differing = {key for key in years[2019].keys() | years[2020].keys() if years[2019].get(key) != years[2020].get(key)}
+    assert differing == {"dataset"}
+    assert [years[year]["dataset"]["name"] for year in years] == ["trec-dl-2019", "trec-dl-2020"]
+    assert yaml.safe_load((CONFIG / "trec-dl-2019.yaml").read_text()) == {"dataset": "trec-dl-2019"}
 
 
 def test_like_starts_from_the_named_entry_merged_key_by_key_but_not_its_enabled():
@@ -263,13 +304,13 @@ def test_a_bad_like_names_the_key(models, message):
     assert message in str(err.value)
 
 
-@pytest.mark.parametrize("combo", [c for c in COMBINATIONS if "mir.yaml" in c], ids=combo_id)
+@pytest.mark.parametrize("combo", [c for c in COMBINATIONS if "config/studies/mir.yaml" in c], ids=combo_id)
 def test_mir_ablations_differ_from_mir_only_in_the_keys_they_name(combo):
-    """Over any collection's config, each ablation row changes only what config/mir.yaml says it changes (not the
-    document length of another collection), and BERT-MaxP reads as many tokens as MIR."""
-    models = validate_config(merged_config(combo), str(CONFIG / "schema.yaml"))["models"]
+    """Over any collection's config, each ablation row changes only what config/studies/mir.yaml says it changes (not
+    the document length of another collection), and BERT-MaxP reads as many tokens as MIR."""
+    models = validate_config(merged_config(combo))["models"]
     ref = models["mir"]
-    for name, own in yaml.safe_load((CONFIG / "mir.yaml").read_text())["models"].items():
+    for name, own in yaml.safe_load((CONFIG / "studies" / "mir.yaml").read_text())["models"].items():
         if own.get("like") == "mir":
             entry = models[name]
             assert entry["like"] == "mir"
@@ -277,7 +318,9 @@ def test_mir_ablations_differ_from_mir_only_in_the_keys_they_name(combo):
     assert models["bert_maxp128"]["enabled"] and document_budget(models["bert_maxp128"]) == ref["max_doc_tokens"]
 
 
-@pytest.mark.parametrize("combo", [("trec-dl-2019.yaml",), ("trec-dl-2020.yaml",)], ids=combo_id)
+@pytest.mark.parametrize(
+    "combo", [configfiles("config/trec-dl-2019.yaml"), configfiles("config/trec-dl-2020.yaml")], ids=combo_id
+)
 def test_full_scale_entries_rerank_the_configs_depth_not_the_defaults_cpu_sized_one(combo):
     config = merged_config(combo)
     depth = config["rerank_depth"]
@@ -289,10 +332,10 @@ def test_full_scale_entries_rerank_the_configs_depth_not_the_defaults_cpu_sized_
     assert not leaked, f"entries that kept config/config.yaml's rerank_depth over {combo}: {leaked}"
 
 
-@pytest.mark.parametrize("combo", [c for c in COMBINATIONS if "pretrain.yaml" in c], ids=combo_id)
+@pytest.mark.parametrize("combo", [c for c in COMBINATIONS if "config/studies/pretrain.yaml" in c], ids=combo_id)
 def test_each_pretrained_row_is_its_default_entry_with_a_pretraining_block(combo):
-    models = validate_config(merged_config(combo), str(CONFIG / "schema.yaml"))["models"]
-    for name in yaml.safe_load((CONFIG / "pretrain.yaml").read_text())["models"]:
+    models = validate_config(merged_config(combo))["models"]
+    for name in yaml.safe_load((CONFIG / "studies" / "pretrain.yaml").read_text())["models"]:
         entry, default = models[name], models[name.removesuffix("_pretrained")]
         assert entry["train"].pop("pretrain") and entry.pop("like") == name.removesuffix("_pretrained")
         assert entry == default, name

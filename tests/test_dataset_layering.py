@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import snakemake
-from longrank.config import validate_config
+from conftest import REPO, snakemake
+from longrank.config import SCHEMA_PATH, validate_config
+from longrank.config_files import configfiles
 from test_config_matrix import COMBINATIONS, CONFIG, combo_id, merged_config
 
-SCHEMA = str(CONFIG / "schema.yaml")
+SCHEMA = str(SCHEMA_PATH)
+TREC_DL_2019 = configfiles("config/trec-dl-2019.yaml")  # the year over the two years' base, config/trec-dl.yaml
 SCHEMA_DEFAULTS = {
     k: v["default"]
     for k, v in yaml.safe_load(open(SCHEMA))["properties"]["dataset"]["properties"].items()
@@ -53,16 +55,14 @@ def test_each_combination_resolves_to_exactly_its_collections_description(combo)
     )
 
 
-@pytest.mark.parametrize(
-    "combo", [c for c in COMBINATIONS if c and c[0] in ("trec-dl-2019.yaml", "trec-dl-2020.yaml")], ids=combo_id
-)
+@pytest.mark.parametrize("combo", [c for c in COMBINATIONS if c and c[0] == "config/trec-dl.yaml"], ids=combo_id)
 def test_trec_dl_keeps_nists_grades(combo):
     dataset = validate_config(merged_config(combo), SCHEMA)["dataset"]
     assert dataset["gains"] == {} and dataset["exclude_grades"] == [] and dataset["reverses_grades"] is False
     assert dataset["doc_fields"] == ["title", "body"] and dataset["id"].startswith("msmarco-document/trec-dl-")
 
 
-@pytest.mark.parametrize("combo", [c for c in COMBINATIONS if c and c[0] == "irled.yaml"], ids=combo_id)
+@pytest.mark.parametrize("combo", [c for c in COMBINATIONS if c and c[0] == "config/irled.yaml"], ids=combo_id)
 def test_irled_has_its_own_keys_only(combo):
     dataset = validate_config(merged_config(combo), SCHEMA)["dataset"]
     assert {k for k, v in dataset.items() if SCHEMA_DEFAULTS.get(k, object()) != v} == {
@@ -76,7 +76,7 @@ def test_irled_has_its_own_keys_only(combo):
 
 @pytest.mark.parametrize(
     "combo",
-    [c for c in COMBINATIONS if not c or c[0] not in ("irled.yaml", "trec-dl-2019.yaml", "trec-dl-2020.yaml")],
+    [c for c in COMBINATIONS if not c or c[0] not in ("config/irled.yaml", "config/trec-dl.yaml")],
     ids=combo_id,
 )
 def test_cranfield_keeps_its_reversed_map_on_purpose(combo):
@@ -90,7 +90,7 @@ def test_cranfield_keeps_its_reversed_map_on_purpose(combo):
 
 
 @pytest.mark.parametrize(
-    "base", [(), ("irled.yaml",), ("trec-dl-2019.yaml",), ("irled.yaml", "mir.yaml")], ids=combo_id
+    "base", [(), ("config/irled.yaml",), TREC_DL_2019, ("config/irled.yaml", "config/studies/mir.yaml")], ids=combo_id
 )
 def test_a_users_own_collection_gets_none_of_the_base_configs_dataset_keys(base):
     config = merged_config(base)
@@ -101,7 +101,7 @@ def test_a_users_own_collection_gets_none_of_the_base_configs_dataset_keys(base)
 def test_a_description_file_of_the_users_own_is_read_whole(tmp_path, monkeypatch):
     (tmp_path / "mine.yaml").write_text(yaml.safe_dump({**MINE, "gains": {"0": 0, "1": 1, "2": 3, "3": 7}}))
     monkeypatch.chdir(tmp_path)  # relative to the working directory, as Snakemake's
-    config = merged_config(("irled.yaml",))
+    config = merged_config(("config/irled.yaml",))
     config["dataset"] = "mine.yaml"
     assert validate_config(config, SCHEMA)["dataset"] == {
         **SCHEMA_DEFAULTS,
@@ -121,7 +121,7 @@ def snakemake_resolves(tmp_path: Path, *configfiles: Path) -> dict:
 
 
 def test_snakemake_resolves_trec_dl_and_a_users_collection_without_cranfields_keys(tmp_path):
-    trec = snakemake_resolves(tmp_path / "trec", CONFIG / "trec-dl-2019.yaml")["dataset"]
+    trec = snakemake_resolves(tmp_path / "trec", *(REPO / path for path in TREC_DL_2019))["dataset"]
     assert trec == {**SCHEMA_DEFAULTS, **described("trec-dl-2019"), "gains": {}}
     (tmp_path / "mine").mkdir()
     for key in ("docs", "queries", "qrels"):

@@ -43,13 +43,13 @@ import pytest
 import yaml
 
 from longrank.cli import main as longrank
-from longrank.config import validate_config
+from longrank.config import SCHEMA_PATH, validate_config
 from longrank.io import InputError, read_run, write_run
 
 from conftest import REPO, snakemake_command, synthetic_collection, write_local_collection
 
 SPLITS = {"method": "holdout", "dev": 0.25, "test": 0.25}
-SCHEMA = str(REPO / "config" / "schema.yaml")
+SCHEMA = str(SCHEMA_PATH)
 DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 KNRM = {
     "type": "knrm",

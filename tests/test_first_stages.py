@@ -10,13 +10,12 @@ import json
 import ir_datasets
 import pytest
 
-from longrank.config import validate_config
+from longrank.config import SCHEMA_PATH, validate_config
 from longrank.io import InputError, read_run
 from longrank.retrieval import candidates as stage
 
-from conftest import REPO
 
-SCHEMA = str(REPO / "config" / "schema.yaml")
+SCHEMA = str(SCHEMA_PATH)
 BASE = {
     "dataset": {"name": "x", "id": "cranfield"},
     "models": {"knrm": {"type": "knrm"}, "tk": {"type": "tk", "first_stage": "mine"}},

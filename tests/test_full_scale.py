@@ -1,5 +1,5 @@
 """The papers' settings build and train (issue 27): every enabled model of every full-scale config
-(config/trec-dl-2019.yaml, config/trec-dl-2020.yaml, each merged over config/config.yaml as Snakemake merges them)
+(config/trec-dl-2019.yaml, config/trec-dl-2020.yaml, each merged over its bases as Snakemake merges them)
 is built from its resolved entry at the papers' dimensions and takes one training step on CPU.
 
 Why: these configs run on a GPU cluster, and a model that cannot start (a frozen embedding given a learning rate,
@@ -31,8 +31,8 @@ import pytest
 import torch
 from transformers import BertConfig
 
-from test_config_matrix import CONFIG, merged_config
 from longrank.config import validate_config
+from longrank.config_files import configfiles, merged
 from longrank.data.corpus import Corpus
 from longrank.data.words import OOV, PAD, analyzer, count_doc_freq, write_doc_freq
 from longrank.models.modules.encoders import RANDOM_BERT_BASE, bert_base_config
@@ -43,7 +43,7 @@ from longrank.train.sampling import PairSampler
 
 pytestmark = pytest.mark.slow
 
-FULL_SCALE = ("trec-dl-2019.yaml", "trec-dl-2020.yaml")
+FULL_SCALE = ("config/trec-dl-2019.yaml", "config/trec-dl-2020.yaml")
 BERT_POSITIONS = BertConfig().max_position_embeddings  # 512
 GLOVE_DIM = 300  # TKL paper §4: "300 dimensional GloVe embeddings"
 WORD2VEC_DIM = 256  # Conformer-Kernel paper §4: IN ‖ OUT word2vec into "all hidden layer sizes ... 256"
@@ -65,7 +65,7 @@ DOC_LENGTHS = {"knrm": 200, "tk": 200, "tkl": 2000, "tkl_4k": 4000, "ndrm1": 400
 
 def resolved_models(config_name: str) -> dict[str, dict]:
     """The enabled model entries of a full-scale config, resolved as the workflow resolves them."""
-    config = validate_config(merged_config((config_name,)), str(CONFIG / "schema.yaml"))
+    config = validate_config(merged(configfiles(config_name)))
     return {name: entry for name, entry in config["models"].items() if entry.get("enabled", True)}
 
 
@@ -158,7 +158,7 @@ def attach_mir_graphs(model, corpus: Corpus) -> None:
     """The graph set of the tiny collection as the graphs stage builds it, with the config's mir_graphs settings."""
     from longrank.graphs import annotate, build
 
-    graph_cfg = {k: v for k, v in merged_config((FULL_SCALE[0],))["mir_graphs"]["mir"].items() if k != "prf_queries"}
+    graph_cfg = {k: v for k, v in merged(configfiles(FULL_SCALE[0]))["mir_graphs"]["mir"].items() if k != "prf_queries"}
     settings = build.graph_settings({**graph_cfg, "encoder": RANDOM_BERT_BASE})
     texts = dict(corpus.docs.items())
     cut = {d: annotate.cut_text(t, settings["max_doc_tokens"]) for d, t in texts.items()}

@@ -18,7 +18,7 @@ import pytest
 import torch
 import yaml
 
-from longrank.config import validate_config
+from longrank.config import SCHEMA_PATH, validate_config
 from longrank.data.corpus import Corpus
 from longrank.data.prepare import prepare
 from longrank.io import InputError, read_qrels, read_run
@@ -27,7 +27,7 @@ from longrank.models.registry import build_model
 
 from conftest import REPO, snakemake, synthetic_collection, write_local_collection
 
-SCHEMA = str(REPO / "config" / "schema.yaml")
+SCHEMA = str(SCHEMA_PATH)
 DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 SPLITS = {"method": "holdout", "dev": 0.25, "test": 0.25}
 

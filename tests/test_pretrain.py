@@ -10,15 +10,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from longrank.config import validate_config
+from longrank.config import SCHEMA_PATH, validate_config
 from longrank.train import pseudo_queries
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
 from longrank.io import InputError, read_json, read_run
 from longrank.train import loop
 
-from conftest import REPO
-
-SCHEMA = str(REPO / "config" / "schema.yaml")
+SCHEMA = str(SCHEMA_PATH)
 
 ICT = {"source": "ict", "count": 60, "query_words": 6, "seed": 3, "depth": 20}
 KNRM = {

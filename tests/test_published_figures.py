@@ -16,11 +16,11 @@ from importlib import resources
 
 from conftest import REPO, SHARED
 from longrank.config import validate_config
+from longrank.config_files import configfiles, merged
 from longrank.outputs import CompareSettings
 from longrank.report import reproduction
 from longrank.report.comparison import Comparison
 from longrank.report.reproduction import Figure, load_published, numbers, published
-from test_config_matrix import merged_config
 
 FIGURES = published()
 DOC = yaml.safe_load(resources.files("longrank.report").joinpath(reproduction.PUBLISHED).read_text("utf-8"))
@@ -110,7 +110,7 @@ KNOWN_UNMEASURED = {("trec-dl-2020.yaml", "RR@100")}
 
 @pytest.mark.parametrize("config_file", sorted({f.config for f in FIGURES}))
 def test_every_named_entry_is_in_its_config_on_the_figures_collection(config_file):
-    config = validate_config(merged_config((config_file,)), str(REPO / "config" / "schema.yaml"))
+    config = validate_config(merged(configfiles(f"config/{config_file}")))  # the year over its base
     models = {m for m, e in config["models"].items() if e.get("enabled", True)}
     stages = config["first_stages"]
     figures = [f for f in FIGURES if f.config == config_file]

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from longrank.config import validate_config
+from longrank.config import SCHEMA_PATH, validate_config
 from longrank.io import InputError, read_run, write_json, write_run, write_text
 from longrank.report.diagnostics import score_correlations
 from longrank.report.sanity import (
@@ -23,8 +23,6 @@ from longrank.report.sanity import (
 )
 from longrank.report.verdicts import verdict_rows
 from longrank.retrieval import sanity as lexical
-
-from conftest import REPO
 
 QUERY = "the wing lift of a plate"  # terms: wing, lift, plate ("the", "of", "a" are stop words)
 DOCS = {
@@ -85,7 +83,7 @@ def test_schema_forbids_a_model_named_like_a_sanity_system():
         with pytest.raises(InputError, match="models"):
             validate_config(
                 {"dataset": {"name": "x", "id": "cranfield"}, "models": {name: {"type": "knrm"}}},
-                str(REPO / "config" / "schema.yaml"),
+                str(SCHEMA_PATH),
             )
 
 

@@ -153,7 +153,7 @@ def test_tsv_round_trip(scaling, tmp_path):
 def test_word_model_memory_is_taken_at_the_vocabulary_cap(scaling, tmp_path):
     import yaml
 
-    knrm = yaml.safe_load((scaling.REPO / "config" / "trec-dl-2019.yaml").read_text())["models"]["knrm"]
+    knrm = yaml.safe_load((scaling.REPO / "config" / "trec-dl.yaml").read_text())["models"]["knrm"]
     assert (knrm["min_doc_freq"], knrm["max_vocabulary"]) == (scaling.MIN_DOC_FREQ, scaling.MAX_VOCABULARY)
     cap = scaling.MAX_VOCABULARY
     below = [

@@ -1,4 +1,4 @@
-"""One source of truth: what config/schema.yaml allows is what the code implements (model types, losses,
+"""One source of truth: what the config schema allows is what the code implements (model types, losses,
 the keys of a model entry), and every model type rejects a key it does not know, naming it. The schema's
 training keys against train.loop.TRAIN_DEFAULTS: tests/test_training_fidelity.py."""
 
@@ -7,13 +7,14 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from longrank.config import SCHEMA_PATH
 from longrank.io import InputError
 from longrank.models.registry import MODEL_TYPES, WORKFLOW_KEYS, build_model, constructor_defaults, model_class
 from longrank.train.losses import LOSSES
 
-from conftest import REPO, synthetic_collection, write_local_collection
+from conftest import synthetic_collection, write_local_collection
 
-SCHEMA = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
+SCHEMA = yaml.safe_load(SCHEMA_PATH.read_text())
 MODEL_ENTRY = SCHEMA["properties"]["models"]["additionalProperties"]
 
 

@@ -108,9 +108,9 @@ def test_a_rate_that_reaches_no_parameter_is_an_error(corpus):
 def test_the_schema_lists_every_training_key():
     import yaml
 
-    from conftest import REPO
+    from longrank.config import SCHEMA_PATH
 
-    schema = yaml.safe_load(open(REPO / "config" / "schema.yaml"))
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
     train_keys = schema["properties"]["models"]["additionalProperties"]["properties"]["train"]["properties"]
     assert set(train_keys) == set(TRAIN_DEFAULTS)
 

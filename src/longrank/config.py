@@ -1,6 +1,6 @@
-"""Config validation against ``config/schema.yaml`` with messages that name the key and the schema rule it
-broke, defaults filled in from the schema; and stage ``config``, which writes the resolved config beside
-the results it produced (the report prints it)."""
+"""Config validation against the JSON schema (``workflow/schemas/config.schema.yaml``) with messages that name the
+key and the schema rule it broke, defaults filled in from the schema; and stage ``config``, which writes the resolved
+config beside the results it produced (the report prints it)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,16 @@ from longrank.data.grades import check_gain_order, integer_grades
 from longrank.entries import document_budget
 from longrank.io import InputError, write_json
 from longrank.retrieval import bm25
+
+# Where this checkout keeps the config schema (Snakemake's layout: workflow/schemas/) and the shipped collection
+# descriptions, relative to the repository root. The one place the schema's location is named: the workflow
+# (workflow/rules/common.smk), docgen, docs/ and the tests read it from here.
+SCHEMA = "workflow/schemas/config.schema.yaml"
+DATASETS = "config/datasets"
+# Found from this module's place in the checkout (src/longrank/config.py), as the editable install runs it.
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA_PATH = REPO / SCHEMA
+DATASETS_DIR = REPO / DATASETS
 
 
 def _with_defaults(validator_class):
@@ -38,13 +48,15 @@ def _key(path) -> str:
     return ".".join(str(p) for p in path) or "(top level)"
 
 
-def validate_config(config: dict, schema_path: str, datasets_dir: str | Path | None = None) -> dict:
+def validate_config(
+    config: dict, schema_path: str | Path = SCHEMA_PATH, datasets_dir: str | Path = DATASETS_DIR
+) -> dict:
     """Validate ``config`` in place (filling defaults) or raise InputError listing every violation as
     ``config key a.b.c: <problem> (schema rule '<keyword>')``. ``datasets_dir`` holds the shipped dataset
-    descriptions (``dataset: cranfield``); by default ``datasets/`` beside the schema."""
+    descriptions (``dataset: cranfield``)."""
     with open(schema_path, encoding="utf-8") as f:
         schema = yaml.safe_load(f)
-    resolve_dataset(config, Path(datasets_dir) if datasets_dir else Path(schema_path).parent / "datasets")
+    resolve_dataset(config, Path(datasets_dir))
     resolve_likes(config.get("models") or {})
     if "first_stage" in config:  # the single first stage of versions before 0.3
         raise InputError(
@@ -57,7 +69,7 @@ def validate_config(config: dict, schema_path: str, datasets_dir: str | Path | N
             f"config key {_key(e.absolute_path)}: {e.message}{_did_you_mean(e)} (schema rule '{e.validator}')"
             for e in errors
         ]
-        raise InputError("the config does not match config/schema.yaml:\n  " + "\n  ".join(lines))
+        raise InputError(f"the config does not match {SCHEMA}:\n  " + "\n  ".join(lines))
     check_model_keys(config["models"])
     check_gain_order(config["dataset"])
     check_measures(config.get("evaluation", {}).get("measures", []))

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-# The one place the schema's location is named here (it may move to workflow/schemas/).
-SCHEMA_PATH = REPO / "config" / "schema.yaml"
+from longrank.config import REPO, SCHEMA, SCHEMA_PATH
+
 PAGE_PATH = REPO / "docs" / "configuration.md"
 
 # How a key under a mapping of user-named entries is written: models.{name}.type, pseudo_queries.{set}.source.
@@ -96,7 +95,7 @@ def _row(node: dict, path: str, key: str, rows: list) -> None:
     _rows(node, path, rows)
 
 
-def render(schema: dict, schema_name: str = "config/schema.yaml") -> str:
+def render(schema: dict, schema_name: str = SCHEMA) -> str:
     """The page: one section per top-level key, one table row per key below it."""
     out = [HEADER.format(schema=schema_name)]
     required = set(schema.get("required", []))

@@ -3,16 +3,16 @@ import json
 import os
 import re
 
-from longrank.config import model_order, validate_config
+from longrank.config import DATASETS, SCHEMA, model_order, validate_config
 from longrank.models.registry import artifact_scopes
 from longrank.io import InputError
 
 try:
-    # `dataset: <name>` names a shipped description in config/datasets/ beside the Snakefile (not a cached copy)
+    # The schema and the shipped descriptions (`dataset: <name>`) of the checkout this Snakefile is in (not cached copies)
     validate_config(
         config,
-        workflow.source_path("../../config/schema.yaml"),
-        datasets_dir=os.path.join(workflow.basedir, "config", "datasets"),
+        os.path.join(workflow.basedir, SCHEMA),
+        datasets_dir=os.path.join(workflow.basedir, DATASETS),
     )
 except InputError as err:
     raise WorkflowError(str(err)) from None

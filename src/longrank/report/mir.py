@@ -73,8 +73,9 @@ def section(ctx: Context) -> Section | None:
         )
         rows.append(row)
     sec.howto(
-        "Ablations are config entries of type mir that differ from the reference in a key or two (config/mir.yaml: "
-        "graphs removed, shared parameters, no stacks, fully connected pivots, GCN / GIN / GraphSAGE aggregators, "
+        "Ablations are config entries of type mir that differ from the reference in a key or two "
+        "(config/studies/mir.yaml: graphs removed, shared parameters, no stacks, fully connected pivots, GCN / GIN / "
+        "GraphSAGE aggregators, "
         "views removed, max / CNN / Transformer pooling); they read the same graph set."
     )
     sec.table(

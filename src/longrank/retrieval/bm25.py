@@ -1,5 +1,5 @@
 """BM25 first stage through bm25s (Lucene's BM25 variant), with a Snowball stemmer and stop words: the
-``bm25`` method of ``first_stages`` (config/schema.yaml gives its keys' types and defaults)."""
+``bm25`` method of ``first_stages`` (workflow/schemas/config.schema.yaml gives its keys' types and defaults)."""
 
 from __future__ import annotations
 
