@@ -40,13 +40,13 @@ def model_value(entry: dict, key: str):
     """A model entry's value of ``key`` (``train.<key>`` for training keys), the default its code falls back to where
     the entry leaves it out: what the model is built and trained with."""
     from longrank.models.registry import constructor_defaults, model_class
-    from longrank.train.loop import TRAIN_DEFAULTS
+    from longrank.train.settings import TrainSettings
 
     if key == "train.loss":  # no loss configured: the one the model's paper trains it with
         return entry.get("train", {}).get("loss") or model_class(entry["type"]).default_loss
     if key.startswith("train."):
         key = key.removeprefix("train.")
-        return entry.get("train", {}).get(key, TRAIN_DEFAULTS.get(key, MISSING))
+        return entry.get("train", {}).get(key, TrainSettings.defaults().get(key, MISSING))
     return entry.get(key, constructor_defaults(entry["type"]).get(key, MISSING))
 
 

@@ -680,20 +680,21 @@ def test_a_full_disk_during_a_checkpoint_write_keeps_the_set_before(tmp_path, mo
 
     from longrank.models import checkpoint as model_checkpoint
     from longrank.train import checkpoint
+    from longrank.train.position import TrainingPosition
 
     model = torch.nn.Linear(4, 2)
     optimizer = torch.optim.Adam(model.parameters())
     model(torch.ones(1, 4)).sum().backward()
     optimizer.step()
     state = tmp_path / "train_state"
-    first = checkpoint.save_training_state(state, model, optimizer, None, {"step": 8})
+    first = checkpoint.save_training_state(state, model, optimizer, None, TrainingPosition(step=8))
     before = snapshot(state)
     target = model_checkpoint if victim == "last.safetensors" else checkpoint
     full_disk_after_half(monkeypatch, target, "save_file", "second")
     with torch.no_grad():
         model.weight.add_(1.0)
     with pytest.raises(OSError, match="No space left on device") as err:
-        checkpoint.save_training_state(state, model, optimizer, None, {"step": 16})
+        checkpoint.save_training_state(state, model, optimizer, None, TrainingPosition(step=16))
     assert err.value.errno == errno.ENOSPC and victim in err.value.filename
     assert snapshot(state) == before  # no partial set, no set for step 16, step 8 whole
     assert checkpoint.newest_good_set(state) == first

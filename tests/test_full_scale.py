@@ -12,14 +12,15 @@ What the test replaces, and nothing else:
   by the real loader; ``embeddings: word2vec`` finds a random 2 x 128 = 256d ``word2vec.txt`` in the data directory;
 - MIR's graph set, built from the tiny collection by the graphs stage's own functions (spaCy annotation, records).
 
-The training step is the training loop's (src/longrank/train/loop.py) parts in its order: ``TRAIN_DEFAULTS`` under the
-entry's ``train`` keys, ``parameter_groups`` into AdamW, ``PairSampler`` and ``TrainingBatches`` for the batch (two
+The training step is the trainer's (src/longrank/train/trainer.py) parts in its order: the entry's ``TrainSettings``,
+``parameter_groups`` into AdamW, ``PairSampler`` and ``TrainingBatches`` for the batch (two
 queries, the configured negatives, the configured negative sources), the model's loss (with the Conformer-Kernel
 paper's extra pairs where configured), backward, gradient clipping, the optimiser step.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -37,9 +38,11 @@ from longrank.data.corpus import Corpus
 from longrank.data.words import OOV, PAD, analyzer, count_doc_freq, write_doc_freq
 from longrank.models.modules.encoders import RANDOM_BERT_BASE, bert_base_config
 from longrank.models.registry import build_model, model_class, on_pretrained_encoder
-from longrank.train.loop import TRAIN_DEFAULTS, TrainingBatches, parameter_groups
+from longrank.train.batches import TrainingBatches
 from longrank.train.losses import get_loss, with_negative_pairs
+from longrank.train.optimiser import parameter_groups
 from longrank.train.sampling import PairSampler
+from longrank.train.settings import TrainSettings
 
 pytestmark = pytest.mark.slow
 
@@ -261,38 +264,40 @@ def one_training_step(
     name: str, entry: dict, model, corpus: Corpus, candidates: dict
 ) -> tuple[float, torch.optim.Optimizer, dict]:
     """The training loop's step on two queries; returns the loss, the optimiser and each group's parameters before."""
-    hp = {**TRAIN_DEFAULTS, **entry.get("train", {}), "batch_size": 2}
-    optimizer = torch.optim.AdamW(parameter_groups(model, hp, name), lr=hp["lr"], weight_decay=hp["weight_decay"])
-    collection = list(corpus.docs) if hp["negatives_from"] != "candidates" else None
+    settings = dataclasses.replace(TrainSettings.from_entry(name, entry), batch_size=2)
+    optimizer = torch.optim.AdamW(
+        parameter_groups(model, settings, name), lr=settings.lr, weight_decay=settings.weight_decay
+    )
+    collection = list(corpus.docs) if settings.negatives_from != "candidates" else None
     sampler = PairSampler(
         corpus.folds[0]["train"],
         corpus.qrels,
         candidates,
         entry.get("rerank_depth", 100),
-        hp["negatives"],
-        hp["seed"],
-        hp["positives"],
-        hp["negatives_from"],
+        settings.negatives,
+        settings.seed,
+        settings.positives,
+        settings.negatives_from,
         collection,
     )
-    loss_fn = get_loss(hp["loss"] or model_class(entry["type"]).default_loss)
-    if hp["negative_pairs"]:
+    loss_fn = get_loss(settings.loss or model_class(entry["type"]).default_loss)
+    if settings.negative_pairs:
         loss_fn = with_negative_pairs(loss_fn, sampler.from_candidates)
     before = {g["name"]: [p.detach().clone() for p in g["params"]] for g in optimizer.param_groups}
     model.train()
     # The first of the sampler's steps whose loss is not 0: a hinge loss met with margin at batch 2 has no gradient
     # (TKL's untrained scores span tens, so a batch whose positives already lead by 1 happens by chance).
     for _, n_groups, batch in TrainingBatches(
-        sampler, corpus, model.encode, 0, 8, hp["batch_size"], 0, hp["batch_size"]
+        sampler, corpus, model.encode, 0, 8, settings.batch_size, 0, settings.batch_size
     ):
         scores = model(**batch).view(n_groups, -1)
-        assert scores.shape == (2, 1 + hp["negatives"]), name
+        assert scores.shape == (2, 1 + settings.negatives), name
         loss = loss_fn(scores.float())
         if loss.item() > 0:
             break
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]], hp["grad_clip"])
+    torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]], settings.grad_clip)
     optimizer.step()
     return loss.item(), optimizer, before
 
@@ -309,7 +314,7 @@ def test_each_model_builds_at_the_papers_dimensions_and_takes_a_training_step(na
     if on_pretrained_encoder(entry["type"]) or entry["type"] == "mir":
         check_positions(name, model, corpus)
     parameters = sum(p.numel() for p in model.parameters())
-    if not entry.get("train", {}).get("steps", TRAIN_DEFAULTS["steps"]):
+    if not TrainSettings.from_entry(name, entry).steps:
         print(f"\n{name}: {parameters:,} parameters, nothing to train (steps: 0)")
         return
     start = time.perf_counter()

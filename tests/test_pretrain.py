@@ -15,6 +15,8 @@ from longrank.train import pseudo_queries
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
 from longrank.io import InputError, read_json, read_run
 from longrank.train import loop
+from longrank.train.settings import TrainSettings
+
 
 SCHEMA = str(SCHEMA_PATH)
 
@@ -162,9 +164,9 @@ def test_the_train_command_pretrains_from_the_cli(tiny_data):
 
 def test_pretrain_settings_are_checked():
     with pytest.raises(InputError, match="train.pretrain: unknown keys \\['stepz'\\]"):
-        loop._hyperparameters("knrm", {"train": {"pretrain": {"queries": "ict", "stepz": 3}}})
+        TrainSettings.from_entry("knrm", {"train": {"pretrain": {"queries": "ict", "stepz": 3}}})
     with pytest.raises(InputError, match="expected a mapping with `queries`"):
-        loop._hyperparameters("knrm", {"train": {"pretrain": {"steps": 3}}})
+        TrainSettings.from_entry("knrm", {"train": {"pretrain": {"steps": 3}}})
     with pytest.raises(InputError, match="pseudo_queries.x.source"):
         pseudo_queries.settings("x", {"source": "abstracts"})
     with pytest.raises(InputError, match="pseudo_queries.x: unknown keys"):

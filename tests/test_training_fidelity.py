@@ -13,8 +13,9 @@ from longrank.io import InputError, read_run
 from longrank.models.knrm import KNRM
 from longrank.models.modules.word_embedder import WordEmbedder
 from longrank.models.registry import build_model, constructor_defaults
-from longrank.train.loop import TRAIN_DEFAULTS, parameter_groups
+from longrank.train.optimiser import parameter_groups
 from longrank.train.sampling import PairSampler
+from longrank.train.settings import TrainSettings
 
 WORD_MODELS = {
     "knrm": {"type": "knrm", "max_doc_len": 40},
@@ -71,9 +72,7 @@ def test_collection_negatives_are_never_relevant_and_both_splits_a_third(tiny_da
 @pytest.mark.parametrize("name", sorted(WORD_MODELS))
 def test_scoring_and_embedding_rates_reach_every_word_model(corpus, name):
     model = build_model(WORD_MODELS[name], corpus)
-    groups = {
-        g["name"]: g for g in parameter_groups(model, {**TRAIN_DEFAULTS, "scoring_lr": 0.05, "embedding_lr": 1e-4})
-    }
+    groups = {g["name"]: g for g in parameter_groups(model, TrainSettings(scoring_lr=0.05, embedding_lr=1e-4))}
     assert groups["scoring"]["lr"] == 0.05 and groups["embeddings"]["lr"] == 1e-4 and "lr" not in groups.get("rest", {})
     by_id = {id(p): n for n, p in model.named_parameters()}
     scoring = {by_id[id(p)] for p in groups["scoring"]["params"]}
@@ -102,17 +101,7 @@ def test_scoring_and_embedding_rates_reach_every_word_model(corpus, name):
 def test_a_rate_that_reaches_no_parameter_is_an_error(corpus):
     frozen = build_model({**WORD_MODELS["knrm"], "train_embeddings": False}, corpus)
     with pytest.raises(InputError, match="embedding_lr"):
-        parameter_groups(frozen, {**TRAIN_DEFAULTS, "embedding_lr": 1e-4}, "knrm")
-
-
-def test_the_schema_lists_every_training_key():
-    import yaml
-
-    from longrank.config import SCHEMA_PATH
-
-    schema = yaml.safe_load(SCHEMA_PATH.read_text())
-    train_keys = schema["properties"]["models"]["additionalProperties"]["properties"]["train"]["properties"]
-    assert set(train_keys) == set(TRAIN_DEFAULTS)
+        parameter_groups(frozen, TrainSettings(embedding_lr=1e-4), "knrm")
 
 
 # ---- query terms and OOV ----------------------------------------------------------------------------------
@@ -215,14 +204,14 @@ def test_scoring_rate_reaches_an_encoder_models_head_and_nothing_else():
             seed=0,
         )
 
-    hp = {**TRAIN_DEFAULTS, "scoring_lr": 1e-3}
+    settings = TrainSettings(scoring_lr=1e-3)
     for model in (BertRanker(small(), tokenizer, pooling="mean"), MORES(small(), tokenizer, interaction_blocks=1)):
-        groups = {g["name"]: g for g in parameter_groups(model, hp)}
+        groups = {g["name"]: g for g in parameter_groups(model, settings)}
         assert {id(p) for p in groups["scoring"]["params"]} == {id(model.head.weight), id(model.head.bias)}
         assert groups["scoring"]["lr"] == 1e-3 and len(groups["rest"]["params"]) > 10
     # no head to reach: the segment-cosine cross-encoder and the bi-encoder refuse the key
     for model in (BertRanker(small(), tokenizer, pooling="segment_cosine"), BiEncoder(small(), tokenizer)):
         with pytest.raises(InputError, match="scoring_lr"):
-            parameter_groups(model, hp)
+            parameter_groups(model, settings)
         with pytest.raises(InputError, match="embedding_lr"):
-            parameter_groups(model, {**TRAIN_DEFAULTS, "embedding_lr": 1e-4})
+            parameter_groups(model, TrainSettings(embedding_lr=1e-4))

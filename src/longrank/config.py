@@ -429,12 +429,12 @@ def resolved_models(models: dict) -> dict:
     architecture keys with the model's defaults filled in, its training keys with the loop's, the entry it is
     ``like`` (if any), and whether it is built on a pretrained WordPiece encoder."""
     from longrank.models.registry import architecture_params, constructor_defaults, on_pretrained_encoder
-    from longrank.train.loop import TRAIN_DEFAULTS
+    from longrank.train.settings import TrainSettings
 
     return {
         name: {
             "architecture": {**constructor_defaults(entry["type"]), **architecture_params(entry)},
-            "train": {**TRAIN_DEFAULTS, **(entry.get("train") or {})},
+            "train": {**TrainSettings.defaults(), **(entry.get("train") or {})},
             "like": entry.get("like"),
             "on_pretrained_encoder": on_pretrained_encoder(entry["type"]),
         }
