@@ -36,23 +36,21 @@ plus the tokenizer's ``cls_id``, ``sep_id``, ``pad_id``, ``vocab_size``), ``stat
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 import tempfile
 import time
-from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping
-from itertools import combinations
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 from longrank.progress import progress
 
 from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import Annotations, cut_text, read_config
 from longrank.data.records import GRAPHS, SETTINGS, RecordWriter
+from longrank.graphs.record import build_record, fit_tfidf, stride, words
+from longrank.graphs.record import p2p_edges as p2p_edges, passage_windows as passage_windows  # re-exported
 from longrank.io import InputError, Run, read_run, read_tsv_dict, replace_directory, umask_mode, write_json
 
 log = logging.getLogger(__name__)
@@ -74,9 +72,6 @@ DEFAULTS = {
 }
 POSITIVE = ("window", "max_doc_tokens", "prf_depth")
 NON_NEGATIVE = ("max_sentence_nodes", "max_token_nodes", "prf_terms", "p2p_top_k")
-# ASCII letters and digits, lower-cased after matching: "lowercase [a-z0-9] runs" whose offsets stay those of
-# the text (lower-casing first can change a string's length: "İ".lower() has two characters)
-_WORD = re.compile(r"[A-Za-z0-9]{2,}")
 
 
 def graph_settings(cfg: dict) -> dict:
@@ -103,51 +98,6 @@ def graph_settings(cfg: dict) -> dict:
     if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
         raise InputError(f"mir_graphs.entity_labels: {labels!r} is not a list of spaCy NER labels")
     return s
-
-
-def stride(settings: dict) -> int:
-    """k = round(w·(1-α)) tokens between passage starts."""
-    return round(settings["window"] * (1 - settings["overlap"]))
-
-
-def word_spans(text: str) -> Iterator[tuple[int, int, str]]:
-    """``(start, end, word)`` of each word of ``text``: a lower-cased run of letters and digits, neither of one
-    character nor one of scikit-learn's English stop words."""
-    for match in _WORD.finditer(text):
-        word = match.group().lower()
-        if word not in ENGLISH_STOP_WORDS:
-            yield match.start(), match.end(), word
-
-
-def words(text: str) -> list[str]:
-    return [word for _, _, word in word_spans(text)]
-
-
-def fit_tfidf(texts: Iterable[str]) -> TfidfVectorizer | None:
-    """scikit-learn's TfidfVectorizer over ``words`` as fitted on ``texts`` (smoothed idf, L2-normalised rows),
-    from document frequencies counted while streaming: ``fit`` would hold the whole collection's term matrix.
-    None where the texts have no word at all."""
-    df, n = Counter(), 0
-    for text in texts:
-        df.update(set(words(text)))
-        n += 1
-    if not df:
-        return None
-    vocabulary = sorted(df)
-    vectorizer = TfidfVectorizer(analyzer=words, vocabulary={w: i for i, w in enumerate(vocabulary)})
-    vectorizer.idf_ = np.log((1 + n) / (1 + np.array([df[w] for w in vocabulary], dtype=np.float64))) + 1
-    return vectorizer
-
-
-def passage_windows(n_tokens: int, window: int, stride: int, max_tokens: int) -> list[tuple[int, int]]:
-    """``(start, end)`` token ranges of the passages over a document's first ``max_tokens`` of ``n_tokens``
-    tokens: every ``stride`` tokens, ``window`` long, one more ending at the last token where the stride skips a
-    tail; at least one (empty for an empty document)."""
-    n = min(n_tokens, max_tokens)
-    windows = [(s, min(s + window, n)) for s in range(0, max(n - window, 0) + 1, stride)]
-    if windows[-1][1] < n:
-        windows.append((n - window, n))
-    return windows
 
 
 def prf_weights(
@@ -190,127 +140,6 @@ def prf_words(
         if ranked:
             out[doc_id] = ranked
     return out
-
-
-def p2p_edges(passage_texts: list[str], vectorizer: TfidfVectorizer | None, top_k: int) -> list[list[int]]:
-    """Pairs [i, j] (i < j) where j is among i's ``top_k`` most tf-idf-cosine-similar other passages or i among
-    j's (ties by index). Passages sharing no word (cosine 0) are never linked: such a link would carry no
-    similarity, only the order of the passages."""
-    if vectorizer is None or top_k == 0 or len(passage_texts) < 2:
-        return []
-    x = vectorizer.transform(passage_texts)
-    sim = (x @ x.T).toarray()  # rows are L2-normalised: dot products are cosines
-    pairs = set()
-    for i in range(len(passage_texts)):
-        others = sorted(
-            (j for j in range(len(passage_texts)) if j != i and sim[i, j] > 0), key=lambda j: (-sim[i, j], j)
-        )
-        pairs.update((min(i, j), max(i, j)) for j in others[:top_k])
-    return [list(p) for p in sorted(pairs)]
-
-
-def _linked(groups: Iterable[list[int]]) -> list[list[int]]:
-    """Every pair within each group of node indices, sorted, each once."""
-    pairs = {p for group in groups for p in combinations(sorted(set(group)), 2)}
-    return [list(p) for p in sorted(pairs)]
-
-
-def _check_annotation(text: str, annotation: dict) -> None:
-    bad = [s for s in annotation["sentences"] if not 0 <= s[0] <= s[1] <= len(text)]
-    bad += [e for e in annotation["entities"] if not 0 <= e[0] <= e[1] <= len(text) or text[e[0] : e[1]] != e[3]]
-    if bad:
-        raise InputError(
-            f"its annotation does not match its text (span {bad[0]} in a text of {len(text)} characters): "
-            "annotated from another collection or with another max_words? re-run the annotate stage"
-        )
-
-
-def build_record(
-    text: str, annotation: dict, prf_words: list[str], tokenizer, settings: dict, vectorizer: TfidfVectorizer | None
-) -> dict:
-    """The graph record of one document. ``text``: the text its ``annotation`` was made from
-    (``annotate.cut_text``); ``prf_words``: its PRF words (none without a PRF set: entities only);
-    ``settings``: checked by ``graph_settings``; ``vectorizer``: ``fit_tfidf`` on the collection."""
-    _check_annotation(text, annotation)
-    # split_special_tokens: a document's literal "[SEP]" stays text, so only our markers hold sep_token_id
-    enc = tokenizer(
-        text,
-        add_special_tokens=False,
-        return_offsets_mapping=True,
-        truncation=True,
-        max_length=settings["max_doc_tokens"],
-        split_special_tokens=True,
-    )
-    ids, offsets = enc["input_ids"], enc["offset_mapping"]
-    n = len(ids)
-    starts, ends = [a for a, _ in offsets], [b for _, b in offsets]
-    read = text[: ends[-1]] if n else ""
-    sentence_starts = [start for start, _ in annotation["sentences"]]
-    sentence_of = [max(bisect_right(sentence_starts, a) - 1, 0) for a in starts]
-
-    # mentions as token ranges, entities first (a token goes to the first T node that claims it)
-    labels = set(settings["entity_labels"])
-    spans = [(a, b, "e:" + " ".join(t.lower().split())) for a, b, label, t in annotation["entities"] if label in labels]
-    wanted = set(prf_words)
-    spans += [(a, b, "w:" + w) for a, b, w in word_spans(read) if w in wanted]
-    mentions = [
-        (key, bisect_right(ends, a), bisect_left(starts, b)) for a, b, key in spans
-    ]  # tokens overlapping [a, b)
-    mentions = [(key, lo, hi) for key, lo, hi in mentions if lo < hi]
-    keys_at: list[list[str]] = [[] for _ in range(n)]
-    for key, lo, hi in mentions:
-        for t in range(lo, hi):
-            keys_at[t].append(key)
-
-    sep = tokenizer.sep_token_id
-    passages, sentences, piece_keys, tokens, texts = [], [], [], [], []
-    for p, (start, end) in enumerate(
-        passage_windows(n, settings["window"], stride(settings), settings["max_doc_tokens"])
-    ):
-        seq, position = [], {}
-        for t in range(start, end):
-            if t == start or sentence_of[t] != sentence_of[t - 1]:  # a sentence piece begins
-                sentences.append([p, len(seq)])
-                piece_keys.append(set())
-                seq.append(sep)
-            piece_keys[-1].update(keys_at[t])
-            position[t] = len(seq)
-            seq.append(ids[t])
-        if not seq:  # an empty document: one passage holding a lone [SNT]
-            sentences.append([p, 0])
-            piece_keys.append(set())
-            seq.append(sep)
-        passages.append(seq)
-        texts.append(text[starts[start] : ends[end - 1]] if end > start else "")
-        claimed: set[int] = set()
-        for key, lo, hi in mentions:
-            inside = range(max(lo, start), min(hi, end))
-            if inside and not claimed.intersection(inside):
-                claimed.update(inside)
-                tokens.append((p, [position[t] for t in inside], key))
-    tokens.sort(key=lambda node: (node[0], node[1][0]))  # document order (entities were taken first)
-
-    sentences = sentences[: settings["max_sentence_nodes"]]
-    tokens = tokens[: settings["max_token_nodes"]]
-    by_key: dict[str, list[int]] = defaultdict(list)
-    for i, (_, _, key) in enumerate(tokens):
-        by_key[key].append(i)
-    sharing: dict[str, list[int]] = defaultdict(list)
-    for i, keys in enumerate(piece_keys[: len(sentences)]):
-        for key in keys:
-            sharing[key].append(i)
-    return {
-        "passages": passages,
-        "sentences": sentences,
-        "tokens": [[p, pos] for p, pos, _ in tokens],
-        "token_keys": [key for _, _, key in tokens],
-        "edges": {
-            "p2p": p2p_edges(texts, vectorizer, settings["p2p_top_k"]),
-            "s2s": _linked(sharing.values()),
-            "t2t": _linked(by_key.values()),
-        },
-        "n_tokens": n,
-    }
 
 
 class _ReadTexts:
@@ -359,12 +188,10 @@ def build(
     out: Path,
     prf_leave_out: Mapping[str, Iterable[str]] = {},
 ) -> dict:
-    from longrank.models.modules.encoders import load_tokenizer
-
+    """Write the graph set of ``corpus`` to ``out`` (whole, or nothing: it is made in a staging directory beside
+    it) and return its stats."""
     s = graph_settings(cfg)
-    tokenizer = load_tokenizer(s["encoder"])
-    if not tokenizer.is_fast:
-        raise InputError(f"mir_graphs.encoder: {s['encoder']!r} has no fast tokenizer (character offsets are needed)")
+    tokenizer = _fast_tokenizer(s["encoder"])
     docs, max_words = corpus.docs, annotations.max_words
     begin = time.perf_counter()
     vectorizer = fit_tfidf(
@@ -382,62 +209,94 @@ def build(
             s["prf_terms"],
             prf_leave_out,
         )
-    seconds, counts = [], defaultdict(list)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        with RecordWriter(staging / GRAPHS, "graphs") as writer:
-            for doc_id, text in progress(docs.items(), total=len(docs), desc="graphs", unit="doc", mininterval=5):
-                annotation = annotations[doc_id]
-                start = time.perf_counter()
-                try:
-                    record = build_record(
-                        cut_text(text, max_words), annotation, prf.get(doc_id, []), tokenizer, s, vectorizer
-                    )
-                except InputError as err:
-                    raise InputError(f"document {doc_id!r}: {err}") from None
-                seconds.append(time.perf_counter() - start)
-                writer.add(doc_id, record)
-                for view in ("passages", "sentences", "tokens"):
-                    counts[view].append(len(record[view]))
-                for view, edges in record["edges"].items():
-                    counts[view].append(len(edges))
-        n = len(seconds)
+        seconds, counts = _write_records(staging / GRAPHS, docs, annotations, prf, tokenizer, s, vectorizer)
         stats = {
-            "documents": n,
+            "documents": len(seconds),
             "seconds": time.perf_counter() - begin,
             "annotations": str(annotations.path.parent),
             "max_words": max_words,
             "prf_queries": None if prf_dir is None else str(prf_dir),
             "prf_documents": len(prf),
-            "construction_seconds_per_document": {**_summary(seconds), "max": max(seconds, default=0.0)},
-            "nodes": {view: _summary(counts[view]) for view in ("passages", "sentences", "tokens")},
-            "edges": {view: _summary(counts[view]) for view in ("p2p", "s2s", "t2t")},
-            # a capped count is below its cap exactly when the uncapped one is
-            "under_cap": {
-                "sentences": float(np.mean([c < s["max_sentence_nodes"] for c in counts["sentences"]])) if n else 1.0,
-                "tokens": float(np.mean([c < s["max_token_nodes"] for c in counts["tokens"]])) if n else 1.0,
-            },
+            **_size_stats(seconds, counts, s),
         }
-        write_json(
-            staging / SETTINGS,
-            {
-                **s,
-                "cls_id": tokenizer.cls_token_id,
-                "sep_id": tokenizer.sep_token_id,
-                "pad_id": tokenizer.pad_token_id,
-                "vocab_size": tokenizer.vocab_size,
-            },
-        )
+        write_json(staging / SETTINGS, {**s, **_tokenizer_ids(tokenizer)})
         write_json(staging / "stats.json", stats)
         staging.chmod(umask_mode(0o777))  # mkdtemp makes it 0700: others in a shared results tree could not read it
         replace_directory(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    _log_stats(stats)
+    return stats
+
+
+def _fast_tokenizer(encoder: str):
+    """The encoder's tokenizer, which must give character offsets."""
+    from longrank.models.modules.encoders import load_tokenizer
+
+    tokenizer = load_tokenizer(encoder)
+    if not tokenizer.is_fast:
+        raise InputError(f"mir_graphs.encoder: {encoder!r} has no fast tokenizer (character offsets are needed)")
+    return tokenizer
+
+
+def _tokenizer_ids(tokenizer) -> dict[str, int]:
+    """What the model checks its own tokenizer against (``settings.json``)."""
+    return {
+        "cls_id": tokenizer.cls_token_id,
+        "sep_id": tokenizer.sep_token_id,
+        "pad_id": tokenizer.pad_token_id,
+        "vocab_size": tokenizer.vocab_size,
+    }
+
+
+def _write_records(
+    path: Path, docs, annotations: Annotations, prf: dict, tokenizer, s: dict, vectorizer
+) -> tuple[list[float], dict[str, list[int]]]:
+    """One record per document into ``path``; each record's construction time and, per view and graph, its
+    numbers of nodes and edges."""
+    max_words = annotations.max_words
+    seconds, counts = [], defaultdict(list)
+    with RecordWriter(path, "graphs") as writer:
+        for doc_id, text in progress(docs.items(), total=len(docs), desc="graphs", unit="doc", mininterval=5):
+            annotation = annotations[doc_id]
+            start = time.perf_counter()
+            try:
+                record = build_record(
+                    cut_text(text, max_words), annotation, prf.get(doc_id, []), tokenizer, s, vectorizer
+                )
+            except InputError as err:
+                raise InputError(f"document {doc_id!r}: {err}") from None
+            seconds.append(time.perf_counter() - start)
+            writer.add(doc_id, record)
+            for view in ("passages", "sentences", "tokens"):
+                counts[view].append(len(record[view]))
+            for view, edges in record["edges"].items():
+                counts[view].append(len(edges))
+    return seconds, counts
+
+
+def _size_stats(seconds: list[float], counts: dict[str, list[int]], s: dict) -> dict:
+    n = len(seconds)
+    return {
+        "construction_seconds_per_document": {**_summary(seconds), "max": max(seconds, default=0.0)},
+        "nodes": {view: _summary(counts[view]) for view in ("passages", "sentences", "tokens")},
+        "edges": {view: _summary(counts[view]) for view in ("p2p", "s2s", "t2t")},
+        # a capped count is below its cap exactly when the uncapped one is
+        "under_cap": {
+            "sentences": float(np.mean([c < s["max_sentence_nodes"] for c in counts["sentences"]])) if n else 1.0,
+            "tokens": float(np.mean([c < s["max_token_nodes"] for c in counts["tokens"]])) if n else 1.0,
+        },
+    }
+
+
+def _log_stats(stats: dict) -> None:
     log.info(
         "graphs: %d documents in %.0f s (%.1f ms each); per document %.1f passages, %.1f sentence and %.1f token "
         "nodes; %.0f%% / %.0f%% under the sentence / token caps",
-        n,
+        stats["documents"],
         stats["seconds"],
         1000 * stats["construction_seconds_per_document"]["mean"],
         stats["nodes"]["passages"]["mean"],
@@ -446,7 +305,6 @@ def build(
         100 * stats["under_cap"]["sentences"],
         100 * stats["under_cap"]["tokens"],
     )
-    return stats
 
 
 def add_arguments(parser) -> None:
