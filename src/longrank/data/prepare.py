@@ -90,10 +90,54 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
         )
     else:
         docs_iter, queries_iter, raw_qrels, qrels_defs, doc_count = load_local(dataset)
+    lengths, empty, word_doc_freq = _write_documents(docs_iter, doc_count, out_dir / "docs.jsonl")
+    docs = DocStore(out_dir / "docs.jsonl")
+    _check_documents(dataset, lengths, empty)
+    queries = _read_queries(queries_iter)
 
+    # Grades -> gains; grades not listed keep their value. Judgments with an ``exclude_grades`` grade are not
+    # judgments of an answer but mark a document to take out of that query's rankings (Cranfield's -1: the
+    # paper the question was written from; see config/config.yaml).
+    dataset = {**dataset, "gains": integer_grades(dataset.get("gains") or {})}
+    gain_map = {int(k): int(v) for k, v in dataset["gains"].items()}
+    exclude_grades = {int(g) for g in dataset.get("exclude_grades") or ()}
+    qrels, excluded, grades_seen = _judgments(raw_qrels, queries, docs, empty, gain_map, exclude_grades)
+    relevance = _relevance(dataset, grades_seen, exclude_grades, excluded)
+    # Queries that only train, and queries that only choose (dev), over the same documents (data/query_sets.py).
+    evaluated_ids = set(queries)
+    train_only = query_sets.add_query_set(dataset, "train", queries, qrels, docs, lambda g: gain_map.get(g, g))
+    dev_only = query_sets.add_query_set(dataset, "dev", queries, qrels, docs, lambda g: gain_map.get(g, g))
+    if dev_only and not train_only:
+        raise InputError(
+            "dataset.dev_id / dev_queries: a dev set of its own makes every judged query a test query, so the "
+            "models need training queries of their own too (dataset.train_id or train_queries + train_qrels)"
+        )
+    formulated = _formulate(queries, docs, query_formulation)
+    evaluable = _evaluable(formulated, evaluated_ids, qrels)
+    folds = _folds(dataset, splits, train_only, dev_only, evaluable)
+    stats = {
+        "num_docs": len(lengths),
+        "empty_docs_dropped": len(empty),
+        "num_queries": len(formulated),
+        "num_evaluable_queries": len(evaluable),
+        "num_judgments": sum(len(j) for j in qrels.values()),
+        "relevant_per_query": float(np.mean([sum(g > 0 for g in qrels[q].values()) for q in evaluable])),
+        "doc_words": _summary(np.array(list(lengths.values()))),
+        "query_words": {"mean": float(np.mean([len(t.split()) for t in formulated.values()]))},
+        "relevance": relevance,
+        "query_sets": _query_roles(dataset, splits, bool(train_only), bool(dev_only)),
+        "qrels_defs": {str(k): v for k, v in (qrels_defs or {}).items()},
+        "folds": [{k: len(v) for k, v in f.items()} for f in folds],
+    }
+    _write_files(out_dir, formulated, qrels, excluded, lengths, word_doc_freq, folds, stats)
+
+
+def _write_documents(docs_iter, doc_count, path: Path) -> tuple[dict[str, int], set[str], Counter[str]]:
+    """Stream the non-empty documents to ``path``; each kept one's length in words, the ids of the empty ones
+    (dropped), and the word-level models' vocabulary, counted here once for every job."""
     lengths: dict[str, int] = {}  # doc id -> words, of the documents kept
     empty: set[str] = set()  # ids of empty documents, dropped
-    word_doc_freq: Counter[str] = Counter()  # the word-level models' vocabulary, counted here once for every job
+    word_doc_freq: Counter[str] = Counter()
 
     def non_empty():
         for doc_id, text in progress(docs_iter, total=doc_count, desc="reading documents", unit="doc", mininterval=2):
@@ -106,8 +150,13 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
             else:
                 empty.add(doc_id)
 
-    write_docs(out_dir / "docs.jsonl", non_empty())
-    docs = DocStore(out_dir / "docs.jsonl")
+    write_docs(path, non_empty())
+    return lengths, empty, word_doc_freq
+
+
+def _check_documents(dataset: dict, lengths: dict[str, int], empty: set[str]) -> None:
+    """No id both empty and not, empty documents only where ``dataset.empty_documents`` allows, and at least one
+    document left."""
     if empty & lengths.keys():
         raise InputError(f"duplicate document id {_examples(empty & lengths.keys())} in the collection")
     if empty:
@@ -118,6 +167,9 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
         log.warning("dropping %d empty documents: %s", len(empty), _examples(empty))
     if not lengths:
         raise InputError("the collection has no non-empty documents")
+
+
+def _read_queries(queries_iter) -> dict[str, str]:
     queries: dict[str, str] = {}
     for qid, text in queries_iter:
         if qid in queries:
@@ -125,13 +177,14 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
                 f"duplicate query id {qid!r} in the queries (texts {queries[qid][:40]!r} and {text[:40]!r})"
             )
         queries[qid] = text
+    return queries
 
-    # Grades -> gains; grades not listed keep their value. Judgments with an ``exclude_grades`` grade are not
-    # judgments of an answer but mark a document to take out of that query's rankings (Cranfield's -1: the
-    # paper the question was written from; see config/config.yaml).
-    dataset = {**dataset, "gains": integer_grades(dataset.get("gains") or {})}
-    gain_map = {int(k): int(v) for k, v in dataset["gains"].items()}
-    exclude_grades = {int(g) for g in dataset.get("exclude_grades") or ()}
+
+def _judgments(
+    raw_qrels: dict, queries: dict[str, str], docs, empty: set[str], gain_map: dict[int, int], exclude_grades: set[int]
+) -> tuple[dict[str, dict[str, int]], dict[str, set[str]], Counter[int]]:
+    """The qrels as gains, the documents excluded per query (an ``exclude_grades`` grade), and how many judgments
+    each grade had; a judgment naming an unknown query or document (other than an empty one) is an error."""
     grades_seen: Counter[int] = Counter()
     excluded: dict[str, set[str]] = {}
     qrels: dict[str, dict[str, int]] = {}
@@ -157,9 +210,12 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
         raise InputError(
             f"qrels name {len(unknown_queries)} queries that are not in the query file: {_examples(unknown_queries)}"
         )
+    return qrels, excluded, grades_seen
 
-    # The map over the grades the qrels really hold (unlisted ones at their own value): one that reverses their order
-    # is applied only where the description says so on purpose (data/grades.py).
+
+def _relevance(dataset: dict, grades_seen: Counter[int], exclude_grades: set[int], excluded: dict) -> dict:
+    """stats.json's ``relevance``: the map over the grades the qrels really hold (unlisted ones at their own value);
+    one that reverses their order is applied only where the description says so on purpose (data/grades.py)."""
     check_gain_order(
         dataset, [g for g in grades_seen if g not in exclude_grades], where="dataset.gains over the qrels' grades"
     )
@@ -173,16 +229,11 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
         relevance["excluded_judgments"],
         relevance["judgments_by_grade"],
     )
-    # Queries that only train, and queries that only choose (dev), over the same documents (data/query_sets.py).
-    evaluated_ids = set(queries)
-    train_only = query_sets.add_query_set(dataset, "train", queries, qrels, docs, lambda g: gain_map.get(g, g))
-    dev_only = query_sets.add_query_set(dataset, "dev", queries, qrels, docs, lambda g: gain_map.get(g, g))
-    if dev_only and not train_only:
-        raise InputError(
-            "dataset.dev_id / dev_queries: a dev set of its own makes every judged query a test query, so the "
-            "models need training queries of their own too (dataset.train_id or train_queries + train_qrels)"
-        )
+    return relevance
 
+
+def _formulate(queries: dict[str, str], docs, query_formulation: dict) -> dict[str, str]:
+    """The queries as ``query_formulation`` words them; none may come out empty."""
     formulated = formulate(queries, docs, query_formulation.get("method", "full"), query_formulation.get("n", 25))
     empty_queries = [q for q, t in formulated.items() if not t.strip()]
     if empty_queries:
@@ -192,7 +243,11 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
             "their text has no term it keeps (tfidf_terms drops stop words and tokens without a letter). "
             "Fix or remove these queries, or set query_formulation.method: full"
         )
+    return formulated
 
+
+def _evaluable(formulated: dict[str, str], evaluated_ids: set[str], qrels: dict) -> list[str]:
+    """The collection's queries with a relevant judged document: the ones the splits share out."""
     evaluable = [q for q in formulated if q in evaluated_ids and any(g > 0 for g in qrels.get(q, {}).values())]
     if not evaluable:  # before the splits, which would only say that 0 queries are too few
         raise InputError(
@@ -206,6 +261,12 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
             len(evaluated_ids) - len(evaluable),
             len(evaluated_ids),
         )
+    return evaluable
+
+
+def _folds(dataset: dict, splits: dict, train_only, dev_only, evaluable: list[str]) -> list[dict]:
+    """The folds: the dataset's own training and dev queries with every judged query a test query, or the splits'
+    parts of the judged queries (plus any training queries of the dataset's own)."""
     if dev_only:
         log.info(
             "the splits are the dataset's own: %d training, %d dev (%s), every one of the %d judged queries a test query",
@@ -214,40 +275,37 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
             query_sets.source_of(dataset, "dev"),
             len(evaluable),
         )
-        folds = query_sets.folds_with([], train_only, dev_only, evaluable)
-    else:
-        folds = make_folds(
-            evaluable,
-            splits.get("method", "holdout"),
-            splits.get("dev", 0.15),
-            splits.get("test", 0.35),
-            splits.get("k", 5),
-            splits.get("seed", 0),
-        )
-        folds = query_sets.folds_with(folds, train_only, set(), evaluable)
-    query_roles = _query_roles(dataset, splits, bool(train_only), bool(dev_only))
+        return query_sets.folds_with([], train_only, dev_only, evaluable)
+    folds = make_folds(
+        evaluable,
+        splits.get("method", "holdout"),
+        splits.get("dev", 0.15),
+        splits.get("test", 0.35),
+        splits.get("k", 5),
+        splits.get("seed", 0),
+    )
+    return query_sets.folds_with(folds, train_only, set(), evaluable)
 
-    words = np.array(list(lengths.values()))
-    stats = {
-        "num_docs": len(lengths),
-        "empty_docs_dropped": len(empty),
-        "num_queries": len(formulated),
-        "num_evaluable_queries": len(evaluable),
-        "num_judgments": sum(len(j) for j in qrels.values()),
-        "relevant_per_query": float(np.mean([sum(g > 0 for g in qrels[q].values()) for q in evaluable])),
-        "doc_words": {
-            "mean": float(words.mean()),
-            "median": float(np.median(words)),
-            "p90": float(np.percentile(words, 90)),
-            "max": int(words.max()),
-        },
-        "query_words": {"mean": float(np.mean([len(t.split()) for t in formulated.values()]))},
-        "relevance": relevance,
-        "query_sets": query_roles,
-        "qrels_defs": {str(k): v for k, v in (qrels_defs or {}).items()},
-        "folds": [{k: len(v) for k, v in f.items()} for f in folds],
+
+def _summary(words: np.ndarray) -> dict:
+    return {
+        "mean": float(words.mean()),
+        "median": float(np.median(words)),
+        "p90": float(np.percentile(words, 90)),
+        "max": int(words.max()),
     }
 
+
+def _write_files(
+    out_dir: Path,
+    formulated: dict[str, str],
+    qrels: dict,
+    excluded: dict[str, set[str]],
+    lengths: dict[str, int],
+    word_doc_freq: Counter[str],
+    folds: list[dict],
+    stats: dict,
+) -> None:
     write_text(
         out_dir / "queries.tsv",
         "query_id\ttext\n" + "".join(f"{q}\t{' '.join(t.split())}\n" for q, t in sorted(formulated.items())),
@@ -266,6 +324,6 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
         len(lengths),
         stats["doc_words"]["median"],
         len(formulated),
-        len(evaluable),
+        stats["num_evaluable_queries"],
         stats["folds"],
     )
