@@ -154,6 +154,36 @@ def align(frames: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     return {name: frames[name].loc[order] for name in names}
 
 
+PAIR_COLUMNS = [
+    "measure",
+    "system_a",
+    "system_b",
+    "mean_diff",
+    "diff_ci_low",
+    "diff_ci_high",
+    "cohens_d",
+    "wilcoxon_p",
+    "wilcoxon_p_holm",
+    "ttest_p",
+    "ttest_p_holm",
+    "mean_a",
+    "mean_b",
+]
+TABLE_COLUMNS = ["system", "letter", "measure", "mean", "ci_low", "ci_high", "better_than", "n_queries"]
+NONINFERIORITY_COLUMNS = [
+    "measure",
+    "system",
+    "reference",
+    "margin",
+    "mean",
+    "reference_mean",
+    "delta",
+    "t",
+    "p",
+    "verdict",
+]
+
+
 def compare(
     frames: Mapping[str, pd.DataFrame],
     measures: Sequence[str] | None = None,
@@ -182,91 +212,104 @@ def compare(
         # One seed for every system: the same resampled query sets, so boot[a] - boot[b] is exactly the
         # paired bootstrap of the per-query differences (and costs one pass per system, not per pair).
         boot = {s: bootstrap_means(values[s], n_resamples, seed) for s in systems}
-        pairs = list(itertools.combinations(systems, 2))
-        rows = []
-        for a, b in pairs:
-            d = values[a] - values[b]
-            lo, hi = np.percentile(boot[a] - boot[b], [2.5, 97.5]) if d.size else (np.nan, np.nan)
+        rows = _pair_rows(measure, values, boot)
+        table_rows.extend(_system_rows(measure, values, boot, letters, _better_than(rows, systems, letters, alpha)))
+        pair_rows.extend(rows)
+        if reference is not None:
+            ni_rows.extend(_noninferiority_rows(measure, values, reference, margins, alpha))
+    return {
+        "table": pd.DataFrame(table_rows, columns=TABLE_COLUMNS),
+        "pairs": pd.DataFrame(pair_rows, columns=PAIR_COLUMNS),
+        "noninferiority": pd.DataFrame(ni_rows, columns=NONINFERIORITY_COLUMNS),
+    }
+
+
+def _pair_rows(measure: str, values: dict[str, np.ndarray], boot: dict[str, np.ndarray]) -> list[dict]:
+    """One row per pair of systems: means, the paired bootstrap CI of the difference, effect size and p-values
+    (Holm-corrected over the measure's pairs)."""
+    rows = []
+    for a, b in itertools.combinations(values, 2):
+        d = values[a] - values[b]
+        lo, hi = np.percentile(boot[a] - boot[b], [2.5, 97.5]) if d.size else (np.nan, np.nan)
+        rows.append(
+            {
+                "measure": measure,
+                "system_a": a,
+                "system_b": b,
+                "mean_a": float(values[a].mean()),
+                "mean_b": float(values[b].mean()),
+                "mean_diff": float(d.mean()) if d.size else np.nan,
+                "diff_ci_low": float(lo),
+                "diff_ci_high": float(hi),
+                "cohens_d": cohens_d_paired(values[a], values[b]),
+                "wilcoxon_p": wilcoxon_p(values[a], values[b]),
+                "ttest_p": ttest_p(values[a], values[b]),
+            }
+        )
+    wp = holm([r["wilcoxon_p"] for r in rows])
+    tp = holm([r["ttest_p"] for r in rows])
+    for r, w, t in zip(rows, wp, tp):
+        r["wilcoxon_p_holm"] = float(w)
+        r["ttest_p_holm"] = float(t)
+    return rows
+
+
+def _better_than(rows: list[dict], systems: list[str], letters: dict[str, str], alpha: float) -> dict[str, list[str]]:
+    """System -> the letters of the systems it beats (Holm-corrected Wilcoxon p below ``alpha``)."""
+    better = {s: [] for s in systems}
+    for r in rows:
+        if r["wilcoxon_p_holm"] < alpha and r["mean_diff"] != 0:
+            winner, loser = (r["system_a"], r["system_b"]) if r["mean_diff"] > 0 else (r["system_b"], r["system_a"])
+            better[winner].append(letters[loser])
+    return better
+
+
+def _system_rows(
+    measure: str,
+    values: dict[str, np.ndarray],
+    boot: dict[str, np.ndarray],
+    letters: dict[str, str],
+    better: dict[str, list[str]],
+) -> list[dict]:
+    rows = []
+    for s in values:
+        lo, hi = (float(x) for x in np.percentile(boot[s], [2.5, 97.5]))
+        rows.append(
+            {
+                "system": s,
+                "letter": letters[s],
+                "measure": measure,
+                "mean": float(values[s].mean()),
+                "ci_low": lo,
+                "ci_high": hi,
+                "better_than": "".join(sorted(better[s], key=LETTERS.index)),
+                "n_queries": int(values[s].size),
+            }
+        )
+    return rows
+
+
+def _noninferiority_rows(
+    measure: str, values: dict[str, np.ndarray], reference: str, margins: Sequence[float], alpha: float
+) -> list[dict]:
+    rows = []
+    for s in values:
+        if s == reference:
+            continue
+        for margin in margins:
+            delta, t, p = noninferiority_p(values[s], values[reference], margin)
             rows.append(
                 {
                     "measure": measure,
-                    "system_a": a,
-                    "system_b": b,
-                    "mean_a": float(values[a].mean()),
-                    "mean_b": float(values[b].mean()),
-                    "mean_diff": float(d.mean()) if d.size else np.nan,
-                    "diff_ci_low": float(lo),
-                    "diff_ci_high": float(hi),
-                    "cohens_d": cohens_d_paired(values[a], values[b]),
-                    "wilcoxon_p": wilcoxon_p(values[a], values[b]),
-                    "ttest_p": ttest_p(values[a], values[b]),
-                }
-            )
-        wp = holm([r["wilcoxon_p"] for r in rows])
-        tp = holm([r["ttest_p"] for r in rows])
-        for r, w, t in zip(rows, wp, tp):
-            r["wilcoxon_p_holm"] = float(w)
-            r["ttest_p_holm"] = float(t)
-        better = {s: [] for s in systems}
-        for r in rows:
-            if r["wilcoxon_p_holm"] < alpha and r["mean_diff"] != 0:
-                winner, loser = (r["system_a"], r["system_b"]) if r["mean_diff"] > 0 else (r["system_b"], r["system_a"])
-                better[winner].append(letters[loser])
-        for s in systems:
-            lo, hi = (float(x) for x in np.percentile(boot[s], [2.5, 97.5]))
-            table_rows.append(
-                {
                     "system": s,
-                    "letter": letters[s],
-                    "measure": measure,
+                    "reference": reference,
+                    "margin": margin,
                     "mean": float(values[s].mean()),
-                    "ci_low": lo,
-                    "ci_high": hi,
-                    "better_than": "".join(sorted(better[s], key=LETTERS.index)),
-                    "n_queries": int(values[s].size),
+                    "reference_mean": float(values[reference].mean()),
+                    "delta": delta,
+                    "t": t,
+                    "p": p,
+                    "verdict": "non-inferior" if p < alpha else "not shown non-inferior",
                 }
             )
-        pair_rows.extend(rows)
-        if reference is not None:
-            for s in systems:
-                if s == reference:
-                    continue
-                for margin in margins:
-                    delta, t, p = noninferiority_p(values[s], values[reference], margin)
-                    ni_rows.append(
-                        {
-                            "measure": measure,
-                            "system": s,
-                            "reference": reference,
-                            "margin": margin,
-                            "mean": float(values[s].mean()),
-                            "reference_mean": float(values[reference].mean()),
-                            "delta": delta,
-                            "t": t,
-                            "p": p,
-                            "verdict": "non-inferior" if p < alpha else "not shown non-inferior",
-                        }
-                    )
-
-    pair_cols = [
-        "measure",
-        "system_a",
-        "system_b",
-        "mean_diff",
-        "diff_ci_low",
-        "diff_ci_high",
-        "cohens_d",
-        "wilcoxon_p",
-        "wilcoxon_p_holm",
-        "ttest_p",
-        "ttest_p_holm",
-        "mean_a",
-        "mean_b",
-    ]
-    table_cols = ["system", "letter", "measure", "mean", "ci_low", "ci_high", "better_than", "n_queries"]
-    ni_cols = ["measure", "system", "reference", "margin", "mean", "reference_mean", "delta", "t", "p", "verdict"]
-    return {
-        "table": pd.DataFrame(table_rows, columns=table_cols),
-        "pairs": pd.DataFrame(pair_rows, columns=pair_cols),
-        "noninferiority": pd.DataFrame(ni_rows, columns=ni_cols),
-    }
+    return rows
