@@ -3,15 +3,22 @@
     nice -n 19 env OMP_NUM_THREADS=1 python benchmarks/scaling.py --sizes 2000 10000 --out benchmarks/scaling
 
 For every size N: generate a synthetic collection shaped like MS MARCO documents (``generate_collection``), run
-the real stages ``data``, ``candidates`` (BM25), ``train`` (KNRM), ``rerank`` (KNRM) and ``evaluate`` through
-``python -m longrank <stage>`` with the arguments the Snakemake rules give them (workflow/rules/*.smk), each in
-its own fresh process under a small wrapper that reads the stage's peak RSS (``RUSAGE_CHILDREN``), then write
+the real stages ``data``, ``candidates`` (BM25 through bm25s, in memory), ``pisa_index`` and ``pisa_candidates``
+(BM25 through PISA: its on-disk index, then the candidates stage reading it), ``train`` (KNRM), ``rerank`` (KNRM)
+and ``evaluate`` through ``python -m longrank <stage>`` with the arguments the Snakemake rules give them
+(workflow/rules/*.smk), each in its own fresh process under a small wrapper that reads the stage's peak RSS
+(``RUSAGE_CHILDREN``), one after the other in one run (so both engines see the same machine), then write
 
 - ``<out>/scaling.tsv``: size, stage, seconds (wall), peak_rss_mb, steps_per_second (train), cpu_seconds, ndcg10
-  (KNRM) and bm25_ndcg10 (for context) on the evaluate row, the collection's words / word types, generation seconds
+  (KNRM) and bm25_ndcg10 (for context) on the evaluate row, the first stages' nDCG@10 / R@100 over every query,
+  query latency (ms per query) and index size (PISA's on disk) on their rows, the collection's words / word types,
+  generation seconds
 - ``<out>/scaling.png``: peak RSS and wall time against N per stage, log-log
 - ``<out>/extrapolation.md``: per stage a least-squares fit a + b*N of memory and time, extrapolated to
-  3,200,000 documents (MS MARCO documents), beside the SLURM profile's mem_mb / runtime for the same rule.
+  3,200,000 documents (MS MARCO documents), beside the SLURM profile's mem_mb / runtime for the same rule, and
+  the two BM25 engines side by side (index time, peak memory, index size, query latency, nDCG@10, R@100).
+
+``--stages`` runs a subset (``--stages data candidates pisa_index pisa_candidates``: the first stages only).
 
 The collections and the stages' outputs go to ``--work-dir`` (a temporary directory, removed at the end unless
 ``--keep-work``). Nothing here is imported by the package; the test imports this file by path.
@@ -35,8 +42,11 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_DOCS = 3_200_000  # MS MARCO documents (3.2M; the TREC DL 2019/2020 document collection)
-STAGES = ("data", "candidates", "train", "rerank", "evaluate")
-RULE_OF_STAGE = {stage: stage for stage in STAGES}  # each stage's Snakemake rule has the stage's name (cli.py)
+STAGES = ("data", "candidates", "pisa_index", "pisa_candidates", "train", "rerank", "evaluate")
+# each stage's Snakemake rule has the stage's name (cli.py); pisa_candidates is the candidates rule with a pisa stage
+RULE_OF_STAGE = {stage: stage for stage in STAGES} | {"pisa_candidates": "candidates"}
+#: the two BM25 first stages: (their run's name, the stages that build and query them)
+ENGINES = {"bm25s": ("bm25", ("candidates",)), "pisa": ("pisa", ("pisa_index", "pisa_candidates"))}
 
 # --- the synthetic collection -------------------------------------------------------------------------------
 # Document lengths (words): log-normal with median 580 and mean 1,100 words, the MS MARCO document collection's
@@ -258,6 +268,17 @@ def stage_commands(
         "stemmer": "english",
         "stopwords": "en",
     }
+    # the schema's defaults for method pisa: PISA's porter2 is Snowball English, lucene's 33 stop words bm25s's en
+    pisa_stage = {
+        "name": "pisa",
+        "method": "pisa",
+        "top_k": 100,
+        "k1": 0.9,
+        "b": 0.4,
+        "stemmer": "porter2",
+        "stopwords": "lucene",
+    }
+    pisa_index = work / "pisa" / "pisa"
     model = json.dumps(knrm_config(steps), sort_keys=True)
     data, candidates = work / "data", work / "candidates" / "bm25.run"
     checkpoint = work / "models" / "knrm" / "fold0" / "model.safetensors"
@@ -290,6 +311,38 @@ def stage_commands(
                 json.dumps(dataset, sort_keys=True),
                 "--out",
                 str(candidates),
+            ],
+        ),
+        (
+            "pisa_index",
+            py
+            + [
+                "pisa_index",
+                "--data",
+                str(data),
+                "--settings",
+                json.dumps({k: pisa_stage[k] for k in ("stemmer", "k1", "b")}, sort_keys=True),
+                "--threads",
+                "1",
+                "--out",
+                str(pisa_index),
+            ],
+        ),
+        (
+            "pisa_candidates",
+            py
+            + [
+                "candidates",
+                "--data",
+                str(data),
+                "--first-stage",
+                json.dumps(pisa_stage, sort_keys=True),
+                "--dataset",
+                json.dumps(dataset, sort_keys=True),
+                "--artifacts",
+                str(pisa_index),
+                "--out",
+                str(work / "candidates" / "pisa.run"),
             ],
         ),
         (
@@ -373,6 +426,8 @@ def run_size(size: int, args, work_root: Path, log=print) -> list[dict]:
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     rows = []
     for stage, argv in stage_commands(collection, work, args.steps, args.device):
+        if stage not in args.stages:
+            continue
         result = measure(argv, work / "logs" / f"{stage}.log", env)
         row = {
             "size": size,
@@ -396,34 +451,31 @@ def run_size(size: int, args, work_root: Path, log=print) -> list[dict]:
             )
         if stage == "evaluate":
             row["ndcg10"] = mean_column(work / "eval" / "knrm.tsv", "nDCG@10")
-        log(f"[n={size}] {stage:<10} {row['seconds']:8.1f}s  {row['peak_rss_mb']:8.1f} MB")
+        if stage in ("candidates", "pisa_candidates"):  # the first stage's latency and effectiveness
+            run = work / "candidates" / ("bm25.run" if stage == "candidates" else "pisa.run")
+            stats = json.loads(run.with_suffix(".stats.json").read_text())
+            row["query_ms"] = stats["query_ms_per_query"]
+            if stage == "candidates":  # bm25s indexes in the candidates stage, in memory
+                row["index_s"] = stats["index_seconds"]
+            scores = evaluate_run(run, work, env)
+            row["ndcg10"], row["recall100"] = scores["nDCG@10"], scores["R@100"]
+        if stage == "pisa_index":
+            manifest = json.loads((work / "pisa" / "pisa" / "longrank_pisa.json").read_text())
+            row["index_mb"], row["index_s"] = manifest["index_bytes"] / 1e6, manifest["index_seconds"]
+        log(f"[n={size}] {stage:<15} {row['seconds']:8.1f}s  {row['peak_rss_mb']:8.1f} MB")
         rows.append(row)
-    # For context, not measured: BM25's own nDCG@10 on the same test queries (what KNRM reranked).
-    bm25_eval = work / "eval" / "bm25.tsv"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "longrank",
-            "evaluate",
-            "--run",
-            str(work / "candidates" / "bm25.run"),
-            "--qrels",
-            str(work / "data" / "qrels.txt"),
-            "--folds",
-            str(work / "data" / "folds.json"),
-            "--measures",
-            "nDCG@10",
-            "--out",
-            str(bm25_eval),
-        ],
-        env=env,
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-    )
-    rows[-1]["bm25_ndcg10"] = mean_column(bm25_eval, "nDCG@10")
+    if "evaluate" in args.stages:  # for context: BM25's own nDCG@10 over the queries KNRM reranked
+        rows[-1]["bm25_ndcg10"] = next(r["ndcg10"] for r in rows if r["stage"] == "candidates")
     return rows
+
+
+def evaluate_run(run: Path, work: Path, env: dict) -> dict[str, float]:
+    """nDCG@10 and R@100 of a first stage's run through the evaluate stage, averaged over its per-query rows."""
+    out = work / "eval" / f"{run.stem}.tsv"
+    argv = ["evaluate", "--run", str(run), "--qrels", str(work / "data" / "qrels.txt")]
+    argv += ["--folds", str(work / "data" / "folds.json"), "--measures", "nDCG@10", "R@100", "--out", str(out)]
+    subprocess.run([sys.executable, "-m", "longrank", *argv], env=env, cwd=REPO, check=True, capture_output=True)
+    return {m: mean_column(out, m) for m in ("nDCG@10", "R@100")}
 
 
 def mean_column(path: Path, column: str) -> float:
@@ -494,6 +546,10 @@ def write_tsv(path: Path, rows: list[dict]) -> None:
         "word_types",
         "generate_seconds",
         "model_words",
+        "recall100",
+        "query_ms",
+        "index_mb",
+        "index_s",
     ]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\t".join(columns) + "\n")
@@ -597,6 +653,8 @@ def extrapolation_report(
         points = sorted(
             (r["size"], r["peak_rss_mb"], r["seconds"], r["cpu_seconds"]) for r in rows if r["stage"] == stage
         )
+        if not points:  # a stage left out (--stages)
+            continue
         lines.append(
             f"- {stage}: " + "; ".join(f"{n:,}: {m:,.0f} MB / {s:,.1f} s / {c:,.1f} s" for n, m, s, c in points)
         )
@@ -628,8 +686,76 @@ def extrapolation_report(
             + ". `train` and `rerank` memory is fitted against it rather than N, and taken at the cap for "
             f"{target:,} documents (MS MARCO has millions of word types in {MIN_DOC_FREQ}+ documents)."
         )
+    lines += ["", engines_report(rows, target)]
     lines += ["", _run_estimates(rows, (10_000, 100_000, 300_000)), "", *NOTES, ""]
     return "\n".join(lines)
+
+
+def engines_report(rows: list[dict], target: int = TARGET_DOCS) -> str:
+    """bm25s and PISA side by side at each measured size and extrapolated to ``target`` documents (linear fits of
+    memory, index time and index size in N; query latency and effectiveness as measured)."""
+    lines = [
+        f"## The two BM25 engines side by side (extrapolated to {target:,} documents)",
+        "",
+        "bm25s: the `candidates` stage (index in memory, then every query). PISA: `pisa_index` (the on-disk index, "
+        "streamed from docs.jsonl) then `pisa_candidates` (the candidates stage reading it); peak RSS is the larger "
+        "of the two. Index time: bm25s's `index_seconds`, PISA's whole build (parse, invert, compress). nDCG@10 and "
+        "R@100 over every query of the synthetic collection (top 100).",
+        "",
+        "| engine | N | index time (s) | peak RSS (MB) | index on disk (MB) | query latency (ms/query) | nDCG@10 | R@100 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    fitted = {}
+    for engine, (_, stages) in ENGINES.items():
+        sizes = sorted({r["size"] for r in rows if r["stage"] == stages[-1]})
+        points = []
+        for n in sizes:
+            mine = {r["stage"]: r for r in rows if r["size"] == n and r["stage"] in stages}
+            if set(mine) != set(stages):
+                continue
+            last, first = mine[stages[-1]], mine[stages[0]]
+            point = {
+                "n": n,
+                "index_s": _float(first.get("index_s")),
+                "rss": max(r["peak_rss_mb"] for r in mine.values()),
+                "disk": _float(first.get("index_mb")),
+                "query_ms": _float(last.get("query_ms")),
+                "ndcg10": _float(last.get("ndcg10")),
+                "recall100": _float(last.get("recall100")),
+            }
+            points.append(point)
+            lines.append(
+                f"| {engine} | {n:,} | {point['index_s']:,.1f} | {point['rss']:,.0f} | "
+                f"{_cell(point['disk'], ',.0f', 'in memory')} | {point['query_ms']:,.2f} | {point['ndcg10']:.4f} | "
+                f"{point['recall100']:.4f} |"
+            )
+        fitted[engine] = points
+    for engine, points in fitted.items():
+        if len({p["n"] for p in points}) < 2:
+            continue
+        n = [p["n"] for p in points]
+        at = {key: _at_target(n, [p[key] for p in points], target) for key in ("index_s", "rss", "disk", "query_ms")}
+        lines.append(
+            f"| **{engine}, extrapolated** | **{target:,}** | {_cell(at['index_s'], ',.0f')} | {_cell(at['rss'], ',.0f')} | "
+            f"{_cell(at['disk'], ',.0f', 'in memory')} | {_cell(at['query_ms'], ',.2f')} | | |"
+        )
+    return "\n".join(lines)
+
+
+def _float(value) -> float:
+    return float(value) if value not in ("", None) else float("nan")
+
+
+def _at_target(sizes, values, target: int) -> float:
+    """A least-squares line through the measured points, at ``target``; a negative slope (noise) keeps the largest."""
+    if any(math.isnan(v) for v in values):
+        return float("nan")
+    a, b = fit_linear(sizes, values)
+    return a + b * target if b > 0 else max(values)
+
+
+def _cell(value: float, spec: str, missing: str = "") -> str:
+    return missing if math.isnan(value) else format(value, spec)
 
 
 def vocabulary_memory(rows: list[dict], stage: str) -> tuple[float, str] | None:
@@ -742,6 +868,13 @@ def parse_args(argv=None):
     parser.add_argument("--work-dir", help="collections and stage outputs (default: a temporary directory)")
     parser.add_argument("--keep-work", action="store_true", help="keep the work directory")
     parser.add_argument("--from-tsv", help="run nothing: redo the plot, extrapolation and table from this scaling.tsv")
+    parser.add_argument(
+        "--stages",
+        nargs="+",
+        choices=STAGES,
+        default=list(STAGES),
+        help="the stages to run (train needs candidates; rerank train; evaluate rerank)",
+    )
     return parser.parse_args(argv)
 
 

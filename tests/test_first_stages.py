@@ -58,7 +58,7 @@ def test_first_stages_resolve_in_order_with_method_defaults_and_each_model_names
         ([{"name": "mine", "method": "run_file"}], "config key first_stages.0: 'path' is a required property"),
         (
             [{"name": "mine", "method": "scoreddocs", "k1": 1.2}],
-            "config key first_stages.0.k1: a key of method 'bm25' / 'hdct'; this first stage's method is 'scoreddocs'",
+            "config key first_stages.0.k1: a key of method 'bm25' / 'pisa' / 'hdct'; this first stage's method is 'scoreddocs'",
         ),
         (
             [{"name": "bm25", "method": "bm25", "path": "x"}],

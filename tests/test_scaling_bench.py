@@ -144,7 +144,29 @@ def test_tsv_round_trip(scaling, tmp_path):
             "word_types": 121368,
             "generate_seconds": 0.702,
             "model_words": 90512,
-        }
+            "recall100": "",
+            "query_ms": "",
+            "index_mb": "",
+            "index_s": "",
+        },
+        {  # a first stage's row: its effectiveness, latency, index size and time
+            "size": 2000,
+            "stage": "pisa_index",
+            "seconds": 3.5,
+            "peak_rss_mb": 150.25,
+            "steps_per_second": "",
+            "cpu_seconds": 3.25,
+            "ndcg10": 0.875,
+            "bm25_ndcg10": "",
+            "words": 2185339,
+            "word_types": 121368,
+            "generate_seconds": 0.702,
+            "model_words": "",
+            "recall100": 0.5,
+            "query_ms": 0.25,
+            "index_mb": 12.5,
+            "index_s": 3.125,
+        },
     ]
     scaling.write_tsv(tmp_path / "scaling.tsv", rows)
     assert scaling.read_tsv(tmp_path / "scaling.tsv") == rows
@@ -169,3 +191,21 @@ def test_word_model_memory_is_taken_at_the_vocabulary_cap(scaling, tmp_path):
     assert scaling.vocabulary_memory(reached, "evaluate") is None
     (tmp_path / "df.tsv").write_text("word\tdoc_freq\na\t4\nb\t5\nc\t9\n")
     assert scaling.model_words(tmp_path / "df.tsv") == 2 and scaling.model_words(tmp_path / "df.tsv", max_words=1) == 1
+
+
+def test_the_two_bm25_engines_side_by_side_and_extrapolated(scaling):
+    def row(size, stage, rss, **extra):
+        return {"size": size, "stage": stage, "peak_rss_mb": rss, "seconds": 1.0, "cpu_seconds": 1.0, **extra}
+
+    rows = []
+    for n, k in ((10_000, 1), (100_000, 10)):
+        effectiveness = {"ndcg10": 0.5, "recall100": 0.75}
+        rows.append(row(n, "candidates", 1000.0 * k, index_s=20.0 * k, query_ms=2.0, **effectiveness))
+        rows.append(row(n, "pisa_index", 300.0, index_s=5.0 * k, index_mb=10.0 * k))
+        rows.append(row(n, "pisa_candidates", 200.0 + k, query_ms=1.0, **effectiveness))
+    table = scaling.engines_report(rows, target=1_000_000)
+    assert "| bm25s | 100,000 | 200.0 | 10,000 | in memory | 2.00 | 0.5000 | 0.7500 |" in table
+    assert "| pisa | 100,000 | 50.0 | 300 | 100 | 1.00 | 0.5000 | 0.7500 |" in table  # peak: the index build
+    # linear in N through both points: 1,000 MB per 10,000 documents for bm25s; PISA's memory flat at its largest
+    assert "| **bm25s, extrapolated** | **1,000,000** | 2,000 | 100,000 | in memory | 2.00 | | |" in table
+    assert "| **pisa, extrapolated** | **1,000,000** | 500 | 300 | 1,000 | 1.00 | | |" in table

@@ -25,7 +25,7 @@ STAGES = {
     ),
     "candidates": (
         "longrank.retrieval.candidates",
-        "one first stage's candidates (bm25, the collection's scoreddocs or a run file) as a TREC run",
+        "one first stage's candidates (bm25, pisa, the collection's scoreddocs, a run file, ...) as a TREC run",
     ),
     "sanity": (
         "longrank.retrieval.sanity",
@@ -34,6 +34,10 @@ STAGES = {
     "pseudo_queries": (
         "longrank.train.pseudo_queries",
         "training queries made from the documents (titles, ICT, formulated passages) for train.pretrain",
+    ),
+    "pisa_index": (
+        "longrank.retrieval.pisa",
+        "PISA's BM25 index of the collection, streamed from docs.jsonl, for a first stage of method pisa",
     ),
     "hdct": (
         "longrank.models.hdct",

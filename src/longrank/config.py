@@ -15,7 +15,8 @@ from jsonschema import Draft202012Validator, validators
 from longrank.data.grades import check_gain_order, integer_grades
 from longrank.entries import document_budget
 from longrank.io import InputError, write_json
-from longrank.retrieval import bm25
+from longrank.retrieval import bm25, pisa
+from longrank.retrieval.first_stage import parse_first_stage
 
 # Where this checkout keeps the config schema (Snakemake's layout: workflow/schemas/) and the shipped collection
 # descriptions, relative to the repository root. The one place the schema's location is named: the workflow
@@ -278,6 +279,7 @@ def check_model_keys(models: dict) -> None:
 # checks they agree)
 METHOD_KEYS = {
     bm25.METHOD: bm25.KEYS,
+    pisa.METHOD: pisa.KEYS,
     "run_file": {"path"},
     "model": {"model"},
     "hdct": {
@@ -310,6 +312,7 @@ def resolve_first_stages(config: dict) -> dict:
                 f"config key first_stages.{i}.{key}: a key of method {' / '.join(map(repr, owners))}; "
                 f"this first stage's method is {spec['method']!r}"
             )
+        parse_first_stage(spec, where=f"first_stages[{i}]")  # each method's settings, typed: a bad value named
         if spec["name"] in stages:
             raise InputError(
                 f"config key first_stages: the name {spec['name']!r} is used twice; names must be distinct"

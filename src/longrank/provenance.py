@@ -41,6 +41,7 @@ PACKAGES = [
     "transformers",
     "safetensors",
     "bm25s",
+    "pyterrier_pisa",
     "ir_datasets",
     "ir_measures",
     "pytrec_eval_terrier",

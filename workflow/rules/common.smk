@@ -151,10 +151,12 @@ def fold_artifacts(wildcards):
 
 def stage_artifacts(wildcards):
     """A first stage a trained model produces (method model) reads that model's per-fold artifacts (its impact
-    index); an hdct first stage reads its index."""
+    index); an hdct or pisa first stage reads its index."""
     spec = config["first_stages"][wildcards.first_stage]
     if spec["method"] == "hdct":  # HDCT's index, built once for the collection (workflow/rules/hdct.smk)
         return [f"{R}/hdct/{wildcards.first_stage}"]
+    if spec["method"] == "pisa":  # PISA's index, once per collection and index settings (workflow/rules/pisa.smk)
+        return [f"{R}/pisa/{wildcards.first_stage}"]
     if spec["method"] != "model":
         return []
     return expand(f"{R}/artifacts/{spec['model']}/fold{{fold}}", fold=FOLDS)

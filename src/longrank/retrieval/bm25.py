@@ -76,16 +76,17 @@ def bm25_run(
     return run
 
 
-def candidates(spec: dict, corpus, depth: int) -> tuple[Run, dict]:
-    """The first stage ``spec`` (one resolved ``first_stages`` entry) over a prepared corpus, and its timings."""
+def candidates(settings, corpus, depth: int) -> tuple[Run, dict]:
+    """A bm25 first stage (its :class:`~longrank.retrieval.first_stage.Bm25Settings`) over a prepared corpus, and
+    its timings."""
     timings: dict = {}
     run = bm25_run(
         corpus.docs,
         corpus.queries,
-        k1=spec["k1"],
-        b=spec["b"],
-        stemmer=spec["stemmer"],
-        stopwords=spec["stopwords"],
+        k1=settings.k1,
+        b=settings.b,
+        stemmer=settings.stemmer,
+        stopwords=settings.stopwords,
         top_k=depth,
         timings=timings,
     )

@@ -2,7 +2,9 @@
 
 Methods (``first_stages[].method``):
 
-- ``bm25``: bm25s over the prepared collection (:mod:`longrank.retrieval.bm25`);
+- ``bm25``: bm25s over the prepared collection (:mod:`longrank.retrieval.bm25`), in memory;
+- ``pisa``: BM25 through PISA from the index the ``pisa_index`` stage built once for the collection and its index
+  settings (:mod:`longrank.retrieval.pisa`): a collection larger than memory;
 - ``scoreddocs``: the collection's own ranked lists from ir_datasets (TREC DL ships the official top 100 for
   its test queries and for MS MARCO's training queries): the papers' candidates without indexing 3.2M documents;
 - ``run_file``: a TREC run the user brings (another system's output, a dense retriever's, ...);
@@ -29,7 +31,8 @@ from longrank.data.collections import ir_datasets_downloads
 from longrank.data.corpus import Corpus
 from longrank.io import InputError, Run, read_run, write_json, write_run
 from longrank.provenance import write_run_metadata
-from longrank.retrieval import bm25, hdct
+from longrank.retrieval import bm25, hdct, pisa
+from longrank.retrieval.first_stage import FirstStage, parse_first_stage
 from longrank.retrieval.impact import impact_run
 
 log = logging.getLogger(__name__)
@@ -45,7 +48,7 @@ def add_arguments(parser):
         "--artifacts",
         nargs="*",
         default=[],
-        help="method model: the model's per-fold artifact directories, in fold order",
+        help="method model: the model's per-fold artifact directories, in fold order; hdct / pisa: the index",
     )
     parser.add_argument(
         "--out", required=True, help="candidates/{name}.run; the stats go beside it as {name}.stats.json"
@@ -53,40 +56,40 @@ def add_arguments(parser):
 
 
 def run(args):
-    spec = json.loads(args.first_stage)
+    stage = parse_first_stage(json.loads(args.first_stage))
     corpus = Corpus(args.data)
-    top_k = spec.get("top_k", 100)
     excluded = corpus.excluded
     ranked, stats = retrieve(
-        spec,
+        stage,
         corpus,
         json.loads(args.dataset),
-        depth=top_k + max((len(v) for v in excluded.values()), default=0),
+        depth=stage.top_k + max((len(v) for v in excluded.values()), default=0),
         artifacts=[Path(p) for p in args.artifacts],
     )
-    write_run(Path(args.out), without_excluded(ranked, excluded, top_k), tag=spec["name"])
-    write_run_metadata(args.out, spec)
-    write_json(Path(args.out).with_suffix(".stats.json"), {"method": spec["method"], **stats})
+    write_run(Path(args.out), without_excluded(ranked, excluded, stage.top_k), tag=stage.name)
+    write_run_metadata(args.out, stage.entry)
+    write_json(Path(args.out).with_suffix(".stats.json"), {"method": stage.method, **stats})
 
 
-def retrieve(spec: dict, corpus: Corpus, dataset: dict, depth: int, artifacts: list[Path] = ()) -> tuple[Run, dict]:
+def retrieve(
+    stage: FirstStage | dict, corpus: Corpus, dataset: dict, depth: int, artifacts: list[Path] = ()
+) -> tuple[Run, dict]:
     """The first stage's ranking of every query (at least ``depth`` documents each where the method allows) and
-    what it cost (timings, index size; empty where the ranking came ready-made)."""
+    what it cost (timings, index size; empty where the ranking came ready-made). ``stage``: parsed, or an entry."""
+    if isinstance(stage, dict):
+        stage = parse_first_stage(stage)
     methods = {
-        bm25.METHOD: lambda: bm25.candidates(spec, corpus, depth),
+        bm25.METHOD: lambda: bm25.candidates(stage.settings, corpus, depth),
+        pisa.METHOD: lambda: pisa.candidates(stage, corpus, depth, artifacts),
         "scoreddocs": lambda: (
-            scoreddocs_run(_scoreddocs_datasets(dataset), corpus.queries, corpus.docs, f"first stage {spec['name']!r}"),
+            scoreddocs_run(_scoreddocs_datasets(dataset), corpus.queries, corpus.docs, f"first stage {stage.name!r}"),
             {},
         ),
-        "run_file": lambda: (run_file(spec, corpus), {}),
+        "run_file": lambda: (run_file(stage, corpus), {}),
         "model": lambda: impact_run(artifacts, corpus.folds, corpus.queries, depth),
         "hdct": lambda: _hdct_run(artifacts, corpus.queries, depth),
     }
-    if spec["method"] not in methods:
-        raise InputError(
-            f"first stage {spec['name']!r}: unknown method {spec['method']!r}; expected one of {sorted(methods)}"
-        )
-    return methods[spec["method"]]()
+    return methods[stage.method]()
 
 
 def _hdct_run(artifacts: list[Path], queries: dict, depth: int) -> tuple[Run, dict]:
@@ -97,16 +100,14 @@ def _hdct_run(artifacts: list[Path], queries: dict, depth: int) -> tuple[Run, di
     return hdct.retrieve(artifacts[0], queries, depth)
 
 
-def run_file(spec: dict, corpus: Corpus) -> Run:
-    path = Path(spec["path"])
+def run_file(stage: FirstStage, corpus: Corpus) -> Run:
+    path = Path(stage.settings.path)
     if not path.exists():
         raise InputError(
-            f"config key first_stages.{spec['name']}.path: run file {path} not found (relative to the working directory, {Path.cwd()})"
+            f"config key first_stages.{stage.name}.path: run file {path} not found (relative to the working directory, {Path.cwd()})"
         )
     if path.is_dir():
-        raise InputError(
-            f"config key first_stages.{spec['name']}.path: {path} is a directory; expected a TREC run file"
-        )
+        raise InputError(f"config key first_stages.{stage.name}.path: {path} is a directory; expected a TREC run file")
     return within_collection(read_run(path), corpus.queries, corpus.docs, source=str(path))
 
 

@@ -1,0 +1,376 @@
+"""BM25 first stage through PISA (``pyterrier-pisa``, a C++ engine): the ``pisa`` method of ``first_stages``, for a
+collection that does not fit in memory (bm25s holds its index in RAM: ~106 GB for MS MARCO's 3.2M documents by
+``benchmarks/scaling.py``; docs/studies/scaling.md).
+
+Two steps, each its own stage:
+
+- ``pisa_index`` (:func:`build_index`, rule ``pisa_index``): the index of the collection, built once per collection
+  and index settings by streaming ``docs.jsonl`` line by line into PISA (memory does not grow with the collection's
+  text). The index settings are the stemmer and BM25's k1 and b: the stemmer is applied when PISA parses documents,
+  and PISA keeps per-block score upper bounds (block-max WAND) and its compressed postings for one (k1, b), which it
+  would otherwise write into the index directory on the first query. Building writes everything into a temporary
+  directory beside the output, records :data:`MANIFEST` last, and renames the directory into place: an index without
+  its manifest is half-written and never read.
+- ``candidates`` (:func:`retrieve`): the top ``depth`` documents of every query, read from the index; nothing is
+  written into it. Stop words are query-time in PISA (every term is indexed), so changing them reuses the index.
+
+Text processing is PISA's own, and differs from the ``bm25`` method's (bm25s): PISA splits on every character that is
+not an ASCII letter or digit (``naïve`` -> ``na ve``, ``e-mail`` -> ``e mail``, ``U.S.`` -> ``us``) and keeps
+one-character tokens; bm25s keeps runs of two or more Unicode word characters (``naïve``, ``ca_t``) and drops single
+characters. Both stem with Porter2 (Snowball English; PISA also offers Krovetz) and drop Lucene's 33 English stop
+words by default, but PISA counts stop words in a document's length (they are indexed), bm25s does not. PISA's IDF is
+``max(1e-6, ln((N - df + 0.5) / (df + 0.5)))``, Lucene's (bm25s) ``ln(1 + (N - df + 0.5) / (df + 0.5))``: a term in
+more than half the documents scores ~0 in PISA. Block-max WAND returns the exact top k. docs/first-stages.md gives
+the measured agreement on Cranfield and IRLeD.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from longrank.io import InputError, Run, read_json, replace_directory, umask_mode, write_json
+
+log = logging.getLogger(__name__)
+
+METHOD = "pisa"
+#: the first_stages[] keys this method reads (besides name, method and top_k)
+KEYS = {"k1", "b", "stemmer", "stopwords", "analyser"}
+STEMMERS = ("porter2", "krovetz", None)
+STOPWORD_LISTS = ("lucene", "terrier", None)
+#: bm25s: the bm25 method's text processing, in Python, before PISA sees the text; pisa: PISA's own, in C++
+ANALYSERS = ("bm25s", "pisa")
+#: the bm25 method's tokens (bm25s's default token pattern, over lower-cased text)
+_BM25S_TOKEN = re.compile(r"(?u)\b\w\w+\b")
+#: written last into a complete index: the settings it was built with, the collection it was built from, its cost
+MANIFEST = "longrank_pisa.json"
+MANIFEST_FORMAT = 1
+#: PISA's postings codec and query algorithm (pyterrier-pisa's defaults; block-max WAND is exact for top k)
+ENCODING = "block_simdbp"
+QUERY_ALGORITHM = "block_max_wand"
+#: what retrieval reads: the term and document lexicons and, named bm25.k1-<k1>.b-<b>.*, the block-max data and the
+#: compressed postings; the rest of what PISA writes while building (the forward index, the uncompressed postings
+#: it compresses from) is removed from a finished index
+_RETRIEVAL_FILES = {"fwd.termlex", "fwd.doclex", "pt_meta.json", MANIFEST}
+_SCORED_FILES_PREFIX = "bm25."
+
+
+@dataclass(frozen=True)
+class PisaSettings:
+    """A ``pisa`` first stage's settings (schema: ``first_stages[].k1 / b / stemmer / stopwords / analyser``)."""
+
+    k1: float = 0.9
+    b: float = 0.4
+    stemmer: str | None = "porter2"
+    stopwords: str | None = "lucene"
+    analyser: str = "bm25s"
+
+    @classmethod
+    def from_spec(cls, spec: dict, where: str) -> PisaSettings:
+        """The settings of a first-stage entry; a bad value is an InputError naming ``<where>.<key>``."""
+        defaults = cls()
+        values = {key: spec.get(key, getattr(defaults, key)) for key in KEYS}
+        for key in ("k1", "b"):
+            value = values[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise InputError(f"config key {where}.{key}: {value!r} is not a number >= 0")
+        if values["b"] > 1:
+            raise InputError(
+                f"config key {where}.b: {values['b']!r} is over 1 (b is a fraction of length normalisation)"
+            )
+        if values["stemmer"] not in STEMMERS:
+            raise InputError(
+                f"config key {where}.stemmer: {values['stemmer']!r} is not one of PISA's stemmers {list(STEMMERS)} "
+                "(porter2 is Snowball English, the bm25 method's 'english')"
+            )
+        if values["stopwords"] not in STOPWORD_LISTS:
+            raise InputError(
+                f"config key {where}.stopwords: {values['stopwords']!r} is not one of {list(STOPWORD_LISTS)} "
+                "(lucene: the 33 words of bm25s's 'en'; terrier: Terrier's 733)"
+            )
+        if values["analyser"] not in ANALYSERS:
+            raise InputError(f"config key {where}.analyser: {values['analyser']!r} is not one of {list(ANALYSERS)}")
+        if values["analyser"] == "bm25s" and values["stemmer"] == "krovetz":
+            raise InputError(
+                f"config key {where}.stemmer: krovetz is PISA's own; it needs analyser: pisa (bm25s stems with Snowball)"
+            )
+        if values["analyser"] == "bm25s" and values["stopwords"] == "terrier":
+            raise InputError(f"config key {where}.stopwords: terrier is PISA's own list; it needs analyser: pisa")
+        return cls(
+            k1=float(values["k1"]),
+            b=float(values["b"]),
+            stemmer=values["stemmer"],
+            stopwords=values["stopwords"],
+            analyser=values["analyser"],
+        )
+
+    def index_settings(self) -> dict:
+        """What the index is built for: a change in any of these needs a new index. PISA removes stop words from
+        queries only, so they are not an index setting with its own analyser; the bm25s analyser removes them from
+        documents too (a document's length counts its other words, as bm25s's does)."""
+        settings = {"analyser": self.analyser, "stemmer": self.stemmer, "k1": self.k1, "b": self.b}
+        if self.analyser == "bm25s":
+            settings["stopwords"] = self.stopwords
+        return {**settings, "encoding": ENCODING}
+
+    def engine_stemmer(self) -> str:
+        """The stemmer PISA applies: none where the bm25s analyser stemmed already."""
+        return "none" if self.analyser == "bm25s" or self.stemmer is None else self.stemmer
+
+    def engine_stopwords(self) -> str:
+        """The stop words PISA removes from queries: none where the bm25s analyser removed them already."""
+        return "none" if self.analyser == "bm25s" or self.stopwords is None else self.stopwords
+
+
+class Bm25sAnalyser:
+    """The bm25 method's text processing (bm25s.tokenize): lower-cased runs of two or more word characters, stop
+    words out, then Snowball English stems. PISA indexes its output with its own processing off, so documents'
+    lengths, terms and query term counts are bm25s's. ``None`` of settings with analyser pisa: PISA's own."""
+
+    def __init__(self, settings: PisaSettings):
+        import bm25s.stopwords
+        import Stemmer
+
+        self.stop_words = set(bm25s.stopwords.STOPWORDS_EN) if settings.stopwords == "lucene" else set()
+        self.stem = Stemmer.Stemmer("english").stemWords if settings.stemmer == "porter2" else list
+
+    def __call__(self, text: str) -> str:
+        return " ".join(self.stem([w for w in _BM25S_TOKEN.findall(text.lower()) if w not in self.stop_words]))
+
+    @staticmethod
+    def of(settings: PisaSettings):
+        return Bm25sAnalyser(settings) if settings.analyser == "bm25s" else None
+
+
+# --- building ------------------------------------------------------------------------------------------------
+def add_arguments(parser):
+    parser.add_argument("--data", required=True, help="results/{dataset}/data (its docs.jsonl is streamed)")
+    parser.add_argument(
+        "--settings",
+        required=True,
+        help="the index settings as JSON (stemmer, k1, b: index_settings_of the first stage's entry)",
+    )
+    parser.add_argument("--threads", type=int, default=1, help="PISA's indexing threads")
+    parser.add_argument("--out", required=True, help="the index directory, results/{dataset}/pisa/{first_stage}")
+
+
+def run(args):
+    settings = PisaSettings.from_spec(json.loads(args.settings), "pisa_index --settings")
+    manifest = build_index(Path(args.data) / "docs.jsonl", settings, Path(args.out), threads=args.threads)
+    log.info(
+        "pisa index of %d documents in %.1f s, %.1f MB: %s",
+        manifest["documents"],
+        manifest["index_seconds"],
+        manifest["index_bytes"] / 1e6,
+        args.out,
+    )
+
+
+def _engine():
+    try:
+        import pyterrier_pisa
+    except ImportError:
+        raise InputError(
+            "first stage method pisa needs pyterrier-pisa: pip install -e '.[pisa]' (docs/first-stages.md)"
+        ) from None
+    return pyterrier_pisa
+
+
+def build_index(docs_path: Path, settings: PisaSettings, out: Path, threads: int = 1) -> dict:
+    """Index ``docs_path`` (the data stage's ``docs.jsonl``, streamed) for ``settings`` into ``out``, replacing
+    whatever is there only once the new index is complete. Returns the manifest written into it."""
+    pyterrier_pisa = _engine()
+
+    docs_path, out = Path(docs_path), Path(out)
+    if not docs_path.exists():
+        raise InputError(f"file {docs_path} not found; run the data stage first")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        os.chmod(tmp, umask_mode(0o777))
+        started = time.perf_counter()
+        source = _DocStream(docs_path, Bm25sAnalyser.of(settings))
+        index = pyterrier_pisa.PisaIndex(
+            str(tmp), text_field="text", stemmer=settings.engine_stemmer(), threads=threads, overwrite=True
+        )
+        index.index(source)
+        source.check_read_whole()
+        inverted = time.perf_counter()
+        # PISA writes the block-max data and the compressed postings for (k1, b) when a retriever first opens the
+        # index: open one here, so that retrieval finds them and never writes into the index.
+        index.bm25(k1=settings.k1, b=settings.b, num_results=1, query_algorithm=QUERY_ALGORITHM, query_weighted=True)
+        for path in tmp.iterdir():
+            if path.name not in _RETRIEVAL_FILES and not path.name.startswith(_SCORED_FILES_PREFIX):
+                path.unlink()
+        manifest = {
+            "format": MANIFEST_FORMAT,
+            "settings": settings.index_settings(),
+            "collection": {"path": str(docs_path), "size": source.size, "sha256": source.sha256.hexdigest()},
+            "documents": source.count,
+            "index_seconds": time.perf_counter() - started,
+            "invert_seconds": inverted - started,
+            "index_bytes": directory_bytes(tmp),
+            "pyterrier_pisa": _version(),
+        }
+        write_json(tmp / MANIFEST, manifest)
+        replace_directory(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return manifest
+
+
+class _DocStream:
+    """``docs.jsonl`` as pyterrier-pisa's ``{"docno", "text"}`` records, one line at a time, hashing the bytes it
+    reads (the manifest's record of the collection) and counting documents.
+
+    pyterrier-pisa reads it in a thread of its own that feeds PISA through a pipe: an error there only ends the
+    pipe, and PISA indexes what came before it. So the stream keeps its error and whether it reached the end, and
+    :meth:`check_read_whole` raises after indexing, before anything is renamed into place."""
+
+    def __init__(self, path: Path, analyser=None):
+        self.path = path
+        self.analyse = analyser or (lambda text: text)
+        self.sha256 = hashlib.sha256()
+        self.count = 0
+        self.size = 0
+        self.error: BaseException | None = None
+        self.finished = False
+
+    def __iter__(self) -> Iterator[dict]:
+        try:
+            yield from self._records()
+        except Exception as error:  # raised again in the indexing thread by check_read_whole
+            self.error = error
+            return
+        self.finished = True
+
+    def _records(self) -> Iterator[dict]:
+        with open(self.path, "rb") as f:
+            for lineno, line in enumerate(f, start=1):
+                self.sha256.update(line)
+                self.size += len(line)
+                try:
+                    record = json.loads(line)
+                    doc_id, text = record["doc_id"], record["text"]
+                except (ValueError, KeyError, TypeError):
+                    raise InputError(
+                        f"{self.path}:{lineno}: expected a JSON object with doc_id and text, as the data stage writes "
+                        "them; run the data stage again"
+                    ) from None
+                self.count += 1
+                if self.count % 100_000 == 0:
+                    log.info("pisa: %d documents streamed", self.count)
+                yield {"docno": doc_id, "text": self.analyse(text)}
+
+    def check_read_whole(self) -> None:
+        if self.error is not None:
+            raise self.error
+        if not self.finished:
+            raise InputError(f"{self.path}: PISA stopped reading after {self.count} documents; the index is not built")
+        if self.count == 0:
+            raise InputError(f"{self.path}: no documents to index")
+
+
+def directory_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
+def _version() -> str:
+    import importlib.metadata
+
+    return importlib.metadata.version("pyterrier-pisa")
+
+
+# --- retrieving ----------------------------------------------------------------------------------------------
+def read_manifest(index_dir: Path, settings: PisaSettings, docs_path: Path | None = None) -> dict:
+    """The manifest of a complete index built for ``settings`` (and, given ``docs_path``, from a collection of that
+    file's size); anything else is an InputError saying what to rebuild."""
+    index_dir = Path(index_dir)
+    path = index_dir / MANIFEST
+    if not path.exists():
+        raise InputError(
+            f"{index_dir}: not a complete PISA index (no {MANIFEST}; an interrupted build leaves none): "
+            "build it again with the pisa_index stage"
+        )
+    manifest = read_json(path)
+    if manifest.get("format") != MANIFEST_FORMAT or manifest.get("settings") != settings.index_settings():
+        raise InputError(
+            f"{index_dir}: built for {manifest.get('settings')}, but the first stage asks for "
+            f"{settings.index_settings()}: build it again with the pisa_index stage"
+        )
+    if docs_path is not None and Path(docs_path).stat().st_size != manifest["collection"]["size"]:
+        raise InputError(
+            f"{index_dir}: built from a collection of {manifest['collection']['size']} bytes, but {docs_path} has "
+            f"{Path(docs_path).stat().st_size}: the collection changed; build the index again"
+        )
+    return manifest
+
+
+def retrieve(
+    index_dir: Path, queries: dict[str, str], settings: PisaSettings, depth: int, docs_path: Path | None = None
+) -> tuple[Run, dict]:
+    """Every query's top ``depth`` documents by BM25 from the index at ``index_dir`` (queries go through PISA's own
+    tokeniser, stemmer and the stop words of ``settings``), and what it cost for the report."""
+    import pandas as pd
+
+    pyterrier_pisa = _engine()
+    manifest = read_manifest(index_dir, settings, docs_path)
+    started = time.perf_counter()
+    index = pyterrier_pisa.PisaIndex(
+        str(index_dir), stemmer=settings.engine_stemmer(), stops=settings.engine_stopwords(), threads=1
+    )
+    # query_weighted: a word twice in the query counts twice, as in bm25s (PISA's default counts each term once)
+    retriever = index.bm25(
+        k1=settings.k1, b=settings.b, num_results=depth, query_algorithm=QUERY_ALGORITHM, query_weighted=True
+    )
+    loaded = time.perf_counter()
+    qids = sorted(queries)
+    analyse = Bm25sAnalyser.of(settings) or (lambda text: text)
+    results = retriever.transform(pd.DataFrame({"qid": qids, "query": [analyse(queries[q]) for q in qids]}))
+    done = time.perf_counter()
+    run: Run = {}
+    for qid, docno, score in zip(results["qid"], results["docno"], results["score"]):
+        run.setdefault(qid, {})[docno] = float(score)
+    empty = [q for q in qids if q not in run]
+    if empty:
+        log.warning(
+            "%d queries have no PISA candidate (no query term is in the index after PISA's tokeniser, stemmer and "
+            "stop words): %s",
+            len(empty),
+            ", ".join(empty[:10]),
+        )
+    return run, {
+        "index_seconds": manifest["index_seconds"],
+        "index_bytes": manifest["index_bytes"],
+        "documents": manifest["documents"],
+        "load_seconds": loaded - started,
+        "query_seconds": done - loaded,
+        "query_ms_per_query": 1000 * (done - loaded) / max(1, len(qids)),
+    }
+
+
+def candidates(stage, corpus, depth: int, artifacts: list[Path]) -> tuple[Run, dict]:
+    """The ``pisa`` first stage ``stage`` (a parsed :class:`~longrank.retrieval.first_stage.FirstStage`) over a
+    prepared corpus, from its index (the one artifact)."""
+    if len(artifacts) != 1:
+        raise InputError(
+            f"first stage {stage.name!r} (method pisa): give its index directory "
+            "(--artifacts results/{dataset}/pisa/{name}, built by the pisa_index stage)"
+        )
+    return retrieve(artifacts[0], corpus.queries, stage.settings, depth, docs_path=corpus.dir / "docs.jsonl")
+
+
+def index_settings_of(spec: dict) -> dict:
+    """The index settings of a resolved ``pisa`` entry: the pisa_index rule's parameter, so that changing them (and
+    only them) rebuilds the index."""
+    return PisaSettings.from_spec(spec, f"first_stages.{spec['name']}").index_settings()
