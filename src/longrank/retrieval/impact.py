@@ -103,8 +103,6 @@ class ImpactIndex:
 
 def load_index(directory: Path) -> ImpactIndex:
     """Read and check one fold's index; anything missing or of another format is an InputError naming the file."""
-    import scipy.sparse
-
     directory = Path(directory)
     meta_path, matrix_path = directory / META_FILE, directory / MATRIX_FILE
     for path in (meta_path, matrix_path):
@@ -113,34 +111,9 @@ def load_index(directory: Path) -> ImpactIndex:
                 f"impact index: {path} not found (the artifacts stage writes {MATRIX_FILE} and {META_FILE} "
                 "of a query-term-independent model's fold)"
             )
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except ValueError as err:
-        raise InputError(f"impact index: {meta_path} is not valid JSON ({err})") from None
-    found = meta.get("format") if isinstance(meta, dict) else None
-    if found != FORMAT:
-        raise InputError(f"impact index: {meta_path} has format {found!r}; expected {FORMAT!r}")
-    expected = {"terms": list, "doc_ids": list, "query_terms": dict}
-    missing = [k for k, kind in expected.items() if not isinstance(meta.get(k), kind)]
-    if missing:
-        raise InputError(
-            f"impact index: {meta_path} lacks {missing} or has them of the wrong type (format {FORMAT}: "
-            "terms and doc_ids lists, query_terms an object)"
-        )
+    meta = _read_meta(meta_path)
     terms, doc_ids = list(meta["terms"]), list(meta["doc_ids"])
-    if len(set(terms)) != len(terms):
-        raise InputError(f"impact index: {meta_path} lists a term twice; each term has one row")
-    try:
-        matrix = scipy.sparse.load_npz(matrix_path)
-    except (ValueError, KeyError, OSError, zipfile.BadZipFile) as err:
-        raise InputError(
-            f"impact index: {matrix_path} is not a scipy.sparse matrix saved with save_npz ({err})"
-        ) from None
-    if matrix.shape != (len(terms), len(doc_ids)):
-        raise InputError(
-            f"impact index: {matrix_path} has shape {matrix.shape}; {meta_path} names {len(terms)} terms "
-            f"x {len(doc_ids)} documents (the two files belong to different indexes)"
-        )
+    matrix = _read_matrix(matrix_path, meta_path, len(terms), len(doc_ids))
     floors = meta.get("term_floors")
     if floors is None:
         floors = np.zeros(len(terms))
@@ -165,6 +138,46 @@ def load_index(directory: Path) -> ImpactIndex:
         build_seconds=float(meta.get("build_seconds") or 0.0),
         file_bytes=matrix_path.stat().st_size + meta_path.stat().st_size,
     )
+
+
+def _read_meta(meta_path: Path) -> dict:
+    """``impact.json``, checked: this format, its lists and query terms, each term once."""
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise InputError(f"impact index: {meta_path} is not valid JSON ({err})") from None
+    found = meta.get("format") if isinstance(meta, dict) else None
+    if found != FORMAT:
+        raise InputError(f"impact index: {meta_path} has format {found!r}; expected {FORMAT!r}")
+    expected = {"terms": list, "doc_ids": list, "query_terms": dict}
+    missing = [k for k, kind in expected.items() if not isinstance(meta.get(k), kind)]
+    if missing:
+        raise InputError(
+            f"impact index: {meta_path} lacks {missing} or has them of the wrong type (format {FORMAT}: "
+            "terms and doc_ids lists, query_terms an object)"
+        )
+    terms = list(meta["terms"])
+    if len(set(terms)) != len(terms):
+        raise InputError(f"impact index: {meta_path} lists a term twice; each term has one row")
+    return meta
+
+
+def _read_matrix(matrix_path: Path, meta_path: Path, n_terms: int, n_docs: int):
+    """``impact.npz`` as saved by ``save_npz``, of the shape ``impact.json`` names."""
+    import scipy.sparse
+
+    try:
+        matrix = scipy.sparse.load_npz(matrix_path)
+    except (ValueError, KeyError, OSError, zipfile.BadZipFile) as err:
+        raise InputError(
+            f"impact index: {matrix_path} is not a scipy.sparse matrix saved with save_npz ({err})"
+        ) from None
+    if matrix.shape != (n_terms, n_docs):
+        raise InputError(
+            f"impact index: {matrix_path} has shape {matrix.shape}; {meta_path} names {n_terms} terms "
+            f"x {n_docs} documents (the two files belong to different indexes)"
+        )
+    return matrix
 
 
 def fold_of_queries(folds: list[dict], queries) -> dict[str, int]:
@@ -203,32 +216,8 @@ def impact_run(index_dirs: list[Path], folds: list[dict], queries, top_k: int) -
         index = load_index(directory)
         load_seconds += time.perf_counter() - started
         qids = by_fold.get(k, [])
-        unknown = [q for q in qids if q not in index.query_terms]
-        if unknown:
-            raise InputError(
-                f"impact index: {directory / META_FILE} has no query_terms for {len(unknown)} of the "
-                f"collection's queries (e.g. {unknown[:3]}); it was built for other queries: rebuild it"
-            )
-        for q in qids:
-            t0 = time.perf_counter()
-            ranked = index.top(index.query_terms[q], top_k)
-            latencies.append(time.perf_counter() - t0)
-            if ranked:
-                run[q] = dict(ranked)
-            else:
-                empty.append(q)
-        per_fold.append(
-            {
-                "fold": k,
-                "queries": len(qids),
-                "terms": len(index.term_row),
-                "nonzeros": index.nonzeros,
-                "index_bytes": index.nbytes,
-                "index_file_bytes": index.file_bytes,
-                "build_seconds": index.build_seconds,
-                "impact_depth": index.impact_depth,
-            }
-        )
+        _rank_queries(index, qids, top_k, run, latencies, empty)
+        per_fold.append(_fold_stats(k, index, len(qids)))
         log.info(
             "fold %d: %d queries from %s (%d terms, %d nonzeros, %.1f MB)",
             k,
@@ -245,13 +234,52 @@ def impact_run(index_dirs: list[Path], folds: list[dict], queries, top_k: int) -
             len(empty),
             empty[:5],
         )
+    return run, _cost_stats(per_fold, latencies, load_seconds)
+
+
+def _rank_queries(
+    index: ImpactIndex, qids: list[str], top_k: int, run: Run, latencies: list[float], empty: list[str]
+) -> None:
+    """Add each of ``qids``' top ``top_k`` to ``run`` and its time to ``latencies``; a query with nothing stored for
+    its terms goes to ``empty``."""
+    unknown = [q for q in qids if q not in index.query_terms]
+    if unknown:
+        raise InputError(
+            f"impact index: {index.directory / META_FILE} has no query_terms for {len(unknown)} of the "
+            f"collection's queries (e.g. {unknown[:3]}); it was built for other queries: rebuild it"
+        )
+    for q in qids:
+        t0 = time.perf_counter()
+        ranked = index.top(index.query_terms[q], top_k)
+        latencies.append(time.perf_counter() - t0)
+        if ranked:
+            run[q] = dict(ranked)
+        else:
+            empty.append(q)
+
+
+def _fold_stats(k: int, index: ImpactIndex, n_queries: int) -> dict:
+    return {
+        "fold": k,
+        "queries": n_queries,
+        "terms": len(index.term_row),
+        "nonzeros": index.nonzeros,
+        "index_bytes": index.nbytes,
+        "index_file_bytes": index.file_bytes,
+        "build_seconds": index.build_seconds,
+        "impact_depth": index.impact_depth,
+    }
+
+
+def _cost_stats(per_fold: list[dict], latencies: list[float], load_seconds: float) -> dict:
+    """What the run cost (``impact_run``'s docstring)."""
 
     def mean(key):
         return float(np.mean([f[key] for f in per_fold]))
 
     query_seconds = float(np.sum(latencies)) if latencies else 0.0
     per_query = query_seconds / max(1, len(latencies))
-    stats = {
+    return {
         "query_seconds_mean": per_query,
         "query_ms_per_query": 1000.0 * per_query,
         "query_seconds": query_seconds,
@@ -267,4 +295,3 @@ def impact_run(index_dirs: list[Path], folds: list[dict], queries, top_k: int) -
         "folds": len(per_fold),
         "per_fold": per_fold,
     }
-    return run, stats
