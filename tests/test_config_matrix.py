@@ -22,8 +22,8 @@ import yaml
 from conftest import REPO
 from longrank.config import resolve_likes, validate_config
 from longrank.config_files import DEFAULT_CONFIG, check_order, configfiles, merged, overlays, read_overlay
-from longrank.entries import document_budget
 from longrank.io import InputError
+from longrank.models.registry import capabilities
 
 CONFIG = REPO / "config"
 OVERLAYS = {overlay.path: overlay for overlay in overlays()}  # a missing header or base fails collection, naming it
@@ -315,7 +315,10 @@ def test_mir_ablations_differ_from_mir_only_in_the_keys_they_name(combo):
             entry = models[name]
             assert entry["like"] == "mir"
             assert {k for k in set(entry) | set(ref) if entry.get(k) != ref.get(k)} == set(own), name
-    assert models["bert_maxp128"]["enabled"] and document_budget(models["bert_maxp128"]) == ref["max_doc_tokens"]
+    assert (
+        models["bert_maxp128"]["enabled"]
+        and capabilities(models["bert_maxp128"]).document_budget == ref["max_doc_tokens"]
+    )
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ import yaml
 from jsonschema import Draft202012Validator, validators
 
 from longrank.data.grades import check_gain_order, integer_grades
-from longrank.entries import document_budget
 from longrank.io import InputError, write_json
 from longrank.retrieval import bm25, pisa
 from longrank.retrieval.first_stage import parse_first_stage
@@ -361,9 +360,12 @@ def _check_graph_sets(config: dict) -> None:
                 f"config key mir_graphs.{name}.prf_queries: {prf!r} is not a set under pseudo_queries "
                 f"(configured: {sorted(config.get('pseudo_queries', {}))})"
             )
+    from longrank.models.modules.encoders import DEFAULT_ENCODER
+    from longrank.models.registry import capabilities
+
     for name, entry in config["models"].items():
         graphs = entry.get("graph_set")
-        if entry["type"] != "mir":
+        if not capabilities(entry).reads_graph_set:
             if graphs is not None:
                 raise InputError(
                     f"config key models.{name}.graph_set: only a mir model reads a graph set (this one is {entry['type']!r})"
@@ -374,7 +376,7 @@ def _check_graph_sets(config: dict) -> None:
                 f"config key models.{name}.graph_set: a mir model names its graph set under mir_graphs; got {graphs!r} "
                 f"(configured: {sorted(sets)})"
             )
-        encoder, set_encoder = entry.get("encoder", "minilm"), sets[graphs].get("encoder", "minilm")
+        encoder, set_encoder = entry.get("encoder", DEFAULT_ENCODER), sets[graphs].get("encoder", DEFAULT_ENCODER)
         if encoder != set_encoder:
             raise InputError(
                 f"config key models.{name}.encoder: {encoder!r}, but its graph set mir_graphs.{graphs} cut the "
@@ -402,12 +404,13 @@ def model_order(models: dict) -> list[str]:
     """Enabled models grouped by family (the registry's order: word models, then encoders), then by the
     document length they read, then by name. Snakemake puts a ``--configfile``'s entries before the
     default config's, so config order would shuffle the report's rows between invocations."""
-    from longrank.models.registry import MODEL_TYPES
+    from longrank.models.registry import MODEL_TYPES, capabilities
 
     family = {t: i for i, t in enumerate(MODEL_TYPES)}
     enabled = [name for name, entry in models.items() if entry.get("enabled", True)]  # the schema default
     return sorted(
-        enabled, key=lambda n: (family.get(models[n]["type"], len(family)), document_budget(models[n]) or 0, n)
+        enabled,
+        key=lambda n: (family.get(models[n]["type"], len(family)), capabilities(models[n]).document_budget or 0, n),
     )
 
 
@@ -418,7 +421,7 @@ def add_arguments(parser):
 
 # The version of what stage ``config`` writes beside the resolved config (a rule parameter: raise it when the shape of
 # config.json changes, so that results made before rerun the stage rather than give the report an old shape)
-CONFIG_JSON_SHAPE = 2
+CONFIG_JSON_SHAPE = 3
 
 
 def run(args):
@@ -430,8 +433,9 @@ def run(args):
 def resolved_models(models: dict) -> dict:
     """Each model entry as its jobs read it, for the report, which imports nothing from models/ or train/: its
     architecture keys with the model's defaults filled in, its training keys with the loop's, the entry it is
-    ``like`` (if any), and whether it is built on a pretrained WordPiece encoder."""
-    from longrank.models.registry import architecture_params, constructor_defaults, on_pretrained_encoder
+    ``like`` (if any), whether it is built on a pretrained WordPiece encoder, and its capabilities (what the report
+    asks of its type: longrank.models.registry.Capabilities)."""
+    from longrank.models.registry import architecture_params, capabilities, constructor_defaults, on_pretrained_encoder
     from longrank.train.settings import TrainSettings
 
     return {
@@ -440,6 +444,7 @@ def resolved_models(models: dict) -> dict:
             "train": {**TrainSettings.defaults(), **(entry.get("train") or {})},
             "like": entry.get("like"),
             "on_pretrained_encoder": on_pretrained_encoder(entry["type"]),
+            "capabilities": capabilities(entry).to_json(),
         }
         for name, entry in models.items()
     }

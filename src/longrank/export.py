@@ -35,12 +35,12 @@ RANKER_FILE = "ranker.json"
 WEIGHTS = "model.safetensors"
 VOCABULARY = "vocabulary.tsv"
 ENCODER_DIR = "encoder"
-#: model types an export cannot carry, and why
-UNSUPPORTED = {
-    "mir": "MIR reads graphs built from the whole collection (passages, pivot tokens and p2p / s2s / t2t edges per "
+#: why an export cannot carry a model that reads a graph set (its class declares ``reads_graph_set``)
+GRAPH_SET_READERS = (
+    "MIR reads graphs built from the whole collection (passages, pivot tokens and p2p / s2s / t2t edges per "
     "document: the annotate and graphs stages); a ranker directory scores (query, document) texts alone, so "
-    "MIR is out of scope for export: rerank with it inside the workflow",
-}
+    "MIR is out of scope for export: rerank with it inside the workflow"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -186,12 +186,12 @@ def _json(obj) -> str:
 def export(results: Path, model: str, fold_index: int, out: Path) -> Path:
     from longrank.data.corpus import Corpus
     from longrank.models.checkpoint import load_model, verify_weights
-    from longrank.models.registry import artifact_scopes, model_class
+    from longrank.models.registry import architecture_params, artifact_scopes, capabilities, model_class
 
     config, entry = model_entry(results, model)
     kind = entry.get("type")
-    if kind in UNSUPPORTED:
-        raise InputError(f"models.{model}: type {kind!r} cannot be exported: {UNSUPPORTED[kind]}")
+    if capabilities(entry).reads_graph_set:
+        raise InputError(f"models.{model}: type {kind!r} cannot be exported: {GRAPH_SET_READERS}")
     if "collection" in artifact_scopes(entry):
         raise InputError(
             f"models.{model}: a {kind!r} model configured so reads collection artifacts built from the whole "
@@ -258,16 +258,7 @@ def export(results: Path, model: str, fold_index: int, out: Path) -> Path:
             encoder.save_pretrained(tmp / ENCODER_DIR)
             ranker.tokenizer.save_pretrained(tmp / ENCODER_DIR)
             meta["encoder"] = {"dir": ENCODER_DIR, "trained_from": entry.get("encoder", "minilm")}
-        if kind == "mores" and entry.get("reuse") in ("s1", "s2"):
-            meta["notes"].append(
-                f"reuse: {entry['reuse']}: the Reuse store is a per-collection cache of the document "
-                "representations; the exported model computes them from the text (the same scores)"
-            )
-        if kind == "ndrm":
-            meta["notes"].append(
-                "NDRM scores from its weights; the workflow's impact index (fullrank over a whole collection) "
-                "is not exported: rerank a first stage's run with it"
-            )
+        meta["notes"] += model_class(kind).export_notes(architecture_params(entry))
         write_json(tmp / RANKER_FILE, meta)
         folds = corpus.folds[fold_index]
         write_text(tmp / "README.md", _card(meta, summary, _test_ndcg(results, model, folds.get("test", [])), folds))

@@ -2,7 +2,7 @@
 # Conformer stack with materialised, fused (SDPA) and separable attention by sequence length. It reads nothing
 # from the collection (random inputs), so one run's table serves every dataset. Runs when an NDRM model is
 # configured (as mores_speed with MORES); `enabled: false` leaves it out.
-_WANTS_SCALING = config["attention_scaling"]["enabled"] and any(config["models"][m]["type"] == "ndrm" for m in MODELS)
+_WANTS_SCALING = config["attention_scaling"]["enabled"] and speed_benched("attention_scaling")
 ATTENTION_SCALING = [f"{R}/bench/attention_scaling.json"] if _WANTS_SCALING else []
 
 

@@ -38,10 +38,7 @@ rule mores_speed:
     resources:
         gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
     params:
-        encoder=next(
-            (config["models"][m].get("encoder", "minilm") for m in MODELS if config["models"][m]["type"] == "mores"),
-            "minilm",
-        ),
+        encoder=mores_speed_encoder(),
         sizes=config["mores_speed"]["sizes"],
         lengths=config["mores_speed"]["lengths"],
         blocks=config["mores_speed"]["blocks"],

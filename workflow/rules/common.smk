@@ -4,7 +4,8 @@ import os
 import re
 
 from longrank.config import DATASETS, SCHEMA, model_order, validate_config
-from longrank.models.registry import artifact_scopes
+from longrank.models.modules.encoders import DEFAULT_ENCODER
+from longrank.models.registry import artifact_scopes, capabilities
 from longrank.io import InputError
 
 try:
@@ -53,16 +54,37 @@ SYSTEMS = (
 )
 REPORT = f"{R}/report/index.html"
 WORD2VEC = f"{R}/data/word2vec.txt"
+
+
+def capability(model):
+    """What a configured model's class declares (longrank.models.registry.Capabilities): the workflow asks it, never
+    the model's type name."""
+    return capabilities(config["models"][model])
+
+
+def speed_benched(bench):
+    """The configured models the paper-figure bench ``bench`` times (Ranker.speed_bench)."""
+    return [m for m in MODELS if capability(m).speed_bench == bench]
+
+
+def mores_speed_encoder():
+    """The encoder mores_speed times: the first configured MORES entry's."""
+    return next(
+        (config["models"][m].get("encoder", DEFAULT_ENCODER) for m in speed_benched("mores_speed")), DEFAULT_ENCODER
+    )
+
+
 # MORES's Table 4 (the dot keeps it apart from bench/{model}.json): only when a MORES model is configured.
-_WANTS_SPEED = config["mores_speed"]["enabled"] and any(config["models"][m]["type"] == "mores" for m in MODELS)
-MORES_SPEED = [f"{R}/bench/mores.speed.json"] if _WANTS_SPEED else []
+MORES_SPEED = (
+    [f"{R}/bench/mores.speed.json"] if config["mores_speed"]["enabled"] and speed_benched("mores_speed") else []
+)
 # MIR's Fig. 5 (workflow/rules/bench.smk: mir_speed) times the reference MIR entry (named mir, else the first) beside
 # BERT-MaxP over the same windows; MIR models read documents by id from their graph set, so the generic bench, which
 # cuts synthetic documents, does not time them.
-_MIR_MODELS = [m for m in MODELS if config["models"][m]["type"] == "mir"]
+_MIR_MODELS = [m for m in speed_benched("mir_speed") if capability(m).reads_graph_set]
 MIR_REFERENCE = "mir" if "mir" in _MIR_MODELS else next(iter(_MIR_MODELS), None)
 MIR_SPEED = [f"{R}/bench/mir.speed.json"] if MIR_REFERENCE and config["mir_speed"]["enabled"] else []
-BENCHED = [m for m in MODELS if config["models"][m]["type"] != "mir"]
+BENCHED = [m for m in MODELS if not capability(m).reads_graph_set]
 CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproject.toml
 
 

@@ -31,7 +31,6 @@ import torch
 
 from longrank.bench.run import MemoryProbe, bench_queries
 from longrank.bench.timing import MIN_REPEATS, synchronizer, time_alternating
-from longrank.entries import document_budget
 from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import annotation, cut_text, load_pipeline
 from longrank.graphs.build import build_record, fit_tfidf, graph_settings, stride
@@ -39,7 +38,7 @@ from longrank.io import InputError, json_object
 from longrank.outputs import BenchTable
 from longrank.models.bert_ranker import BertRanker
 from longrank.models.modules.encoders import DEFAULT_ENCODER, load_encoder, load_tokenizer
-from longrank.models.registry import architecture_params, build_model, constructor_defaults
+from longrank.models.registry import architecture_params, build_model, capabilities, constructor_defaults
 from longrank.runtime import resolve_device
 
 log = logging.getLogger(__name__)
@@ -104,30 +103,33 @@ def timed_alike(models: dict, reference: str, graph_set: dict) -> dict[str, dict
     """The entries whose throughput this measurement gives, each as ``{"model": "MIR" | "MaxP", "tokens": n}``: MIR
     entries on the reference's graph set with its architecture but perhaps another ``max_doc_tokens``, and BERT-MaxP
     entries with the graph set's encoder (MIR's: the config checks they agree) over its windows (``passage_len`` =
-    window, ``passage_stride`` = stride). An ablation (another architecture) is not timed as the reference is."""
+    window, ``passage_stride`` = stride). An ablation (another architecture) is not timed as the reference is. Which
+    entries are which, their classes declare: MIR reads a graph set; MaxP is the other ``mir_speed`` model."""
     ref, settings = models[reference], graph_settings(graph_set)
 
     def architecture(entry: dict) -> dict:
-        params = {**constructor_defaults("mir"), **architecture_params(entry)}
+        params = {"type": entry["type"], **constructor_defaults(entry["type"]), **architecture_params(entry)}
         params.pop("max_doc_tokens", None)
         return params
 
     alike = {}
     for name, entry in models.items():
+        declared = capabilities(entry)
         if (
-            entry["type"] == "mir"
+            declared.reads_graph_set
             and entry.get("graph_set") == ref.get("graph_set")
             and architecture(entry) == architecture(ref)
         ):
-            alike[name] = {"model": "MIR", "tokens": entry.get("max_doc_tokens") or settings["max_doc_tokens"]}
+            alike[name] = {"model": "MIR", "tokens": declared.document_budget or settings["max_doc_tokens"]}
         elif (
-            entry["type"] == "bert_ranker"
+            declared.speed_bench == "mir_speed"
+            and not declared.reads_graph_set
             and entry.get("mode") == "maxp"
             and entry.get("passage_len") == settings["window"]
             and (entry.get("passage_stride") or entry["passage_len"]) == stride(settings)
             and entry.get("encoder", DEFAULT_ENCODER) == settings["encoder"]
         ):
-            alike[name] = {"model": "MaxP", "tokens": document_budget(entry)}
+            alike[name] = {"model": "MaxP", "tokens": declared.document_budget}
     return alike
 
 

@@ -153,6 +153,8 @@ class MORES(Ranker):
     default_loss = "pointwise_bce"
     config_parts = (encoder_choice,)
     parameter_groups = {"scoring": ("head.",)}  # train.scoring_lr: the new score head on a pretrained encoder
+    speed_bench = "mores_speed"
+    cross_encoder = True  # the interaction blocks are BERT layers in which the query attends to the document
 
     def __init__(
         self,
@@ -261,6 +263,16 @@ class MORES(Ranker):
         """Reuse-S1/S2 need the reuse store, built per fold from that fold's trained weights."""
         reuse = params.get("reuse", config_keys(cls.__init__)["reuse"])
         return {"store": "fold"} if reuse in ("s1", "s2") else {}
+
+    @classmethod
+    def export_notes(cls, params):
+        if not cls.artifacts(params):
+            return []
+        reuse = params.get("reuse", config_keys(cls.__init__)["reuse"])
+        return [
+            f"reuse: {reuse}: the Reuse store is a per-collection cache of the document representations; the exported "
+            "model computes them from the text (the same scores)"
+        ]
 
     def build_artifacts(self, scope, corpus, doc_ids, out_dir, *, batch_size: int = 32) -> None:
         """The reuse store of ``doc_ids`` (this model's ``reuse`` setting and weights) in ``out_dir``."""

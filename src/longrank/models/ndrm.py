@@ -121,6 +121,7 @@ class NDRM(Ranker):
     default_loss = "ranknet"
     config_parts = (WordEmbedder, ConformerLayer, ndrm_kernels)
     parameter_groups = {"embeddings": ("embedder.", "markers."), "scoring": ("window_scorer.", "explicit.", "combine.")}
+    speed_bench = "attention_scaling"  # the Conformer's attention by length, materialised / fused / separable
 
     def __init__(
         self,
@@ -218,6 +219,13 @@ class NDRM(Ranker):
     @classmethod
     def artifacts(cls, params):
         return {"impact_index": "fold"}
+
+    @classmethod
+    def export_notes(cls, params):
+        return [
+            "NDRM scores from its weights; the workflow's impact index (fullrank over a whole collection) "
+            "is not exported: rerank a first stage's run with it"
+        ]
 
     # ---- inputs -----------------------------------------------------------------------------------------
     def _query_words(self, text: str) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from longrank.io import InputError
@@ -76,6 +77,35 @@ def artifact_scopes(model_cfg: dict[str, Any]) -> list[str]:
     if bad:
         raise InputError(f"{model_cfg['type']}: artifacts {bad} have a scope other than {list(ARTIFACT_SCOPES)}")
     return sorted(set(declared.values()))
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the workflow, the config checks, the benches and the report ask of a configured model entry, as its class
+    declares it (``Ranker.reads_graph_set`` and the rest): the one place besides the model's own file that a new model
+    type touches is ``MODEL_TYPES``."""
+
+    reads_graph_set: bool  # MIR: the entry names a graph set under mir_graphs, which the workflow builds
+    speed_bench: str | None  # the paper-figure bench that times it (longrank.models.base.SPEED_BENCHES), if any
+    cross_encoder: bool  # a BERT row the report sets beside MIR's
+    parameter_groups: tuple[str, ...]  # the groups a training key gives their own learning rate
+    document_budget: int | None  # how much of a document the entry reads (words or WordPiece tokens), if it says
+
+    def to_json(self) -> dict[str, Any]:
+        """As the config stage writes it into config.json (the report reads it there)."""
+        return {**asdict(self), "parameter_groups": list(self.parameter_groups)}
+
+
+def capabilities(model_cfg: dict[str, Any]) -> Capabilities:
+    """The capabilities of a configured model entry (its type's declarations, its document budget from its keys)."""
+    cls = model_class(model_cfg["type"])
+    return Capabilities(
+        reads_graph_set=cls.reads_graph_set,
+        speed_bench=cls.speed_bench,
+        cross_encoder=cls.cross_encoder,
+        parameter_groups=tuple(sorted(cls.parameter_groups)),
+        document_budget=cls.document_budget(architecture_params(model_cfg)),
+    )
 
 
 def on_pretrained_encoder(model_type: str) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Mapping
 
-from longrank.entries import document_budget
 from longrank.evaluate.lengths import read_doc_lengths
 from longrank.evaluate.metrics import evaluable_queries, read_folds, test_queries
 from longrank.io import read_json, read_qrels, read_run
@@ -137,7 +136,9 @@ class Inputs:
         return is_reranker(self, system)
 
     def max_doc_len(self, system: str):
-        return document_budget(self.models.get(base_model(self, system)) or {})
+        """How much of a document ``system``'s model reads (config.json's capabilities), None for a first stage."""
+        model = base_model(self, system)
+        return self.resolved[model]["capabilities"]["document_budget"] if model in self.models else None
 
     @cached_property
     def benches(self) -> list[BenchTable]:

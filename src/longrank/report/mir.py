@@ -18,11 +18,11 @@ from longrank.report.verdicts import pair_row, verdict
 from longrank.tables import Cell, fmt, fmt_p
 
 ABLATION_MEASURES = ["nDCG@10", "RR@10", "AP@100"]  # the paper's Tables 2-4 (MRR@10, MAP@100)
-ENCODER_BASELINES = {"bert_ranker", "mores"}
 
 
-def mir_models(models: dict) -> list[str]:
-    return [name for name, entry in models.items() if entry.get("type") == "mir"]
+def mir_models(models: dict, resolved: dict) -> list[str]:
+    """The enabled entries that read a graph set (config.json's ``resolved_models``: what their classes declare)."""
+    return [name for name in models if resolved[name]["capabilities"]["reads_graph_set"]]
 
 
 def reference(models: dict, names: list[str]) -> str | None:
@@ -48,8 +48,9 @@ def changed_keys(name: str, ref: str, models: dict, resolved: dict) -> str:
 
 def section(ctx: Context) -> Section | None:
     inp, cmp = ctx.inp, ctx.cmp
-    names = [m for m in mir_models(inp.models) if m in cmp.systems]
-    if not mir_models(inp.models):
+    configured = mir_models(inp.models, inp.resolved)
+    names = [m for m in configured if m in cmp.systems]
+    if not configured:
         return None
     sec = Section("MIR: ablations and query groups")
     if not names:
@@ -136,7 +137,7 @@ def _length_against_throughput(ctx: Context, sec: Section) -> None:
 def _query_groups(ctx: Context, sec: Section, names: list[str]) -> None:
     inp, frames = ctx.inp, ctx.cmp.frames
     baselines = [s for s in first_stages(inp.config) if s in frames]
-    baselines += [m for m, e in inp.models.items() if e.get("type") in ENCODER_BASELINES and m in frames]
+    baselines += [m for m in inp.models if inp.resolved[m]["capabilities"]["cross_encoder"] and m in frames]
     systems = baselines + [n for n in names if n in frames]
     qids = list(next(iter(frames.values())).index)
     med = relevant_median_length(inp.qrels, inp.lengths, qids)
