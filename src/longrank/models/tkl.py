@@ -177,6 +177,36 @@ def top_local_max(
 REGION_INITS = ("ones", "uniform")
 
 
+def _check_settings(
+    saturation: str,
+    window: int,
+    region_size: int,
+    region_stride: int,
+    top_t: int,
+    region_init: str,
+    overlap: int,
+    neighbours: int,
+    nms_radius: int | None,
+) -> None:
+    if saturation not in SATURATIONS:
+        raise InputError(f"saturation: {saturation!r} is not one of {list(SATURATIONS)}")
+    for key, value in (
+        ("window", window),
+        ("region_size", region_size),
+        ("region_stride", region_stride),
+        ("top_t", top_t),
+    ):
+        if int(value) < 1:
+            raise InputError(f"{key}: must be a positive integer, got {value!r}")
+    if region_init not in REGION_INITS:
+        raise InputError(f"region_init: {region_init!r} is not one of {list(REGION_INITS)}")
+    if overlap < 0 or neighbours < 0 or (nms_radius is not None and nms_radius < 1):
+        raise InputError(
+            f"overlap and neighbours must be >= 0 and nms_radius >= 1, got overlap={overlap}, "
+            f"neighbours={neighbours}, nms_radius={nms_radius}"
+        )
+
+
 class TKL(Ranker):
     default_loss = "pairwise_hinge"
     config_parts = (WordEmbedder, Contextualizer, tk_kernels)
@@ -209,23 +239,9 @@ class TKL(Ranker):
         pack_windows: bool = True,
     ):
         super().__init__()
-        if saturation not in SATURATIONS:
-            raise InputError(f"saturation: {saturation!r} is not one of {list(SATURATIONS)}")
-        for key, value in (
-            ("window", window),
-            ("region_size", region_size),
-            ("region_stride", region_stride),
-            ("top_t", top_t),
-        ):
-            if int(value) < 1:
-                raise InputError(f"{key}: must be a positive integer, got {value!r}")
-        if region_init not in REGION_INITS:
-            raise InputError(f"region_init: {region_init!r} is not one of {list(REGION_INITS)}")
-        if overlap < 0 or neighbours < 0 or (nms_radius is not None and nms_radius < 1):
-            raise InputError(
-                f"overlap and neighbours must be >= 0 and nms_radius >= 1, got overlap={overlap}, "
-                f"neighbours={neighbours}, nms_radius={nms_radius}"
-            )
+        _check_settings(
+            saturation, window, region_size, region_stride, top_t, region_init, overlap, neighbours, nms_radius
+        )
         self.embedder, self.contextualizer = embedder, contextualizer
         self.max_query_len, self.max_doc_len = max_query_len, max_doc_len
         self.window, self.overlap = window, overlap
@@ -237,19 +253,25 @@ class TKL(Ranker):
         self.register_buffer("mu", mu, persistent=False)
         self.register_buffer("sigma", sigma, persistent=False)
         if saturation != "log":
-            # Eq. 5: query-term salience e_i (IDF-initialised) and [ReLU(e_i); c_len] -> a, b, c.
-            self.salience = nn.Embedding.from_pretrained(idf[:, None].clone(), freeze=False)
-            self.saturation_a = nn.Linear(2, 1)
-            self.saturation_c = nn.Linear(2, 1)
-            start = 100.0 if saturation == "embedding" else None
-            for layer, bias in ((self.saturation_a, start or 1.0), (self.saturation_c, start or 0.0)):
-                nn.init.normal_(layer.weight, std=0.01)
-                nn.init.constant_(layer.bias, bias)
-            if saturation == "embedding":
-                self.saturation_b = nn.Linear(2, 1)
-                nn.init.normal_(self.saturation_b.weight, std=0.01)
-                nn.init.constant_(self.saturation_b.bias, 100.0)
-        self.kernel_weights = nn.Linear(len(mu), 1, bias=False)  # W_k (Eq. 6)
+            self._add_saturation(idf, saturation)
+        self._add_scoring(len(mu), top_t, neighbours, region_init)
+
+    def _add_saturation(self, idf: torch.Tensor, saturation: str) -> None:
+        # Eq. 5: query-term salience e_i (IDF-initialised) and [ReLU(e_i); c_len] -> a, b, c.
+        self.salience = nn.Embedding.from_pretrained(idf[:, None].clone(), freeze=False)
+        self.saturation_a = nn.Linear(2, 1)
+        self.saturation_c = nn.Linear(2, 1)
+        start = 100.0 if saturation == "embedding" else None
+        for layer, bias in ((self.saturation_a, start or 1.0), (self.saturation_c, start or 0.0)):
+            nn.init.normal_(layer.weight, std=0.01)
+            nn.init.constant_(layer.bias, bias)
+        if saturation == "embedding":
+            self.saturation_b = nn.Linear(2, 1)
+            nn.init.normal_(self.saturation_b.weight, std=0.01)
+            nn.init.constant_(self.saturation_b.bias, 100.0)
+
+    def _add_scoring(self, n_kernels: int, top_t: int, neighbours: int, region_init: str) -> None:
+        self.kernel_weights = nn.Linear(n_kernels, 1, bias=False)  # W_k (Eq. 6)
         nn.init.uniform_(self.kernel_weights.weight, -0.014, 0.014)
         # W_s (Eq. 7). Official code: every region value weighted 1, no bias, so the untrained score is the sum
         # of the top regions' topography; ``region_init: uniform`` is this project's first version (±0.014, bias).
