@@ -109,16 +109,7 @@ def train_word2vec(
     if architecture not in ARCHITECTURES:
         raise InputError(f"word2vec: architecture {architecture!r} is not one of {list(ARCHITECTURES)}")
     from gensim.models import Word2Vec
-    from gensim.models.callbacks import CallbackAny2Vec
     from gensim.models.word2vec import MAX_WORDS_IN_BATCH
-
-    class Progress(CallbackAny2Vec):
-        def __init__(self):
-            self.epoch, self.started = 0, time.perf_counter()
-
-        def on_epoch_end(self, model):
-            self.epoch += 1
-            log.info("word2vec: epoch %d/%d done (%.1f s)", self.epoch, epochs, time.perf_counter() - self.started)
 
     sentences = sentences or DocumentSentences(docs_path, MAX_WORDS_IN_BATCH, processing)
     model = Word2Vec(
@@ -149,9 +140,24 @@ def train_word2vec(
         total_examples=model.corpus_count,
         total_words=model.corpus_total_words,
         epochs=epochs,
-        callbacks=[Progress()],
+        callbacks=[_epoch_logger(epochs)],
     )
     return model
+
+
+def _epoch_logger(epochs: int):
+    """A gensim callback that logs each finished epoch of ``epochs`` and the time since it was made."""
+    from gensim.models.callbacks import CallbackAny2Vec
+
+    class Progress(CallbackAny2Vec):
+        def __init__(self):
+            self.epoch, self.started = 0, time.perf_counter()
+
+        def on_epoch_end(self, model):
+            self.epoch += 1
+            log.info("word2vec: epoch %d/%d done (%.1f s)", self.epoch, epochs, time.perf_counter() - self.started)
+
+    return Progress()
 
 
 def in_out_vectors(model) -> tuple[list[str], np.ndarray]:
