@@ -1,12 +1,12 @@
 """Untrained lexical floors on the words a model reads (issue 27 item 8).
 
-The report's sanity floor, ``query_term_matches`` (src/longrank/retrieval/sanity.py), ranks a query's top-k
-first-stage candidates by the number of distinct query words (stop words removed) in the *whole* document. A word
-model reads less: TK the first ``max_doc_len`` tokens, TKL the first 2,000 and of those only its top regions. This
-script computes the same count restricted to what a model reads, so a model below the floor can be told apart from
-a model whose input holds less evidence than the floor's:
+The report's sanity floors (src/longrank/retrieval/sanity.py, stage ``sanity``) rank a query's top-k first-stage
+candidates by the number of distinct query words (stop words removed): ``query_term_matches`` in the *whole*
+document, ``query_term_matches@{first stage}-top{k}-first{N}w`` in the first N words, the N a model reads. The
+workflow makes those on the test queries. This script computes the same count at other lengths and on dev and train
+queries too, beside two variants the workflow does not make, to ask which evidence a model's input holds:
 
-- distinct query words in the first N tokens (N from ``--lengths``; 0 = the whole document, the report's floor);
+- distinct query words in the first N tokens (N from ``--lengths``; 0 = the whole document): the stage's own run;
 - the same, each word weighted by the IDF the word models use (``query_term_weights: idf``);
 - TKL's shape: the distinct query words of each ``--region``-token region (stride 2), summed over the top 3
   regions that do not overlap, in the first N tokens.
@@ -28,8 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from longrank.data.corpus import Corpus  # noqa: E402
-from longrank.data.words import query_terms, tokenize  # noqa: E402
+from longrank.data.words import query_terms  # noqa: E402
 from longrank.io import read_run  # noqa: E402
+from longrank.retrieval.sanity import query_term_matches_run, read_words  # noqa: E402
 from longrank.runs import mean_measure, top_candidates, with_tail  # noqa: E402
 
 
@@ -64,15 +65,12 @@ def main(argv=None):
     run, qrels, fold = read_run(args.candidates), corpus.qrels, corpus.folds[0]
     vocab = corpus.word_vocabulary()
     idf = vocab.idf()
-    tokens: dict[str, list[str]] = {}
+    tokens: dict[tuple[str, int], list[str]] = {}
 
     def words(doc_id: str, n: int) -> list[str]:
-        if doc_id not in tokens:
-            tokens[doc_id] = tokenize(corpus.docs[doc_id])
-        return tokens[doc_id][:n] if n else tokens[doc_id]
-
-    def count(terms, d, n):
-        return len(terms.intersection(words(d, n)))
+        if (doc_id, n) not in tokens:
+            tokens[doc_id, n] = read_words(corpus.docs[doc_id], n or None)
+        return tokens[doc_id, n]
 
     def weighted(terms, d, n):
         return sum(float(idf[vocab.index.get(w, 1)]) for w in terms.intersection(words(d, n)))
@@ -81,6 +79,8 @@ def main(argv=None):
         return top_regions(words(d, n), terms, args.region)
 
     def reranked(qids, scorer, n):
+        if scorer == "count":  # the sanity stage's floor itself
+            return query_term_matches_run(corpus.queries, corpus.docs, run, qids, args.depth, n or None)
         head = {}
         for q in qids:
             terms = set(query_terms(corpus.queries[q]))
@@ -93,7 +93,7 @@ def main(argv=None):
     for n in args.lengths:
         where = "whole document" if n == 0 else f"first {n} tokens"
         rows += [
-            (f"distinct query words, {where}", count, n),
+            (f"distinct query words, {where}", "count", n),
             (f"IDF-weighted distinct query words, {where}", weighted, n),
             (f"top-3 {args.region}-token regions' distinct words, {where}", regions, n),
         ]

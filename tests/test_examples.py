@@ -16,7 +16,8 @@ from conftest import REPO, snakemake
 
 EXAMPLES = REPO / "examples"
 CONFIG = "examples/mine.yaml"  # as the user types it, from the repository root
-SYSTEMS = {"bm25", "query_term_matches", "knrm", "knrm+bm25"}
+# the query-word count over whole documents, and over the 200 words KNRM reads (its own floor, at its depth 50)
+SYSTEMS = {"bm25", "query_term_matches", "query_term_matches@bm25-top50-first200w", "knrm", "knrm+bm25"}
 
 
 def workdir_for(tmp_path):
@@ -54,8 +55,9 @@ def test_the_example_dry_run_is_the_first_runs_jobs(tmp_path):
     output = done.stdout + done.stderr
     assert "Exception" not in output, output[-4000:]
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", output, re.M))
-    assert counts["total"] == "15", output[-3000:]
-    assert counts["train"] == counts["rerank"] == counts["candidates"] == counts["sanity"] == "1"
+    assert counts["total"] == "17", output[-3000:]
+    assert counts["train"] == counts["rerank"] == counts["candidates"] == "1"
+    assert counts["sanity"] == "2"  # query_term_matches and KNRM's own floor
     assert not {"annotate", "graphs", "mores_speed", "word2vec", "pseudo_queries"} & set(counts)
 
 

@@ -16,10 +16,13 @@ import yaml
 from longrank.evaluate import compare as compare_stage
 from longrank.evaluate.metrics import write_eval_tsv
 from longrank.evaluate.significance import smallest_holm_wilcoxon_p, smallest_wilcoxon_p
+from longrank.floors import model_floors
 from longrank.io import read_json
 from longrank.outputs import CompareSettings, Interpolation, TrainSummary
 from longrank.report import max_length
 from longrank.report.comparison import small_sample_warning
+from longrank.report.verdicts import pair_row
+from longrank.tables import fmt_p
 
 from conftest import E2E_CONFIG, snakemake
 
@@ -90,6 +93,29 @@ def test_every_section_the_run_has_data_for_shows_it(workflow_run):
         assert title in md, title
     assert "Effectiveness and throughput measured side by side" in md
     assert md_rows(section_of(md, "Positions of the top-3 regions"), "\n")["tkl"][2] != "0"
+
+
+@e2e
+def test_the_sanity_table_reads_each_trained_model_against_the_count_over_the_words_it_reads(workflow_run):
+    """Each trained model's own floor (the sanity stage's run over the words it reads, at its depth, on its first
+    stage), evaluated and compared like any system, fills that model's own-floor cells from compare's pairs."""
+    results = results_of(workflow_run)
+    floors = model_floors(read_json(results / "config.json"))  # as the workflow named them
+    assert floors["tk"] == "query_term_matches@bm25-top10-first200w"  # TK's default 200 words, its depth 10
+    assert floors["knrm_b75"] == "query_term_matches@bm25_b75-top20-first200w"  # the first stage it reranks
+    assert "bi_encoder" not in floors  # zero-shot: no sanity row
+    pairs = pd.read_csv(results / "compare" / "pairs.csv")
+    md, caption = report_md(workflow_run), "Trained rerankers against the sanity references"
+    header, rows = md_header(md, caption), md_rows(md, caption)
+    assert set(rows) == set(floors)
+    for model, floor in floors.items():
+        cells = dict(zip(header, rows[model]))
+        assert cells["Own floor (the words it reads, its depth)"] == floor
+        assert (results / "eval" / f"{floor}.tsv").stat().st_size > 0
+        diff, p_holm, _ = pair_row(pairs, "nDCG@10", model, floor)
+        assert cells["Mean difference vs own floor"] == f"{diff:+.4f}"
+        assert cells["p vs own floor (Wilcoxon, Holm)"] == fmt_p(p_holm)
+        assert "the count over the" in cells["vs own floor"], cells
 
 
 @e2e
@@ -177,7 +203,7 @@ def test_too_few_queries_for_any_significant_difference_are_said_above_the_table
 def test_first_stage_names_come_from_the_config():
     from types import SimpleNamespace
 
-    from longrank.report.inputs import base_model, first_stages, interpolated, is_reranker, stage_of
+    from longrank.report.inputs import base_model, first_stages, interpolated, is_reranker, rerank_depth, stage_of
 
     config = {
         "first_stages": {"lex": {"method": "bm25"}, "official": {"method": "scoreddocs"}},
@@ -201,6 +227,9 @@ def test_first_stage_names_come_from_the_config():
         "lex",
     ]
     assert [is_reranker(inp, s) for s in ("a", "query_term_matches", "official", "a+lex")] == [True, True, False, False]
+    # a model's own floor ranks the candidates of the first stage and the depth its name says
+    floor = "query_term_matches@official-top5-first200w"
+    assert stage_of(inp, floor) == "official" and rerank_depth(inp, floor) == 5 and is_reranker(inp, floor)
 
 
 def md_rows(md: str, after: str, key: int = 0) -> dict[str, list[str]]:

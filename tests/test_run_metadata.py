@@ -53,7 +53,11 @@ def test_the_sanity_stage_writes_metadata_and_the_report_names_its_commit(tiny_d
     out = tiny_data / "runs" / "query_term_matches.run"
     sanity.run(
         argparse.Namespace(
-            data=str(tiny_data / "data"), candidates=str(tiny_data / "bm25.run"), rerank_depth=10, out=str(out)
+            data=str(tiny_data / "data"),
+            candidates=str(tiny_data / "bm25.run"),
+            rerank_depth=10,
+            read_words=None,  # the whole document: query_term_matches itself
+            out=str(out),
         )
     )
     meta = provenance.read_run_metadata(out)

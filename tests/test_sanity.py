@@ -10,19 +10,24 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from longrank import floors
 from longrank.config import SCHEMA_PATH, validate_config
 from longrank.io import InputError, read_run, write_json, write_run, write_text
+from longrank.provenance import read_run_metadata
 from longrank.report.diagnostics import score_correlations
 from longrank.report.sanity import (
     expected_random_ndcg,
     interpolation_weights,
+    own_floor_label,
     random_order_expectations,
     sanity_table,
     weight_column,
     zero_weight_verdicts,
 )
-from longrank.report.verdicts import verdict_rows
+from longrank.report.verdicts import pair_row, verdict_rows
 from longrank.retrieval import sanity as lexical
+from longrank.tables import fmt_p
+
 
 QUERY = "the wing lift of a plate"  # terms: wing, lift, plate ("the", "of", "a" are stop words)
 DOCS = {
@@ -76,6 +81,167 @@ def test_sanity_stage_writes_the_run_of_the_test_queries(tmp_path):
     )
     run = read_run(tmp_path / "out.run")
     assert list(run) == ["q1"] and ranking(run, "q1") == ["d2", "d3", "d1", "d4"]
+
+
+# The count over the first 4 words and over the whole document rank these differently (query terms: wing, lift,
+# plate; the first-stage order d1, d2, d3 breaks ties).
+READ_QUERY = "wing lift of a plate"
+READ_DOCS = {
+    "d1": "wing the body of a lift plate",  # first 4 words: wing (1); whole: 3
+    "d2": "lift and wing tunnel",  # first 4: 2; whole: 2
+    "d3": "plate at low speed then wing",  # first 4: plate (1); whole: 2
+}
+READ_BM25 = {"q1": {"d1": 3.0, "d2": 2.0, "d3": 1.0}}
+
+
+def test_a_floor_counts_only_the_words_a_model_reads():
+    counts = lexical.match_counts({"q1": READ_QUERY}, READ_DOCS, READ_BM25, ["q1"], 3, words=4)
+    assert counts == {"q1": {"d1": 1, "d2": 2, "d3": 1}}
+    assert lexical.match_counts({"q1": READ_QUERY}, READ_DOCS, READ_BM25, ["q1"], 3) == {
+        "q1": {"d1": 3, "d2": 2, "d3": 2}
+    }
+    first_four = lexical.query_term_matches_run({"q1": READ_QUERY}, READ_DOCS, READ_BM25, ["q1"], 3, words=4)
+    whole = lexical.query_term_matches_run({"q1": READ_QUERY}, READ_DOCS, READ_BM25, ["q1"], 3)
+    assert ranking(first_four, "q1") == ["d2", "d1", "d3"]  # d1's and d3's one word each: BM25's order between them
+    assert ranking(whole, "q1") == ["d1", "d2", "d3"]
+    # stop words are read (they take up a model's budget) but never matched
+    assert lexical.read_words("The WING, of a plate.", 3) == ["the", "wing", "of"]
+
+
+def test_a_floor_is_named_by_what_it_reads_and_the_name_reads_back():
+    floors = [
+        lexical.Floor("bm25", 30, 200),
+        lexical.Floor("bm25", 30, None),
+        lexical.Floor("bm25-top30", 10, None),  # a first stage's name may itself look like a depth
+        lexical.Floor("b_75-x", 5, 7),
+    ]
+    assert floors[0].name == "query_term_matches@bm25-top30-first200w"
+    assert floors[1].name == "query_term_matches@bm25-top30"
+    assert [lexical.Floor.parse(f.name) for f in floors] == floors
+    assert lexical.Floor.parse("query_term_matches") is None and lexical.Floor.parse("tk+bm25") is None
+    assert floors[0].read_arguments() == ["--read-words", "200"] and floors[1].read_arguments() == []
+
+
+def floors_config():
+    """A validated config's shape: first_stages a mapping (the first the default), each model its first stage."""
+    return {
+        "rerank_depth": 100,
+        "first_stages": {"bm25": {"method": "bm25"}, "bm25_b75": {"method": "bm25"}},
+        "mir_graphs": {"cut": {"max_doc_tokens": 96}, "whole": {}},
+        "models": {
+            "tk": {"type": "tk", "rerank_depth": 30, "first_stage": "bm25"},  # TK's default max_doc_len: 200
+            "tk_same": {"type": "tk", "rerank_depth": 30, "max_doc_len": 200, "first_stage": "bm25"},
+            "knrm_b75": {"type": "knrm", "max_doc_len": 50, "first_stage": "bm25_b75"},
+            "maxp": {
+                "type": "bert_ranker",
+                "mode": "maxp",
+                "passage_len": 128,
+                "passage_stride": 96,
+                "max_passages": 2,
+                "rerank_depth": 10,
+                "first_stage": "bm25",
+            },
+            "mir": {"type": "mir", "graph_set": "cut", "rerank_depth": 10, "first_stage": "bm25"},
+            "mir_whole": {"type": "mir", "graph_set": "whole", "first_stage": "bm25"},  # no budget: whole documents
+            "mir_whole_deep": {"type": "mir", "graph_set": "whole", "rerank_depth": 10, "first_stage": "bm25"},
+            "zero_shot": {"type": "bi_encoder", "train": {"steps": 0}, "first_stage": "bm25"},
+            "off": {"type": "tk", "enabled": False, "first_stage": "bm25"},
+        },
+    }
+
+
+def test_each_trained_model_gets_the_floor_of_the_words_it_reads_at_its_depth_once():
+    config = floors_config()
+    assert floors.model_floors(config) == {
+        "tk": "query_term_matches@bm25-top30-first200w",
+        "tk_same": "query_term_matches@bm25-top30-first200w",
+        "knrm_b75": "query_term_matches@bm25_b75-top100-first50w",
+        "maxp": "query_term_matches@bm25-top10-first224w",  # 96 * (2 - 1) + 128 tokens: its two windows
+        "mir": "query_term_matches@bm25-top10-first96w",  # its graph set's cut
+        "mir_whole": "query_term_matches",  # whole documents at the global depth: the global floor itself
+        "mir_whole_deep": "query_term_matches@bm25-top10",
+    }
+    systems = floors.floor_systems(config)
+    assert list(systems) == [
+        "query_term_matches",
+        "query_term_matches@bm25-top30-first200w",
+        "query_term_matches@bm25_b75-top100-first50w",
+        "query_term_matches@bm25-top10-first224w",
+        "query_term_matches@bm25-top10-first96w",
+        "query_term_matches@bm25-top10",
+    ]
+    assert systems["query_term_matches"] == lexical.Floor("bm25", 100, None)
+    assert systems["query_term_matches@bm25_b75-top100-first50w"] == lexical.Floor("bm25_b75", 100, 50)
+
+
+def run_stage(module, args: list[str]) -> None:
+    """A stage as its rule calls it: ``python -m longrank <stage> <args>``, in this process."""
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    module.run(parser.parse_args(args))
+
+
+def test_the_sanity_section_reads_each_models_own_floor_from_the_stages_runs(tmp_path):
+    """The sanity stage's runs, evaluated and compared by the real stages, reach the sanity table's own-floor cells."""
+    from longrank.evaluate import compare, evaluate
+
+    data, runs, evals = tmp_path / "data", tmp_path / "runs", tmp_path / "eval"
+    qids = [f"q{i}" for i in range(6)]
+    docs = {f"{q}{d}": text for q in qids for d, text in READ_DOCS.items()}
+    write_text(data / "docs.jsonl", "".join(json.dumps({"doc_id": d, "text": t}) + "\n" for d, t in docs.items()))
+    write_text(data / "queries.tsv", "query_id\ttext\n" + "".join(f"{q}\t{READ_QUERY}\n" for q in qids))
+    write_json(data / "folds.json", [{"train": [], "dev": [], "test": qids}])
+    write_text(data / "qrels.txt", "".join(f"{q} 0 {q}d2 1\n" for q in qids))  # d2: first for the count over 4 words
+    bm25 = {q: {f"{q}{d}": score for d, score in READ_BM25["q1"].items()} for q in qids}
+    write_run(tmp_path / "bm25.run", bm25, "bm25")
+    write_run(runs / "tk.run", bm25, "tk")  # a "trained" model that kept BM25's order
+    floor = lexical.Floor("bm25", 3, 4)
+    for system, args in (("query_term_matches", []), (floor.name, floor.read_arguments())):
+        cli = ["--data", str(data), "--candidates", str(tmp_path / "bm25.run"), "--rerank-depth", "3", *args]
+        run_stage(lexical, [*cli, "--out", str(runs / f"{system}.run")])
+    assert read_run_metadata(runs / f"{floor.name}.run")["method"]["config"]["read_words"] == 4
+    paths = {"bm25": tmp_path / "bm25.run", **{p.stem: p for p in runs.glob("*.run")}}
+    for system, path in paths.items():
+        cli = ["--run", str(path), "--qrels", str(data / "qrels.txt"), "--folds", str(data / "folds.json")]
+        run_stage(evaluate, [*cli, "--out", str(evals / f"{system}.tsv")])
+    systems = ["bm25", "query_term_matches", floor.name, "tk"]
+    cli = ["--eval-dir", str(evals), "--systems", *systems, "--bootstrap", "50"]
+    run_stage(compare, [*cli, "--out-dir", str(tmp_path / "compare")])
+    table, pairs = (pd.read_csv(tmp_path / "compare" / f"{name}.csv") for name in ("table", "pairs"))
+
+    inp = SimpleNamespace(
+        config={"rerank_depth": 3, "first_stages": {"bm25": {"method": "bm25"}}},
+        models={"tk": {"type": "tk", "rerank_depth": 3, "train": {"steps": 5}}},
+        resolved={"tk": {"on_pretrained_encoder": False}},
+        manifest=SimpleNamespace(
+            runs={s: str(p) for s, p in paths.items()}, read_floors={"tk": str(runs / f"{floor.name}.run")}
+        ),
+    )
+    headers, rows = sanity_table(inp, table, pairs, systems, "nDCG@10", 0.05, {3: 0.5})
+    cells = dict(zip(headers, [rows[0][0], *(c.text for c in rows[0][1:])]))
+    diff, p_holm, _ = pair_row(pairs, "nDCG@10", "tk", floor.name)
+    assert diff == pytest.approx(1 / np.log2(3) - 1, abs=1e-4)  # relevant d2 at rank 2 against rank 1, every query
+    assert cells["Own floor (the words it reads, its depth)"] == "query_term_matches@bm25-top3-first4w"
+    assert cells["vs own floor"] == (
+        "not better than the count over the 4 words it reads, at depth 3 (lower on average)"
+    )
+    assert cells["Mean difference vs own floor"] == f"{diff:+.4f}"
+    assert cells["p vs own floor (Wilcoxon, Holm)"] == fmt_p(p_holm)
+    # against the whole-document count, which ranks as BM25 here: no difference
+    assert float(cells["Mean difference"]) == 0
+
+
+def test_the_verdict_names_the_words_a_floor_counts_in():
+    inp = SimpleNamespace(resolved={"maxp": {"on_pretrained_encoder": True}, "tk": {"on_pretrained_encoder": False}})
+    assert own_floor_label(inp, "tk", lexical.Floor("bm25", 30, 200)) == (
+        "the count over the 200 words it reads, at depth 30"
+    )
+    assert own_floor_label(inp, "maxp", lexical.Floor("bm25", 10, 224)) == (
+        "the count over the first 224 words (it reads 224 WordPiece tokens), at depth 10"
+    )
+    assert own_floor_label(inp, "mir", lexical.Floor("bm25", 10, None)) == (
+        "the whole-document count at its depth 10 (it reads whole documents)"
+    )
 
 
 def test_schema_forbids_a_model_named_like_a_sanity_system():
@@ -194,6 +360,12 @@ def test_sanity_table_flags_trained_models_only():
             "bad": {"type": "tk", "rerank_depth": 20},
             "floor": {"type": "bi_encoder", "train": {"steps": 0}},
         },
+        resolved={},
+        # good reads whole documents at the global depth: its own floor is query_term_matches; bad's run was not made
+        manifest=SimpleNamespace(
+            runs={"query_term_matches": "runs/query_term_matches.run"},
+            read_floors={"good": "runs/query_term_matches.run"},
+        ),
     )
     systems = ["bm25", "query_term_matches", "good", "good+bm25", "bad", "floor"]
     table = pd.DataFrame({"system": systems, "measure": "nDCG@10", "mean": [0.3, 0.35, 0.5, 0.5, 0.2, 0.1]})
@@ -218,3 +390,10 @@ def test_sanity_table_flags_trained_models_only():
     )
     assert texts["bad"][0] == "not better than query_term_matches (lower on average)"
     assert texts["bad"][-1] == "NOT above random order of its top 20 (0.2000 ≤ 0.2500)"
+    assert texts["good"][3:7] == [
+        "query_term_matches",
+        "the same as query_term_matches: it reads whole documents at the global depth",
+        "–",
+        "–",
+    ]
+    assert texts["bad"][3:7] == ["–"] * 4

@@ -69,7 +69,10 @@ def test_changing_one_model_reruns_only_that_model(workflow_run):
     assert planned_jobs(workflow_run) == {}, "a finished workflow has nothing to do"
     jobs = planned_jobs(workflow_run, {"models": {"knrm": {"max_doc_len": 150}}})
     assert jobs.get("train") == 1 and jobs.get("rerank") == 1 and jobs.get("bench") == 1
-    assert jobs.get("interpolate") == 1 and jobs.get("evaluate") == 2  # knrm and knrm+bm25; bm25 is untouched
+    assert jobs.get("interpolate") == 1 and jobs.get("evaluate") == 3  # knrm, knrm+bm25, its floor; bm25 is untouched
+    # knrm's own floor now counts over its 150 words (a new system); query_term_matches and the 200-word floor, which
+    # knrm_pretrained still reads, are untouched
+    assert jobs.get("sanity") == 1
     assert "data" not in jobs and "candidates" not in jobs
     assert jobs.get("compare") == 1 and jobs.get("build_report") == 1
 

@@ -7,6 +7,7 @@ from longrank.config import DATASETS, SCHEMA, model_order, validate_config
 from longrank.models.modules.encoders import DEFAULT_ENCODER
 from longrank.models.registry import artifact_scopes, capabilities
 from longrank.io import InputError
+from longrank.floors import floor_systems, model_floors
 
 try:
     # The schema and the shipped descriptions (`dataset: <name>`) of the checkout this Snakefile is in (not cached copies)
@@ -35,8 +36,11 @@ DATA = {
 FOLDS = list(range(config["splits"]["k"] if config["splits"]["method"] == "kfold" else 1))
 MODELS = model_order(config["models"])
 FIRST_STAGES = list(config["first_stages"])  # a mapping once resolved (validate_config), the default first
-# The untrained lexical reranker (workflow/rules/sanity.smk): a sanity row every trained model must beat.
-SANITY = "query_term_matches"
+# The untrained lexical rerankers (workflow/rules/sanity.smk), sanity rows every trained model must beat: system name
+# -> Floor, query_term_matches (whole documents, global depth) first, then each trained model's own (the words it
+# reads, at its depth; MODEL_FLOORS: model -> its floor's name), each once.
+FLOORS = floor_systems(config)
+MODEL_FLOORS = model_floors(config)
 
 
 def first_stage_of(model):
@@ -49,7 +53,7 @@ def candidates_of(model):
 
 SYSTEMS = (
     FIRST_STAGES
-    + [SANITY]
+    + list(FLOORS)
     + [s for m in MODELS for s in ([m, f"{m}+{first_stage_of(m)}"] if config["models"][m]["interpolate"] else [m])]
 )
 REPORT = f"{R}/report/index.html"
@@ -90,7 +94,7 @@ CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproje
 
 wildcard_constraints:
     model="|".join(map(re.escape, config["models"])),  # configured models only (not the sanity row)
-    system="[A-Za-z0-9_+-]+",
+    system="[A-Za-z0-9_+@-]+",  # @: a model's floor, query_term_matches@{first stage}-top{depth}-first{words}w
     fold="[0-9]+",
     first_stage="[A-Za-z0-9_-]+",
     scope="collection|fold[0-9]+",

@@ -18,6 +18,7 @@ from longrank.evaluate.metrics import evaluable_queries, read_folds, test_querie
 from longrank.io import read_json, read_qrels, read_run
 from longrank.outputs import BenchTable, Interpolation
 from longrank.report.manifest import Manifest
+from longrank.retrieval.sanity import Floor
 
 PRIMARY = "nDCG@10"  # the report's primary measure
 
@@ -59,9 +60,13 @@ def base_model(inp, system: str) -> str:
 
 def stage_of(inp, system: str) -> str | None:
     """The first stage whose candidates ``system`` ranks: a first stage its own, a model (or its interpolated row)
-    the one it reranks, any other row (the sanity row) the default."""
+    the one it reranks, a model's floor (``query_term_matches@…``) the one its name says, any other row (the sanity
+    row) the default."""
     if system in first_stages(inp.config):
         return system
+    floor = Floor.parse(system)
+    if floor is not None:
+        return floor.first_stage
     model = base_model(inp, system)
     return model_stage(inp, model) if model in inp.models else default_first_stage(inp.config)
 
@@ -81,7 +86,11 @@ def interpolations(inp) -> list[tuple[str, str, Interpolation]]:
 
 
 def rerank_depth(inp, system: str) -> int:
-    """How many first-stage candidates ``system`` scored: its own rerank_depth, else the global one (schema default 100)."""
+    """How many first-stage candidates ``system`` scored: its own rerank_depth (a floor's: its name's), else the global
+    one (schema default 100)."""
+    floor = Floor.parse(system)
+    if floor is not None:
+        return floor.depth
     return int((inp.models.get(system) or {}).get("rerank_depth") or inp.config.get("rerank_depth") or 100)
 
 

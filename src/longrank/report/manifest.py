@@ -26,6 +26,9 @@ class Manifest:
     candidate_stats: dict[str, str]  # first stage -> candidates/{stage}.stats.json
     interpolations: dict[str, str] = field(default_factory=dict)  # {model}+{first stage} -> its .interpolation.json
     details: dict[str, str] = field(default_factory=dict)  # model -> runs/{model}.details.jsonl
+    # trained model -> the run of its own floor (runs/query_term_matches@….run: the count over the words it reads, at
+    # its depth; runs/query_term_matches.run where that is the global one), also in ``runs``
+    read_floors: dict[str, str] = field(default_factory=dict)
     benches: list[str] = field(default_factory=list)  # bench tables (outputs.BenchTable)
     attention_scaling: str | None = None  # bench/attention_scaling.json, where that stage runs
     # model -> its training summaries, one per fold (training_log.tsv is written beside each)

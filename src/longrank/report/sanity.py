@@ -2,8 +2,10 @@
 
 - the expected nDCG@10 of a *random* order of the first stage's top k, computed exactly, at every rerank
   depth of the config (reference rows of the effectiveness table);
-- a verdict of each trained reranker against the untrained lexical reranker ``query_term_matches`` and a
-  flag when it is not above the random-order expectation at its own depth;
+- a verdict of each trained reranker against the untrained lexical reranker ``query_term_matches`` (distinct query
+  words over whole documents, at the global rerank depth), against its own floor (the same count over the words the
+  model reads, at its own depth: ``query_term_matches@…``, src/longrank/retrieval/sanity.py), and a flag when it is
+  not above the random-order expectation at its own depth;
 - the weight an interpolation chose on dev (a weight of 0 in every fold means the run *is* the first stage's).
 """
 
@@ -18,6 +20,7 @@ from longrank.io import Run
 from longrank.report.inputs import PRIMARY, default_first_stage, first_stages, interpolations, rerank_depth, stage_of
 from longrank.report.verdicts import is_zero_shot, verdict_rows
 from longrank.retrieval.sanity import NAME as SANITY
+from longrank.retrieval.sanity import Floor
 from longrank.runs import top_candidates
 from longrank.tables import Cell, fmt
 
@@ -109,6 +112,11 @@ def reference_note(inp) -> str:
     return (
         f"Rows '{label}' are no system: each is the exact expected {PRIMARY} if {its} top k "
         f"(k a rerank depth of the config) were shuffled at random, the floor a reranker at that depth must clear. "
+        f"{SANITY} ranks the default first stage's top {rerank_depth(inp, '')} (the global rerank depth) by the number "
+        f"of distinct query words (stop words removed) in the whole document; {SANITY}@{{first stage}}-top{{k}}-first"
+        f"{{n}}w counts them in the first n words only, over the top k a model reranks: the floor of a model that "
+        f"reads n words at depth k (on long documents the whole-document count is partly a length prior, and the "
+        f"count over the words a model reads can be far above it). "
         f"'w (dev)' is the model's weight in {combined}, chosen on dev queries (the mean over folds, each fold's in "
         f"brackets when they differ); w = 0 means the row is {own}."
     )
@@ -132,6 +140,35 @@ def zero_weight_verdicts(weights: Mapping[str, list[float]], label: str) -> dict
     return {s: f"identical to {label}: weight 0 chosen on dev" for s, ws in weights.items() if all(w == 0 for w in ws)}
 
 
+def own_floors(inp) -> dict[str, str]:
+    """Trained model -> the system name of its own floor (the manifest's ``read_floors``: the run the sanity stage
+    wrote for it, which is also a system of the comparison)."""
+    system_of = {path: system for system, path in inp.manifest.runs.items()}
+    return {m: system_of[path] for m, path in inp.manifest.read_floors.items() if path in system_of}
+
+
+def own_floor_label(inp, model: str, floor: Floor) -> str:
+    """How the verdict names a model's own floor: the words it counts in, and the depth."""
+    if floor.words is None:
+        return f"the whole-document count at its depth {floor.depth} (it reads whole documents)"
+    if (inp.resolved.get(model) or {}).get("on_pretrained_encoder"):  # its budget is in WordPiece tokens
+        tokens = f"it reads {floor.words} WordPiece tokens"
+        return f"the count over the first {floor.words} words ({tokens}), at depth {floor.depth}"
+    return f"the count over the {floor.words} words it reads, at depth {floor.depth}"
+
+
+def own_floor_cells(inp, pairs: pd.DataFrame, model: str, floor: str | None, primary: str, alpha: float) -> list:
+    """[its floor, verdict, mean difference, Holm p] of ``model`` against the count over the words it reads."""
+    if floor is None:
+        return [Cell("–")] * 4
+    if floor == SANITY:  # it reads whole documents of the default first stage at the global depth: no second floor
+        same = f"the same as {SANITY}: it reads whole documents at the global depth"
+        return [Cell(SANITY), Cell(same), Cell("–"), Cell("–")]
+    label = own_floor_label(inp, model, Floor.parse(floor))
+    rows = verdict_rows(pairs, primary, [(model, floor)], label, alpha)
+    return [Cell(floor)] + (rows[0][1:] if rows else [Cell("–")] * 3)
+
+
 def sanity_table(
     inp,
     table: pd.DataFrame,
@@ -142,10 +179,12 @@ def sanity_table(
     expected: Mapping[int, float],
     others: Mapping[str, Mapping[int, float]] | None = None,
 ) -> tuple[list[str], list[list]]:
-    """Each trained reranker against ``query_term_matches`` (Holm-corrected Wilcoxon from compare's pairs) and
-    against the random-order expectation at its own depth: ``expected`` (depth -> value) of the default first
-    stage's candidates, ``others[stage]`` of another first stage's."""
+    """Each trained reranker against ``query_term_matches`` and against its own floor (the manifest's
+    ``read_floors``), both by Holm-corrected Wilcoxon from compare's pairs, and against the random-order expectation
+    at its own depth: ``expected`` (depth -> value) of the default first stage's candidates, ``others[stage]`` of
+    another first stage's."""
     default = default_first_stage(inp.config)
+    floors = own_floors(inp)
     means = table[table.measure == primary].set_index("system")["mean"]
     rows = []
     for s in trained_rerankers(inp, systems):
@@ -158,6 +197,17 @@ def sanity_table(
             flag = f"above random order of its top {k} ({fmt(float(means[s]))} > {fmt(rand)})"
         else:
             flag = f"NOT above random order of its top {k} ({fmt(float(means[s]))} ≤ {fmt(rand)})"
-        rows.append((vs[0] if vs else [s, Cell("–"), Cell("–"), Cell("–")]) + [Cell(flag)])
-    headers = ["System", f"vs {SANITY} on {primary}", "Mean difference", "p (Wilcoxon, Holm)", "vs random order"]
+        own = own_floor_cells(inp, pairs, s, floors.get(s), primary, alpha)
+        rows.append((vs[0] if vs else [s, Cell("–"), Cell("–"), Cell("–")]) + own + [Cell(flag)])
+    headers = [
+        "System",
+        f"vs {SANITY} (whole documents, top {rerank_depth(inp, '')}) on {primary}",
+        "Mean difference",
+        "p (Wilcoxon, Holm)",
+        "Own floor (the words it reads, its depth)",
+        "vs own floor",
+        "Mean difference vs own floor",
+        "p vs own floor (Wilcoxon, Holm)",
+        "vs random order",
+    ]
     return headers, rows
