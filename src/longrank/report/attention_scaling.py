@@ -130,6 +130,39 @@ def section(ctx: Context) -> Section | None:
     s = summarise(data)
     cfg = data.get("config") or {}
     sec = Section("Attention scaling: memory and time by sequence length")
+    _describe(sec, data, cfg)
+    _headlines(sec, s)
+    headers, rows = _measure_cells(data, "peak_mb", 0)
+    sec.table(headers, rows, caption="Peak training memory (MB above weights and inputs)")
+    headers, rows = _measure_cells(data, "seconds", 3)
+    sec.table(headers, rows, caption=f"Forward+backward time (s, median of {cfg.get('repeats', '?')})")
+    _spread_note(sec, data)
+    _ratio_tables(sec, s)
+    skipped = [r for r in data.get("rows") or [] if r.get("skipped")]
+    if skipped:
+        sec.note(
+            "Skipped: "
+            + "; ".join(
+                f"{LABELS.get(r['attention'], r['attention'])} at {int(r['length']):,} ({r.get('reason')})"
+                for r in skipped
+            )
+            + "."
+        )
+    measured = [r for r in data.get("rows") or [] if not r.get("skipped")]
+    if measured:
+        png = plots.attention_scaling_plot(measured, skipped, ctx.fig_dir / "fig_attention_scaling.png", LABELS)
+        sec.image(
+            png,
+            "Peak training memory (left) and forward+backward time (right) against sequence length, log-log: "
+            "a slope of 1 is linear growth, 2 quadratic (dotted guides). Skipped configurations are listed in the legend.",
+        )
+    if data.get("method"):
+        sec.note(str(data["method"]))
+    return sec
+
+
+def _describe(sec: Section, data: dict, cfg: dict) -> None:
+    """What was measured, and which comparison each claim is about."""
     sec.text(
         f"The same stack of {cfg.get('layers', '?')} Conformer layers (hidden {cfg.get('hidden', '?')}, "
         f"{cfg.get('heads', '?')} heads, batch {cfg.get('batch_size', '?')}) trained for one step (forward + backward) "
@@ -142,6 +175,10 @@ def section(ctx: Context) -> Section | None:
         "Fused SDPA has no n×n matrix either, so against it the separable attention's lasting advantage is time, "
         "not memory. Each number below names its comparison."
     )
+
+
+def _headlines(sec: Section, s: dict) -> None:
+    """The memory advantage over materialised attention, the time advantage over fused SDPA, and the line fits."""
     mat, sdpa = s["memory_materialised_at"], s["time_sdpa_at"]
     sec.text(
         f"Memory advantage (vs materialised attention only): peak training memory materialised / separable at "
@@ -163,10 +200,9 @@ def section(ctx: Context) -> Section | None:
             f"time {ft['slope'] * 1000:.3g} s per 1,000 positions {_signed(ft['intercept'], '.3g')} s, R² = {ft['r2']:.4f}"
             + (" (two lengths: R² is 1 by construction)." if fm["points"] < 3 else ".")
         )
-    headers, rows = _measure_cells(data, "peak_mb", 0)
-    sec.table(headers, rows, caption="Peak training memory (MB above weights and inputs)")
-    headers, rows = _measure_cells(data, "seconds", 3)
-    sec.table(headers, rows, caption=f"Forward+backward time (s, median of {cfg.get('repeats', '?')})")
+
+
+def _spread_note(sec: Section, data: dict) -> None:
     spreads = [(r, Timing.from_json(r["timing"])) for r in data.get("rows") or [] if r.get("timing")]
     if spreads:
         sec.note(
@@ -182,6 +218,10 @@ def section(ctx: Context) -> Section | None:
                 else "."
             )
         )
+
+
+def _ratio_tables(sec: Section, s: dict) -> None:
+    """Ratios to the separable attention at each length, and each attention's growth exponents."""
     keys = ("memory_materialised", "memory_sdpa", "time_sdpa", "time_materialised")
     sec.table(
         [
@@ -207,24 +247,3 @@ def section(ctx: Context) -> Section | None:
             ],
             caption="Growth exponents: slope of log measure against log length (1 linear, 2 quadratic)",
         )
-    skipped = [r for r in data.get("rows") or [] if r.get("skipped")]
-    if skipped:
-        sec.note(
-            "Skipped: "
-            + "; ".join(
-                f"{LABELS.get(r['attention'], r['attention'])} at {int(r['length']):,} ({r.get('reason')})"
-                for r in skipped
-            )
-            + "."
-        )
-    measured = [r for r in data.get("rows") or [] if not r.get("skipped")]
-    if measured:
-        png = plots.attention_scaling_plot(measured, skipped, ctx.fig_dir / "fig_attention_scaling.png", LABELS)
-        sec.image(
-            png,
-            "Peak training memory (left) and forward+backward time (right) against sequence length, log-log: "
-            "a slope of 1 is linear growth, 2 quadratic (dotted guides). Skipped configurations are listed in the legend.",
-        )
-    if data.get("method"):
-        sec.note(str(data["method"]))
-    return sec

@@ -23,29 +23,57 @@ def is_fine_tuned_encoder(spec: dict | None, resolved: dict | None) -> bool:
 def section(ctx: Context) -> Section:
     inp, cmp = ctx.inp, ctx.cmp
     sec = Section("Effectiveness")
-    systems, pairs, primary, alpha = cmp.systems, cmp.pairs, cmp.primary, cmp.alpha
     sec.warning(cmp.too_few_queries)
+    weights, expected = sanity.interpolation_weights(inp), sanity.random_order(inp)
+    _systems_table(sec, ctx, weights, expected)
+    _against_first_stages(sec, ctx, weights)
+    _against_zero_shot_floors(sec, ctx)
+    sec.table(
+        *sanity.sanity_table(
+            inp,
+            cmp.table,
+            cmp.pairs,
+            cmp.systems,
+            cmp.primary,
+            cmp.alpha,
+            expected.get(inp.default_first_stage, {}),
+            expected,
+        ),
+        caption=f"Trained rerankers against the sanity references ({cmp.primary})",
+    )
+    _pairwise_differences(sec, cmp.pairs, cmp.primary)
+    return sec
+
+
+def _systems_table(sec: Section, ctx: Context, weights, expected) -> None:
+    """The systems' table with significance letters, document budgets, speeds, interpolation weights and the
+    random-order reference rows."""
+    inp, cmp = ctx.inp, ctx.cmp
+    systems = cmp.systems
     rates = inp.docs_per_ms
     extra_cols = ["Max doc len"] + (["Docs/ms"] if rates else [])
     extra = {
         s: {"Max doc len": inp.max_doc_len(s) or "–", "Docs/ms": fmt(rates[s], 2) if s in rates else "–"}
         for s in systems
     }
-    weights, expected = sanity.interpolation_weights(inp), sanity.random_order(inp)
     extra_cols += sanity.weight_column(weights, extra)  # "w (dev)" beside every model+{first stage} row
     headers, rows = effectiveness_rows(cmp.table, systems, cmp.measures, extra, extra_cols)
     rows += sanity.random_order_rows(
-        expected, headers, cmp.measures, primary
+        expected, headers, cmp.measures, cmp.primary
     )  # reference rows: the nDCG@10 column only
     settings = cmp.settings
     sec.howto(
-        LETTER_NOTE.format(alpha=alpha) + " Confidence intervals are percentile bootstrap 95% intervals "
+        LETTER_NOTE.format(alpha=cmp.alpha) + " Confidence intervals are percentile bootstrap 95% intervals "
         f"over queries ({settings.bootstrap} resamples, seed {settings.seed}). "
         f"All systems are evaluated on the same {settings.n_queries} test queries. " + sanity.reference_note(inp)
     )
     sec.table(headers, rows)
 
-    # Each system against the first stage whose candidates it ranks (the other first stages: their own section).
+
+def _against_first_stages(sec: Section, ctx: Context, weights) -> None:
+    """Each system against the first stage whose candidates it ranks (the other first stages: their own section)."""
+    inp, cmp = ctx.inp, ctx.cmp
+    systems, primary = cmp.systems, cmp.primary
     for stage in inp.first_stages:
         if stage not in systems:
             continue
@@ -54,7 +82,12 @@ def section(ctx: Context) -> Section:
         if not others:  # a first stage nothing reranks (e.g. a model's fullrank run): compared in "First stages"
             continue
         lines = verdict_rows(
-            pairs, primary, [(s, stage) for s in others], label, alpha, sanity.zero_weight_verdicts(weights, label)
+            cmp.pairs,
+            primary,
+            [(s, stage) for s in others],
+            label,
+            cmp.alpha,
+            sanity.zero_weight_verdicts(weights, label),
         )
         sec.table(
             ["System", f"vs {label} on {primary}", *VERDICT_HEADERS],
@@ -62,8 +95,12 @@ def section(ctx: Context) -> Section:
             caption=f"Each system against {label} ({primary})",
         )
 
-    # Each fine-tuned encoder row against the untrained encoder it starts from (on the same first stage),
-    # interpolated against interpolated.
+
+def _against_zero_shot_floors(sec: Section, ctx: Context) -> None:
+    """Each fine-tuned encoder row against the untrained encoder it starts from (on the same first stage),
+    interpolated against interpolated."""
+    inp, cmp = ctx.inp, ctx.cmp
+    systems, primary = cmp.systems, cmp.primary
     tuned = [
         s
         for s in systems
@@ -76,7 +113,7 @@ def section(ctx: Context) -> Section:
             for s in tuned
             if inp.stage_of(s) == stage
         ]
-        lines = verdict_rows(pairs, primary, pairings, f"the {floor} floor", alpha)
+        lines = verdict_rows(cmp.pairs, primary, pairings, f"the {floor} floor", cmp.alpha)
         if lines:
             sec.table(
                 ["System", f"vs {floor} on {primary}", *VERDICT_HEADERS],
@@ -85,12 +122,8 @@ def section(ctx: Context) -> Section:
                 f"against {interpolated(inp, floor)})",
             )
 
-    sec.table(
-        *sanity.sanity_table(
-            inp, cmp.table, pairs, systems, primary, alpha, expected.get(inp.default_first_stage, {}), expected
-        ),
-        caption=f"Trained rerankers against the sanity references ({primary})",
-    )
+
+def _pairwise_differences(sec: Section, pairs, primary: str) -> None:
     detail = []
     for _, r in pairs[pairs.measure == primary].iterrows():
         detail.append(
@@ -110,4 +143,3 @@ def section(ctx: Context) -> Section:
         detail,
         caption=f"Pairwise differences on {primary}",
     )
-    return sec
