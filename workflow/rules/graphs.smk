@@ -41,16 +41,17 @@ rule graphs:
     params:
         settings=lambda wc: graph_set_settings(wc.graph_set),
         prf=lambda wc, input: ["--prf-queries", *input.prf_queries] if input.prf_queries else [],
+        pretrain_queries=[],
         data=lambda wc, input: os.path.dirname(input.data),
     shell:
         "python -m longrank graphs --data {params.data:q} --annotations {input.annotations:q} {params.prf:q}"
-        " --config {params.settings:q} --out {output:q} 2> {log:q}"
+        " {params.pretrain_queries:q} --config {params.settings:q} --out {output:q} 2> {log:q}"
 
 
-rule pretrain_graphs:
-    """A graph set as pre-training on a pseudo-query set reads the collection (rule pretrain of a mir model): each
-    positive without the text its pseudo-query came from, annotated afresh, and its own query kept out of its PRF
-    terms (src/longrank/graphs/build.py, pretraining_inputs)."""
+# A graph set as pre-training on a pseudo-query set reads the collection (rule pretrain of a mir model): each positive
+# without the text its pseudo-query came from, annotated afresh, and its own query kept out of its PRF terms
+# (src/longrank/graphs/build.py, pretraining_inputs). Rule graphs' command and resources, with the pseudo-queries.
+use rule graphs as pretrain_graphs with:
     input:
         data=DATA["docs.jsonl"],
         annotations=f"{R}/annotations",
@@ -62,14 +63,5 @@ rule pretrain_graphs:
         f"{R}/logs/graphs_pretrain_{{pseudo_set}}_{{graph_set}}.log",
     benchmark:
         f"{R}/benchmarks/graphs_pretrain_{{pseudo_set}}_{{graph_set}}.tsv"
-    conda:
-        CONDA_ENV
-    resources:
-        mem_mb=8000,
     params:
-        settings=lambda wc: graph_set_settings(wc.graph_set),
-        prf=lambda wc, input: ["--prf-queries", *input.prf_queries] if input.prf_queries else [],
-        data=lambda wc, input: os.path.dirname(input.data),
-    shell:
-        "python -m longrank graphs --data {params.data:q} --annotations {input.annotations:q} {params.prf:q}"
-        " --pretrain-queries {input.pretrain_queries:q} --config {params.settings:q} --out {output:q} 2> {log:q}"
+        pretrain_queries=lambda wc, input: ["--pretrain-queries", input.pretrain_queries],

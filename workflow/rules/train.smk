@@ -24,20 +24,25 @@ rule train:
         gpu=training_gpus,
     params:
         model=model_config,
+        candidates=lambda wc, input: input.candidates,
         artifacts=lambda wc, input: ["--collection-artifacts", *input.artifacts] if input.artifacts else [],
         init=lambda wc, input: ["--init", *input.pretrained] if input.pretrained else [],
+        pretrain_queries=[],
+        fold=lambda wc: wc.fold,
         rerank_depth=config["rerank_depth"],
         data=data_dir,
         device=config["device"],
     shell:
         "OMP_NUM_THREADS={threads} python -m longrank train --model {wildcards.model:q} --model-config {params.model:q}"
-        " --data {params.data:q} --candidates {input.candidates:q} {params.artifacts:q} {params.init:q} --fold {wildcards.fold:q}"
-        " --rerank-depth {params.rerank_depth:q} --device {params.device:q} --out {output.model:q} 2> {log:q}"
+        " --data {params.data:q} {params.pretrain_queries:q} --candidates {params.candidates:q} {params.artifacts:q}"
+        " {params.init:q} --fold {params.fold:q} --rerank-depth {params.rerank_depth:q} --device {params.device:q}"
+        " --out {output.model:q} 2> {log:q}"
 
 
-rule pretrain:
-    """train.pretrain: the model trained on a pseudo-query set (rule pseudo_queries) before its supervised training,
-    early-stopped on held-out pseudo-queries. One job for all folds: it sees no real query."""
+# train.pretrain: the model trained on a pseudo-query set (rule pseudo_queries) before its supervised training,
+# early-stopped on held-out pseudo-queries. One job for all folds: it sees no real query. Rule train's command,
+# resources and settings, on the set's queries and candidates.
+use rule train as pretrain with:
     input:
         data=list(DATA.values()),
         embeddings=model_embeddings,
@@ -51,21 +56,8 @@ rule pretrain:
         f"{R}/logs/pretrain_{{model}}.log",
     benchmark:
         f"{R}/benchmarks/pretrain_{{model}}.tsv"
-    conda:
-        CONDA_ENV
-    threads: 2
-    resources:
-        mem_mb=12000,
-        runtime=720,
-        gpu=training_gpus,
     params:
-        model=model_config,
-        artifacts=lambda wc, input: ["--collection-artifacts", *input.artifacts] if input.artifacts else [],
         candidates=lambda wc, input: os.path.join(input.pseudo_queries, "candidates.run"),
-        rerank_depth=config["rerank_depth"],
-        data=data_dir,
-        device=config["device"],
-    shell:
-        "OMP_NUM_THREADS={threads} python -m longrank train --model {wildcards.model:q} --model-config {params.model:q}"
-        " --data {params.data:q} {params.artifacts:q} --pretrain-queries {input.pseudo_queries:q} --candidates {params.candidates:q}"
-        " --fold 0 --rerank-depth {params.rerank_depth:q} --device {params.device:q} --out {output.model:q} 2> {log:q}"
+        init=[],
+        pretrain_queries=lambda wc, input: ["--pretrain-queries", input.pseudo_queries],
+        fold=0,
