@@ -129,27 +129,33 @@ def comparison_section(ctx: Context, stages: dict) -> Section:
         sec.note(COST_NOTE)
     if len(ranked) > 1:
         sec.warning(cmp.too_few_queries)
-        lines = []
-        for i, a in enumerate(ranked):
-            for b in ranked[i + 1 :]:
-                pr = pair_row(cmp.pairs, primary, b, a)
-                if pr is not None:
-                    diff, p_holm, _ = pr
-                    lines.append(
-                        [
-                            b,
-                            a,
-                            Cell(verdict(diff, p_holm, stage_label(a), cmp.alpha)),
-                            Cell(f"{diff:+.4f}"),
-                            Cell(fmt_p(p_holm)),
-                        ]
-                    )
-        sec.table(
-            ["First stage", "Against", f"Verdict on {primary}", "Mean difference", "p (Wilcoxon, Holm)"],
-            lines,
-            caption=f"First stages against each other ({primary})",
-        )
+        _against_each_other(sec, cmp, ranked)
     return sec
+
+
+def _against_each_other(sec: Section, cmp, ranked: list[str]) -> None:
+    """Each ranked first stage against each earlier one, on the primary measure."""
+    primary = cmp.primary
+    lines = []
+    for i, a in enumerate(ranked):
+        for b in ranked[i + 1 :]:
+            pr = pair_row(cmp.pairs, primary, b, a)
+            if pr is not None:
+                diff, p_holm, _ = pr
+                lines.append(
+                    [
+                        b,
+                        a,
+                        Cell(verdict(diff, p_holm, stage_label(a), cmp.alpha)),
+                        Cell(f"{diff:+.4f}"),
+                        Cell(fmt_p(p_holm)),
+                    ]
+                )
+    sec.table(
+        ["First stage", "Against", f"Verdict on {primary}", "Mean difference", "p (Wilcoxon, Holm)"],
+        lines,
+        caption=f"First stages against each other ({primary})",
+    )
 
 
 def beats(cmp, measure: str, a: str, b: str) -> bool:

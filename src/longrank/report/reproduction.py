@@ -173,43 +173,8 @@ def section(ctx: Context) -> Section:
             f"The papers' figures on {name} are for the entries {', '.join(absent)}, none of which this run configures."
         )
     measures = list((inp.config.get("evaluation") or {}).get("measures") or cmp.measures)  # as configured
-    n_queries = cmp.settings.n_queries
-    papers_queries = sorted({f.queries for f in shown})
-    if papers_queries != [n_queries]:
-        sec.warning(
-            f"This run's means are over its {n_queries} test queries, the papers' over "
-            f"{' / '.join(map(str, papers_queries))}: the figures are not means over the same queries."
-        )
-    sec.howto(
-        f"Each row is a number a paper prints for {shown[0].collection_name}, beside the configured entry that "
-        f"claims the paper's setting. Measured: this run's test mean with its percentile bootstrap 95% CI over "
-        f"queries ({cmp.settings.bootstrap} resamples). 'CI covers' says whether the paper's value lies inside "
-        "that interval. The interval describes the variation of a mean over sampled queries, not over training "
-        "runs or implementations, and the paper's figure is itself one training run's, rounded as printed: read "
-        "a miss as a difference worth explaining, not as a test's verdict. 'Differs' lists what the report "
-        "can see of the run's setting that is not the paper's."
-    )
-    rows, covered, compared, previous = [], 0, 0, None
-    for fig in shown:
-        cell, covers = measured(cmp, fig, measures)
-        compared += covers != "–"
-        covered += covers == "yes"
-        measure = fig.measure if fig.column == fig.measure else f"{fig.measure} ({fig.column})"
-        # a paper's model, its table and what differs once, on the first of its rows
-        first = (fig.table_key, fig.model) != previous
-        previous = (fig.table_key, fig.model)
-        about = [f"{fig.short}, {fig.table}", fig.model] if first else ["", ""]
-        rows.append(
-            [
-                fig.system,
-                *about,
-                measure,
-                Cell(fig.printed),
-                Cell(cell),
-                Cell(covers),
-                ("; ".join(differences(inp, fig)) or "–") if first else "",
-            ]
-        )
+    _explain(sec, cmp, shown)
+    rows, covered, compared = _figure_rows(inp, cmp, shown, measures)
     sec.table(
         [
             "System",
@@ -233,3 +198,50 @@ def section(ctx: Context) -> Section:
     if absent:
         sec.note(f"Figures for entries this run does not configure are left out: {', '.join(absent)}.")
     return sec
+
+
+def _figure_rows(inp, cmp, shown: list[Figure], measures: list[str]) -> tuple[list[list], int, int]:
+    """One row per published figure (a paper's model, its table and what differs on the first of its rows), and
+    how many measured figures the run's CI covers, of how many compared."""
+    rows, covered, compared, previous = [], 0, 0, None
+    for fig in shown:
+        cell, covers = measured(cmp, fig, measures)
+        compared += covers != "–"
+        covered += covers == "yes"
+        measure = fig.measure if fig.column == fig.measure else f"{fig.measure} ({fig.column})"
+        # a paper's model, its table and what differs once, on the first of its rows
+        first = (fig.table_key, fig.model) != previous
+        previous = (fig.table_key, fig.model)
+        about = [f"{fig.short}, {fig.table}", fig.model] if first else ["", ""]
+        rows.append(
+            [
+                fig.system,
+                *about,
+                measure,
+                Cell(fig.printed),
+                Cell(cell),
+                Cell(covers),
+                ("; ".join(differences(inp, fig)) or "–") if first else "",
+            ]
+        )
+    return rows, covered, compared
+
+
+def _explain(sec: Section, cmp, shown: list[Figure]) -> None:
+    """Whether the means are over the papers' queries, and how to read a figure beside its CI."""
+    n_queries = cmp.settings.n_queries
+    papers_queries = sorted({f.queries for f in shown})
+    if papers_queries != [n_queries]:
+        sec.warning(
+            f"This run's means are over its {n_queries} test queries, the papers' over "
+            f"{' / '.join(map(str, papers_queries))}: the figures are not means over the same queries."
+        )
+    sec.howto(
+        f"Each row is a number a paper prints for {shown[0].collection_name}, beside the configured entry that "
+        f"claims the paper's setting. Measured: this run's test mean with its percentile bootstrap 95% CI over "
+        f"queries ({cmp.settings.bootstrap} resamples). 'CI covers' says whether the paper's value lies inside "
+        "that interval. The interval describes the variation of a mean over sampled queries, not over training "
+        "runs or implementations, and the paper's figure is itself one training run's, rounded as printed: read "
+        "a miss as a difference worth explaining, not as a test's verdict. 'Differs' lists what the report "
+        "can see of the run's setting that is not the paper's."
+    )

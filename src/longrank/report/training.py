@@ -20,52 +20,19 @@ from longrank.tables import Cell, fmt, fmt_p
 
 
 def section(ctx: Context) -> Section:
-    inp, frames = ctx.inp, ctx.cmp.frames
+    inp = ctx.inp
     sec = Section("Training: dev curves and early stopping")
     summaries = {m: [TrainSummary.read(p) for p in paths] for m, paths in inp.manifest.training.items()}
     trained = list(inp.manifest.training)  # the models that train their own weights, in the workflow's order
     floors = [m for m in trained if is_zero_shot(inp.models[m])]
     stages = {s: c for s in inp.first_stages if (c := inp.candidates(s)) is not None}
-    rows, curves = [], {}
+    rows = []
     for fold_index, fold in enumerate(inp.folds):
         dev_refs = {s: mean_measure(c, inp.qrels, fold["dev"]) for s, c in stages.items()}
         dev_refs.update({f: summaries[f][fold_index].best_dev_ndcg10 for f in floors if f in summaries})
-
-        def test_mean(system: str):
-            frame = frames.get(system)
-            qids = [q for q in fold["test"] if frame is not None and q in frame.index]
-            return float(frame.loc[qids, PRIMARY].mean()) if qids and PRIMARY in frame.columns else None
-
-        floor = floors[0] if floors else None
-        floor_dev, floor_test = dev_refs.get(floor), test_mean(floor) if floor else None
-        for model in trained:
-            if model in floors:
-                continue
-            if model not in summaries:
-                continue
-            summary = summaries[model][fold_index]
-            test = test_mean(model)
-            rows.append(
-                [
-                    model,
-                    fold_index,
-                    summary.steps_run,
-                    summary.best_step,
-                    Cell(fmt(summary.best_dev_ndcg10)),
-                    Cell(f"{summary.best_dev_ndcg10 - floor_dev:+.4f}" if floor_dev is not None else "–"),
-                    Cell(fmt(test) if test is not None else "–"),
-                    Cell(f"{test - floor_test:+.4f}" if test is not None and floor_test is not None else "–"),
-                    Cell(fmt(summary.seconds, 0) if summary.seconds is not None else "–"),
-                ]
-            )
-            log_path = Path(inp.manifest.training[model][fold_index]).with_name("training_log.tsv")
-            if fold_index == 0 and log_path.exists():
-                log = pd.read_csv(log_path, sep="\t")
-                if len(log):
-                    curves[model] = log
-        if fold_index == 0 and curves:
-            png = plots.training_plot(curves, ctx.fig_dir / "fig_training.png", dev_refs, PRIMARY)
-            sec.image(png, f"Dev {PRIMARY} during training (fold 0), against the untrained references' dev scores.")
+        rows += _fold_rows(ctx, fold_index, fold, summaries, trained, floors, dev_refs)
+        if fold_index == 0:
+            _dev_curves(ctx, sec, [m for m in trained if m not in floors and m in summaries], dev_refs)
     if not rows:
         return sec.note("Skipped: no model in this configuration trains.")
     _pretraining(ctx, sec, trained)
@@ -93,34 +60,62 @@ def section(ctx: Context) -> Section:
     return sec
 
 
-def _pretraining(ctx: Context, sec: Section, trained: list[str]) -> None:
-    """Models with ``train.pretrain``: the pre-training on pseudo-queries (one run for all folds), its curve on the
-    held-out pseudo-queries, and what the supervised training then started from."""
-    inp = ctx.inp
-    rows, curves = [], {}
+def _fold_rows(
+    ctx: Context, fold_index: int, fold: dict, summaries: dict, trained: list[str], floors: list[str], dev_refs: dict
+) -> list[list]:
+    """One row per trained model (not a floor) of one fold: where it stopped and its dev and test gains over the
+    zero-shot floor."""
+    frames = ctx.cmp.frames
+
+    def test_mean(system: str):
+        frame = frames.get(system)
+        qids = [q for q in fold["test"] if frame is not None and q in frame.index]
+        return float(frame.loc[qids, PRIMARY].mean()) if qids and PRIMARY in frame.columns else None
+
+    floor = floors[0] if floors else None
+    floor_dev, floor_test = dev_refs.get(floor), test_mean(floor) if floor else None
+    rows = []
     for model in trained:
-        pretrain = (inp.models[model].get("train") or {}).get("pretrain")
-        if not pretrain or model not in inp.manifest.pretraining:
+        if model in floors:
             continue
-        path = Path(inp.manifest.pretraining[model])
-        summary = TrainSummary.read(path)
-        stats = read_json(Path(inp.manifest.pseudo_queries[pretrain["queries"]]) / "stats.json")
+        if model not in summaries:
+            continue
+        summary = summaries[model][fold_index]
+        test = test_mean(model)
         rows.append(
             [
                 model,
-                pretrain["queries"],
-                stats["source"],
-                stats["train"],
-                stats["dev"],
+                fold_index,
                 summary.steps_run,
                 summary.best_step,
                 Cell(fmt(summary.best_dev_ndcg10)),
+                Cell(f"{summary.best_dev_ndcg10 - floor_dev:+.4f}" if floor_dev is not None else "–"),
+                Cell(fmt(test) if test is not None else "–"),
+                Cell(f"{test - floor_test:+.4f}" if test is not None and floor_test is not None else "–"),
                 Cell(fmt(summary.seconds, 0) if summary.seconds is not None else "–"),
             ]
         )
-        log_path = path.with_name("training_log.tsv")
-        if log_path.exists() and len(log := pd.read_csv(log_path, sep="\t")):
-            curves[model] = log
+    return rows
+
+
+def _dev_curves(ctx: Context, sec: Section, models: list[str], dev_refs: dict) -> None:
+    """Fold 0's dev curves of ``models`` (those with a non-empty training log), against the references' dev scores."""
+    curves = {}
+    for model in models:
+        log_path = Path(ctx.inp.manifest.training[model][0]).with_name("training_log.tsv")
+        if log_path.exists():
+            log = pd.read_csv(log_path, sep="\t")
+            if len(log):
+                curves[model] = log
+    if curves:
+        png = plots.training_plot(curves, ctx.fig_dir / "fig_training.png", dev_refs, PRIMARY)
+        sec.image(png, f"Dev {PRIMARY} during training (fold 0), against the untrained references' dev scores.")
+
+
+def _pretraining(ctx: Context, sec: Section, trained: list[str]) -> None:
+    """Models with ``train.pretrain``: the pre-training on pseudo-queries (one run for all folds), its curve on the
+    held-out pseudo-queries, and what the supervised training then started from."""
+    rows, curves = _pretraining_rows(ctx.inp, trained)
     if not rows:
         return
     sec.howto(
@@ -147,10 +142,44 @@ def _pretraining(ctx: Context, sec: Section, trained: list[str]) -> None:
     if curves:
         png = plots.training_plot(curves, ctx.fig_dir / "fig_pretraining.png", {}, PRIMARY, dev="pseudo-dev")
         sec.image(png, f"Held-out pseudo-queries' {PRIMARY} during pre-training.")
+    _pretraining_effect(ctx, sec, trained)
+
+
+def _pretraining_rows(inp, trained: list[str]) -> tuple[list[list], dict]:
+    """Per pre-trained model: its pseudo-query set, where its pre-training stopped, and its curve."""
+    rows, curves = [], {}
+    for model in trained:
+        pretrain = (inp.models[model].get("train") or {}).get("pretrain")
+        if not pretrain or model not in inp.manifest.pretraining:
+            continue
+        path = Path(inp.manifest.pretraining[model])
+        summary = TrainSummary.read(path)
+        stats = read_json(Path(inp.manifest.pseudo_queries[pretrain["queries"]]) / "stats.json")
+        rows.append(
+            [
+                model,
+                pretrain["queries"],
+                stats["source"],
+                stats["train"],
+                stats["dev"],
+                summary.steps_run,
+                summary.best_step,
+                Cell(fmt(summary.best_dev_ndcg10)),
+                Cell(fmt(summary.seconds, 0) if summary.seconds is not None else "–"),
+            ]
+        )
+        log_path = path.with_name("training_log.tsv")
+        if log_path.exists() and len(log := pd.read_csv(log_path, sep="\t")):
+            curves[model] = log
+    return rows, curves
+
+
+def _pretraining_effect(ctx: Context, sec: Section, trained: list[str]) -> None:
+    """Each pre-trained model against the configured model that differs from it only by ``train.pretrain``."""
     effect = []
     cmp = ctx.cmp
     for model in trained:
-        other = without_pretraining(inp.models, model)
+        other = without_pretraining(ctx.inp.models, model)
         pair = pair_row(cmp.pairs, PRIMARY, model, other) if other else None
         if pair is None:
             continue
