@@ -110,7 +110,8 @@ def test_the_sanity_table_reads_each_trained_model_against_the_count_over_the_wo
     assert set(rows) == set(floors)
     for model, floor in floors.items():
         cells = dict(zip(header, rows[model]))
-        assert cells["Own floor (the words it reads, its depth)"] == floor
+        # the name, and where the count over the words it reads ranks as the whole document's, a note saying so
+        assert cells["Own floor (the words it reads, its depth)"].startswith(floor)
         assert (results / "eval" / f"{floor}.tsv").stat().st_size > 0
         diff, p_holm, _ = pair_row(pairs, "nDCG@10", model, floor)
         assert cells["Mean difference vs own floor"] == f"{diff:+.4f}"

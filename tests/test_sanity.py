@@ -18,6 +18,7 @@ from longrank.report.diagnostics import score_correlations
 from longrank.report.sanity import (
     expected_random_ndcg,
     interpolation_weights,
+    own_floor_cells,
     own_floor_label,
     random_order_expectations,
     sanity_table,
@@ -213,6 +214,7 @@ def test_the_sanity_section_reads_each_models_own_floor_from_the_stages_runs(tmp
         config={"rerank_depth": 3, "first_stages": {"bm25": {"method": "bm25"}}},
         models={"tk": {"type": "tk", "rerank_depth": 3, "train": {"steps": 5}}},
         resolved={"tk": {"on_pretrained_encoder": False}},
+        run=lambda system: read_run(paths[system]),
         manifest=SimpleNamespace(
             runs={s: str(p) for s, p in paths.items()}, read_floors={"tk": str(runs / f"{floor.name}.run")}
         ),
@@ -229,6 +231,36 @@ def test_the_sanity_section_reads_each_models_own_floor_from_the_stages_runs(tmp
     assert cells["p vs own floor (Wilcoxon, Holm)"] == fmt_p(p_holm)
     # against the whole-document count, which ranks as BM25 here: no difference
     assert float(cells["Mean difference"]) == 0
+
+
+def test_a_floor_that_ranks_as_the_whole_document_count_says_so():
+    """Where no candidate holds a query word past the words a model reads, its floor's run is query_term_matches's:
+    the table says so beside the floor's name (at parse time the workflow cannot know the documents' lengths)."""
+    floor = lexical.Floor("bm25", 3, 200)
+    runs = {
+        name: lexical.query_term_matches_run({"q1": READ_QUERY}, READ_DOCS, READ_BM25, ["q1"], 3, words)
+        for name, words in (("query_term_matches", None), (floor.name, 200))
+    }
+    inp = SimpleNamespace(resolved={}, run=runs.get)
+    pairs = pd.DataFrame(
+        [
+            {
+                "measure": "nDCG@10",
+                "system_a": "tk",
+                "system_b": floor.name,
+                "mean_diff": -0.1,
+                "wilcoxon_p": 0.2,
+                "wilcoxon_p_holm": 0.5,
+            }
+        ]
+    )
+    cells = [c.text for c in own_floor_cells(inp, pairs, "tk", floor.name, "nDCG@10", 0.05)]
+    assert cells == [
+        f"{floor.name} (ranks as query_term_matches: each candidate's first 200 words hold all the query words it has)",
+        "not better than the count over the 200 words it reads, at depth 3 (lower on average)",
+        "-0.1000",
+        "0.500",
+    ]
 
 
 def test_the_verdict_names_the_words_a_floor_counts_in():

@@ -164,9 +164,14 @@ def own_floor_cells(inp, pairs: pd.DataFrame, model: str, floor: str | None, pri
     if floor == SANITY:  # it reads whole documents of the default first stage at the global depth: no second floor
         same = f"the same as {SANITY}: it reads whole documents at the global depth"
         return [Cell(SANITY), Cell(same), Cell("–"), Cell("–")]
-    label = own_floor_label(inp, model, Floor.parse(floor))
-    rows = verdict_rows(pairs, primary, [(model, floor)], label, alpha)
-    return [Cell(floor)] + (rows[0][1:] if rows else [Cell("–")] * 3)
+    parsed = Floor.parse(floor)
+    rows = verdict_rows(pairs, primary, [(model, floor)], own_floor_label(inp, model, parsed), alpha)
+    name = floor
+    ranked = inp.run(floor)
+    if ranked is not None and ranked == inp.run(SANITY):  # e.g. no candidate longer than what the model reads
+        why = f": each candidate's first {parsed.words} words hold all the query words it has" if parsed.words else ""
+        name += f" (ranks as {SANITY}{why})"
+    return [Cell(name)] + (rows[0][1:] if rows else [Cell("–")] * 3)
 
 
 def sanity_table(
