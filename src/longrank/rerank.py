@@ -19,6 +19,7 @@ from longrank.data.corpus import Corpus
 from longrank.io import InputError, Run, atomic_path, read_run, write_run
 from longrank.models.checkpoint import load_model
 from longrank.models.registry import artifact_scopes
+from longrank.precision import AUTOCAST_DTYPES
 from longrank.provenance import write_run_metadata
 from longrank.runs import with_tail
 from longrank.runtime import resolve_device
@@ -45,7 +46,13 @@ def add_arguments(parser):
         "in fold order (e.g. MORES Reuse-S1/S2 stores), when it declares any",
     )
     parser.add_argument("--rerank-depth", type=int, default=100)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=32, help="candidates per forward")
+    parser.add_argument(
+        "--precision",
+        choices=sorted(AUTOCAST_DTYPES),
+        default="fp32",
+        help="the forward under torch.autocast in bf16 / fp16 (weights stay fp32); fp16 is for GPUs",
+    )
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out-dir", required=True, help="results/{dataset}/runs")
 
@@ -63,6 +70,7 @@ def run(args):
         Path(args.out_dir),
         args.collection_artifacts,
         args.fold_artifacts,
+        args.precision,
     )
 
 
@@ -100,6 +108,7 @@ def rerank(
     out_dir: Path,
     collection_artifacts: str | Path | None = None,
     fold_artifacts: list[str | Path] = (),
+    precision: str = "fp32",
 ) -> None:
     check_artifacts(name, model_cfg, len(checkpoints), collection_artifacts, fold_artifacts)
     if len(checkpoints) != len(corpus.folds):
@@ -127,6 +136,7 @@ def rerank(
                 batch_size,
                 desc=f"rerank test fold {fold_index}",
                 details=details,
+                precision=precision,
             )
         )
         del model

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from longrank.progress import progress
 
 from longrank.io import Run
 from longrank.models.base import Ranker
+from longrank.precision import autocast
 from longrank.runs import top_candidates
 
 
@@ -21,9 +24,12 @@ def score_candidates(
     batch_size: int = 32,
     desc: str = "scoring",
     details: list | None = None,
+    precision: str = "fp32",
 ) -> Run:
-    """Model scores of each query's top-``depth`` candidates. If ``details`` is a list and the model can
+    """Model scores of each query's top-``depth`` candidates, the forward under ``precision``'s autocast
+    (:mod:`longrank.precision`; scores come back as fp32 floats). If ``details`` is a list and the model can
     explain its scores, one dict per (query, doc) is appended to it."""
+    in_precision = functools.partial(autocast, model.device, precision)
     was_training = model.training
     model.eval()
     # Only models that override Ranker.explain have anything to say; do not re-encode batches for the rest.
@@ -35,17 +41,19 @@ def score_candidates(
         queries = [corpus.queries[q] for q, _ in chunk]
         doc_ids = [d for _, d in chunk]
         docs = [corpus.docs[d] for d in doc_ids]
-        scores = model.score_pairs(queries, doc_ids, docs).float().cpu().tolist()
+        with in_precision():
+            scores = model.score_pairs(queries, doc_ids, docs).float().cpu().tolist()
         for (q, d), s in zip(chunk, scores):
             out[q][d] = s
         if explains:
-            explained = model.explain(
-                **{k: v.to(model.device) for k, v in model.encode(queries, doc_ids, docs).items()}
-            )
+            with in_precision():
+                explained = model.explain(
+                    **{k: v.to(model.device) for k, v in model.encode(queries, doc_ids, docs).items()}
+                )
             if explained:
                 for i, (q, d) in enumerate(chunk):
                     details.append(
-                        {"query_id": q, "doc_id": d, **{k: v[i].cpu().tolist() for k, v in explained.items()}}
+                        {"query_id": q, "doc_id": d, **{k: v[i].float().cpu().tolist() for k, v in explained.items()}}
                     )
     model.train(was_training)
     return out

@@ -25,6 +25,8 @@ rule rerank:
     params:
         model=model_config,
         rerank_depth=config["rerank_depth"],
+        batch_size=config["rerank"]["batch_size"],
+        precision=config["rerank"]["precision"],
         data=data_dir,
         device=config["device"],
         out_dir=lambda wc, output: os.path.dirname(output.run),
@@ -36,4 +38,5 @@ rule rerank:
         "OMP_NUM_THREADS={threads} python -m longrank rerank --model {wildcards.model:q} --model-config {params.model:q}"
         " --data {params.data:q} --candidates {input.candidates:q}"
         " --checkpoints {input.checkpoints:q} {params.artifacts:q}"
-        " --rerank-depth {params.rerank_depth:q} --device {params.device:q} --out-dir {params.out_dir:q} 2> {log:q}"
+        " --rerank-depth {params.rerank_depth:q} --batch-size {params.batch_size:q} --precision {params.precision:q}"
+        " --device {params.device:q} --out-dir {params.out_dir:q} 2> {log:q}"

@@ -312,4 +312,6 @@ class MORES(Ranker):
         if self.store is None:
             d = {k: v.to(device) for k, v in self.encode_docs(docs).items()}
             return self.interact(query, query_mask, self.project_docs(self.represent_docs(**d)), d["attention_mask"])
-        return self.interact(query, query_mask, *self.store.doc_kv(doc_ids, self, device))
+        # Under autocast (rerank.precision) the stored rows are read in its half precision, not widened to fp32.
+        dtype = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else torch.float32
+        return self.interact(query, query_mask, *self.store.doc_kv(doc_ids, self, device, dtype))

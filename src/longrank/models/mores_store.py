@@ -139,9 +139,15 @@ def token_inputs(seqs: list[list[int]], pad_id: int, segment: int) -> dict[str, 
 
 
 class ReuseStore:
-    def __init__(self, meta: dict, array: np.ndarray):
+    """The store's rows, read for a batch of documents with one indexed copy (``doc_kv``): the documents' token
+    rows are gathered at once from the memory map, or from a copy resident in (GPU) memory, so scoring a batch
+    costs no Python work per document beyond looking its id up."""
+
+    def __init__(self, meta: dict, array: np.ndarray | torch.Tensor):
         self.meta, self.array = meta, array
-        self.rows = {d: (o, n) for d, o, n in zip(meta["doc_ids"], meta["offsets"], meta["lengths"])}
+        self.index = {d: i for i, d in enumerate(meta["doc_ids"])}
+        self.offsets = torch.tensor(meta["offsets"], dtype=torch.long)
+        self.lengths = torch.tensor(meta["lengths"], dtype=torch.long)
 
     @classmethod
     def open(cls, path, model=None) -> "ReuseStore":
@@ -177,30 +183,44 @@ class ReuseStore:
                 f"reuse store {path} was computed from other weights than this model's; rebuild the fold's artifacts"
             )
 
-    def resident(self, device) -> "ReuseStore":
-        """The store held in ``device`` memory. The paper's GPU timings prefetch documents to the GPU on a separate
-        CUDA stream (its footnote 5): 1,000 candidates of 12 MB cannot cross PCIe in its 0.1 s, so what it times is
-        the compute with the store already on the GPU, which a resident store measures."""
-        return ReuseStore(self.meta, torch.tensor(self.array, device=device))  # a copy: the memory map stays read-only
+    def resident(self, device, dtype: torch.dtype | None = None) -> "ReuseStore":
+        """The store held in ``device`` memory (in ``dtype``: bfloat16 / float16 halve it; default the file's).
+        The paper's GPU timings prefetch documents to the GPU on a separate CUDA stream (its footnote 5): 1,000
+        candidates of 12 MB cannot cross PCIe in its 0.1 s, so what it times is the compute with the store already
+        on the GPU, which a resident store measures."""
+        array = torch.tensor(self.array, device=device)  # a copy: the memory map stays read-only
+        store = ReuseStore(self.meta, array if dtype is None else array.to(dtype))
+        store.offsets, store.lengths = self.offsets.to(device), self.lengths.to(device)
+        return store
 
-    def doc_kv(self, doc_ids: list[str], model, device) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
-        """Per-IB (keys, values) and the key mask for ``doc_ids``, read from the memory map (or the resident copy)."""
+    def rows_of(self, doc_ids: list[str]) -> torch.Tensor:
+        """The store's row numbers of ``doc_ids`` (a caller that scores the same documents again keeps them)."""
         try:
-            rows = [self.rows[d] for d in doc_ids]
+            return torch.tensor([self.index[d] for d in doc_ids], dtype=torch.long)
         except KeyError as err:
             raise InputError(
                 f"document {err.args[0]!r} is not in the reuse store; build the store from candidates that list it"
             ) from None
-        width = max(n for _, n in rows)
-        shape = (len(rows), width, self.meta["slots"], self.meta["hidden_size"])
+
+    def doc_kv(
+        self, doc_ids: list[str] | torch.Tensor, model, device, dtype: torch.dtype = torch.float32
+    ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+        """Per-IB (keys, values) in ``dtype`` and the key mask for ``doc_ids`` (or their ``rows_of``), gathered
+        with one indexed copy from the memory map (or the resident copy). Padded positions read the store's row 0:
+        the mask keeps attention off them, so they need no zeroing."""
+        rows = doc_ids if isinstance(doc_ids, torch.Tensor) else self.rows_of(doc_ids)
         on_device = isinstance(self.array, torch.Tensor)
-        batch = torch.zeros(shape, device=self.array.device) if on_device else np.zeros(shape, dtype=np.float32)
-        mask = torch.zeros(len(rows), width, dtype=torch.long)
-        for i, (offset, n) in enumerate(rows):
-            batch[i, :n] = self.array[offset : offset + n]
-            mask[i, :n] = 1
-        t = (batch if on_device else torch.from_numpy(batch)).to(device)
-        mask = mask.to(device)
+        rows = rows.to(self.offsets.device)
+        offsets, lengths = self.offsets[rows], self.lengths[rows]
+        steps = torch.arange(int(lengths.max()), device=rows.device)
+        mask = steps[None, :] < lengths[:, None]
+        positions = torch.where(mask, offsets[:, None] + steps[None, :], 0)
+        if on_device:
+            batch = self.array[positions]
+        else:
+            batch = torch.from_numpy(np.take(self.array, positions.numpy(), axis=0))
+        t = batch.to(device=device, dtype=dtype, non_blocking=True)
+        mask = mask.to(device=device, dtype=torch.long)
         if self.meta["reuse"] == "s1":
             return model.project_docs(t[:, :, 0]), mask
         return [(t[:, :, 2 * k], t[:, :, 2 * k + 1]) for k in range(self.meta["interaction_blocks"])], mask

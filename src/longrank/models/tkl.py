@@ -329,17 +329,22 @@ class TKL(Ranker):
             self.pack_windows,
         )
         self.window_passes += passes
-        cosine = cosine_matrix(q, d)[:, :, None, :]  # [B, Lq, 1, Ld]
-        kernels = (
-            torch.exp(-((cosine - self.mu[:, None]) ** 2) / (2 * self.sigma[:, None] ** 2)) * d_mask[:, None, None, :]
-        )
-        if self.tail_regions:  # regions may run past the document's end: one starts at every stride before it
-            kernels, d_mask = F.pad(kernels, (0, self.region_size - 1)), F.pad(d_mask, (0, self.region_size - 1))
-        sums = region_sums(kernels, self.region_size, self.region_stride)  # Eq. 3, [B, Lq, K, R]
-        region_len = region_sums(d_mask, self.region_size, self.region_stride)  # c_len, [B, R]
-        q_weight = self.embedder.query_weights(query, q_mask)[:, :, None, None]
-        saturated = (self._saturate(sums, query, region_len) * q_weight).sum(dim=1)  # [B, K, R]
-        topography = torch.einsum("bkr,k->br", saturated, self.kernel_weights.weight[0])  # Eq. 6
+        # Kernels, region sums, saturation and topography in fp32 also under autocast (rerank.precision): the learned
+        # saturation subtracts terms near 100 (a x^(1/b) - c) and the top-t regions are chosen among near ties, which
+        # bf16's 3 significant digits would reorder; only the Transformer above runs in half precision.
+        with torch.autocast(doc.device.type, enabled=False):
+            cosine = cosine_matrix(q, d)[:, :, None, :]  # [B, Lq, 1, Ld]
+            kernels = (
+                torch.exp(-((cosine - self.mu[:, None]) ** 2) / (2 * self.sigma[:, None] ** 2))
+                * d_mask[:, None, None, :]
+            )
+            if self.tail_regions:  # regions may run past the document's end: one starts at every stride before it
+                kernels, d_mask = F.pad(kernels, (0, self.region_size - 1)), F.pad(d_mask, (0, self.region_size - 1))
+            sums = region_sums(kernels, self.region_size, self.region_stride)  # Eq. 3, [B, Lq, K, R]
+            region_len = region_sums(d_mask, self.region_size, self.region_stride)  # c_len, [B, R]
+            q_weight = self.embedder.query_weights(query, q_mask)[:, :, None, None]
+            saturated = (self._saturate(sums, query, region_len) * q_weight).sum(dim=1)  # [B, K, R]
+            topography = torch.einsum("bkr,k->br", saturated, self.kernel_weights.weight[0])  # Eq. 6
         starts = torch.arange(topography.shape[1], device=doc.device) * self.region_stride
         # Regions are valid by the document's length in tokens, unknown words included: d_mask leaves them out
         # when mask_unknown_words (the default), and counting only known words lost a document's last regions

@@ -24,10 +24,13 @@ def rbf_kernels(cosine: torch.Tensor, mu: torch.Tensor, sigma: torch.Tensor) -> 
 
 
 def cosine_matrix(q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-    """[B, Lq, E] x [B, Ld, E] -> [B, Lq, Ld] cosine similarities (padding vectors give 0, not NaN)."""
-    qn = nn.functional.normalize(q, dim=-1, eps=1e-8)
-    dn = nn.functional.normalize(d, dim=-1, eps=1e-8)
-    return torch.bmm(qn, dn.transpose(1, 2))
+    """[B, Lq, E] x [B, Ld, E] -> [B, Lq, Ld] cosine similarities (padding vectors give 0, not NaN). Always in fp32,
+    also under autocast (rerank.precision): bf16 keeps 3 significant digits, and the kernels read differences of
+    0.01 near a cosine of 1 (the exact-match kernel), which bf16 would round away."""
+    with torch.autocast(q.device.type, enabled=False):
+        qn = nn.functional.normalize(q.float(), dim=-1, eps=1e-8)
+        dn = nn.functional.normalize(d.float(), dim=-1, eps=1e-8)
+        return torch.bmm(qn, dn.transpose(1, 2))
 
 
 def tk_kernels(n_kernels: int = 11, sigma: float = 0.1, exact_sigma: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
