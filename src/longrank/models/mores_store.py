@@ -73,12 +73,7 @@ def write_store(
 ) -> dict:
     """Run the document module (and for S2 the IB projections) over ``docs``; write STORE.npy + STORE.json.
     ``docs`` are texts, or WordPiece id lists with special tokens already in place (the speed benchmark)."""
-    if reuse not in {"s1", "s2"}:
-        raise InputError(f"reuse: a reuse store needs 's1' or 's2', got {reuse!r}")
-    if dtype not in DTYPES:
-        raise InputError(f"dtype: expected one of {sorted(DTYPES)}, got {dtype!r}")
-    if len(set(doc_ids)) != len(doc_ids):
-        raise InputError("reuse store: duplicate document ids")
+    _check_arguments(doc_ids, reuse, dtype)
     out = Path(out)
     model = model.to(device).eval()
     hidden, n_blocks = model.head.in_features, len(model.interaction_blocks)
@@ -96,15 +91,7 @@ def write_store(
     array_path = out.with_suffix(".npy")
     with atomic_path(array_path) as tmp:
         arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=DTYPES[dtype], shape=(int(sum(lengths)), n_slots, hidden))
-        order = sorted(range(len(docs)), key=lambda i: lengths[i])  # similar lengths together: less padding
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
-            d = {k: v.to(device) for k, v in encode([docs[i] for i in idx]).items()}
-            rep = model.represent_docs(**d)
-            parts = [rep] if reuse == "s1" else [t for kv in model.project_docs(rep) for t in kv]
-            rows = torch.stack(parts, dim=2).to("cpu", torch.float32).numpy()  # [B, L, slots, hidden]
-            for j, i in enumerate(idx):
-                arr[offsets[i] : offsets[i] + lengths[i]] = rows[j, : lengths[i]]
+        _fill_rows(arr, model, docs, encode, lengths, offsets, reuse, batch_size, device)
         arr.flush()
         del arr
     meta = {
@@ -120,15 +107,44 @@ def write_store(
         "fingerprint": weights_fingerprint(model, reuse),
         "documents": len(doc_ids),
         "tokens": int(sum(lengths)),
-        "mb_per_document_mean": mb_per_document(float(np.mean(lengths)) if lengths else 0.0, n_slots, hidden, dtype),
-        # Table 4 "Space": storage per document of exactly 128 / 512 tokens
-        "mb_per_document_at": {str(n): mb_per_document(n, n_slots, hidden, dtype) for n in (128, 512)},
+        **_sizes(lengths, n_slots, hidden, dtype),
         "doc_ids": list(doc_ids),
         "offsets": offsets.tolist(),
         "lengths": lengths,
     }
     write_json(out, meta)
     return meta
+
+
+def _check_arguments(doc_ids: list[str], reuse: str, dtype: str) -> None:
+    if reuse not in {"s1", "s2"}:
+        raise InputError(f"reuse: a reuse store needs 's1' or 's2', got {reuse!r}")
+    if dtype not in DTYPES:
+        raise InputError(f"dtype: expected one of {sorted(DTYPES)}, got {dtype!r}")
+    if len(set(doc_ids)) != len(doc_ids):
+        raise InputError("reuse store: duplicate document ids")
+
+
+def _fill_rows(arr, model, docs, encode, lengths: list[int], offsets, reuse: str, batch_size: int, device) -> None:
+    """Each document's token rows (its representations, or for S2 its IB keys and values) at its offset in
+    ``arr``, computed in batches of similar lengths (less padding)."""
+    order = sorted(range(len(docs)), key=lambda i: lengths[i])
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        d = {k: v.to(device) for k, v in encode([docs[i] for i in idx]).items()}
+        rep = model.represent_docs(**d)
+        parts = [rep] if reuse == "s1" else [t for kv in model.project_docs(rep) for t in kv]
+        rows = torch.stack(parts, dim=2).to("cpu", torch.float32).numpy()  # [B, L, slots, hidden]
+        for j, i in enumerate(idx):
+            arr[offsets[i] : offsets[i] + lengths[i]] = rows[j, : lengths[i]]
+
+
+def _sizes(lengths: list[int], n_slots: int, hidden: int, dtype: str) -> dict:
+    return {
+        "mb_per_document_mean": mb_per_document(float(np.mean(lengths)) if lengths else 0.0, n_slots, hidden, dtype),
+        # Table 4 "Space": storage per document of exactly 128 / 512 tokens
+        "mb_per_document_at": {str(n): mb_per_document(n, n_slots, hidden, dtype) for n in (128, 512)},
+    }
 
 
 def token_inputs(seqs: list[list[int]], pad_id: int, segment: int) -> dict[str, torch.Tensor]:
