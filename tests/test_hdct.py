@@ -7,7 +7,7 @@ import bm25s
 import numpy as np
 import pytest
 
-from longrank.config import METHOD_KEYS
+from longrank.config_checks import METHOD_KEYS
 from longrank.data.corpus import Corpus
 from longrank.data.words import STOP_WORDS, tokenize
 from longrank.io import InputError, read_json
