@@ -332,6 +332,7 @@ def test_speed_table_smoke(tmp_path):
             batch_size=2,
             repeats=2,
             warmup=1,
+            precision="fp32",
             threads=0,
             device="cpu",
             seed=0,

@@ -34,6 +34,7 @@ from longrank.outputs import BenchTable, Timing
 from longrank.models.modules.encoders import RANDOM_BERT_BASE, encoder_layers, load_encoder, load_tokenizer
 from longrank.models.mores import MORES
 from longrank.models.mores_store import ReuseStore, token_inputs, write_store
+from longrank.precision import AUTOCAST_DTYPES, autocast
 from longrank.runtime import resolve_device
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--repeats", type=int, default=MIN_REPEATS, help="timed passes over the candidates per variant (median kept)"
     )
     parser.add_argument("--warmup", type=int, default=1, help="untimed passes per variant before the timed ones")
+    parser.add_argument(
+        "--precision",
+        choices=sorted(AUTOCAST_DTYPES),
+        default="fp32",
+        help="every variant (the BERT ranker too) under this autocast; on a GPU the resident store is held in it",
+    )
     parser.add_argument(
         "--threads",
         type=int,
@@ -129,6 +136,8 @@ def bench_size(encoder, tokenizer, size: str, args, store_dir: Path, device: tor
         .eval()
         for k in args.blocks
     }
+    half = AUTOCAST_DTYPES[args.precision]  # None: fp32
+    kv_dtype = half or torch.float32
     rows, spaces = [], {}
     for d in args.lengths:
         docs = random_ids(g, args.candidates, d, cfg.vocab_size, cls_id, sep_id)
@@ -149,14 +158,17 @@ def bench_size(encoder, tokenizer, size: str, args, store_dir: Path, device: tor
 
         variants = [("BERT ranker", "-", None, "bert", bert_ranker)]
         for k, model in moreses.items():
-            stores = {}
+            stores, store_rows = {}, {}
             for reuse in ("s1", "s2"):
                 path = store_dir / f"{size}-{d}-{k}ib-{reuse}.json"
                 meta = write_store(model, doc_ids, docs, path, reuse, batch_size=args.batch_size, device=device)
                 stores[reuse] = ReuseStore.open(path)
+                store_rows[reuse] = stores[reuse].rows_of(
+                    doc_ids
+                )  # ids to store rows once, as a prefetching reader would
                 spaces[(d, k, reuse)] = meta["mb_per_document_at"].get(str(d), meta["mb_per_document_mean"])
 
-            def mores(model=model, store=None):
+            def mores(model=model, store=None, read=None):
                 q_rep = model.represent_queries(**query)  # once per query
                 for b in batches:
                     if store is None:
@@ -166,7 +178,7 @@ def bench_size(encoder, tokenizer, size: str, args, store_dir: Path, device: tor
                         }
                         kv, mask = model.project_docs(model.represent_docs(**inputs)), inputs["attention_mask"]
                     else:
-                        kv, mask = store.doc_kv([doc_ids[i] for i in b], model, device)
+                        kv, mask = store.doc_kv(read[b.start : b.stop], model, device, kv_dtype)
                     model.interact(q_rep.expand(len(b), -1, -1), query["attention_mask"].expand(len(b), -1), kv, mask)
 
             reads = [("none", "none", None), ("s1", "s1", stores["s1"]), ("s2", "s2", stores["s2"])]
@@ -175,14 +187,15 @@ def bench_size(encoder, tokenizer, size: str, args, store_dir: Path, device: tor
             ):  # the paper's GPU setting (store on the GPU), and the same read through host memory
                 reads = (
                     [reads[0]]
-                    + [(r, r, stores[r].resident(device)) for r in ("s1", "s2")]
+                    + [(r, r, stores[r].resident(device, half)) for r in ("s1", "s2")]
                     + [(f"{r} via host", r, stores[r]) for r in ("s1", "s2")]
                 )
             for label, reuse, store in reads:
-                variants.append((f"MORES {k}xIB", label, k, reuse, lambda m=model, s=store: mores(m, s)))
+                read = store_rows.get(reuse)
+                variants.append((f"MORES {k}xIB", label, k, reuse, lambda m=model, s=store, r=read: mores(m, s, r)))
 
         # Warm-up (allocator, page cache, kernels), then the variants timed in turn: a drifting load slows all alike.
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(device, args.precision):
             timings = time_alternating(
                 {str(i): fn for i, (*_, fn) in enumerate(variants)}, device, args.repeats, args.warmup
             )
@@ -273,7 +286,9 @@ def run(args) -> None:
         + f" ({shapes.get('configured', {}).get('hidden', '?')} hidden, "
         f"{shapes.get('configured', {}).get('layers', '?')} layers); 'bert-base' has BERT-base dimensions with random weights "
         "(speed does not depend on the weights).",
-        "Space: float32 per document of exactly Len tokens. The paper's Table 4 Reuse-S2 sizes are 4xK times its S1 sizes "
+        f"Precision {args.precision} (torch.autocast over every variant, the BERT ranker too"
+        + ("; the GPU-resident stores held in it, halving their memory)." if args.precision != "fp32" else ")."),
+        "Space: float32 per document of exactly Len tokens (on disk). The paper's Table 4 Reuse-S2 sizes are 4xK times its S1 sizes "
         "although its text says 2K projected copies are stored; we store exactly 2K (key and value per IB).",
     ]
     # The report renders every bench JSON as {title, columns, rows, notes}; the raw measurements stay beside.

@@ -14,8 +14,8 @@ How it measures (also written into the output's ``notes``):
 - Speed: all lengths are timed in one fresh process, alternating (200, 1000, 200, 1000, ...), so rows that score
   the same effective length (lengths beyond ``max_doc_len``) see the same machine and agree within their spread;
   timing each length in its own process let a GPU's clocks or a shared CPU's load differ between them.
-- Memory: each length's memory runs in a fresh Python process of its own, one forward after the warm-up (so
-  earlier lengths leave no cached memory behind). On GPU: ``torch.cuda.max_memory_allocated`` during the forwards minus what was allocated before
+- Memory: each length's memory runs in a fresh Python process of its own, over its first forward (so earlier
+  lengths leave no cached memory behind; the first forward's one-time allocations count, as they do in reranking). On GPU: ``torch.cuda.max_memory_allocated`` during the forwards minus what was allocated before
   them (model and inputs), i.e. the forward's working memory. On CPU: peak resident set growth during the
   forwards: the kernel's RSS high-water mark is reset (``/proc/self/clear_refs``) after loading the model
   and building the batch, heap memory freed by loading is handed back first (``malloc_trim``; glibc's mmap
@@ -224,9 +224,9 @@ def measure(job: dict) -> dict:
         docs = _documents(corpus, [n_words] * batch_size)
         return {k: v.to(device) for k, v in model.encode(queries, _synthetic_ids(docs), docs).items()}
 
-    if job["kind"] == "memory":  # peak memory and window passes of one forward, alone in this process
+    if job["kind"] == "memory":  # peak memory and window passes of the first forward, alone in this process
         result = {"length": length, "effective_length": min(length, max_len) if max_len else length}
-        result.update(timed(model, uniform_batch(length), 1, job["warmup"], device))
+        result.update(timed(model, uniform_batch(length), 1, 0, device))
         return result
     if job["kind"] == "speed":  # every length in this one process, alternating: rows at one effective length agree
         forwards = {str(n): functools.partial(model, **uniform_batch(n)) for n in job["lengths"]}
@@ -251,7 +251,7 @@ def measure(job: dict) -> dict:
     scores = {}
     for mode, pack in (("packed", True), ("unpacked", False)):  # memory and window passes of each path (one pass)
         model.pack_windows = pack
-        result[mode] = timed(model, batch, 1, job["warmup"], device)
+        result[mode] = timed(model, batch, 1, 0, device)
         with torch.no_grad():
             scores[mode] = model(**batch).float().cpu()
     # Speed: the two paths alternate, so a machine whose load drifts slows both alike.

@@ -81,6 +81,12 @@ MIN_X = 1e-10
 
 # ---- Eq. 1: overlapping windows ---------------------------------------------------------------------------
 
+# Packing skips windows with no real token in their kept middle, but gathers the others into one batch and scatters
+# the results back: two copies of every kept window. Where it would skip fewer than this fraction of the batch's
+# windows the copies cost about what the skipped windows save (CPU, TKL's one-layer contextualiser, 16 documents;
+# docs/studies/speed.md), so the batch runs unpacked.
+PACK_MIN_SKIPPED = 0.15
+
 
 def split_windows(
     vectors: torch.Tensor, mask: torch.Tensor, window: int, overlap: int
@@ -106,22 +112,23 @@ def contextualize_windows(
     vectors: torch.Tensor, mask: torch.Tensor, contextualize, window: int, overlap: int, pack: bool = True
 ) -> tuple[torch.Tensor, int]:
     """Eq. 1 on a batch: ``contextualize([N, w+2o, E], [N, w+2o]) -> [N, w+2o, E]`` runs once over the windows.
-    Packed: only windows with a real token in their kept middle; unpacked: every window. Returns the
-    contextualised document [B, L, E] and the number of windows contextualised."""
+    Packed: only windows with a real token in their kept middle, where that skips at least ``PACK_MIN_SKIPPED`` of
+    the batch's windows (otherwise the gather and scatter cost more than the few windows they save); unpacked:
+    every window. Returns the contextualised document [B, L, E] and the number of windows contextualised."""
     batch, length, dim = vectors.shape
     windows, window_mask = split_windows(vectors, mask, window, overlap)
     n, size = windows.shape[1], windows.shape[2]
     flat, flat_mask = windows.reshape(-1, size, dim), window_mask.reshape(-1, size)
     if pack:
-        keep = flat_mask[:, overlap : overlap + window].sum(dim=1) > 0
-        out = flat.new_zeros(flat.shape)
-        if keep.any():
-            out[keep] = contextualize(flat[keep], flat_mask[keep]).to(out.dtype)
-        passes = int(keep.sum())
-    else:
-        out = contextualize(flat, flat_mask)
-        passes = flat.shape[0]
-    return merge_windows(out.reshape(batch, n, size, dim), window, overlap, length), passes
+        kept = (flat_mask[:, overlap : overlap + window].sum(dim=1) > 0).nonzero().squeeze(1)
+        if len(kept) <= (1 - PACK_MIN_SKIPPED) * flat.shape[0]:
+            out = flat.new_zeros(flat.shape)
+            if len(kept):
+                packed = contextualize(flat.index_select(0, kept), flat_mask.index_select(0, kept))
+                out.index_copy_(0, kept, packed.to(out.dtype))
+            return merge_windows(out.reshape(batch, n, size, dim), window, overlap, length), len(kept)
+    out = contextualize(flat, flat_mask)
+    return merge_windows(out.reshape(batch, n, size, dim), window, overlap, length), flat.shape[0]
 
 
 # ---- Eq. 3-5: regions and saturation ----------------------------------------------------------------------
