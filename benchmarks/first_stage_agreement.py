@@ -7,8 +7,9 @@ The collection is prepared by the data stage's own code (``longrank.data.prepare
 ``config/datasets/<name>.yaml``, its gain map and excluded grades), the first stages run through the candidates
 stage's ``retrieve`` with each method's defaults at depth 100 (PISA's indexes built by ``pisa.build_index``), the
 excluded documents are taken out as the stage does, and ir-measures scores every query with the prepared qrels.
-Three runs: ``bm25`` (bm25s, Lucene's BM25), ``pisa`` with its default ``analyser: bm25s`` and with
-``analyser: pisa``. Printed: nDCG@10 and R@100 of each (mean over all queries), the difference from bm25, the mean
+Runs: ``bm25`` (bm25s, Lucene's BM25), ``pisa`` with its default ``analyser: bm25s`` and with ``analyser: pisa``,
+and for reference ``bm25s_robertson``: bm25s with the bm25 method's text processing but Robertson's IDF, PISA's
+(``--systems`` picks some; bm25 always runs, as every difference is taken from it). Printed: nDCG@10 and R@100 of each (mean over all queries), the difference from bm25, the mean
 overlap of each PISA top 100 with bm25's, and query latency. Nothing here is imported by the package.
 """
 
@@ -27,7 +28,27 @@ SYSTEMS = {
     "bm25": {"method": "bm25"},
     "pisa": {"method": "pisa"},  # analyser: bm25s, the default
     "pisa_own_analyser": {"method": "pisa", "analyser": "pisa"},
+    "bm25s_robertson": None,  # not a first-stage method: bm25s's method robertson, computed here
 }
+
+
+def robertson_run(corpus, depth: int) -> tuple[dict, dict]:
+    """bm25s with the bm25 method's defaults (k1 0.9, b 0.4, Snowball English, stop words en) and Robertson's IDF."""
+    import time
+
+    import bm25s
+    import Stemmer
+
+    ids, stemmer = list(corpus.docs), Stemmer.Stemmer("english")
+    retriever = bm25s.BM25(k1=0.9, b=0.4, method="robertson")
+    retriever.index(bm25s.tokenize(list(corpus.docs.values()), stopwords="en", stemmer=stemmer, show_progress=False))
+    qids = sorted(corpus.queries)
+    started = time.perf_counter()
+    tokens = bm25s.tokenize([corpus.queries[q] for q in qids], stopwords="en", stemmer=stemmer, return_ids=False)
+    docs, scores = retriever.retrieve(tokens, k=min(depth, len(ids)), show_progress=False)
+    seconds = time.perf_counter() - started
+    run = {q: {ids[int(d)]: float(x) for d, x in zip(docs[i], scores[i]) if x > 0} for i, q in enumerate(qids)}
+    return run, {"query_ms_per_query": 1000 * seconds / max(1, len(qids))}
 
 
 def dataset_block(name: str, collection_dir: str | None) -> dict:
@@ -38,7 +59,7 @@ def dataset_block(name: str, collection_dir: str | None) -> dict:
     return described
 
 
-def measure(dataset: dict, work: Path, depth: int = 100) -> dict:
+def measure(dataset: dict, work: Path, depth: int = 100, systems=tuple(SYSTEMS)) -> dict:
     import ir_measures
 
     from longrank.data.corpus import Corpus
@@ -51,7 +72,13 @@ def measure(dataset: dict, work: Path, depth: int = 100) -> dict:
     corpus = Corpus(data)
     extra = max((len(v) for v in corpus.excluded.values()), default=0)
     runs, costs = {}, {}
-    for name, spec in SYSTEMS.items():
+    systems = ["bm25", *(name for name in systems if name != "bm25")]
+    for name in systems:
+        spec = SYSTEMS[name]
+        if spec is None:
+            ranked, costs[name] = robertson_run(corpus, depth + extra)
+            runs[name] = without_excluded(ranked, corpus.excluded, depth)
+            continue
         artifacts = []
         if spec["method"] == "pisa":
             settings = pisa.PisaSettings.from_spec(spec, name)
@@ -72,7 +99,7 @@ def measure(dataset: dict, work: Path, depth: int = 100) -> dict:
             "ir_measures_aggregate": {str(k): v for k, v in agg.items()}
         }
         out[method]["query_ms_per_query"] = costs[method]["query_ms_per_query"]
-    for name in SYSTEMS:
+    for name in systems:
         overlaps = [
             len(set(runs["bm25"].get(q, {})) & set(runs[name].get(q, {}))) / len(runs["bm25"][q])
             for q in corpus.queries
@@ -88,13 +115,14 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", required=True, help="a description under config/datasets/ (cranfield, irled)")
     parser.add_argument("--collection-dir", help="a local collection's directory holding its three files")
+    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="longrank_agreement_") as work:
-        result = measure(dataset_block(args.dataset, args.collection_dir), Path(work))
+        result = measure(dataset_block(args.dataset, args.collection_dir), Path(work), systems=args.systems)
     print(f"{args.dataset}: {result['documents']} documents, {result['queries']} queries (every query, judged ones)")
     print("| system | " + " | ".join(MEASURES) + " | top-100 overlap with bm25 | ms per query |")
     print("|---|" + "---|" * (len(MEASURES) + 2))
-    for name in SYSTEMS:
+    for name in [n for n in SYSTEMS if n in result]:
         cells = [
             f"{result[name][m]:.4f}" + (f" ({result[name][m] - result['bm25'][m]:+.4f})" if name != "bm25" else "")
             for m in MEASURES
