@@ -26,6 +26,7 @@ import logging
 import math
 import statistics
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -167,14 +168,66 @@ def measure(
     alike = alike or {name: {"model": "MIR", "tokens": own}}
     # the configured entries' own lengths give their docs/ms in the report
     lengths = sorted(set(settings["lengths"]) | {own} | {a["tokens"] for a in alike.values()})
-    batch, repeats = settings["batch_size"], settings["repeats"]
+    batch = settings["batch_size"]
+    graphs = _bench_graphs(graph_set, max(lengths), max_words, max(batch, settings["documents"]), corpus)
+    ids = list(graphs.records)[:batch]
+    queries = bench_queries(corpus, batch)
+    docs = graphs.texts[:batch]
+    rows, by_length, timings = [], {}, []
+    for length in lengths:
+        models = _side_by_side(model_cfg, graph_set, graphs, length, corpus, device)
+        inputs = {k: {n: t.to(device) for n, t in m.encode(queries, ids, docs).items()} for k, m in models.items()}
+        timing = _alternate(models, inputs, settings["repeats"], device)
+        timings.append({f"{k} ms/batch": v["timing"] for k, v in timing.items()})
+        by_length[length] = _length_stats(timing, batch, models["MaxP"].max_passages)
+        rows.append(_row(length, by_length[length], timing))
+        log.info(
+            "mir_speed %d tokens: MIR %.4f docs/ms, MaxP %.4f docs/ms (ratio %.2f)",
+            length,
+            by_length[length]["mir_docs_per_ms"],
+            by_length[length]["maxp_docs_per_ms"],
+            by_length[length]["ratio"],
+        )
+        del models, inputs
+    rates = {"MIR": "mir_docs_per_ms", "MaxP": "maxp_docs_per_ms"}
+    return BenchTable(
+        title=f"MIR against BERT-MaxP over the same windows ({name}; MIR Fig. 5)",
+        columns=COLUMNS,
+        rows=rows,
+        notes=_notes(graphs, batch, settings["repeats"], device),
+        docs_per_ms={entry: by_length[a["tokens"]][rates[a["model"]]] for entry, a in alike.items()},
+        side_by_side=True,
+        timed_entries=alike,
+        device=str(device),
+        timings=timings,
+        extra={"by_length": by_length, "graph_ms_per_document": graphs.ms_per_document},
+    )
+
+
+@dataclass
+class BenchGraphs:
+    """The bench documents' texts and graph records (built here with the graph set's settings), the settings MIR reads
+    them with, and the time one document's graph took to build."""
+
+    texts: list[str]
+    records: dict[str, dict]
+    config: dict  # the graph set's settings at the bench's longest length
+    meta: dict  # config and the tokenizer's ids, as a graph set's metadata
+    tokenizer: object
+    seconds: list[float]  # per document built
+
+    @property
+    def ms_per_document(self) -> float:
+        return 1000 * statistics.median(self.seconds)
+
+
+def _bench_graphs(graph_set: dict, longest: int, max_words: int, n_graphs: int, corpus: Corpus) -> BenchGraphs:
+    """``n_graphs`` bench documents of ``longest`` tokens and their graphs: spaCy annotation and the record, per
+    document (the tf-idf fit is the collection's, apart). The bench builds its own graphs: the collection's
+    max_doc_tokens does not cap them."""
     tokenizer = load_tokenizer(graph_set["encoder"])
-    longest = max(lengths)  # the bench builds its own graphs: the collection's max_doc_tokens does not cap them
-    n_graphs = max(batch, settings["documents"])
     texts = [cut_text(t, max(max_words, 2 * longest)) for t in bench_documents(corpus, tokenizer, n_graphs, longest)]
     graph_cfg = {**graph_set, "max_doc_tokens": longest}
-
-    # graph construction: spaCy annotation and the record, per document (the tf-idf fit is the collection's, apart)
     nlp = load_pipeline()
     vectorizer = fit_tfidf(texts)
     records, seconds = {}, []
@@ -182,93 +235,75 @@ def measure(
         start = time.perf_counter()
         records[f"bench-{i}"] = build_record(text, annotation(nlp(text)), [], tokenizer, graph_cfg, vectorizer)
         seconds.append(time.perf_counter() - start)
-    graph_ms = 1000 * statistics.median(seconds)
-    ids = list(records)[:batch]
-    queries = bench_queries(corpus, batch)
-    graph_meta = {
+    meta = {
         **graph_cfg,
         "cls_id": tokenizer.cls_token_id,
         "sep_id": tokenizer.sep_token_id,
         "pad_id": tokenizer.pad_token_id,
         "vocab_size": tokenizer.vocab_size,
     }
+    return BenchGraphs(texts, records, graph_cfg, meta, tokenizer, seconds)
 
-    step = stride(graph_cfg)
-    rows, by_length, timings = [], {}, []
-    for length in lengths:
-        mir = build_model({**model_cfg, "max_doc_tokens": min(length, longest)}, corpus)
-        mir.use_graphs(records, graph_meta)
-        passages = 1 + max(0, math.ceil((min(length, longest) - graph_cfg["window"]) / step))
-        maxp = BertRanker(
-            load_encoder(graph_set["encoder"]),
-            tokenizer,
-            mode="maxp",
-            passage_len=graph_cfg["window"],
-            passage_stride=step,
-            max_passages=passages,
-            max_query_len=architecture_params(model_cfg).get("max_query_len", 30),
-        )
-        models = {"MIR": mir.to(device).eval(), "MaxP": maxp.to(device).eval()}
-        docs = [texts[i] for i in range(batch)]
-        inputs = {k: {n: t.to(device) for n, t in m.encode(queries, ids, docs).items()} for k, m in models.items()}
-        timing = _alternate(models, inputs, repeats, device)
-        timings.append({f"{k} ms/batch": v["timing"] for k, v in timing.items()})
-        mir_rate, maxp_rate = batch / timing["MIR"]["ms"], batch / timing["MaxP"]["ms"]
-        by_length[length] = {
-            "mir_docs_per_ms": mir_rate,
-            "maxp_docs_per_ms": maxp_rate,
-            "ratio": mir_rate / maxp_rate,
-            "passages": passages,
-            **{f"{k}_peak_memory_mb": v["peak_mb"] for k, v in timing.items()},
-        }
-        # docs/s rather than docs/ms: readable at three digits
-        rows.append(
-            [
-                length,
-                passages,
-                1000 * mir_rate,
-                1000 * maxp_rate,
-                mir_rate / maxp_rate,
-                timing["MIR"]["peak_mb"],
-                timing["MaxP"]["peak_mb"],
-                timing["MIR"]["ms"],
-                timing["MaxP"]["ms"],
-            ]
-        )
-        log.info(
-            "mir_speed %d tokens: MIR %.4f docs/ms, MaxP %.4f docs/ms (ratio %.2f)",
-            length,
-            mir_rate,
-            maxp_rate,
-            mir_rate / maxp_rate,
-        )
-        del models, inputs
+
+def _side_by_side(model_cfg: dict, graph_set: dict, graphs: BenchGraphs, length: int, corpus: Corpus, device) -> dict:
+    """MIR reading ``length`` tokens of the bench graphs, and BERT-MaxP over the same windows, untrained, in eval mode."""
+    longest, step = graphs.config["max_doc_tokens"], stride(graphs.config)
+    mir = build_model({**model_cfg, "max_doc_tokens": min(length, longest)}, corpus)
+    mir.use_graphs(graphs.records, graphs.meta)
+    passages = 1 + max(0, math.ceil((min(length, longest) - graphs.config["window"]) / step))
+    maxp = BertRanker(
+        load_encoder(graph_set["encoder"]),
+        graphs.tokenizer,
+        mode="maxp",
+        passage_len=graphs.config["window"],
+        passage_stride=step,
+        max_passages=passages,
+        max_query_len=architecture_params(model_cfg).get("max_query_len", 30),
+    )
+    return {"MIR": mir.to(device).eval(), "MaxP": maxp.to(device).eval()}
+
+
+def _length_stats(timing: dict, batch: int, passages: int) -> dict:
+    mir_rate, maxp_rate = batch / timing["MIR"]["ms"], batch / timing["MaxP"]["ms"]
+    return {
+        "mir_docs_per_ms": mir_rate,
+        "maxp_docs_per_ms": maxp_rate,
+        "ratio": mir_rate / maxp_rate,
+        "passages": passages,
+        **{f"{k}_peak_memory_mb": v["peak_mb"] for k, v in timing.items()},
+    }
+
+
+def _row(length: int, stats: dict, timing: dict) -> list:
+    """One row of COLUMNS: docs/s rather than docs/ms, readable at three digits."""
+    return [
+        length,
+        stats["passages"],
+        1000 * stats["mir_docs_per_ms"],
+        1000 * stats["maxp_docs_per_ms"],
+        stats["ratio"],
+        timing["MIR"]["peak_mb"],
+        timing["MaxP"]["peak_mb"],
+        timing["MIR"]["ms"],
+        timing["MaxP"]["ms"],
+    ]
+
+
+def _notes(graphs: BenchGraphs, batch: int, repeats: int, device) -> str:
+    records = graphs.records.values()
     nodes = {
-        view: statistics.mean(len(r[key]) for r in records.values())
+        view: statistics.mean(len(r[key]) for r in records)
         for view, key in (("passage", "passages"), ("sentence", "sentences"), ("token", "tokens"))
     }
-    rates = {"MIR": "mir_docs_per_ms", "MaxP": "maxp_docs_per_ms"}
-    notes = (
+    return (
         f"Device {device}, {torch.get_num_threads()} CPU threads, batches of {batch} documents cut from the "
         f"collection's text, forward only, after a warm-up forward each, median of {repeats} timed batches "
         f"(spread beside it) with MIR and MaxP alternating, synchronised on CUDA. MaxP "
-        f"reads the same {graph_cfg['window']}-token windows every {step} tokens. Graph construction (spaCy "
-        f"annotation + pivots + graphs) took {graph_ms:.1f} ms per document (median of {len(seconds)}; "
-        f"{nodes['passage']:.1f} passage, {nodes['sentence']:.1f} sentence and {nodes['token']:.1f} token nodes on "
-        f"average, entities only: PRF term pivots need the collection's pseudo-query runs); it runs once per "
-        f"collection, not per query."
-    )
-    return BenchTable(
-        title=f"MIR against BERT-MaxP over the same windows ({name}; MIR Fig. 5)",
-        columns=COLUMNS,
-        rows=rows,
-        notes=notes,
-        docs_per_ms={entry: by_length[a["tokens"]][rates[a["model"]]] for entry, a in alike.items()},
-        side_by_side=True,
-        timed_entries=alike,
-        device=str(device),
-        timings=timings,
-        extra={"by_length": by_length, "graph_ms_per_document": graph_ms},
+        f"reads the same {graphs.config['window']}-token windows every {stride(graphs.config)} tokens. Graph "
+        f"construction (spaCy annotation + pivots + graphs) took {graphs.ms_per_document:.1f} ms per document (median "
+        f"of {len(graphs.seconds)}; {nodes['passage']:.1f} passage, {nodes['sentence']:.1f} sentence and "
+        f"{nodes['token']:.1f} token nodes on average, entities only: PRF term pivots need the collection's "
+        f"pseudo-query runs); it runs once per collection, not per query."
     )
 
 
