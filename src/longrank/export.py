@@ -186,17 +186,10 @@ def _json(obj) -> str:
 def export(results: Path, model: str, fold_index: int, out: Path) -> Path:
     from longrank.data.corpus import Corpus
     from longrank.models.checkpoint import load_model, verify_weights
-    from longrank.models.registry import architecture_params, artifact_scopes, capabilities, model_class
+    from longrank.models.registry import architecture_params, model_class
 
     config, entry = model_entry(results, model)
-    kind = entry.get("type")
-    if capabilities(entry).reads_graph_set:
-        raise InputError(f"models.{model}: type {kind!r} cannot be exported: {GRAPH_SET_READERS}")
-    if "collection" in artifact_scopes(entry):
-        raise InputError(
-            f"models.{model}: a {kind!r} model configured so reads collection artifacts built from the whole "
-            "collection; an export scores (query, document) texts alone"
-        )
+    _check_exportable(model, entry)
     weights_of = entry.get("checkpoint_of") or model
     checkpoint = results / "models" / weights_of / f"fold{fold_index}" / WEIGHTS
     corpus = Corpus(results / "data")
@@ -206,11 +199,50 @@ def export(results: Path, model: str, fold_index: int, out: Path) -> Path:
         raise InputError(f"--fold {fold_index}: the data has {len(corpus.folds)} folds (0..{len(corpus.folds) - 1})")
     verify_weights(checkpoint, require_manifest=True)
     ranker = load_model(checkpoint, entry, corpus, require_manifest=True)
-    cls = model_class(kind)
     summary_path = checkpoint.parent / "train_summary.json"
     summary = read_json(summary_path) if summary_path.is_file() else None
+    meta = _ranker_meta(model, entry, config, corpus, fold_index, weights_of)
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        shutil.copyfile(checkpoint, tmp / WEIGHTS)
+        shutil.copyfile(checkpoint.with_name("model.manifest.json"), tmp / "model.manifest.json")
+        meta.update(_write_text_side(tmp, model, entry, ranker))
+        meta["notes"] += model_class(entry.get("type")).export_notes(architecture_params(entry))
+        write_json(tmp / RANKER_FILE, meta)
+        folds = corpus.folds[fold_index]
+        write_text(tmp / "README.md", _card(meta, summary, _test_ndcg(results, model, folds.get("test", [])), folds))
+        for path in [tmp, *tmp.rglob("*")]:
+            path.chmod(umask_mode(0o777 if path.is_dir() else 0o666))
+        replace_directory(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _check_exportable(model: str, entry: dict) -> None:
+    """An export scores (query, document) texts alone: no graph set, no collection artifacts."""
+    from longrank.models.registry import artifact_scopes, capabilities
+
+    kind = entry.get("type")
+    if capabilities(entry).reads_graph_set:
+        raise InputError(f"models.{model}: type {kind!r} cannot be exported: {GRAPH_SET_READERS}")
+    if "collection" in artifact_scopes(entry):
+        raise InputError(
+            f"models.{model}: a {kind!r} model configured so reads collection artifacts built from the whole "
+            "collection; an export scores (query, document) texts alone"
+        )
+
+
+def _ranker_meta(model: str, entry: dict, config: dict, corpus, fold_index: int, weights_of: str) -> dict:
+    """``ranker.json`` without its text side (vocabulary or encoder) and the model's notes."""
+    from longrank.models.registry import model_class
+
+    kind = entry.get("type")
+    cls = model_class(kind)
     dataset = config.get("dataset") or {}
-    meta = {
+    return {
         "format": FORMAT,
         "name": model,
         "type": kind,
@@ -229,42 +261,33 @@ def export(results: Path, model: str, fold_index: int, out: Path) -> Path:
         "rerank_depth": entry.get("rerank_depth", config.get("rerank_depth")),
         "notes": [],
     }
-    out = out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        shutil.copyfile(checkpoint, tmp / WEIGHTS)
-        shutil.copyfile(checkpoint.with_name("model.manifest.json"), tmp / "model.manifest.json")
-        embedder = getattr(ranker, "embedder", None)
-        if embedder is not None:  # a word model: its vocabulary as it reads it, and the count its IDF divides by
-            vocab = embedder.vocab
-            write_text(
-                tmp / VOCABULARY,
-                "word\tdoc_freq\n" + "".join(f"{w}\t{df}\n" for w, df in zip(vocab.words[2:], vocab.doc_freq[2:])),
-            )
-            meta["vocabulary"] = {
+
+
+def _write_text_side(tmp: Path, model: str, entry: dict, ranker) -> dict:
+    """Write what turns text into the model's inputs into ``tmp`` and return its ``ranker.json`` entry: a word
+    model's vocabulary as it reads it (and the count its IDF divides by), or an encoder model's encoder and
+    tokenizer."""
+    embedder = getattr(ranker, "embedder", None)
+    if embedder is not None:
+        vocab = embedder.vocab
+        write_text(
+            tmp / VOCABULARY,
+            "word\tdoc_freq\n" + "".join(f"{w}\t{df}\n" for w, df in zip(vocab.words[2:], vocab.doc_freq[2:])),
+        )
+        return {
+            "vocabulary": {
                 "file": VOCABULARY,
                 "words": len(vocab) - 2,
                 "num_docs": vocab.num_docs,
                 "embedding_dim": embedder.dim,
                 "idf": "log((num_docs - doc_freq + 0.5) / (doc_freq + 0.5) + 1) of vocabulary.tsv",
             }
-        else:
-            encoder = getattr(ranker, "document_module", None) or getattr(ranker, "encoder", None)
-            if encoder is None or not hasattr(encoder, "save_pretrained"):
-                raise InputError(
-                    f"models.{model}: a {type(ranker).__name__} has neither a word vocabulary nor a Hugging Face encoder to export"
-                )
-            encoder.save_pretrained(tmp / ENCODER_DIR)
-            ranker.tokenizer.save_pretrained(tmp / ENCODER_DIR)
-            meta["encoder"] = {"dir": ENCODER_DIR, "trained_from": entry.get("encoder", "minilm")}
-        meta["notes"] += model_class(kind).export_notes(architecture_params(entry))
-        write_json(tmp / RANKER_FILE, meta)
-        folds = corpus.folds[fold_index]
-        write_text(tmp / "README.md", _card(meta, summary, _test_ndcg(results, model, folds.get("test", [])), folds))
-        for path in [tmp, *tmp.rglob("*")]:
-            path.chmod(umask_mode(0o777 if path.is_dir() else 0o666))
-        replace_directory(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+        }
+    encoder = getattr(ranker, "document_module", None) or getattr(ranker, "encoder", None)
+    if encoder is None or not hasattr(encoder, "save_pretrained"):
+        raise InputError(
+            f"models.{model}: a {type(ranker).__name__} has neither a word vocabulary nor a Hugging Face encoder to export"
+        )
+    encoder.save_pretrained(tmp / ENCODER_DIR)
+    ranker.tokenizer.save_pretrained(tmp / ENCODER_DIR)
+    return {"encoder": {"dir": ENCODER_DIR, "trained_from": entry.get("encoder", "minilm")}}
