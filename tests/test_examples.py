@@ -16,8 +16,10 @@ from conftest import REPO, snakemake
 
 EXAMPLES = REPO / "examples"
 CONFIG = "examples/mine.yaml"  # as the user types it, from the repository root
-# the query-word count over whole documents, and over the 200 words KNRM reads (its own floor, at its depth 50)
-SYSTEMS = {"bm25", "query_term_matches", "query_term_matches@bm25-top50-first200w", "knrm", "knrm+bm25"}
+# the compared systems, with the query-word count over whole documents; the count over the 200 words KNRM reads (its
+# own floor, at its depth 50) is compared with KNRM alone (compare/floors/), in the report's sanity table
+SYSTEMS = {"bm25", "query_term_matches", "knrm", "knrm+bm25"}
+OWN_FLOOR = "query_term_matches@bm25-top50-first200w"
 
 
 def workdir_for(tmp_path):
@@ -55,7 +57,8 @@ def test_the_example_dry_run_is_the_first_runs_jobs(tmp_path):
     output = done.stdout + done.stderr
     assert "Exception" not in output, output[-4000:]
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", output, re.M))
-    assert counts["total"] == "17", output[-3000:]
+    assert counts["total"] == "18", output[-3000:]
+    assert counts["compare_floors"] == "1"
     assert counts["train"] == counts["rerank"] == counts["candidates"] == "1"
     assert counts["sanity"] == "2"  # query_term_matches and KNRM's own floor
     assert not {"annotate", "graphs", "mores_speed", "word2vec", "pseudo_queries"} & set(counts)
@@ -68,6 +71,8 @@ def test_the_example_runs_to_a_report_with_bm25_the_query_word_count_and_knrm(tm
     results = workdir / "results" / "mine"
     table = pd.read_csv(results / "compare" / "table.csv")
     assert set(table.system) == SYSTEMS
+    floor_pairs = pd.read_csv(results / "compare" / "floors" / "pairs.csv")
+    assert set(zip(floor_pairs.system_a, floor_pairs.system_b)) == {("knrm", OWN_FLOOR)}
     report = (results / "report" / "report.md").read_text()
     for system in SYSTEMS:
         assert re.search(rf"^\| \w \| {re.escape(system)} \|", report, re.M), f"no row for {system}"

@@ -3,6 +3,7 @@
 import argparse
 import itertools
 import json
+import os
 from types import SimpleNamespace
 
 import ir_measures
@@ -205,10 +206,17 @@ def test_the_sanity_section_reads_each_models_own_floor_from_the_stages_runs(tmp
     for system, path in paths.items():
         cli = ["--run", str(path), "--qrels", str(data / "qrels.txt"), "--folds", str(data / "folds.json")]
         run_stage(evaluate, [*cli, "--out", str(evals / f"{system}.tsv")])
-    systems = ["bm25", "query_term_matches", floor.name, "tk"]
-    cli = ["--eval-dir", str(evals), "--systems", *systems, "--bootstrap", "50"]
-    run_stage(compare, [*cli, "--out-dir", str(tmp_path / "compare")])
+    systems = ["bm25", "query_term_matches", "tk"]  # the main table: the models' own floors are not in it
+    cli = ["--eval-dir", str(evals), "--bootstrap", "50"]
+    run_stage(compare, [*cli, "--systems", *systems, "--out-dir", str(tmp_path / "compare")])
     table, pairs = (pd.read_csv(tmp_path / "compare" / f"{name}.csv") for name in ("table", "pairs"))
+    # rule compare_floors: each model against its own floor only, one Holm family of their own
+    floor_cli = ["--systems", "tk", floor.name, "--pairs", f"tk:{floor.name}"]
+    run_stage(compare, [*cli, *floor_cli, "--out-dir", str(tmp_path / "floors")])
+    own_pairs = pd.read_csv(tmp_path / "floors" / "pairs.csv")
+    assert sorted(os.listdir(tmp_path / "floors")) == ["pairs.csv", "settings.json"]
+    assert set(zip(own_pairs.system_a, own_pairs.system_b)) == {("tk", floor.name)}
+    assert floor.name not in set(pairs.system_a) | set(pairs.system_b)
 
     inp = SimpleNamespace(
         config={"rerank_depth": 3, "first_stages": {"bm25": {"method": "bm25"}}},
@@ -216,19 +224,23 @@ def test_the_sanity_section_reads_each_models_own_floor_from_the_stages_runs(tmp
         resolved={"tk": {"on_pretrained_encoder": False}},
         run=lambda system: read_run(paths[system]),
         manifest=SimpleNamespace(
-            runs={s: str(p) for s, p in paths.items()}, read_floors={"tk": str(runs / f"{floor.name}.run")}
+            runs={s: str(p) for s, p in paths.items() if s != floor.name},
+            read_floors={"tk": str(runs / f"{floor.name}.run")},
+            floor_pairs=str(tmp_path / "floors" / "pairs.csv"),
         ),
     )
     headers, rows = sanity_table(inp, table, pairs, systems, "nDCG@10", 0.05, {3: 0.5})
     cells = dict(zip(headers, [rows[0][0], *(c.text for c in rows[0][1:])]))
-    diff, p_holm, _ = pair_row(pairs, "nDCG@10", "tk", floor.name)
+    diff, p_holm, _ = pair_row(own_pairs, "nDCG@10", "tk", floor.name)
+    # one pair, so Holm leaves its p as it is: the floor's p does not depend on how many systems the table has
+    assert p_holm == pytest.approx(own_pairs.wilcoxon_p.iloc[0])
     assert diff == pytest.approx(1 / np.log2(3) - 1, abs=1e-4)  # relevant d2 at rank 2 against rank 1, every query
     assert cells["Own floor (the words it reads, its depth)"] == "query_term_matches@bm25-top3-first4w"
-    assert cells["vs own floor"] == (
-        "not better than the count over the 4 words it reads, at depth 3 (lower on average)"
-    )
+    # six queries, each lower: Wilcoxon p 1/32, significant in a family of one pair (in the table's family of six
+    # pairs Holm would have raised it above 0.05)
+    assert cells["vs own floor"] == "significantly WORSE than the count over the 4 words it reads, at depth 3"
     assert cells["Mean difference vs own floor"] == f"{diff:+.4f}"
-    assert cells["p vs own floor (Wilcoxon, Holm)"] == fmt_p(p_holm)
+    assert cells["p vs own floor (Wilcoxon, Holm over these)"] == fmt_p(p_holm)
     # against the whole-document count, which ranks as BM25 here: no difference
     assert float(cells["Mean difference"]) == 0
 
@@ -397,6 +409,7 @@ def test_sanity_table_flags_trained_models_only():
         manifest=SimpleNamespace(
             runs={"query_term_matches": "runs/query_term_matches.run"},
             read_floors={"good": "runs/query_term_matches.run"},
+            floor_pairs=None,
         ),
     )
     systems = ["bm25", "query_term_matches", "good", "good+bm25", "bad", "floor"]

@@ -44,3 +44,25 @@ rule compare:
     shell:
         "python -m longrank compare --eval-dir {params.eval_dir:q} --systems {params.systems:q} {params.reference:q}"
         " --margins {params.margins:q} --alpha {params.alpha:q} --bootstrap {params.bootstrap:q} --out-dir {params.out_dir:q} 2> {log:q}"
+
+
+rule compare_floors:
+    input:
+        expand(f"{R}/eval/{{system}}.tsv", system=dict.fromkeys(s for pair in FLOOR_PAIRS for s in pair)),
+    output:
+        pairs=f"{R}/compare/floors/pairs.csv",
+        settings=f"{R}/compare/floors/settings.json",
+    log:
+        f"{R}/logs/compare_floors.log",
+    conda:
+        CONDA_ENV
+    params:
+        systems=list(dict.fromkeys(s for pair in FLOOR_PAIRS for s in pair)),
+        pairs=[f"{m}:{floor}" for m, floor in FLOOR_PAIRS],
+        alpha=config["evaluation"]["alpha"],
+        bootstrap=config["evaluation"]["bootstrap"],
+        eval_dir=lambda wc, input: os.path.dirname(input[0]),
+        out_dir=lambda wc, output: os.path.dirname(output.pairs),
+    shell:
+        "python -m longrank compare --eval-dir {params.eval_dir:q} --systems {params.systems:q} --pairs {params.pairs:q}"
+        " --alpha {params.alpha:q} --bootstrap {params.bootstrap:q} --out-dir {params.out_dir:q} 2> {log:q}"

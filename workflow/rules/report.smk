@@ -37,6 +37,7 @@ REPORT_MANIFEST = Manifest(
     interpolations={s: f"{R}/runs/{s}.interpolation.json" for s in SYSTEMS if "+" in s},
     details={m: f"{R}/runs/{m}.details.jsonl" for m in MODELS},
     read_floors={m: run_file(SimpleNamespace(system=floor)) for m, floor in MODEL_FLOORS.items()},
+    floor_pairs=str(rules.compare_floors.output.pairs) if FLOOR_PAIRS else None,
     benches=[f"{R}/bench/{m}.json" for m in BENCHED] + MORES_SPEED + MIR_SPEED,
     attention_scaling=next(iter(ATTENTION_SCALING), None),
     training={m: [f"{R}/models/{m}/fold{fold}/train_summary.json" for fold in FOLDS] for m in _TRAINED},

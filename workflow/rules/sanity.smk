@@ -1,8 +1,8 @@
 rule sanity:
     """An untrained lexical reranker (src/longrank/retrieval/sanity.py): each test query's top candidates by distinct
     query terms matched, first-stage order below; query_term_matches over whole documents at the global depth, and
-    per trained model the count over the words it reads at its own depth (FLOORS). Evaluated and compared like a
-    model."""
+    per trained model the count over the words it reads at its own depth (FLOORS). query_term_matches is compared like
+    a model; each model's own floor with its model only (rule compare_floors)."""
     input:
         data=[DATA[name] for name in ("docs.jsonl", "queries.tsv", "folds.json")],
         candidates=lambda wc: f"{R}/candidates/{FLOORS[wc.floor].first_stage}.run",

@@ -9,6 +9,11 @@ a, b, c, ... follow that order. Writes, atomically, into ``--out-dir``:
 - ``noninferiority.csv`` (only with ``--reference``) measure, system, reference, margin, ..., p, verdict
 - ``table.md``, ``table.tex``  Table 1 style, superscript letters from the Holm-corrected Wilcoxon test
 - ``settings.json``  the test settings and query count, for the report
+
+With ``--pairs A:B ...`` it compares those pairs only, as a Holm family of their own, and writes only ``pairs.csv``
+and ``settings.json``: the sanity stage's floors against the models that must beat them
+(workflow/rules/evaluate.smk, rule ``compare_floors``), kept out of the table's family so that they change no
+p-value there.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import logging
 from pathlib import Path
 
 from longrank.evaluate.metrics import read_eval_tsv
-from longrank.evaluate.significance import compare, smallest_holm_wilcoxon_p
+from longrank.evaluate.significance import compare, compare_pairs, smallest_holm_wilcoxon_p
 from longrank.io import InputError, atomic_path, write_text
 from longrank.outputs import CompareSettings
 from longrank.tables import LETTER_NOTE, effectiveness_rows, to_latex, to_markdown
@@ -41,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap", type=int, default=10000, help="bootstrap resamples (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--measures", nargs="+", default=None, help="measures to compare (default: all columns)")
+    parser.add_argument(
+        "--pairs",
+        nargs="+",
+        default=None,
+        metavar="A:B",
+        help="compare only these pairs of --systems (one Holm family); writes pairs.csv and settings.json",
+    )
     parser.add_argument("--out-dir", required=True)
 
 
@@ -67,6 +79,9 @@ def run(args: argparse.Namespace) -> None:
         raise InputError(f"--systems lists a system twice: {args.systems}")
     eval_dir = Path(args.eval_dir)
     frames = {s: read_eval_tsv(eval_dir / f"{s}.tsv") for s in args.systems}
+    if args.pairs is not None:
+        run_pairs(args, frames)
+        return
     result = compare(frames, args.measures, args.reference, args.margins, args.alpha, args.bootstrap, args.seed)
     measures = list(dict.fromkeys(result["table"]["measure"]))
     n_queries = int(result["table"]["n_queries"].iloc[0]) if len(result["table"]) else 0
@@ -92,3 +107,40 @@ def run(args: argparse.Namespace) -> None:
         args.alpha,
         args.out_dir,
     )
+
+
+def parse_pairs(texts: list[str], systems: list[str]) -> list[tuple[str, str]]:
+    pairs = []
+    for text in texts:
+        a, sep, b = text.partition(":")
+        if not sep or not a or not b:
+            raise InputError(f"--pairs: {text!r} is not A:B (two systems of --systems joined by ':')")
+        absent = [s for s in (a, b) if s not in systems]
+        if absent:
+            raise InputError(f"--pairs: {text!r} names {absent}, not in --systems {systems}")
+        pairs.append((a, b))
+    return pairs
+
+
+def run_pairs(args: argparse.Namespace, frames: dict) -> None:
+    """Only the given pairs, Holm-corrected among themselves: pairs.csv and settings.json."""
+    pairs = parse_pairs(args.pairs, list(args.systems))
+    result = compare_pairs(frames, pairs, args.measures, args.bootstrap, args.seed)
+    n_queries = len(next(iter(frames.values()))) if frames else 0
+    settings = CompareSettings(
+        systems=list(args.systems),
+        measures=list(dict.fromkeys(result["measure"])),
+        reference=None,
+        margins=[],
+        alpha=args.alpha,
+        bootstrap=args.bootstrap,
+        seed=args.seed,
+        n_queries=n_queries,
+        letters_test="two-sided paired Wilcoxon signed-rank, Holm-corrected across the given pairs per measure",
+        noninferiority_test="",
+        smallest_p_holm=smallest_holm_wilcoxon_p(n_queries, len(pairs)),
+    )
+    out = Path(args.out_dir)
+    write_csv(out / "pairs.csv", result)
+    settings.write(out / "settings.json")
+    log.info("compared %d pairs on %d queries (one Holm family); wrote %s", len(pairs), n_queries, out)

@@ -224,34 +224,66 @@ def compare(
     }
 
 
-def _pair_rows(measure: str, values: dict[str, np.ndarray], boot: dict[str, np.ndarray]) -> list[dict]:
-    """One row per pair of systems: means, the paired bootstrap CI of the difference, effect size and p-values
-    (Holm-corrected over the measure's pairs)."""
-    rows = []
-    for a, b in itertools.combinations(values, 2):
-        d = values[a] - values[b]
-        lo, hi = np.percentile(boot[a] - boot[b], [2.5, 97.5]) if d.size else (np.nan, np.nan)
-        rows.append(
-            {
-                "measure": measure,
-                "system_a": a,
-                "system_b": b,
-                "mean_a": float(values[a].mean()),
-                "mean_b": float(values[b].mean()),
-                "mean_diff": float(d.mean()) if d.size else np.nan,
-                "diff_ci_low": float(lo),
-                "diff_ci_high": float(hi),
-                "cohens_d": cohens_d_paired(values[a], values[b]),
-                "wilcoxon_p": wilcoxon_p(values[a], values[b]),
-                "ttest_p": ttest_p(values[a], values[b]),
-            }
-        )
+def _pair_rows(
+    measure: str,
+    values: dict[str, np.ndarray],
+    boot: dict[str, np.ndarray],
+    pairs: Sequence[tuple[str, str]] | None = None,
+) -> list[dict]:
+    """One row per pair of systems (every pair, or the given ``pairs``): means, the paired bootstrap CI of the
+    difference, effect size and p-values (Holm-corrected over these pairs of the measure)."""
+    rows = [
+        _pair_row(measure, a, b, values, boot)
+        for a, b in (itertools.combinations(values, 2) if pairs is None else pairs)
+    ]
     wp = holm([r["wilcoxon_p"] for r in rows])
     tp = holm([r["ttest_p"] for r in rows])
     for r, w, t in zip(rows, wp, tp):
         r["wilcoxon_p_holm"] = float(w)
         r["ttest_p_holm"] = float(t)
     return rows
+
+
+def _pair_row(measure: str, a: str, b: str, values: dict[str, np.ndarray], boot: dict[str, np.ndarray]) -> dict:
+    d = values[a] - values[b]
+    lo, hi = np.percentile(boot[a] - boot[b], [2.5, 97.5]) if d.size else (np.nan, np.nan)
+    return {
+        "measure": measure,
+        "system_a": a,
+        "system_b": b,
+        "mean_a": float(values[a].mean()),
+        "mean_b": float(values[b].mean()),
+        "mean_diff": float(d.mean()) if d.size else np.nan,
+        "diff_ci_low": float(lo),
+        "diff_ci_high": float(hi),
+        "cohens_d": cohens_d_paired(values[a], values[b]),
+        "wilcoxon_p": wilcoxon_p(values[a], values[b]),
+        "ttest_p": ttest_p(values[a], values[b]),
+    }
+
+
+def compare_pairs(
+    frames: Mapping[str, pd.DataFrame],
+    pairs: Sequence[tuple[str, str]],
+    measures: Sequence[str] | None = None,
+    n_resamples: int = 10000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """``pairs.csv``'s rows for the given pairs only, Holm-corrected over them (per measure): a family of its own,
+    e.g. each trained model against its own floor, kept apart from the table's all-pairs family so that adding such
+    references changes no p-value of the main comparison."""
+    frames = align(frames)
+    absent = sorted({s for pair in pairs for s in pair} - set(frames))
+    if absent:
+        raise InputError(f"pairs name systems that are not compared: {absent}")
+    systems = list(frames)
+    measures = list(measures or frames[systems[0]].columns)
+    rows = []
+    for measure in measures:
+        values = {s: frames[s][measure].to_numpy(dtype=float) for s in systems}
+        boot = {s: bootstrap_means(values[s], n_resamples, seed) for s in systems}
+        rows.extend(_pair_rows(measure, values, boot, pairs))
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
 
 def _better_than(rows: list[dict], systems: list[str], letters: dict[str, str], alpha: float) -> dict[str, list[str]]:

@@ -10,6 +10,8 @@ The helpers take any object with ``config`` and ``models`` (an ``Inputs``, or a 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from functools import cached_property
 from typing import Mapping
 
@@ -118,7 +120,8 @@ class Inputs:
 
     def run(self, system: str):
         """The run of ``system`` (a first stage's: its candidates), None for a system the manifest does not name."""
-        path = self.manifest.runs.get(system) or self.manifest.candidates.get(system)
+        floors = {Path(path).stem: path for path in self.manifest.read_floors.values()}
+        path = self.manifest.runs.get(system) or self.manifest.candidates.get(system) or floors.get(system)
         if path is None:
             return None
         if path not in self._runs:

@@ -27,8 +27,10 @@ class Manifest:
     interpolations: dict[str, str] = field(default_factory=dict)  # {model}+{first stage} -> its .interpolation.json
     details: dict[str, str] = field(default_factory=dict)  # model -> runs/{model}.details.jsonl
     # trained model -> the run of its own floor (runs/query_term_matches@….run: the count over the words it reads, at
-    # its depth; runs/query_term_matches.run where that is the global one), also in ``runs``
+    # its depth, named as its file; runs/query_term_matches.run where that is the global one, also in ``runs``)
     read_floors: dict[str, str] = field(default_factory=dict)
+    # compare_floors' pairs.csv: each model against its own floor, a Holm family of its own (None: no model has one)
+    floor_pairs: str | None = None
     benches: list[str] = field(default_factory=list)  # bench tables (outputs.BenchTable)
     attention_scaling: str | None = None  # bench/attention_scaling.json, where that stage runs
     # model -> its training summaries, one per fold (training_log.tsv is written beside each)

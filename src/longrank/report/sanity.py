@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import pandas as pd
@@ -142,9 +143,15 @@ def zero_weight_verdicts(weights: Mapping[str, list[float]], label: str) -> dict
 
 def own_floors(inp) -> dict[str, str]:
     """Trained model -> the system name of its own floor (the manifest's ``read_floors``: the run the sanity stage
-    wrote for it, which is also a system of the comparison)."""
-    system_of = {path: system for system, path in inp.manifest.runs.items()}
-    return {m: system_of[path] for m, path in inp.manifest.read_floors.items() if path in system_of}
+    wrote for it, ``runs/{floor}.run``)."""
+    return {m: Path(path).stem for m, path in inp.manifest.read_floors.items()}
+
+
+def floor_pairs(inp) -> pd.DataFrame:
+    """compare_floors' pairs: each model against its own floor, Holm-corrected among themselves only."""
+    if inp.manifest.floor_pairs is None:
+        return pd.DataFrame(columns=["measure", "system_a", "system_b"])
+    return pd.read_csv(inp.manifest.floor_pairs)
 
 
 def own_floor_label(inp, model: str, floor: Floor) -> str:
@@ -185,11 +192,12 @@ def sanity_table(
     others: Mapping[str, Mapping[int, float]] | None = None,
 ) -> tuple[list[str], list[list]]:
     """Each trained reranker against ``query_term_matches`` and against its own floor (the manifest's
-    ``read_floors``), both by Holm-corrected Wilcoxon from compare's pairs, and against the random-order expectation
+    ``read_floors``), by Holm-corrected Wilcoxon from compare's pairs and compare_floors' pairs (a family of their
+    own), and against the random-order expectation
     at its own depth: ``expected`` (depth -> value) of the default first stage's candidates, ``others[stage]`` of
     another first stage's."""
     default = default_first_stage(inp.config)
-    floors = own_floors(inp)
+    floors, own_pairs = own_floors(inp), floor_pairs(inp)
     means = table[table.measure == primary].set_index("system")["mean"]
     rows = []
     for s in trained_rerankers(inp, systems):
@@ -202,7 +210,7 @@ def sanity_table(
             flag = f"above random order of its top {k} ({fmt(float(means[s]))} > {fmt(rand)})"
         else:
             flag = f"NOT above random order of its top {k} ({fmt(float(means[s]))} ≤ {fmt(rand)})"
-        own = own_floor_cells(inp, pairs, s, floors.get(s), primary, alpha)
+        own = own_floor_cells(inp, own_pairs, s, floors.get(s), primary, alpha)
         rows.append((vs[0] if vs else [s, Cell("–"), Cell("–"), Cell("–")]) + own + [Cell(flag)])
     headers = [
         "System",
@@ -212,7 +220,7 @@ def sanity_table(
         "Own floor (the words it reads, its depth)",
         "vs own floor",
         "Mean difference vs own floor",
-        "p vs own floor (Wilcoxon, Holm)",
+        "p vs own floor (Wilcoxon, Holm over these)",
         "vs random order",
     ]
     return headers, rows
