@@ -16,8 +16,13 @@ from pathlib import Path
 import yaml
 
 from longrank.config import REPO, SCHEMA, SCHEMA_PATH
+from longrank.train.settings import TrainSettings
 
 PAGE_PATH = REPO / "docs" / "configuration.md"
+
+# The training keys' defaults live in one place, TrainSettings (the schema states none of them): their column here.
+TRAIN_PREFIX = "models.{name}.train."
+TRAIN_DEFAULTS = TrainSettings.defaults()
 
 # How a key under a mapping of user-named entries is written: models.{name}.type, pseudo_queries.{set}.source.
 PLACEHOLDERS = {"models": "{name}", "pseudo_queries": "{set}", "mir_graphs": "{set}"}
@@ -91,6 +96,8 @@ def _row(node: dict, path: str, key: str, rows: list) -> None:
     if not isinstance(node, dict):
         return
     default = f"`{_cell(_value(node['default']))}`" if "default" in node else ""
+    if not default and path.startswith(TRAIN_PREFIX) and path[len(TRAIN_PREFIX) :] in TRAIN_DEFAULTS:
+        default = f"`{_cell(_value(TRAIN_DEFAULTS[path[len(TRAIN_PREFIX) :]]))}` (TrainSettings)"
     rows.append((path, _kind(node), default, _cell(node.get("description", ""))))
     _rows(node, path, rows)
 
