@@ -21,7 +21,15 @@ import yaml
 
 from conftest import REPO
 from longrank.config import resolve_likes, validate_config
-from longrank.config_files import DEFAULT_CONFIG, check_order, configfiles, merged, overlays, read_overlay
+from longrank.config_files import (
+    DEFAULT_CONFIG,
+    check_command_line,
+    check_order,
+    configfiles,
+    merged,
+    overlays,
+    read_overlay,
+)
 from longrank.io import InputError
 from longrank.models.registry import capabilities
 
@@ -242,6 +250,24 @@ def test_a_base_only_is_marked_and_a_line_missing_a_base_is_named():
         "config/studies/irled-pretrain.yaml is merged over config/config.yaml config/irled.yaml "
         "config/studies/pretrain.yaml, in that order"
     )
+
+
+def test_the_workflow_names_an_overlay_run_without_its_bases_before_validating(tmp_path):
+    """common.smk checks the run's --configfile files (check_command_line): shipped overlays after their bases, a
+    base-only file never last; a user's own files (outside config/) anywhere."""
+    own = tmp_path / "mine.yaml"
+    own.write_text("dataset: cranfield\n")
+    check_command_line([REPO / "config/irled.yaml", own, REPO / "config/studies/mir.yaml"])  # passes
+    check_command_line([REPO / "config/trec-dl.yaml", own])  # the user's own year over the base
+    with pytest.raises(InputError, match="irled-pretrain.yaml is merged over config/config.yaml config/irled.yaml"):
+        check_command_line([REPO / "config/studies/irled-pretrain.yaml"])
+    with pytest.raises(InputError, match="ends with config/trec-dl.yaml, a base only") as err:
+        check_command_line([REPO / "config/trec-dl.yaml"])
+    assert "e.g. --configfile config/trec-dl.yaml config/trec-dl-" in str(err.value)
+    cmd = [sys.executable, "-m", "snakemake", "-n", "report", "--configfile", "config/studies/irled-pretrain.yaml"]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "irled-pretrain.yaml is merged over config/config.yaml config/irled.yaml" in done.stdout + done.stderr
 
 
 def test_config_readmes_table_says_what_each_config_is_merged_over():

@@ -89,3 +89,23 @@ def merged(configfiles: Iterable[str], repo: Path = REPO) -> dict:
     for path in (DEFAULT_CONFIG, *configfiles):
         update_config(config, yaml.safe_load((repo / path).read_text(encoding="utf-8")) or {})
     return config
+
+
+def check_command_line(paths: Iterable[str | Path], repo: Path = REPO) -> None:
+    """A run's ``--configfile`` files as Snakemake got them (workflow/rules/common.smk, before validation, so that an
+    overlay run without its bases is named as such rather than failing on a key it lacks): the shipped overlays among
+    them (files under the checkout's config/) each after its bases, in their order, and a base-only file never last.
+    A user's own files (anywhere else) may stand anywhere."""
+    config_dir = (repo / "config").resolve()
+    given = [Path(path).resolve() for path in paths]
+    shipped = [path.relative_to(repo.resolve()).as_posix() for path in given if path.is_relative_to(config_dir)]
+    shipped = [path for path in shipped if path != DEFAULT_CONFIG and not path.startswith(f"{DATASETS}/")]
+    check_order(shipped, repo)
+    if given and given[-1].is_relative_to(config_dir):
+        last = given[-1].relative_to(repo.resolve()).as_posix()
+        if last != DEFAULT_CONFIG and read_overlay(last, repo).base_only:
+            users = [o.path for o in overlays(repo) if last in o.bases]
+            raise InputError(
+                f"--configfile ends with {last}, a base only (alone it runs its settings on the default collection): "
+                f"follow it with a file merged over it, e.g. --configfile {' '.join(configfiles(users[0], repo)) if users else '…'}"
+            )

@@ -3,13 +3,19 @@ import json
 import os
 import re
 
+from pathlib import Path
+
 from longrank.config import DATASETS, SCHEMA, model_order, validate_config
+from longrank.config_files import check_command_line
 from longrank.models.modules.encoders import DEFAULT_ENCODER
 from longrank.models.registry import artifact_scopes, capabilities
 from longrank.io import InputError
 from longrank.floors import floor_systems, model_floors
 
 try:
+    # A shipped overlay without its bases (first line of each file under config/), named before validation trips on
+    # whatever key the missing base would have set
+    check_command_line(workflow.overwrite_configfiles or [], Path(workflow.basedir))
     # The schema and the shipped descriptions (`dataset: <name>`) of the checkout this Snakefile is in (not cached copies)
     validate_config(
         config,
