@@ -194,15 +194,15 @@ def test_word_model_memory_is_taken_at_the_vocabulary_cap(scaling, tmp_path):
 
 
 def test_the_two_bm25_engines_side_by_side_and_extrapolated(scaling):
-    def row(size, stage, rss, **extra):
-        return {"size": size, "stage": stage, "peak_rss_mb": rss, "seconds": 1.0, "cpu_seconds": 1.0, **extra}
+    def row(size, stage, rss, cpu, **extra):
+        return {"size": size, "stage": stage, "peak_rss_mb": rss, "seconds": 1.0, "cpu_seconds": cpu, **extra}
 
     rows = []
     for n, k in ((10_000, 1), (100_000, 10)):
         effectiveness = {"ndcg10": 0.5, "recall100": 0.75}
-        rows.append(row(n, "candidates", 1000.0 * k, index_s=20.0 * k, query_ms=2.0, **effectiveness))
-        rows.append(row(n, "pisa_index", 300.0, index_s=5.0 * k, index_mb=10.0 * k))
-        rows.append(row(n, "pisa_candidates", 200.0 + k, query_ms=1.0, **effectiveness))
+        rows.append(row(n, "candidates", 1000.0 * k, 20.0 * k, query_ms=2.0, **effectiveness))
+        rows.append(row(n, "pisa_index", 300.0, 5.0 * k, index_mb=10.0 * k))
+        rows.append(row(n, "pisa_candidates", 200.0 + k, 1.0, query_ms=1.0, **effectiveness))
     table = scaling.engines_report(rows, target=1_000_000)
     assert "| bm25s | 100,000 | 200.0 | 10,000 | in memory | 2.00 | 0.5000 | 0.7500 |" in table
     assert "| pisa | 100,000 | 50.0 | 300 | 100 | 1.00 | 0.5000 | 0.7500 |" in table  # peak: the index build

@@ -54,6 +54,9 @@ _BM25S_TOKEN = re.compile(r"(?u)\b\w\w+\b")
 #: written last into a complete index: the settings it was built with, the collection it was built from, its cost
 MANIFEST = "longrank_pisa.json"
 MANIFEST_FORMAT = 1
+#: documents PISA parses and inverts per batch (pyterrier-pisa's default): what bounds the index build's memory, which
+#: grows with the collection only until one batch is full (benchmarks/scaling.py, docs/studies/scaling.md)
+BATCH_DOCUMENTS = 100_000
 #: PISA's postings codec and query algorithm (pyterrier-pisa's defaults; block-max WAND is exact for top k)
 ENCODING = "block_simdbp"
 QUERY_ALGORITHM = "block_max_wand"
@@ -200,7 +203,12 @@ def build_index(docs_path: Path, settings: PisaSettings, out: Path, threads: int
         started = time.perf_counter()
         source = _DocStream(docs_path, Bm25sAnalyser.of(settings))
         index = pyterrier_pisa.PisaIndex(
-            str(tmp), text_field="text", stemmer=settings.engine_stemmer(), threads=threads, overwrite=True
+            str(tmp),
+            text_field="text",
+            stemmer=settings.engine_stemmer(),
+            threads=threads,
+            batch_size=BATCH_DOCUMENTS,
+            overwrite=True,
         )
         index.index(source)
         source.check_read_whole()
