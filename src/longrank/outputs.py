@@ -8,6 +8,7 @@ Reading is strict: a missing or unknown field fails naming the file and the fiel
 - ``Interpolation``: ``runs/{model}+{first_stage}.interpolation.json`` (stage ``interpolate``)
 - ``TrainSummary``: ``models/{model}/fold{k}/train_summary.json`` and ``models/{model}/pretrained/...`` (``train``)
 - ``BenchTable``: ``bench/{model}.json``, ``bench/mores.speed.json``, ``bench/mir.speed.json`` (the bench stages)
+  with one ``Timing`` (every timed pass, the median, min, max and quartiles) behind each timed cell
 - ``AttentionScaling``: ``bench/attention_scaling.json`` (stage ``attention_scaling``)
 - ``CompareSettings``: ``compare/settings.json`` (stage ``compare``)
 """
