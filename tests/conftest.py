@@ -167,3 +167,11 @@ def tiny_data(tmp_path):
     run = bm25_run(corpus.docs, corpus.queries, top_k=30)
     write_run(tmp_path / "bm25.run", run, "bm25")
     return tmp_path
+
+
+def pytest_collection_modifyitems(config, items):
+    """An end-to-end run is slow too, so ``pytest -m "not slow"`` (the quick tier, under a minute on two cores) leaves
+    out everything that trains a model, runs a stage or a workflow; ``pytest`` runs it all."""
+    for item in items:
+        if item.get_closest_marker("e2e"):
+            item.add_marker(pytest.mark.slow)

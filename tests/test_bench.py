@@ -13,6 +13,8 @@ from longrank.models.registry import build_model
 from longrank.models.checkpoint import save_weights
 from test_tk_tkl import write_tiny_corpus
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):

@@ -18,6 +18,8 @@ from longrank.outputs import SPREAD_LIMIT, BenchTable, Timing
 from longrank.report.efficiency import NOISY_MARK, noisy_cells, timed_table
 from test_tk_tkl import write_tiny_corpus
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 
 @pytest.fixture(scope="module")
 def tk_bench(tmp_path_factory):

@@ -22,6 +22,8 @@ from longrank.train.checkpoint import sets_newest_first
 from longrank.train.sampling import PairSampler
 from conftest import synthetic_collection, write_local_collection
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 KNRM = {
     "type": "knrm",
     "max_doc_len": 60,

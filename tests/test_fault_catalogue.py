@@ -48,6 +48,8 @@ from longrank.io import InputError, read_run, write_run
 
 from conftest import REPO, snakemake_command, synthetic_collection, write_local_collection
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 SPLITS = {"method": "holdout", "dev": 0.25, "test": 0.25}
 SCHEMA = str(SCHEMA_PATH)
 DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())

@@ -14,6 +14,8 @@ from longrank.config import SCHEMA_PATH, validate_config
 from longrank.io import InputError, read_run
 from longrank.retrieval import candidates as stage
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 
 SCHEMA = str(SCHEMA_PATH)
 BASE = {

@@ -15,6 +15,8 @@ from longrank.models import hdct
 from longrank.retrieval import hdct as hdct_index
 from longrank.retrieval.candidates import retrieve
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 DOCS = {
     "d1": "wing lift wing drag of the wing",
     "d2": "heat transfer in a heated slab",

@@ -13,6 +13,8 @@ import scipy.sparse
 from longrank.io import InputError, write_json, write_qrels, write_run
 from longrank.retrieval.impact import FORMAT, impact_run, load_index
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 TERMS = ["wing", "lift", "heat", "flux", "shock", "mach"]
 
 

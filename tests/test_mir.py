@@ -14,6 +14,8 @@ from longrank.models.mir import MIR
 from longrank.models.modules.encoders import bert_base_config, load_encoder, load_tokenizer, random_encoder
 from longrank.train.losses import listwise_ce
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 WINDOW, OVERLAP, STRIDE, MAX_TOKENS = 8, 0.25, 6, 32  # stride = round(8 * 0.75)
 
 

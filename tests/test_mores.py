@@ -14,6 +14,8 @@ from longrank.models.mores import MORES
 from longrank.models.registry import artifact_scopes
 from transformers import BertConfig
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 QUERIES = ["boundary layer flow", "heat transfer at hypersonic speed", "boundary layer flow"]
 DOCS = [
     "experimental investigation of the aerodynamics of a wing in a slipstream",

@@ -31,6 +31,8 @@ from longrank.train.settings import TrainSettings
 
 from conftest import synthetic_collection, write_local_collection
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 VARIANTS = ("ndrm1", "ndrm2", "ndrm3")
 # CPU-quick sizes; windows of 16 every 8 terms so that the ~46-term documents have several
 SMALL = {

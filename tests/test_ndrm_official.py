@@ -24,6 +24,8 @@ from longrank.retrieval.impact import impact_run
 
 from conftest import synthetic_collection, write_local_collection
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 SMALL = {
     "type": "ndrm",
     "hidden_dim": 16,

@@ -23,6 +23,8 @@ from longrank.retrieval.pisa import PisaSettings
 
 from conftest import REPO, snakemake, write_local_collection
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 pytest.importorskip("pyterrier_pisa", reason="pyterrier-pisa is in the test extra: pip install -e '.[test]'")
 
 DOCS = {

@@ -17,6 +17,8 @@ from longrank.io import InputError, read_json, read_run
 from longrank.train import loop
 from longrank.train.settings import TrainSettings
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 
 SCHEMA = str(SCHEMA_PATH)
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "scaling.py"
 
 

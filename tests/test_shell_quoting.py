@@ -21,6 +21,8 @@ import yaml
 
 from conftest import REPO
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 RULES = sorted((REPO / "workflow" / "rules").glob("*.smk"))
 # {threads} is an int Snakemake fills in itself; everything else (params, input, output, log, wildcards) is quoted,
 # wildcards too although common.smk constrains them to [A-Za-z0-9_+-]: quoting costs nothing and survives a

@@ -31,6 +31,8 @@ from longrank.train.pseudo_queries import _span
 
 from conftest import synthetic_collection, write_local_collection
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 # config/irled.yaml's settings, as a user copies them for another local collection
 IRLED_FORMULATION = {"method": "tfidf_terms", "n": 25}
 IRLED_PSEUDO = {"source": "formulated", "count": 2000, "passage_words": 300, "seed": 0}

@@ -98,6 +98,7 @@ def test_mismatched_queries_raise():
         sig.compare({"bm25": frame([0.1, 0.2, 0.3], ["q1", "q2", "q9"]), "knrm": frame([0.1, 0.2], ["q1", "q2"])})
 
 
+@pytest.mark.slow
 def test_compare_cli(tmp_path):
     rng = np.random.default_rng(2)
     base = rng.uniform(size=30)

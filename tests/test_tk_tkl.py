@@ -16,6 +16,8 @@ from longrank.data.words import OOV, count_doc_freq, write_doc_freq
 from longrank.models.registry import build_model
 from longrank.models.tkl import contextualize_windows, merge_windows, saturate, split_windows, top_local_max
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 TOPICS = {
     "q1": ("river flood water bank", ["river", "flood", "water", "bank", "rain", "dam"]),
     "q2": ("aircraft wing lift drag", ["aircraft", "wing", "lift", "drag", "engine", "flight"]),

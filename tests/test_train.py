@@ -25,6 +25,8 @@ from longrank.train.checkpoint import read_position, sets_newest_first
 from longrank.train.losses import LOSSES
 from longrank.train.sampling import PairSampler
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 KNRM = {
     "type": "knrm",
     "max_doc_len": 60,

@@ -23,6 +23,8 @@ from longrank.train.sampling import PairSampler
 from longrank.train.settings import TrainSettings
 from longrank.train.trainer import Trainer
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 KNRM = {
     "type": "knrm",
     "max_doc_len": 60,

@@ -17,6 +17,8 @@ from longrank.train.optimiser import parameter_groups
 from longrank.train.sampling import PairSampler
 from longrank.train.settings import TrainSettings
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 WORD_MODELS = {
     "knrm": {"type": "knrm", "max_doc_len": 40},
     "tk": {"type": "tk", "max_doc_len": 40, "n_layers": 1},

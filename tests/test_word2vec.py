@@ -19,6 +19,8 @@ from longrank.models.modules.word_embedder import WordEmbedder
 
 from conftest import REPO
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 TOPICS = {
     "aero": "wing lift drag airfoil flow boundary layer pressure",
     "heat": "heat transfer temperature conduction flux wall surface",
