@@ -33,6 +33,8 @@ from longrank.config_files import (
 from longrank.io import InputError
 from longrank.models.registry import capabilities
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 CONFIG = REPO / "config"
 OVERLAYS = {overlay.path: overlay for overlay in overlays()}  # a missing header or base fails collection, naming it
 

@@ -14,6 +14,8 @@ import yaml
 
 from conftest import REPO, snakemake
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 EXAMPLES = REPO / "examples"
 CONFIG = "examples/mine.yaml"  # as the user types it, from the repository root
 # the compared systems, with the query-word count over whole documents; the count over the 200 words KNRM reads (its

@@ -26,6 +26,8 @@ from longrank.tables import fmt_p
 
 from conftest import E2E_CONFIG, snakemake
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 e2e = pytest.mark.e2e
 
 

@@ -30,6 +30,8 @@ from longrank.report.verdicts import pair_row, verdict_rows
 from longrank.retrieval import sanity as lexical
 from longrank.tables import fmt_p
 
+pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+
 
 QUERY = "the wing lift of a plate"  # terms: wing, lift, plate ("the", "of", "a" are stop words)
 DOCS = {
