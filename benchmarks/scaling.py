@@ -636,7 +636,7 @@ def extrapolation_report(
         mem_fit, time_fit = fit_linear(n, mem), fit_linear(n, sec)
         mem_at = extrapolate(mem_fit, target) if mem_fit[1] > 0 else max(mem)
         mem_fit_text = f"{mem_fit[0]:,.0f} MB + {mem_fit[1] * 1e6:,.0f} MB per 1M docs"
-        by_words = vocabulary_memory(rows, stage) or batch_memory(rows, stage)
+        by_words = vocabulary_memory(rows, stage) or batch_memory(rows, stage, target)
         if by_words is not None:
             mem_at, mem_fit_text = by_words
         seconds_at = extrapolate(time_fit, target) if time_fit[1] > 0 else max(sec)
@@ -739,7 +739,7 @@ def engines_report(rows: list[dict], target: int = TARGET_DOCS) -> str:
         n = [p["n"] for p in points]
         keys = ("build_cpu_s", "rss", "disk", "query_ms")
         at = {key: _at_target(n, [p[key] for p in points], target) for key in keys}
-        bounded = batch_memory(rows, "pisa_index") if engine == "pisa" else None
+        bounded = batch_memory(rows, "pisa_index", target) if engine == "pisa" else None
         if bounded is not None:  # the build's batches bound it; the candidates stage reads an mmapped index
             at["rss"] = max(bounded[0], _at_target(n, [p["rss_query"] for p in points], target))
         lines.append(
@@ -783,18 +783,21 @@ def vocabulary_memory(rows: list[dict], stage: str) -> tuple[float, str] | None:
     return a + b * MAX_VOCABULARY, f"{a:,.0f} MB + {b * 1e3:,.2f} MB per 1k vocabulary words (to the cap)"
 
 
-def batch_memory(rows: list[dict], stage: str) -> tuple[float, str] | None:
-    """Peak RSS of PISA's index build, which parses and inverts BATCH_DOCUMENTS documents at a time: the largest
-    measured at a size of one full batch or more (the line through smaller sizes grows with the one batch they
-    fill). None for other stages, or before a size fills a batch."""
+def batch_memory(rows: list[dict], stage: str, target: int = TARGET_DOCS) -> tuple[float, str] | None:
+    """Peak RSS of PISA's index build, which parses and inverts BATCH_DOCUMENTS documents at a time: fitted through
+    the sizes of one full batch or more only (the line through smaller sizes is the growth of the one batch they
+    fill), or the largest such peak when only one size fills a batch. None for other stages, or before a size fills
+    a batch."""
     if stage != "pisa_index":
         return None
     from longrank.retrieval.pisa import BATCH_DOCUMENTS
 
-    full = [r["peak_rss_mb"] for r in rows if r["stage"] == stage and r["size"] >= BATCH_DOCUMENTS]
-    if not full:
-        return None
-    return max(full), f"bounded by PISA's {BATCH_DOCUMENTS:,}-document batches: the largest measured at a full batch"
+    full = sorted((r["size"], r["peak_rss_mb"]) for r in rows if r["stage"] == stage and r["size"] >= BATCH_DOCUMENTS)
+    if len({n for n, _ in full}) < 2:
+        return (max(m for _, m in full), "one size fills a batch: its peak") if full else None
+    a, b = fit_linear(*zip(*full))
+    at = a + b * target if b > 0 else max(m for _, m in full)
+    return at, f"{a:,.0f} MB + {b * 1e6:,.0f} MB per 1M docs, fitted at {BATCH_DOCUMENTS:,}+ documents (full batches)"
 
 
 NOTES = [

@@ -54,8 +54,9 @@ _BM25S_TOKEN = re.compile(r"(?u)\b\w\w+\b")
 #: written last into a complete index: the settings it was built with, the collection it was built from, its cost
 MANIFEST = "longrank_pisa.json"
 MANIFEST_FORMAT = 1
-#: documents PISA parses and inverts per batch (pyterrier-pisa's default): what bounds the index build's memory, which
-#: grows with the collection only until one batch is full (benchmarks/scaling.py, docs/studies/scaling.md)
+#: documents PISA parses and inverts per batch (pyterrier-pisa's default): the index build's memory grows with the one
+#: batch until it is full, then far more slowly (merging batches, the lexicon; benchmarks/scaling.py,
+#: docs/studies/scaling.md)
 BATCH_DOCUMENTS = 100_000
 #: PISA's postings codec and query algorithm (pyterrier-pisa's defaults; block-max WAND is exact for top k)
 ENCODING = "block_simdbp"
