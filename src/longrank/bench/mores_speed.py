@@ -111,129 +111,143 @@ def random_ids(generator, n: int, length: int, vocab: int, cls_id: int, sep_id: 
 
 
 def bench_size(encoder, tokenizer, size: str, args, store_dir: Path, device: torch.device) -> tuple[list[dict], dict]:
+    """Every variant at every length for one encoder size: rows of the speed table, and the size's dimensions."""
     cfg = encoder.config
     n, f, layers = cfg.hidden_size, cfg.intermediate_size, len(encoder_layers(encoder))
-    max_pos = cfg.max_position_embeddings
     g = torch.Generator().manual_seed(args.seed)
-    cls_id, sep_id, pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
-    query_ids = random_ids(g, 1, args.query_len, cfg.vocab_size, cls_id, sep_id)[0]
-    query = {
-        "input_ids": torch.tensor([query_ids]),
-        "attention_mask": torch.ones(1, len(query_ids), dtype=torch.long),
-        "token_type_ids": torch.zeros(1, len(query_ids), dtype=torch.long),
-    }
-    query = {k: v.to(device) for k, v in query.items()}
+    query_ids = random_ids(g, 1, args.query_len, cfg.vocab_size, tokenizer.cls_token_id, tokenizer.sep_token_id)[0]
+    query = _query_inputs(query_ids, device)
     encoder = encoder.to(device).eval()
-    moreses = {
-        k: MORES(
-            copy.deepcopy(encoder),
-            tokenizer,
-            interaction_blocks=k,
-            max_query_len=args.query_len - 2,
-            max_doc_len=max(args.lengths) - 2,
-        )
-        .to(device)
-        .eval()
-        for k in args.blocks
-    }
-    half = AUTOCAST_DTYPES[args.precision]  # None: fp32
-    kv_dtype = half or torch.float32
-    rows, spaces = [], {}
+    moreses = {k: _mores(encoder, tokenizer, k, args).to(device).eval() for k in args.blocks}
+    rows = []
     for d in args.lengths:
-        docs = random_ids(g, args.candidates, d, cfg.vocab_size, cls_id, sep_id)
-        doc_ids = [f"d{i}" for i in range(len(docs))]
+        docs = random_ids(g, args.candidates, d, cfg.vocab_size, tokenizer.cls_token_id, tokenizer.sep_token_id)
         batches = [range(s, min(s + args.batch_size, len(docs))) for s in range(0, len(docs), args.batch_size)]
-        pair_len = min(args.query_len + d, max_pos)
-        pairs = [(query_ids + doc[1:])[: pair_len - 1] + [sep_id] for doc in docs]  # [CLS] q [SEP] doc [SEP]
-
-        def bert_ranker():
-            for b in batches:
-                ids = torch.tensor([pairs[i] for i in b], device=device)
-                types = torch.zeros_like(ids)
-                types[:, len(query_ids) :] = 1
-                states = encoder(
-                    input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=types
-                ).last_hidden_state
-                states[:, 0].sum()  # the score head is one dot product: negligible
-
-        variants = [("BERT ranker", "-", None, "bert", bert_ranker)]
+        variants = [("BERT ranker", "-", None, "bert", _bert_ranker(encoder, tokenizer, query_ids, docs, batches, d))]
+        spaces = {}
         for k, model in moreses.items():
-            stores, store_rows = {}, {}
-            for reuse in ("s1", "s2"):
-                path = store_dir / f"{size}-{d}-{k}ib-{reuse}.json"
-                meta = write_store(model, doc_ids, docs, path, reuse, batch_size=args.batch_size, device=device)
-                stores[reuse] = ReuseStore.open(path)
-                store_rows[reuse] = stores[reuse].rows_of(
-                    doc_ids
-                )  # ids to store rows once, as a prefetching reader would
-                spaces[(d, k, reuse)] = meta["mb_per_document_at"].get(str(d), meta["mb_per_document_mean"])
-
-            def mores(model=model, store=None, read=None):
-                q_rep = model.represent_queries(**query)  # once per query
-                for b in batches:
-                    if store is None:
-                        inputs = {
-                            k: v.to(device)
-                            for k, v in token_inputs([docs[i] for i in b], pad_id, model.doc_segment_id).items()
-                        }
-                        kv, mask = model.project_docs(model.represent_docs(**inputs)), inputs["attention_mask"]
-                    else:
-                        kv, mask = store.doc_kv(read[b.start : b.stop], model, device, kv_dtype)
-                    model.interact(q_rep.expand(len(b), -1, -1), query["attention_mask"].expand(len(b), -1), kv, mask)
-
-            reads = [("none", "none", None), ("s1", "s1", stores["s1"]), ("s2", "s2", stores["s2"])]
-            if (
-                device.type == "cuda"
-            ):  # the paper's GPU setting (store on the GPU), and the same read through host memory
-                reads = (
-                    [reads[0]]
-                    + [(r, r, stores[r].resident(device, half)) for r in ("s1", "s2")]
-                    + [(f"{r} via host", r, stores[r]) for r in ("s1", "s2")]
-                )
-            for label, reuse, store in reads:
-                read = store_rows.get(reuse)
-                variants.append((f"MORES {k}xIB", label, k, reuse, lambda m=model, s=store, r=read: mores(m, s, r)))
-
+            stores, store_rows = _stores(model, docs, store_dir / f"{size}-{d}-{k}ib", args, device, spaces, (d, k))
+            variants += _mores_variants(model, k, query, docs, batches, stores, store_rows, args, device)
         # Warm-up (allocator, page cache, kernels), then the variants timed in turn: a drifting load slows all alike.
         with torch.inference_mode(), autocast(device, args.precision):
             timings = time_alternating(
                 {str(i): fn for i, (*_, fn) in enumerate(variants)}, device, args.repeats, args.warmup
             )
-        bert_time = timings["0"].median_s / len(docs)
-        bert_flops = online_flops("bert", 0, args.query_len, d, layers, n, f, max_pos, args.target)
-        for i, (name, reuse, k, kind, _) in enumerate(variants):
-            timing = timings[str(i)]
-            per_cand = timing.median_s / len(docs)
-            flops = online_flops(kind, k or 0, args.query_len, d, layers, n, f, max_pos, args.target)
-            rows.append(
-                {
-                    "size": size,
-                    "hidden": n,
-                    "layers": layers,
-                    "doc_len": d,
-                    "model": name,
-                    "reuse": reuse,
-                    "time_s": per_cand * args.target,
-                    "speedup": bert_time / per_cand,
-                    "flop_ratio": bert_flops / flops,
-                    "gflops_per_doc": flops / 1e9,
-                    "space_mb_per_doc": 0.0 if kind in ("bert", "none") else spaces[(d, k, kind)],
-                    "timed_candidates": len(docs),
-                    "timing": timing.to_json(),  # seconds per pass over the timed candidates
-                }
-            )
-            log.info(
-                "%s d=%d %s %s: %.3fs per %d candidates (x%.1f; FLOP ratio x%.1f)",
-                size,
-                d,
-                name,
-                reuse,
-                per_cand * args.target,
-                args.target,
-                bert_time / per_cand,
-                bert_flops / flops,
-            )
-    return rows, {"hidden": n, "layers": layers, "ffn": f, "max_positions": max_pos}
+        dims = (layers, n, f, cfg.max_position_embeddings)
+        rows += [
+            _row(size, d, variant, timings[str(i)], timings["0"], len(docs), dims, spaces, args)
+            for i, variant in enumerate(variants)
+        ]
+    return rows, {"hidden": n, "layers": layers, "ffn": f, "max_positions": cfg.max_position_embeddings}
+
+
+def _query_inputs(query_ids: list[int], device: torch.device) -> dict:
+    query = {
+        "input_ids": torch.tensor([query_ids]),
+        "attention_mask": torch.ones(1, len(query_ids), dtype=torch.long),
+        "token_type_ids": torch.zeros(1, len(query_ids), dtype=torch.long),
+    }
+    return {k: v.to(device) for k, v in query.items()}
+
+
+def _mores(encoder, tokenizer, blocks: int, args) -> MORES:
+    return MORES(
+        copy.deepcopy(encoder),
+        tokenizer,
+        interaction_blocks=blocks,
+        max_query_len=args.query_len - 2,
+        max_doc_len=max(args.lengths) - 2,
+    )
+
+
+def _bert_ranker(encoder, tokenizer, query_ids: list[int], docs: list[list[int]], batches, d: int):
+    """One pass of the BERT ranker over the candidates: [CLS] q [SEP] doc [SEP] through the whole encoder."""
+    device = next(encoder.parameters()).device
+    pair_len = min(len(query_ids) + d, encoder.config.max_position_embeddings)
+    pairs = [(query_ids + doc[1:])[: pair_len - 1] + [tokenizer.sep_token_id] for doc in docs]
+
+    def bert_ranker():
+        for b in batches:
+            ids = torch.tensor([pairs[i] for i in b], device=device)
+            types = torch.zeros_like(ids)
+            types[:, len(query_ids) :] = 1
+            states = encoder(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=types).last_hidden_state
+            states[:, 0].sum()  # the score head is one dot product: negligible
+
+    return bert_ranker
+
+
+def _stores(model, docs, prefix: Path, args, device, spaces: dict, key: tuple) -> tuple[dict, dict]:
+    """Reuse-S1/S2 stores of the candidates, and their store rows (ids to rows once, as a prefetching reader would);
+    ``spaces[(*key, reuse)]`` gets each store's MB per document."""
+    doc_ids = [f"d{i}" for i in range(len(docs))]
+    stores, store_rows = {}, {}
+    for reuse in ("s1", "s2"):
+        path = prefix.with_name(f"{prefix.name}-{reuse}.json")
+        meta = write_store(model, doc_ids, docs, path, reuse, batch_size=args.batch_size, device=device)
+        stores[reuse] = ReuseStore.open(path)
+        store_rows[reuse] = stores[reuse].rows_of(doc_ids)
+        spaces[(*key, reuse)] = meta["mb_per_document_at"].get(str(key[0]), meta["mb_per_document_mean"])
+    return stores, store_rows
+
+
+def _mores_variants(model, k: int, query: dict, docs, batches, stores, store_rows, args, device) -> list[tuple]:
+    """MORES with k blocks, reading nothing (documents encoded online), Reuse-S1 and Reuse-S2; on a GPU the stores
+    resident on it (the paper's setting) and the same read through host memory."""
+    kv_dtype = AUTOCAST_DTYPES[args.precision] or torch.float32
+    pad_id = model.tokenizer.pad_token_id
+
+    def mores(store=None, read=None):
+        q_rep = model.represent_queries(**query)  # once per query
+        for b in batches:
+            if store is None:
+                batch = token_inputs([docs[i] for i in b], pad_id, model.doc_segment_id)
+                inputs = {name: v.to(device) for name, v in batch.items()}
+                kv, mask = model.project_docs(model.represent_docs(**inputs)), inputs["attention_mask"]
+            else:
+                kv, mask = store.doc_kv(read[b.start : b.stop], model, device, kv_dtype)
+            model.interact(q_rep.expand(len(b), -1, -1), query["attention_mask"].expand(len(b), -1), kv, mask)
+
+    reads = [("none", "none", None), ("s1", "s1", stores["s1"]), ("s2", "s2", stores["s2"])]
+    if device.type == "cuda":
+        half = AUTOCAST_DTYPES[args.precision]
+        reads = (
+            [reads[0]]
+            + [(r, r, stores[r].resident(device, half)) for r in ("s1", "s2")]
+            + [(f"{r} via host", r, stores[r]) for r in ("s1", "s2")]
+        )
+    return [
+        (f"MORES {k}xIB", label, k, reuse, lambda s=store, r=store_rows.get(reuse): mores(s, r))
+        for label, reuse, store in reads
+    ]
+
+
+def _row(size: str, d: int, variant: tuple, timing, bert_timing, n_docs: int, dims: tuple, spaces: dict, args) -> dict:
+    """One row of the speed table: time per target candidates, speed-up over the BERT ranker and the FLOP ratio."""
+    name, reuse, k, kind, _ = variant
+    layers, n, f, max_pos = dims
+    per_cand, bert_time = timing.median_s / n_docs, bert_timing.median_s / n_docs
+    flops = online_flops(kind, k or 0, args.query_len, d, layers, n, f, max_pos, args.target)
+    bert_flops = online_flops("bert", 0, args.query_len, d, layers, n, f, max_pos, args.target)
+    log.info(
+        "%s d=%d %s %s: %.3fs per %d candidates (x%.1f; FLOP ratio x%.1f)",
+        *(size, d, name, reuse, per_cand * args.target, args.target, bert_time / per_cand, bert_flops / flops),
+    )
+    return {
+        "size": size,
+        "hidden": n,
+        "layers": layers,
+        "doc_len": d,
+        "model": name,
+        "reuse": reuse,
+        "time_s": per_cand * args.target,
+        "speedup": bert_time / per_cand,
+        "flop_ratio": bert_flops / flops,
+        "gflops_per_doc": flops / 1e9,
+        "space_mb_per_doc": 0.0 if kind in ("bert", "none") else spaces[(d, k, kind)],
+        "timed_candidates": n_docs,
+        "timing": timing.to_json(),  # seconds per pass over the timed candidates
+    }
 
 
 def run(args) -> None:
