@@ -264,17 +264,38 @@ def run(args) -> None:
                 load_encoder(name), load_tokenizer(name), size, args, Path(tmp), device
             )
             rows += size_rows
-    columns = [
+    columns = _columns(args.target)
+    notes = _notes(args, device, shapes)
+    # The report renders every bench JSON as {title, columns, rows, notes}; the raw measurements stay beside.
+    table = [[format(r[c["key"]], c["format"]) if "format" in c else str(r[c["key"]]) for c in columns] for r in rows]
+    BenchTable(
+        title="MORES ranking speed (Table 4)",
+        columns=[c["label"] for c in columns],
+        rows=table,
+        notes=" ".join(notes),
+        device=str(device),
+        timings=[{TIME_COLUMN.format(target=args.target): Timing.from_json(r["timing"])} for r in rows],
+        extra={"measurements": rows},
+    ).write(args.out)
+
+
+def _columns(target: int) -> list[dict]:
+    """The speed table's columns: the row key, the label, the number format."""
+    return [
         {"key": "size", "label": "Encoder"},
         {"key": "doc_len", "label": "Len"},
         {"key": "model", "label": "Model"},
         {"key": "reuse", "label": "Reuse"},
-        {"key": "time_s", "label": TIME_COLUMN.format(target=args.target), "format": ".3g"},
+        {"key": "time_s", "label": TIME_COLUMN.format(target=target), "format": ".3g"},
         {"key": "speedup", "label": "Speed-up", "format": ".1f"},
         {"key": "flop_ratio", "label": "FLOP ratio", "format": ".1f"},
         {"key": "space_mb_per_doc", "label": "Space (MB/doc)", "format": ".2f"},
     ]
-    notes = [
+
+
+def _notes(args, device: torch.device, shapes: dict) -> list[str]:
+    """What the table measured and how, one sentence each."""
+    return [
         f"Time to rank {args.target} candidates for one query of {args.query_len} tokens; {args.candidates} candidates were "
         f"timed per variant and the time extrapolated linearly to {args.target} (median of {args.repeats} passes after "
         f"{args.warmup} warm-up pass(es), the variants alternating; its spread beside it; batch {args.batch_size}, "
@@ -305,14 +326,3 @@ def run(args) -> None:
         "Space: float32 per document of exactly Len tokens (on disk). The paper's Table 4 Reuse-S2 sizes are 4xK times its S1 sizes "
         "although its text says 2K projected copies are stored; we store exactly 2K (key and value per IB).",
     ]
-    # The report renders every bench JSON as {title, columns, rows, notes}; the raw measurements stay beside.
-    table = [[format(r[c["key"]], c["format"]) if "format" in c else str(r[c["key"]]) for c in columns] for r in rows]
-    BenchTable(
-        title="MORES ranking speed (Table 4)",
-        columns=[c["label"] for c in columns],
-        rows=table,
-        notes=" ".join(notes),
-        device=str(device),
-        timings=[{TIME_COLUMN.format(target=args.target): Timing.from_json(r["timing"])} for r in rows],
-        extra={"measurements": rows},
-    ).write(args.out)

@@ -81,74 +81,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    if args.batch_size < 1 or any(n < 1 for n in args.lengths):
-        raise InputError("--batch-size and every --lengths value must be positive integers")
-    check_repeats(args.repeats, args.warmup)
-    try:
-        model_cfg = json.loads(args.model_config)
-    except json.JSONDecodeError as err:
-        raise InputError(f"--model-config is not JSON: {err}") from None
-    device = resolve_device(args.device)
-    job = {
-        "model_cfg": model_cfg,
-        "checkpoint": args.checkpoint,
-        "data": args.data,
-        "device": str(device),
-        "batch_size": args.batch_size,
-        "repeats": args.repeats,
-        "warmup": args.warmup,
-    }
+    job = _job(args)
     # Load once here: a checkpoint that does not fit the config fails now with the loader's clear message.
-    model = load_model(args.checkpoint, model_cfg, Corpus(args.data), "cpu")
+    model = load_model(args.checkpoint, job["model_cfg"], Corpus(args.data), "cpu")
     max_len = getattr(model, "max_doc_len", None)
     packs = hasattr(model, "pack_windows")
     del model
     lengths = sorted(set(args.lengths) | ({max_len} if max_len else set()))
-
-    rows, timings, measured = [], [], []
-    for length in lengths:
-        log.info("bench %s: memory at %d words x %d docs on %s", args.model, length, args.batch_size, device)
-        measured.append(_in_fresh_process({**job, "kind": "memory", "length": length}))
-    fitting = [m["length"] for m in measured if "oom" not in m]
-    log.info("bench %s: speed at %s words, the lengths alternating", args.model, fitting)
-    speeds = _in_fresh_process({**job, "kind": "speed", "lengths": fitting, "length": fitting}) if fitting else {}
-    for result in measured:
-        result.update(speeds.get(str(result["length"]), {}))
-        rows.append(_row("uniform", result["length"], result))
-        timings.append(_timing_of(result))
-    packing = None
-    if packs:
-        log.info("bench %s: mixed-length batch, packed and unpacked windows", args.model)
-        result = _in_fresh_process({**job, "kind": "packing", "length": max_len})
-        packing = result
-        for mode in ("packed", "unpacked"):
-            rows.append(
-                _row(
-                    f"mixed lengths, {mode}",
-                    f"{result['min_length']}-{result['max_length']}",
-                    {**result[mode], "effective_length": result["max_length"]},
-                )
-            )
-            timings.append(_timing_of(result[mode]))
-
-    reference = next((m for m in measured if max_len and m["length"] == max_len and "oom" not in m), None)
-    if reference is None:
-        usable = [m for m in measured if "oom" not in m]
-        reference = max(usable, key=lambda m: m["effective_length"]) if usable else None
-    memory_method = measured[0]["memory_method"] if measured else ""
-    notes = (
-        f"Device {device} ({measured[0]['device_name'] if measured else ''}), {torch.get_num_threads()} CPU threads. "
-        f"Forward only, no gradient, after {args.warmup} warm-up forward(s); median of {args.repeats} timed batches "
-        f"of {args.batch_size} documents cut from the collection's text (its spread beside it). Peak memory: {memory_method} Lengths beyond the model's "
-        f"max_doc_len ({max_len}) are truncated by the model; 'effective length' is what it scored, in the model's unit "
-        f"(words for the word-embedding models, WordPiece tokens for the encoders)."
-    )
-    if packing:
-        notes += (
-            f" Window packing on a mixed-length batch ({packing['min_length']}-{packing['max_length']} words): "
-            f"{packing['packed']['window_passes']} windows packed vs {packing['unpacked']['window_passes']} unpacked, "
-            f"speed-up x{packing['speedup']:.2f}, largest score difference {packing['max_score_diff']:.2e}."
-        )
+    measured, rows, timings = _uniform(args, job, lengths)
+    packing = _packing(args, job, max_len, rows, timings) if packs else None
     extra = {
         "batch_size": args.batch_size,
         "repeats": args.repeats,
@@ -157,16 +98,92 @@ def run(args: argparse.Namespace) -> None:
         "measurements": measured,
         **({"packing": packing} if packing else {}),
     }
+    reference = _reference(measured, max_len)
     BenchTable(
         title=f"Efficiency of {args.model}",
         columns=COLUMNS,
         rows=rows,
-        notes=notes,
+        notes=_notes(args, job["device"], measured, max_len, packing),
         docs_per_ms={args.model: reference["docs_per_ms"]} if reference else {},
-        device=str(device),
+        device=job["device"],
         timings=timings,
         extra=extra,
     ).write(args.out)
+
+
+def _job(args: argparse.Namespace) -> dict:
+    """What every measuring process gets, the arguments checked."""
+    if args.batch_size < 1 or any(n < 1 for n in args.lengths):
+        raise InputError("--batch-size and every --lengths value must be positive integers")
+    check_repeats(args.repeats, args.warmup)
+    try:
+        model_cfg = json.loads(args.model_config)
+    except json.JSONDecodeError as err:
+        raise InputError(f"--model-config is not JSON: {err}") from None
+    return {
+        "model_cfg": model_cfg,
+        "checkpoint": args.checkpoint,
+        "data": args.data,
+        "device": str(resolve_device(args.device)),
+        "batch_size": args.batch_size,
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+    }
+
+
+def _uniform(args: argparse.Namespace, job: dict, lengths: list[int]) -> tuple[list[dict], list, list]:
+    """Memory at each length in a fresh process each, then the speed of every length that fits, alternating in one."""
+    rows, timings, measured = [], [], []
+    for length in lengths:
+        log.info("bench %s: memory at %d words x %d docs on %s", args.model, length, args.batch_size, job["device"])
+        measured.append(_in_fresh_process({**job, "kind": "memory", "length": length}))
+    fitting = [m["length"] for m in measured if "oom" not in m]
+    log.info("bench %s: speed at %s words, the lengths alternating", args.model, fitting)
+    speeds = _in_fresh_process({**job, "kind": "speed", "lengths": fitting, "length": fitting}) if fitting else {}
+    for result in measured:
+        result.update(speeds.get(str(result["length"]), {}))
+        rows.append(_row("uniform", result["length"], result))
+        timings.append(_timing_of(result))
+    return measured, rows, timings
+
+
+def _packing(args: argparse.Namespace, job: dict, max_len: int, rows: list, timings: list) -> dict:
+    """A mixed-length batch with packed and unpacked windows (rows and timings appended)."""
+    log.info("bench %s: mixed-length batch, packed and unpacked windows", args.model)
+    result = _in_fresh_process({**job, "kind": "packing", "length": max_len})
+    for mode in ("packed", "unpacked"):
+        lengths = f"{result['min_length']}-{result['max_length']}"
+        rows.append(_row(f"mixed lengths, {mode}", lengths, {**result[mode], "effective_length": result["max_length"]}))
+        timings.append(_timing_of(result[mode]))
+    return result
+
+
+def _reference(measured: list[dict], max_len) -> dict | None:
+    """The measurement that gives docs_per_ms: at the configured max_doc_len, else the longest that fitted."""
+    reference = next((m for m in measured if max_len and m["length"] == max_len and "oom" not in m), None)
+    if reference is None:
+        usable = [m for m in measured if "oom" not in m]
+        reference = max(usable, key=lambda m: m["effective_length"]) if usable else None
+    return reference
+
+
+def _notes(args: argparse.Namespace, device: str, measured: list[dict], max_len, packing: dict | None) -> str:
+    memory_method = measured[0]["memory_method"] if measured else ""
+    notes = (
+        f"Device {device} ({measured[0]['device_name'] if measured else ''}), {torch.get_num_threads()} CPU threads. "
+        f"Forward only, no gradient, after {args.warmup} warm-up forward(s); median of {args.repeats} timed batches "
+        f"of {args.batch_size} documents cut from the collection's text (its spread beside it). Peak memory: "
+        f"{memory_method} Lengths beyond the model's max_doc_len ({max_len}) are truncated by the model; 'effective "
+        f"length' is what it scored, in the model's unit (words for the word-embedding models, WordPiece tokens for "
+        f"the encoders)."
+    )
+    if packing:
+        notes += (
+            f" Window packing on a mixed-length batch ({packing['min_length']}-{packing['max_length']} words): "
+            f"{packing['packed']['window_passes']} windows packed vs {packing['unpacked']['window_passes']} unpacked, "
+            f"speed-up x{packing['speedup']:.2f}, largest score difference {packing['max_score_diff']:.2e}."
+        )
+    return notes
 
 
 def _timing_of(result: dict) -> dict[str, Timing]:

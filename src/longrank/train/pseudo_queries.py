@@ -194,17 +194,8 @@ def build(
     cfg = settings(name, cfg)
     queries, positives, shortened = make_pseudo_queries(corpus, cfg, titles, query_formulation)
     made = len(queries)
-    key = _length_setting(cfg)
     if shortened:
-        log.warning(
-            "pseudo_queries.%s.%s %s: %d of the documents drawn are shorter than twice that (the "
-            "collection's median is %s words per document); their spans are half the document",
-            name,
-            key,
-            cfg[key],
-            shortened,
-            _median_words(corpus),
-        )
+        _warn_shortened(corpus, name, cfg, shortened)
     queries = without_real_queries(queries, corpus.queries)
     containing_real = made - len(queries)
     _check_enough(queries, made, corpus, name, cfg)  # before BM25, which cannot rank for no query
@@ -216,9 +207,7 @@ def build(
         queries = {q: t for q, t in queries.items() if q not in set(easy)}
     _check_enough(queries, made, corpus, name, cfg)
     ids = sorted(queries)
-    rng = np.random.default_rng(cfg["seed"] + 1)
-    dev = set(rng.choice(ids, size=max(1, round(cfg["dev"] * len(ids))), replace=False).tolist())
-    fold = {"train": [q for q in ids if q not in dev], "dev": sorted(dev), "test": []}
+    fold = _dev_split(ids, cfg)
     stats = {
         "name": name,
         "source": cfg["source"],
@@ -234,21 +223,30 @@ def build(
         "query_length_mean": float(np.mean([len(queries[q].split()) for q in ids])),
         "positive_in_candidates": sum(q[1:] in run.get(q, {}) for q in ids) / len(ids),
     }
-
     _write_set(out, queries, positives, {q: qrels[q] for q in ids}, fold, {q: run[q] for q in ids if q in run}, stats)
     log.info(
         "pseudo_queries.%s: %d %s pseudo-queries (%d train, %d dev); %d contained a real query, BM25 ranks the "
         "positive first for %d%s",
-        name,
-        len(ids),
-        cfg["source"],
-        len(fold["train"]),
-        len(fold["dev"]),
-        containing_real,
-        len(easy),
+        *(name, len(ids), cfg["source"], len(fold["train"]), len(fold["dev"]), containing_real, len(easy)),
         " (dropped)" if cfg["drop_easy"] else "",
     )
     return stats
+
+
+def _warn_shortened(corpus: Corpus, name: str, cfg: dict, shortened: int) -> None:
+    key = _length_setting(cfg)
+    log.warning(
+        "pseudo_queries.%s.%s %s: %d of the documents drawn are shorter than twice that (the "
+        "collection's median is %s words per document); their spans are half the document",
+        *(name, key, cfg[key], shortened, _median_words(corpus)),
+    )
+
+
+def _dev_split(ids: list[str], cfg: dict) -> dict:
+    """A seeded share ``dev`` of the pseudo-queries for early stopping, the rest to train on."""
+    rng = np.random.default_rng(cfg["seed"] + 1)
+    dev = set(rng.choice(ids, size=max(1, round(cfg["dev"] * len(ids))), replace=False).tolist())
+    return {"train": [q for q in ids if q not in dev], "dev": sorted(dev), "test": []}
 
 
 def _write_set(out: Path, queries: dict, positives: dict, qrels: dict, fold: dict, run: dict, stats: dict) -> None:
