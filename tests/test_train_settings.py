@@ -17,11 +17,10 @@ from longrank.train.settings import Pretraining, TrainSettings
 
 
 def schema_path():
-    """The schema where the config module says it is (it moved to workflow/schemas/), else where it was."""
-    from conftest import REPO
-    from longrank import config
+    """The schema the workflow validates against (longrank.config names its one place)."""
+    from longrank.config import SCHEMA_PATH
 
-    return getattr(config, "SCHEMA_PATH", REPO / "config" / "schema.yaml")
+    return SCHEMA_PATH
 
 
 @pytest.fixture(scope="module")

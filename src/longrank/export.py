@@ -290,4 +290,6 @@ def _write_text_side(tmp: Path, model: str, entry: dict, ranker) -> dict:
         )
     encoder.save_pretrained(tmp / ENCODER_DIR)
     ranker.tokenizer.save_pretrained(tmp / ENCODER_DIR)
-    return {"encoder": {"dir": ENCODER_DIR, "trained_from": entry.get("encoder", "minilm")}}
+    from longrank.models.modules.encoders import DEFAULT_ENCODER  # with the encoder, as the ranker's own module did
+
+    return {"encoder": {"dir": ENCODER_DIR, "trained_from": entry.get("encoder", DEFAULT_ENCODER)}}

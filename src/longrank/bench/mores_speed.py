@@ -31,7 +31,13 @@ import torch
 
 from longrank.bench.timing import MIN_REPEATS, check_repeats, time_alternating
 from longrank.outputs import BenchTable, Timing
-from longrank.models.modules.encoders import RANDOM_BERT_BASE, encoder_layers, load_encoder, load_tokenizer
+from longrank.models.modules.encoders import (
+    DEFAULT_ENCODER,
+    RANDOM_BERT_BASE,
+    encoder_layers,
+    load_encoder,
+    load_tokenizer,
+)
 from longrank.models.mores import MORES
 from longrank.models.mores_store import ReuseStore, token_inputs, write_store
 from longrank.precision import AUTOCAST_DTYPES, autocast
@@ -43,7 +49,7 @@ TIME_COLUMN = "Time (s / {target} cand.)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--encoder", default="minilm", help="the configured encoder (a model's `encoder:` key)")
+    parser.add_argument("--encoder", default=DEFAULT_ENCODER, help="the configured encoder (a model's `encoder:` key)")
     parser.add_argument("--sizes", nargs="+", default=["configured", "bert-base"], choices=["configured", "bert-base"])
     parser.add_argument(
         "--lengths", nargs="+", type=int, default=[128, 512], help="document lengths in WordPiece tokens"

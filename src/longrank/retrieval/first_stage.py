@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from longrank.io import InputError
+from longrank.retrieval.bm25 import METHOD as BM25_METHOD
 from longrank.retrieval.pisa import PisaSettings
 
 
@@ -51,7 +52,7 @@ class ModelSettings:
 #: each method's settings type; None: the method has none (scoreddocs) or reads its own keys (hdct's are
 #: longrank.models.hdct.KEYS, read by its stage from the entry)
 SETTINGS = {
-    "bm25": Bm25Settings,
+    BM25_METHOD: Bm25Settings,
     "pisa": PisaSettings,
     "run_file": RunFileSettings,
     "model": ModelSettings,

@@ -16,6 +16,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from longrank.io import InputError, write_run, write_text
 from longrank.outputs import TrainSummary
+from longrank.precision import AUTOCAST_DTYPES
 from longrank.progress import progress
 from longrank.train.batches import TrainingBatches, step_seed
 from longrank.train.checkpoint import clear_state, export_best, load_training_state, save_training_state
@@ -28,8 +29,6 @@ from longrank.train.position import TrainingPosition
 from longrank.train.sampling import PairSampler
 
 log = logging.getLogger(__name__)
-
-AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def run_job(job: TrainingJob) -> None:
