@@ -27,5 +27,5 @@ rule artifacts:
         checkpoint=lambda wc, input: ["--checkpoint", input.checkpoint] if input.checkpoint else [],
         scope=lambda wc: "collection" if wc.scope == "collection" else "fold",
     shell:
-        "OMP_NUM_THREADS={threads} python -m longrank artifacts --model-config {params.model:q} --scope {params.scope:q} {params.checkpoint:q}"
+        "OMP_NUM_THREADS={threads:q} python -m longrank artifacts --model-config {params.model:q} --scope {params.scope:q} {params.checkpoint:q}"
         " --data {params.data:q} --candidates {input.candidates:q} --device {params.device:q} --out {output:q} 2> {log:q}"

@@ -32,5 +32,5 @@ rule attention_scaling:
     shell:
         "python -m longrank attention_scaling --lengths {params.lengths:q} --attentions {params.attentions:q}"
         " --batch-size {params.batch_size:q} --layers {params.layers:q} --hidden {params.hidden:q} --heads {params.heads:q}"
-        " --repeats {params.repeats:q} --max-memory-gb {params.max_memory_gb:q} --threads {threads}"
+        " --repeats {params.repeats:q} --max-memory-gb {params.max_memory_gb:q} --threads {threads:q}"
         " --device {params.device:q} --out {output:q} 2> {log:q}"

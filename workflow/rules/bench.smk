@@ -21,7 +21,7 @@ rule bench:
         data=data_dir,
         device=config["device"],
     shell:
-        "OMP_NUM_THREADS={threads} python -m longrank bench --model {wildcards.model:q} --model-config {params.model:q}"
+        "OMP_NUM_THREADS={threads:q} python -m longrank bench --model {wildcards.model:q} --model-config {params.model:q}"
         " --checkpoint {input.checkpoint:q} --data {params.data:q} --lengths {params.lengths:q} --batch-size {params.batch_size:q}"
         " --repeats {params.repeats:q} --device {params.device:q} --out {output:q} 2> {log:q}"
 
@@ -49,7 +49,7 @@ rule mores_speed:
     shell:
         "python -m longrank mores_speed --encoder {params.encoder:q} --sizes {params.sizes:q} --lengths {params.lengths:q}"
         " --blocks {params.blocks:q} --candidates {params.candidates:q} --batch-size {params.batch_size:q} --repeats {params.repeats:q}"
-        " --threads {threads} --device {params.device:q} --out {output:q} 2> {log:q}"
+        " --threads {threads:q} --device {params.device:q} --out {output:q} 2> {log:q}"
 
 
 rule mir_speed:
@@ -77,6 +77,6 @@ rule mir_speed:
         data=lambda wc, input: os.path.dirname(input.data),
         device=config["device"],
     shell:
-        "OMP_NUM_THREADS={threads} python -m longrank mir_speed --model {params.name:q} --model-config {params.model:q}"
+        "OMP_NUM_THREADS={threads:q} python -m longrank mir_speed --model {params.name:q} --model-config {params.model:q}"
         " --graph-set {params.graph_set:q} --alike {params.alike:q} --annotations {params.annotations:q} --settings {params.settings:q}"
         " --data {params.data:q} --device {params.device:q} --out {output:q} 2> {log:q}"

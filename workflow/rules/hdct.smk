@@ -26,5 +26,5 @@ rule hdct:
         data=data_dir,
         device=config["device"],
     shell:
-        "OMP_NUM_THREADS={threads} python -m longrank hdct --data {params.data:q} --first-stage {params.spec:q}"
+        "OMP_NUM_THREADS={threads:q} python -m longrank hdct --data {params.data:q} --first-stage {params.spec:q}"
         " {params.source:q} --device {params.device:q} --out {output:q} 2> {log:q}"

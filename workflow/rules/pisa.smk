@@ -22,5 +22,5 @@ rule pisa_index:
         index_settings=lambda wc: as_json(index_settings_of(config["first_stages"][wc.first_stage])),
         data=data_dir,
     shell:
-        "python -m longrank pisa_index --data {params.data:q} --settings {params.index_settings:q} --threads {threads}"
+        "python -m longrank pisa_index --data {params.data:q} --settings {params.index_settings:q} --threads {threads:q}"
         " --out {output:q} > {log:q} 2>&1"

@@ -35,7 +35,7 @@ rule rerank:
         )
         + (["--fold-artifacts", *input.fold_artifacts] if input.fold_artifacts else []),
     shell:
-        "OMP_NUM_THREADS={threads} python -m longrank rerank --model {wildcards.model:q} --model-config {params.model:q}"
+        "OMP_NUM_THREADS={threads:q} python -m longrank rerank --model {wildcards.model:q} --model-config {params.model:q}"
         " --data {params.data:q} --candidates {input.candidates:q}"
         " --checkpoints {input.checkpoints:q} {params.artifacts:q}"
         " --rerank-depth {params.rerank_depth:q} --batch-size {params.batch_size:q} --precision {params.precision:q}"

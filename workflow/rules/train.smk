@@ -33,7 +33,7 @@ rule train:
         data=data_dir,
         device=config["device"],
     shell:
-        "OMP_NUM_THREADS={threads} python -m longrank train --model {wildcards.model:q} --model-config {params.model:q}"
+        "OMP_NUM_THREADS={threads:q} python -m longrank train --model {wildcards.model:q} --model-config {params.model:q}"
         " --data {params.data:q} {params.pretrain_queries:q} --candidates {params.candidates:q} {params.artifacts:q}"
         " {params.init:q} --fold {params.fold:q} --rerank-depth {params.rerank_depth:q} --device {params.device:q}"
         " --out {output.model:q} 2> {log:q}"
