@@ -19,6 +19,7 @@ from longrank.cli import main
 from longrank.io import InputError, read_run
 from longrank.models.registry import build_model
 from longrank.precision import autocast
+from longrank.provenance import read_run_metadata
 from longrank.runs import mean_measure
 from longrank.scoring import score_candidates
 from test_tk_tkl import write_tiny_corpus
@@ -118,6 +119,7 @@ def test_the_rerank_stage_scores_in_the_configured_precision(tmp_path, corpus):
         out = tmp_path / precision
         main(["rerank", *common, "--checkpoints", str(checkpoint), "--precision", precision, "--out-dir", str(out)])
         runs[precision] = read_run(out / "knrm.run")
+        assert read_run_metadata(out / "knrm.run")["method"]["config"]["rerank_precision"] == precision
     assert_agrees(runs["fp32"], runs["bf16"], corpus, sorted(corpus.test_queries()))
 
 

@@ -141,6 +141,8 @@ def rerank(
         )
         del model
     write_run(out_dir / f"{name}.run", with_tail(model_run, candidates, corpus.test_queries()), tag=name)
-    write_run_metadata(out_dir / f"{name}.run", {**model_cfg, "rerank_depth": depth})
+    # how it was scored belongs to the run too: a bf16 run differs from an fp32 one in its last digits
+    scoring = {"rerank_depth": depth, "rerank_precision": precision, "rerank_batch_size": batch_size}
+    write_run_metadata(out_dir / f"{name}.run", {**model_cfg, **scoring})
     with atomic_path(out_dir / f"{name}.details.jsonl") as tmp:
         tmp.write_text("".join(json.dumps(d) + "\n" for d in details), encoding="utf-8")
