@@ -22,9 +22,12 @@ Choices, stated, with the source each default follows (the official code is matc
   states "11 kernels from -1 to +1 and standard deviation of 0.1", and after contextualisation the same word
   in two places no longer has cosine exactly 1, so KNRM's sigma = 0.001 exact-match kernel would rarely fire.
 - Pooling: log-saturated kernel sums per query term, summed over query terms, one linear layer to the score
-  (the official code's structure). The saturation is KNRM's ``log(sum) * 0.01`` (KNRM; this project's
-  choice): the official ECAI code instead takes ``log(sum * alpha_k)`` with a learned per-kernel scale
-  ``alpha_k`` (initialised 1; from TK-Sparse) and no 0.01, and its linear layer has no bias.
+  (the official code's structure). ``saturation`` picks the log's form (the paper states a log-sum, KNRM's, and
+  no scale): ``knrm`` (default; KNRM's code, this project's choice) ``log(max(sum_k, 1e-10)) * 0.01`` and a linear
+  layer with a bias; ``official``, the official ECAI code's ``log(max(sum_k * alpha_k, 1e-10))`` with a learned
+  per-kernel scale ``alpha_k`` (initialised 1, from TK-Sparse; the clamp after the scale), no 0.01 and a linear
+  layer without bias (the code "improves on the published paper version"). Both mask alike: document padding
+  before the sum over document tokens, query padding after the log. ``alpha_k`` learns at ``train.scoring_lr``.
   ``length_norm: true`` adds a second feature set, kernel mass per document token (this project's first version; it invites a document-length shortcut).
 - Query terms and unknown words: see ``modules/word_embedder.py`` (``remove_query_stopwords``, ``query_term_weights``,
   ``mask_unknown_words``: OOV tokens masked like padding by default, this project's choice; the official code
@@ -38,16 +41,21 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from longrank.io import InputError
 from longrank.models.base import Ranker, config_keys, split_config
 from longrank.models.modules.contextualizer import Contextualizer
 from longrank.models.modules.kernel_pooling import cosine_matrix, rbf_kernels, tk_kernels
 from longrank.models.modules.word_embedder import WordEmbedder
 
 
+SATURATIONS = ("knrm", "official")
+MIN_SUM = 1e-10  # KNRM's clamp under the log
+
+
 class TK(Ranker):
     default_loss = "pairwise_hinge"
     config_parts = (WordEmbedder, Contextualizer, tk_kernels)
-    parameter_groups = {"embeddings": ("embedder.",), "scoring": ("dense.",)}
+    parameter_groups = {"embeddings": ("embedder.",), "scoring": ("dense.", "kernel_alpha")}
 
     def __init__(
         self,
@@ -58,17 +66,25 @@ class TK(Ranker):
         max_query_len: int = 30,
         max_doc_len: int = 200,
         length_norm: bool = False,
+        saturation: str = "knrm",
     ):
         super().__init__()
+        if saturation not in SATURATIONS:
+            raise InputError(f"saturation: {saturation!r} is not one of {list(SATURATIONS)}")
+        self.saturation = saturation
         self.embedder, self.contextualizer = embedder, contextualizer
         self.max_query_len, self.max_doc_len, self.length_norm = max_query_len, max_doc_len, length_norm
         self.register_buffer("mu", mu, persistent=False)
         self.register_buffer("sigma", sigma, persistent=False)
         n_features = len(mu) * (2 if length_norm else 1)
-        self.dense = nn.Linear(n_features, 1)
+        official = saturation == "official"
+        self.dense = nn.Linear(n_features, 1, bias=not official)
         # Small initial weights, as KNRM: log-sum features are large and a big first step wrecks the embeddings.
         nn.init.uniform_(self.dense.weight, -0.014, 0.014)
-        nn.init.zeros_(self.dense.bias)
+        if official:  # the official code's per-kernel scale inside the log
+            self.kernel_alpha = nn.Parameter(torch.ones(len(mu)))
+        else:
+            nn.init.zeros_(self.dense.bias)
 
     @classmethod
     def from_config(cls, params, corpus):
@@ -93,8 +109,14 @@ class TK(Ranker):
         kernels = rbf_kernels(cosine_matrix(q, d), self.mu, self.sigma) * d_mask[:, None, :, None]
         per_term = kernels.sum(dim=2)  # [B, Lq, K]
         q_weight = self.embedder.query_weights(query, q_mask)[..., None]
-        features = [(torch.log(torch.clamp(per_term, min=1e-10)) * 0.01 * q_weight).sum(dim=1)]
+        features = [(self._saturate(per_term) * q_weight).sum(dim=1)]
         if self.length_norm:
             doc_len = d_mask.sum(dim=1).clamp(min=1.0)
             features.append((per_term / doc_len[:, None, None] * q_weight).sum(dim=1))
         return self.dense(torch.cat(features, dim=-1)).squeeze(-1)
+
+    def _saturate(self, per_term: torch.Tensor) -> torch.Tensor:
+        """Kernel sums per query term [B, Lq, K] -> log-saturated features (``saturation``)."""
+        if self.saturation == "official":
+            return torch.log(torch.clamp(per_term * self.kernel_alpha, min=MIN_SUM))
+        return torch.log(torch.clamp(per_term, min=MIN_SUM)) * 0.01

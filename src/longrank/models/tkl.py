@@ -42,10 +42,11 @@ reading still reachable.
   so training starts log-like) and W to N(0, 0.01) (still log-like, but every parameter gets a gradient
   from the first step). Numerical safety: x is clamped to >= 1e-10 (KNRM's clamp; 100 x^(0.01) - 100 at
   1e-10 is -20.6 ~ ln 1e-10) and b to >= 1 (the function stays a saturation, never super-linear, and
-  x^(1/b) <= x cannot overflow). This follows the paper's Eq. 4-5, not the official code, which differs:
-  its ``embedding`` saturation conditions on a linear map of the *contextualised* query vector (not an
-  IDF-initialised per-word embedding), LayerNorms [e_i; c_len] before the three layers, starts W at
-  U(-0.014, 0.014), and takes b as 1 / (the layer's output). ``saturation: log`` is the fixed
+  x^(1/b) <= x cannot overflow). ``saturation: embedding`` (default) is the paper's Eq. 4-5 above; ``official``
+  is the official code's ``embedding`` form: e_i a linear map (no bias) of the *contextualised* query vector, not an
+  IDF-initialised per-word embedding; [e_i; c_len] LayerNormed before the three layers; W from U(-0.014, 0.014)
+  (biases 100); ``x ** (1 / b)``; regions without a real token zeroed. Kept from here: the clamp b >= 1 (the
+  official code has none; b starts at 100, and below 1 x^(1/b) may overflow). ``saturation: log`` is the fixed
   ln(max(x, 1e-10)) of earlier kernel models (the official ``log`` saturation scales x by a learned
   per-kernel factor first), ``saturation: linear`` fixes b = 1 (a x - c; a's bias initialised to 1 and c's
   to 0): the Table 2 ablation.
@@ -75,7 +76,7 @@ from longrank.models.modules.contextualizer import Contextualizer
 from longrank.models.modules.kernel_pooling import cosine_matrix, tk_kernels
 from longrank.models.modules.word_embedder import WordEmbedder
 
-SATURATIONS = ("embedding", "log", "linear")
+SATURATIONS = ("embedding", "official", "log", "linear")
 MIN_X = 1e-10
 
 
@@ -259,7 +260,9 @@ class TKL(Ranker):
         self.window_passes = 0  # windows contextualised since construction (bench and tests read it)
         self.register_buffer("mu", mu, persistent=False)
         self.register_buffer("sigma", sigma, persistent=False)
-        if saturation != "log":
+        if saturation == "official":
+            self._add_official_saturation(embedder.dim)
+        elif saturation != "log":
             self._add_saturation(idf, saturation)
         self._add_scoring(len(mu), top_t, neighbours, region_init)
 
@@ -276,6 +279,15 @@ class TKL(Ranker):
             self.saturation_b = nn.Linear(2, 1)
             nn.init.normal_(self.saturation_b.weight, std=0.01)
             nn.init.constant_(self.saturation_b.bias, 100.0)
+
+    def _add_official_saturation(self, dim: int) -> None:
+        # The official code's: e_i = q_i w (no bias), LayerNorm([e_i; c_len]) -> a, b, c; W ~ U(-0.014, 0.014), bias 100
+        self.saturation_query = nn.Linear(dim, 1, bias=False)
+        self.saturation_norm = nn.LayerNorm(2)
+        self.saturation_a, self.saturation_b, self.saturation_c = (nn.Linear(2, 1) for _ in range(3))
+        for layer in (self.saturation_a, self.saturation_b, self.saturation_c):
+            nn.init.uniform_(layer.weight, -0.014, 0.014)
+            nn.init.constant_(layer.bias, 100.0)
 
     def _add_scoring(self, n_kernels: int, top_t: int, neighbours: int, region_init: str) -> None:
         self.kernel_weights = nn.Linear(n_kernels, 1, bias=False)  # W_k (Eq. 6)
@@ -306,10 +318,14 @@ class TKL(Ranker):
             "doc": self.embedder.encode(docs, self.max_doc_len),
         }
 
-    def _saturate(self, sums: torch.Tensor, query: torch.Tensor, region_len: torch.Tensor) -> torch.Tensor:
-        """sums [B, Lq, K, R], query ids [B, Lq], region token counts [B, R] -> saturated [B, Lq, K, R]."""
+    def _saturate(
+        self, sums: torch.Tensor, query: torch.Tensor, q: torch.Tensor, region_len: torch.Tensor
+    ) -> torch.Tensor:
+        """sums [B, Lq, K, R], query ids [B, Lq], contextual query [B, Lq, E], c_len [B, R] -> [B, Lq, K, R]."""
         if self.saturation == "log":
             return torch.log(torch.clamp(sums, min=MIN_X))
+        if self.saturation == "official":
+            return self._saturate_official(sums, q, region_len)
         salience = torch.relu(self.salience(query))[..., None]  # [B, Lq, 1, 1]
         region_len = region_len[:, None, None, :]  # [B, 1, 1, R]
 
@@ -320,6 +336,16 @@ class TKL(Ranker):
         a, c = condition(self.saturation_a), condition(self.saturation_c)
         b = condition(self.saturation_b) if self.saturation == "embedding" else torch.ones_like(a)
         return saturate(sums, a, b, c)
+
+    def _saturate_official(self, sums: torch.Tensor, q: torch.Tensor, region_len: torch.Tensor) -> torch.Tensor:
+        """The official code's saturation: LayerNorm([q_i w; c_len]) -> a, b, c, each [B, Lq, 1, R]."""
+        e = self.saturation_query(q.float())  # [B, Lq, 1]
+        length = region_len[:, None, :].expand(-1, e.shape[1], -1)  # [B, Lq, R]
+        influence = self.saturation_norm(torch.stack([e.expand_as(length), length], dim=-1))  # [B, Lq, R, 2]
+        a, b, c = (
+            lin(influence).transpose(-1, -2) for lin in (self.saturation_a, self.saturation_b, self.saturation_c)
+        )
+        return saturate(sums, a, b, c) * (region_len > 0)[:, None, None, :]
 
     def _topography(self, query: torch.Tensor, doc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Eq. 1-6 -> relevance topography [B, R] and the valid-region mask [B, R]. Kernel tensors are kept
@@ -350,7 +376,7 @@ class TKL(Ranker):
             sums = region_sums(kernels, self.region_size, self.region_stride)  # Eq. 3, [B, Lq, K, R]
             region_len = region_sums(d_mask, self.region_size, self.region_stride)  # c_len, [B, R]
             q_weight = self.embedder.query_weights(query, q_mask)[:, :, None, None]
-            saturated = (self._saturate(sums, query, region_len) * q_weight).sum(dim=1)  # [B, K, R]
+            saturated = (self._saturate(sums, query, q, region_len) * q_weight).sum(dim=1)  # [B, K, R]
             topography = torch.einsum("bkr,k->br", saturated, self.kernel_weights.weight[0])  # Eq. 6
         starts = torch.arange(topography.shape[1], device=doc.device) * self.region_stride
         # Regions are valid by the document's length in tokens, unknown words included: d_mask leaves them out
