@@ -28,6 +28,9 @@ Choices, stated, with the source each default follows (the official code is matc
   per-kernel scale ``alpha_k`` (initialised 1, from TK-Sparse; the clamp after the scale), no 0.01 and a linear
   layer without bias (the code "improves on the published paper version"). Both mask alike: document padding
   before the sum over document tokens, query padding after the log. ``alpha_k`` learns at ``train.scoring_lr``.
+  Where the clamp does not bind, the two rank one query's documents alike at matching weights: log alpha_k
+  adds |q| w_k log alpha_k to every document's score, the 0.01 rescales w_k and the bias shifts all; they
+  differ in training (w_k's gradient scale; under a pairwise loss alpha_k gets a gradient only through the clamp).
   ``length_norm: true`` adds a second feature set, kernel mass per document token (this project's first version; it invites a document-length shortcut).
 - Query terms and unknown words: see ``modules/word_embedder.py`` (``remove_query_stopwords``, ``query_term_weights``,
   ``mask_unknown_words``: OOV tokens masked like padding by default, this project's choice; the official code
