@@ -218,3 +218,26 @@ def test_tkl_default_saturation_is_unchanged(corpus):
     torch.testing.assert_close(scores["embedding"], scores["absent"], rtol=0, atol=0)
     assert not torch.allclose(scores["official"], scores["absent"])
     assert math.isfinite(scores["official"].sum().item())
+
+
+@pytest.mark.parametrize(
+    "config, new",
+    [
+        (tk_config(saturation="official"), {"kernel_alpha"}),
+        (
+            tkl_config(saturation="official"),
+            {"saturation_query.weight", "saturation_norm.weight", "saturation_norm.bias"},
+        ),
+    ],
+)
+def test_official_saturation_trains_at_the_scoring_rate(corpus, config, new):
+    torch.manual_seed(3)
+    model = build_model(config, corpus)
+    names = dict(model.named_parameters())
+    assert new <= set(names)
+    scoring = type(model).parameter_groups["scoring"]
+    assert all(name.startswith(scoring) for name in new)  # train.scoring_lr reaches them, as the kernel weights
+    ids = batch(model, corpus, ["q1_d0", "q2_d1", "q3_d2", "q4_d4"])
+    model(**ids).sum().backward()
+    for name in new:
+        assert torch.isfinite(names[name].grad).all() and names[name].grad.abs().sum() > 0, name
