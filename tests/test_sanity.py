@@ -361,9 +361,13 @@ def test_weight_zero_in_every_fold_reads_identical_to_bm25(tmp_path):
     inp = SimpleNamespace(config=config, models=config["models"], manifest=SimpleNamespace(interpolations=paths))
     weights = interpolation_weights(inp)
     assert weights == {"knrm+bm25": [0.0, 0.0], "tk+bm25": [0.0, 1.0]}
-    extra = {}
+    extra = {"knrm": {"Max doc len": 200}}  # a system that interpolates nothing: "–", never an empty cell
     assert weight_column(weights, extra) == ["w (dev)"]
-    assert extra == {"knrm+bm25": {"w (dev)": "0.00"}, "tk+bm25": {"w (dev)": "0.50 (0.00, 1.00)"}}
+    assert extra == {
+        "knrm": {"Max doc len": 200, "w (dev)": "–"},
+        "knrm+bm25": {"w (dev)": "0.00"},
+        "tk+bm25": {"w (dev)": "0.50 (0.00, 1.00)"},
+    }
     pairs = pd.DataFrame(
         [
             {

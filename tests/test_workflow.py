@@ -4,6 +4,7 @@ hyper-parameter reruns only the jobs it affects."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import ir_measures
@@ -42,6 +43,18 @@ def test_report_is_built_with_every_system(workflow_run):
     assert "bm25" in html and "data:image/png;base64" in html
     assert "split 0; word2vec 0; training 0 (" in html and "gensim" in html  # the seeds and versions a rerun needs
     assert (results / "report" / "report.md").exists()
+
+
+def test_every_report_section_shows_data_and_no_cell_is_empty(workflow_run):
+    """A reader sees a value (or "–" where one does not apply) in every table cell, and every section holds a
+    table or a plot, or says why it has none."""
+    html = (workflow_run / "results" / "cranfield" / "report" / "index.html").read_text()
+    cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", html, re.S)]
+    assert cells and all(cells), f"{cells.count('')} empty cells of {len(cells)}"
+    for section in re.split(r"<h2[^>]*>", html)[1:]:
+        title, body = section.split("</h2>", 1)
+        said_why = re.search(r"Skipped:|nothing to set beside", body)
+        assert "<table" in body or "<img" in body or said_why, f"section {title!r} shows nothing"
 
 
 def test_reported_means_equal_ir_measures_on_the_run_files(workflow_run):

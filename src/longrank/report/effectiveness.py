@@ -58,9 +58,7 @@ def _systems_table(sec: Section, ctx: Context, weights, expected) -> None:
     }
     extra_cols += sanity.weight_column(weights, extra)  # "w (dev)" beside every model+{first stage} row
     headers, rows = effectiveness_rows(cmp.table, systems, cmp.measures, extra, extra_cols)
-    rows += sanity.random_order_rows(
-        expected, headers, cmp.measures, cmp.primary
-    )  # reference rows: the nDCG@10 column only
+    rows += sanity.random_order_rows(expected, headers, cmp.primary)  # reference rows: the nDCG@10 column only
     settings = cmp.settings
     sec.howto(
         LETTER_NOTE.format(alpha=cmp.alpha) + " Confidence intervals are percentile bootstrap 95% intervals "

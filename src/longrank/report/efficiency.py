@@ -30,10 +30,10 @@ def timed_table(bench: BenchTable) -> tuple[list[str], list[list[Cell]]]:
         cells = []
         for col, value in zip(bench.columns, row):
             timing = timings.get(col)
-            text = fmt(value, 3) if isinstance(value, float) else ("" if value is None else str(value))
+            text = fmt(value, 3) if isinstance(value, float) else ("–" if value is None else str(value))
             cells.append(Cell(text, NOISY_MARK if timing is not None and timing.noisy else ""))
             if col in timed:
-                cells.append(Cell(timing.describe() if timing is not None else ""))
+                cells.append(Cell(timing.describe() if timing is not None else "–"))
         table.append(cells)
     return headers, table
 

@@ -87,15 +87,14 @@ def random_order_label(stage: str, k) -> str:
     return f"expected, random order of {stage}'s top {k}"
 
 
-def random_order_rows(
-    expected: Mapping[str, Mapping[int, float]], headers: Sequence[str], measures: Sequence[str], primary: str
-) -> list[list]:
-    """Reference rows for the effectiveness table: only the nDCG@10 column is filled (– in the other measures)."""
+def random_order_rows(expected: Mapping[str, Mapping[int, float]], headers: Sequence[str], primary: str) -> list[list]:
+    """Reference rows for the effectiveness table: only the nDCG@10 column holds a value; every other cell (the
+    letter, the other measures, budgets, speeds, weights) says "–": the row is no system."""
 
     def cell(h: str, stage: str, k: int, v: float):
         if h == "System":
             return random_order_label(stage, k)
-        return Cell(fmt(v) if h == primary else "–" if h in measures else "")
+        return Cell(fmt(v) if h == primary else "–")
 
     return [
         [cell(h, stage, k, v) for h in headers] for stage, by_k in expected.items() for k, v in sorted(by_k.items())
@@ -133,6 +132,9 @@ def weight_column(weights: Mapping[str, list[float]], extra: dict[str, dict], co
     for system, ws in weights.items():
         text = fmt(sum(ws) / len(ws), 2) + (f" ({', '.join(fmt(w, 2) for w in ws)})" if len(set(ws)) > 1 else "")
         extra.setdefault(system, {})[column] = text
+    if weights:  # a system that interpolates nothing has no weight: "–" (not applicable), not an empty cell
+        for cells in extra.values():
+            cells.setdefault(column, "–")
     return [column] if weights else []
 
 
