@@ -12,7 +12,7 @@ from torch.nn import functional as F
 
 from longrank.io import InputError
 from longrank.models.registry import build_model
-from longrank.models.tkl import contextualize_windows
+from longrank.models.modules.windows import contextualize_windows
 
 from test_tk_tkl import write_tiny_corpus
 

@@ -14,7 +14,8 @@ import torch
 from longrank.data.corpus import Corpus
 from longrank.data.words import OOV, count_doc_freq, write_doc_freq
 from longrank.models.registry import build_model
-from longrank.models.tkl import contextualize_windows, merge_windows, saturate, split_windows, top_local_max
+from longrank.models.modules.windows import contextualize_windows, merge_windows, split_windows
+from longrank.models.tkl import saturate, top_local_max
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
 
@@ -127,7 +128,10 @@ def test_window_split_and_merge_keep_every_token_once_in_place():
     assert torch.equal(out[0, :, 3], (first + w + o - 1).clamp(max=length - 1).float() + 1)  # right context: o tokens
 
 
-def test_packing_skips_padding_windows_and_keeps_scores(corpus, device):
+def test_packing_skips_padding_windows_and_keeps_scores(corpus, device, monkeypatch):
+    monkeypatch.setattr(
+        "longrank.models.modules.windows.PACK_MIN_WINDOWS_CUDA", 0
+    )  # this batch is small: pack it on CUDA too
     torch.manual_seed(0)
     model = build_model(small("tkl"), corpus).eval().to(device)
     queries, doc_ids, docs = pairs(corpus)

@@ -18,7 +18,8 @@ reading still reachable.
   its measured numbers. The query is contextualised in one window. Windows whose kept chunk holds only
   padding are skipped and the remaining windows of the whole batch are packed into one Transformer batch
   (``pack_windows: true``); ``pack_windows: false`` runs every window of the padded batch (same scores, more work: the comparison the
-  ``bench`` stage makes). ``window_passes`` counts the windows fed to the Transformer.
+  ``bench`` stage makes), and packing is used only where it pays (``modules/windows.py``: enough windows to skip,
+  and on a GPU enough windows in the batch). ``window_passes`` counts the windows fed to the Transformer.
 - Eq. 2, kernels: as TK (11 kernels, sigma 0.1).
   Positions (official code): trainable (``positions: learned``), initialised with sinusoids; the query's
   start at 0, every document window's at ``doc_position_offset`` = 500 (``modules.contextualizer.Contextualizer``).
@@ -74,62 +75,11 @@ from longrank.io import InputError
 from longrank.models.base import Ranker, config_keys, split_config
 from longrank.models.modules.contextualizer import Contextualizer
 from longrank.models.modules.kernel_pooling import cosine_matrix, tk_kernels
+from longrank.models.modules.windows import contextualize_windows
 from longrank.models.modules.word_embedder import WordEmbedder
 
 SATURATIONS = ("embedding", "official", "log", "linear")
 MIN_X = 1e-10
-
-
-# ---- Eq. 1: overlapping windows ---------------------------------------------------------------------------
-
-# Packing skips windows with no real token in their kept middle, but gathers the others into one batch and scatters
-# the results back: two copies of every kept window. Where it would skip fewer than this fraction of the batch's
-# windows the copies cost about what the skipped windows save (CPU, TKL's one-layer contextualiser, 16 documents;
-# docs/studies/speed.md), so the batch runs unpacked.
-PACK_MIN_SKIPPED = 0.15
-
-
-def split_windows(
-    vectors: torch.Tensor, mask: torch.Tensor, window: int, overlap: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """[B, L, E], [B, L] -> windows [B, n, w + 2o, E] and their masks [B, n, w + 2o], n = ceil(L / w); window i
-    holds tokens i*w - o .. (i+1)*w + o - 1 (padding outside the document)."""
-    length = vectors.shape[1]
-    n = max(1, -(-length // window))
-    right = n * window - length + overlap
-    vectors = F.pad(vectors, (0, 0, overlap, right))
-    mask = F.pad(mask, (overlap, right))
-    size = window + 2 * overlap
-    return vectors.unfold(1, size, window).permute(0, 1, 3, 2), mask.unfold(1, size, window)
-
-
-def merge_windows(windows: torch.Tensor, window: int, overlap: int, length: int) -> torch.Tensor:
-    """Inverse of ``split_windows``: keep each window's middle w vectors -> [B, length, E]."""
-    batch, n, _, dim = windows.shape
-    return windows[:, :, overlap : overlap + window].reshape(batch, n * window, dim)[:, :length]
-
-
-def contextualize_windows(
-    vectors: torch.Tensor, mask: torch.Tensor, contextualize, window: int, overlap: int, pack: bool = True
-) -> tuple[torch.Tensor, int]:
-    """Eq. 1 on a batch: ``contextualize([N, w+2o, E], [N, w+2o]) -> [N, w+2o, E]`` runs once over the windows.
-    Packed: only windows with a real token in their kept middle, where that skips at least ``PACK_MIN_SKIPPED`` of
-    the batch's windows (otherwise the gather and scatter cost more than the few windows they save); unpacked:
-    every window. Returns the contextualised document [B, L, E] and the number of windows contextualised."""
-    batch, length, dim = vectors.shape
-    windows, window_mask = split_windows(vectors, mask, window, overlap)
-    n, size = windows.shape[1], windows.shape[2]
-    flat, flat_mask = windows.reshape(-1, size, dim), window_mask.reshape(-1, size)
-    if pack:
-        kept = (flat_mask[:, overlap : overlap + window].sum(dim=1) > 0).nonzero().squeeze(1)
-        if len(kept) <= (1 - PACK_MIN_SKIPPED) * flat.shape[0]:
-            out = flat.new_zeros(flat.shape)
-            if len(kept):
-                packed = contextualize(flat.index_select(0, kept), flat_mask.index_select(0, kept))
-                out.index_copy_(0, kept, packed.to(out.dtype))
-            return merge_windows(out.reshape(batch, n, size, dim), window, overlap, length), len(kept)
-    out = contextualize(flat, flat_mask)
-    return merge_windows(out.reshape(batch, n, size, dim), window, overlap, length), flat.shape[0]
 
 
 # ---- Eq. 3-5: regions and saturation ----------------------------------------------------------------------
