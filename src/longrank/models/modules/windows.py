@@ -49,7 +49,8 @@ def contextualize_windows(
     """Eq. 1 on a batch: ``contextualize([N, w+2o, E], [N, w+2o]) -> [N, w+2o, E]`` runs once over the windows.
     Packed: only windows with a real token in their kept middle, where that skips at least ``PACK_MIN_SKIPPED`` of
     the batch's windows (otherwise the gather and scatter cost more than the few windows they save) and, on a GPU,
-    the batch has ``PACK_MIN_WINDOWS_CUDA`` windows; unpacked: every window. Returns the contextualised document [B, L, E] and the number of windows contextualised."""
+    the batch has ``PACK_MIN_WINDOWS_CUDA`` windows; unpacked: every window. Returns the contextualised document
+    [B, L, E] and the number of windows contextualised."""
     batch, length, dim = vectors.shape
     windows, window_mask = split_windows(vectors, mask, window, overlap)
     n, size = windows.shape[1], windows.shape[2]
