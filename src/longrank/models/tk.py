@@ -32,6 +32,8 @@ Choices, stated, with the source each default follows (the official code is matc
   adds |q| w_k log alpha_k to every document's score, the 0.01 rescales w_k and the bias shifts all; they
   differ in training (w_k's gradient scale; under a pairwise loss alpha_k gets a gradient only through the clamp).
   ``length_norm: true`` adds a second feature set, kernel mass per document token (this project's first version; it invites a document-length shortcut).
+- ``exact_match: true`` adds this project's exact-match channel (``modules/exact_match.py``; in neither paper): the
+  IDF-weighted log term frequency of each query word among the document's read tokens, with one learned weight.
 - Query terms and unknown words: see ``modules/word_embedder.py`` (``remove_query_stopwords``, ``query_term_weights``,
   ``mask_unknown_words``: OOV tokens masked like padding by default, this project's choice; the official code
   keeps them as tokens, which ``mask_unknown_words: false`` and the full-scale configs do).
@@ -47,6 +49,7 @@ from torch import nn
 from longrank.io import InputError
 from longrank.models.base import Ranker, config_keys, split_config
 from longrank.models.modules.contextualizer import Contextualizer
+from longrank.models.modules.exact_match import ExactMatch
 from longrank.models.modules.kernel_pooling import cosine_matrix, rbf_kernels, tk_kernels
 from longrank.models.modules.word_embedder import WordEmbedder
 
@@ -58,7 +61,7 @@ MIN_SUM = 1e-10  # KNRM's clamp under the log
 class TK(Ranker):
     default_loss = "pairwise_hinge"
     config_parts = (WordEmbedder, Contextualizer, tk_kernels)
-    parameter_groups = {"embeddings": ("embedder.",), "scoring": ("dense.", "kernel_alpha")}
+    parameter_groups = {"embeddings": ("embedder.",), "scoring": ("dense.", "kernel_alpha", "exact_match.")}
 
     def __init__(
         self,
@@ -70,6 +73,7 @@ class TK(Ranker):
         max_doc_len: int = 200,
         length_norm: bool = False,
         saturation: str = "knrm",
+        exact_match: bool = False,
     ):
         super().__init__()
         if saturation not in SATURATIONS:
@@ -88,6 +92,7 @@ class TK(Ranker):
             self.kernel_alpha = nn.Parameter(torch.ones(len(mu)))
         else:
             nn.init.zeros_(self.dense.bias)
+        self.exact_match = ExactMatch() if exact_match else None
 
     @classmethod
     def from_config(cls, params, corpus):
@@ -116,7 +121,10 @@ class TK(Ranker):
         if self.length_norm:
             doc_len = d_mask.sum(dim=1).clamp(min=1.0)
             features.append((per_term / doc_len[:, None, None] * q_weight).sum(dim=1))
-        return self.dense(torch.cat(features, dim=-1)).squeeze(-1)
+        score = self.dense(torch.cat(features, dim=-1)).squeeze(-1)
+        if self.exact_match is not None:
+            score = score + self.exact_match(query, doc, q_weight[..., 0])
+        return score
 
     def _saturate(self, per_term: torch.Tensor) -> torch.Tensor:
         """Kernel sums per query term [B, Lq, K] -> log-saturated features (``saturation``)."""

@@ -58,6 +58,8 @@ reading still reachable.
   topography values (clamped to the document's regions), t (2f + 1) values that W_s weights into the score.
   W_s starts at ones with no bias (``region_init: ones``, official code: the untrained score is the top
   regions' summed topography); ``uniform`` is the first version's ±0.014 with a bias.
+- ``exact_match: true`` adds this project's exact-match channel (``modules/exact_match.py``; in neither paper) to
+  Eq. 7's score: the IDF-weighted log term frequency of each query word among the document's read tokens.
 - Learning rates: ``train.scoring_lr`` reaches W_k, W_s and the saturation layers and salience embedding;
   ``train.embedding_lr`` the word embeddings (the official code trains kernel weights at 10x the rest).
   A document with fewer than t separable regions gets zeros for the missing ones (and start -1 in
@@ -74,6 +76,7 @@ from longrank.data.words import PAD
 from longrank.io import InputError
 from longrank.models.base import Ranker, config_keys, split_config
 from longrank.models.modules.contextualizer import Contextualizer
+from longrank.models.modules.exact_match import ExactMatch
 from longrank.models.modules.kernel_pooling import cosine_matrix, tk_kernels
 from longrank.models.modules.windows import contextualize_windows
 from longrank.models.modules.word_embedder import WordEmbedder
@@ -172,7 +175,7 @@ class TKL(Ranker):
     part_defaults = {"positions": "learned"}
     parameter_groups = {
         "embeddings": ("embedder.",),
-        "scoring": ("kernel_weights.", "region_weights.", "saturation_", "salience."),
+        "scoring": ("kernel_weights.", "region_weights.", "saturation_", "salience.", "exact_match."),
     }
 
     def __init__(
@@ -195,6 +198,7 @@ class TKL(Ranker):
         saturation: str = "embedding",
         region_init: str = "ones",
         pack_windows: bool = True,
+        exact_match: bool = False,
     ):
         super().__init__()
         _check_settings(
@@ -215,6 +219,7 @@ class TKL(Ranker):
         elif saturation != "log":
             self._add_saturation(idf, saturation)
         self._add_scoring(len(mu), top_t, neighbours, region_init)
+        self.exact_match = ExactMatch() if exact_match else None
 
     def _add_saturation(self, idf: torch.Tensor, saturation: str) -> None:
         # Eq. 5: query-term salience e_i (IDF-initialised) and [ReLU(e_i); c_len] -> a, b, c.
@@ -342,7 +347,12 @@ class TKL(Ranker):
 
     def forward(self, query: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
         features, _, _ = self._select(query, doc)
-        return self.region_weights(features).squeeze(-1)
+        score = self.region_weights(features).squeeze(-1)
+        if self.exact_match is not None:
+            score = score + self.exact_match(
+                query, doc, self.embedder.query_weights(query, self.embedder.token_mask(query))
+            )
+        return score
 
     def explain(self, query: torch.Tensor, doc: torch.Tensor) -> dict[str, torch.Tensor]:
         """Token offsets of the top-t regions in the document (-1 where the document had fewer) and their
