@@ -22,16 +22,19 @@ import os
 import re
 import resource
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from longrank.cli import main as longrank
 from longrank.config import SCHEMA_PATH, validate_config
 from longrank.io import InputError, write_run
 
-from conftest import REPO, synthetic_collection, write_local_collection
+from conftest import REPO, snakemake_command, synthetic_collection, write_local_collection
 
 SPLITS = {"method": "holdout", "dev": 0.25, "test": 0.25}
 DOCS, QUERIES, QRELS = synthetic_collection(n_queries=8, docs_per_query=4)
@@ -191,9 +194,7 @@ def test_a_file_that_is_not_a_bounded_regular_file_is_refused_before_reading(
     ],
 )
 def test_the_config_check_refuses_them_before_any_job_runs(tmp_path, key, make, message):
-    import yaml as _yaml
-
-    config = _yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config["dataset"] = local_dataset(tmp_path, **{key: make(tmp_path)})
     with pytest.raises(InputError, match=rf"config key dataset.{key}: .*{message}"):
         validate_config(config, str(SCHEMA_PATH), datasets_dir=REPO / "config" / "datasets")
@@ -506,3 +507,148 @@ def test_the_rerank_command_names_the_key_too(tmp_path, good_export, capsys):
 
 
 KINDS["export"] += 2  # the command line's refusal, and the good export that loads (the control)
+
+
+# ---- kind shared_results: two checkouts whose results/ is one folder --------------------------------------------
+@pytest.fixture(scope="module")
+def checkouts(tmp_path_factory) -> dict:
+    """Two working directories (checkouts) A and B whose ``results/`` is one folder (B's is a symlink to A's), one
+    small collection, a config for it, and a gate: a ``python`` first on a run's PATH that waits for a file before it
+    runs the stage, so a workflow can be held at work, deterministically."""
+    root = tmp_path_factory.mktemp("shared")
+    dataset = write_local_collection(root / "src", DOCS, QUERIES, QRELS)
+    a, b = root / "A", root / "B"
+    for checkout in (a, b):
+        checkout.mkdir()
+        (checkout / "config").symlink_to(REPO / "config")
+    (a / "results").mkdir()
+    (b / "results").symlink_to(a / "results")
+    gate = root / "gate"
+    gate.mkdir()
+    (gate / "python").write_text(
+        f'#!/bin/sh\ntouch "{gate}/waiting"\nwhile [ ! -e "{gate}/open" ]; do sleep 0.1; done\nexec {sys.executable} "$@"\n'
+    )
+    (gate / "python").chmod(0o755)
+    config = {"dataset": dataset, "query_formulation": {"method": "full"}, "splits": SPLITS}
+    other = {**config, "splits": {**SPLITS, "dev": 0.3}}
+    for name, cfg in (("same", config), ("other", other)):
+        (root / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
+    return {"root": root, "A": a, "B": b, "gate": gate, "results": a / "results" / "tiny"}
+
+
+TARGET = "results/tiny/data/stats.json"
+
+
+def workflow(checkout: Path, config: Path, *args: str, gate: Path | None = None, **popen):
+    cmd, env = snakemake_command(checkout, TARGET, "--configfile", str(config), *args, cores=1)
+    if gate is not None:
+        env = {**env, "PATH": f"{gate}:{env['PATH']}"}
+    if popen:
+        return subprocess.Popen(cmd, cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.run(cmd, cwd=checkout, env=env, capture_output=True, text=True, timeout=300)
+
+
+def final_files(results: Path) -> dict[str, bytes]:
+    """The results' files, less Snakemake's and the lock's own bookkeeping."""
+    return {k: v for k, v in snapshot(results).items() if not k.startswith(".longrank")}
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
+
+
+@pytest.mark.slow
+def test_a_second_checkout_is_locked_out_of_a_shared_results_folder_while_the_first_runs(checkouts):
+    a, b, gate, results = checkouts["A"], checkouts["B"], checkouts["gate"], checkouts["results"]
+    same = checkouts["root"] / "same.yaml"
+    results.mkdir(parents=True, exist_ok=True)
+    lock = results / ".longrank.lock"
+    # a lock left by a workflow that was killed (its process is gone): taken over, with a warning
+    lock.write_text(json.dumps({"pid": dead_pid(), "host": os.uname().nodename, "workdir": "/gone", "started": "x"}))
+    first = workflow(a, same, gate=gate, popen=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (gate / "waiting").exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert first.poll() is None, first.communicate()[0][-3000:]
+        holder = json.loads(lock.read_text())
+        assert holder["workdir"] == str(a) and holder["pid"] != os.getpid()
+        before = final_files(results)
+        second = workflow(b, same)
+        output = second.stdout + second.stderr
+        assert second.returncode != 0 and "Traceback" not in output, output[-3000:]
+        assert f"results/tiny ({results}) is locked by the workflow run from {a} (process {holder['pid']}" in output
+        assert final_files(results) == before and json.loads(lock.read_text()) == holder
+        dry = workflow(b, same, "-n")  # a dry run takes no lock, so it is not refused
+        assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
+        (gate / "open").touch()
+        output, _ = first.communicate(timeout=300)
+    finally:
+        (gate / "open").touch()
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, output[-3000:]
+    assert "removing a stale lock" in output and not lock.exists()  # released when the workflow ended
+    assert json.loads((results / "data" / "stats.json").read_text())["num_docs"] == len(DOCS)
+
+
+KINDS["shared_results"] = 3  # locked out while the first runs; a stale lock taken over; a dry run not refused
+
+
+@pytest.mark.slow
+def test_another_checkouts_config_is_refused_not_called_up_to_date(checkouts):
+    a, b, results, root = checkouts["A"], checkouts["B"], checkouts["results"], checkouts["root"]
+    same, other = root / "same.yaml", root / "other.yaml"
+    (checkouts["gate"] / "open").touch()
+    if not (results / ".longrank-owner.json").exists():  # run alone: A's run first
+        done = workflow(a, same)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    before = final_files(results)
+    for args in (["-n"], ["--forceall"]):  # refused when parsed: a dry run as a real one
+        refused = workflow(b, other, *args)
+        output = refused.stdout + refused.stderr
+        assert refused.returncode != 0 and "Traceback" not in output and "Nothing to be done" not in output
+        assert (
+            f"results/tiny ({results}) holds the outputs of another config, run from {a} (keys that differ: splits.dev)"
+            in output
+        ), output[-3000:]
+        assert final_files(results) == before
+    # the same config from B: its outputs are this config's, up to date
+    agreed = workflow(b, same, "-n")
+    assert agreed.returncode == 0 and "Nothing to be done" in agreed.stdout + agreed.stderr
+    # another config from A, whose records judge the change: allowed, and its data job is to run again
+    own = workflow(a, other, "-n")
+    assert own.returncode == 0 and "rule data" in own.stdout + own.stderr, own.stdout[-3000:]
+
+
+KINDS["shared_results"] += 3  # another config refused (dry and real); the same config, or its own checkout, allowed
+
+
+@pytest.mark.slow
+def test_a_lock_of_another_host_is_named_with_the_file_to_remove(checkouts):
+    b, results, root = checkouts["B"], checkouts["results"], checkouts["root"]
+    (checkouts["gate"] / "open").touch()
+    results.mkdir(parents=True, exist_ok=True)
+    lock = results / ".longrank.lock"
+    held = {"pid": 1, "host": "elsewhere.example", "workdir": "/far/checkout", "started": "2026-01-01T00:00:00"}
+    lock.write_text(json.dumps(held))
+    try:
+        before = final_files(results)
+        refused = workflow(b, root / "same.yaml", "--forceall")  # jobs to run: the lock is asked for
+        output = refused.stdout + refused.stderr
+        assert refused.returncode != 0 and "Traceback" not in output
+        assert "is locked by the workflow run from /far/checkout (process 1 on elsewhere.example" in output
+        assert "if nothing runs there any more, remove results/tiny/.longrank.lock" in output
+        assert final_files(results) == before and json.loads(lock.read_text()) == held  # nothing run, nothing taken
+    finally:
+        lock.unlink()
+
+
+KINDS["shared_results"] += 1
+
+
+def test_the_catalogue_counts():
+    assert sum(KINDS.values()) >= 40, KINDS
