@@ -256,7 +256,7 @@ class Ranker:
         found = self.meta.get("format") if isinstance(self.meta, dict) else None
         if found != FORMAT:
             raise InputError(f"{self.path / RANKER_FILE}: format {found!r}; this LongRank reads {FORMAT!r}")
-        self.name, self.type = self.meta["name"], self.meta["type"]
+        self.name, self.type = self.meta.get("name"), self.meta.get("type")
         self.batch_size = batch_size
         self.depth: int | None = self.meta.get("rerank_depth")
         self.model = _build(self.path, self.meta)
