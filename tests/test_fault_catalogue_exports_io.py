@@ -424,6 +424,13 @@ EXPORTS = kind(
             link_vocabulary_to("/etc/passwd"),
             r"vocabulary.file: 'vocabulary.tsv' is not inside the export's folder .*no link out of the folder",
         ),
+        (
+            "weights_a_link_out_of_the_folder",
+            lambda out, meta: (
+                (out / "model.safetensors").unlink() or (out / "model.safetensors").symlink_to("/etc/passwd")
+            ),
+            r"'model.safetensors' is not inside the export's folder",
+        ),
         ("vocabulary_a_directory", set_vocabulary("file", "."), r"vocabulary.file: '.' is not a file of the export"),
         ("vocabulary_not_a_path", set_vocabulary("file", 7), r"vocabulary.file: expected the relative path of a file"),
         (

@@ -47,7 +47,10 @@ def inside_export(directory: Path, meta: dict, key: str, kind: str) -> Path:
     followed): an absolute path, a ``..`` or a link out of the folder is refused naming the key."""
     section, field = key.split(".")
     value = meta[section].get(field) if isinstance(meta.get(section), dict) else None
-    where = f"{directory / 'ranker.json'}: {key}"
+    return _inside(directory, value, f"{directory / 'ranker.json'}: {key}", kind)
+
+
+def _inside(directory: Path, value, where: str, kind: str) -> Path:
     if not isinstance(value, str) or not value:
         raise InputError(f"{where}: expected the relative path of a {kind} inside the export, got {value!r}")
     root = directory.resolve()
@@ -259,6 +262,8 @@ class Ranker:
         self.name, self.type = self.meta.get("name"), self.meta.get("type")
         self.batch_size = batch_size
         self.depth: int | None = self.meta.get("rerank_depth")
+        for name in (WEIGHTS, "model.manifest.json"):  # fixed names, but a link may lead out of the folder
+            _inside(self.path, name, f"{self.path}: {name}", "file")
         self.model = _build(self.path, self.meta)
         load_weights(self.model, self.path / WEIGHTS, require_manifest=True)
         self.model = self.model.to(resolve_device(device)).eval()
