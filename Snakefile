@@ -34,7 +34,17 @@ rule all:
         REPORT,
 
 
+onstart:
+    # the lock on results/<dataset> itself (workflow/rules/common.smk): never taken by a dry run
+    take_results_lock()
+
+
 onsuccess:
+    release_results_lock()
     # where to look: the report's path when this run built it or it exists (a run for another target leaves it be)
     if os.path.exists(REPORT):
         print(f"LongRank report: {os.path.abspath(REPORT)}")
+
+
+onerror:
+    release_results_lock()

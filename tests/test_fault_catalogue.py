@@ -990,12 +990,17 @@ KINDS["lock"] = 1
 
 @pytest.mark.slow
 def test_a_second_workflow_on_the_same_results_is_refused_and_the_first_completes(tmp_path):
-    """The first workflow's data job reads its documents from a named pipe, so it holds Snakemake's lock, at work,
-    until the test writes them: the second is started in that window, deterministically."""
-    dataset = write_local_collection(tmp_path / "src", {}, QUERIES, QRELS)
-    pipe = tmp_path / "src" / "docs.jsonl"
-    pipe.unlink()
-    os.mkfifo(pipe)
+    """The first workflow's data job runs through a gate, a ``python`` first on its PATH that waits for a file before
+    it runs the stage, so it holds Snakemake's lock, at work, until the test opens it: the second is started in that
+    window, deterministically. (A named pipe for the documents did this before; a collection file must now be a
+    regular file, issue 39.)"""
+    dataset = write_local_collection(tmp_path / "src", DOCS, QUERIES, QRELS)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    (gate / "python").write_text(
+        f'#!/bin/sh\ntouch "{gate}/waiting"\nwhile [ ! -e "{gate}/open" ]; do sleep 0.1; done\nexec {sys.executable} "$@"\n'
+    )
+    (gate / "python").chmod(0o755)
     (tmp_path / "tiny.yaml").write_text(
         yaml.safe_dump({"dataset": dataset, "query_formulation": {"method": "full"}, "splits": SPLITS})
     )
@@ -1003,15 +1008,12 @@ def test_a_second_workflow_on_the_same_results_is_refused_and_the_first_complete
     cmd, env = snakemake_command(
         tmp_path, "results/tiny/data/stats.json", "--configfile", str(tmp_path / "tiny.yaml"), cores=1
     )
-    first = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    gated = {**env, "PATH": f"{gate}:{env['PATH']}"}
+    first = subprocess.Popen(cmd, cwd=tmp_path, env=gated, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 120
-        while (
-            not list((tmp_path / "results" / "tiny").glob(".data.*.tmp"))
-            and first.poll() is None
-            and time.monotonic() < deadline
-        ):
-            time.sleep(0.1)  # the data job is running: its staging directory exists, and it waits on the pipe
+        while not (gate / "waiting").exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)  # the data job is running: it waits at the gate
         assert first.poll() is None, first.communicate()[0][-3000:]
         second = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         assert second.returncode != 0
@@ -1019,10 +1021,10 @@ def test_a_second_workflow_on_the_same_results_is_refused_and_the_first_complete
             "Directory cannot be locked" in second.stdout + second.stderr
             and "Traceback" not in second.stdout + second.stderr
         )
-        with open(pipe, "w") as writer:
-            writer.write(jsonl(doc_records()))
+        (gate / "open").touch()
         output, _ = first.communicate(timeout=300)
     finally:
+        (gate / "open").touch()
         if first.poll() is None:
             first.kill()
     assert first.returncode == 0, output[-3000:]

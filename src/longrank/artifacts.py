@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, read_run, replace_directory, umask_mode
+from longrank.io import InputError, names_full_disk, read_run, replace_directory, umask_mode
 from longrank.models.base import ARTIFACT_SCOPES
 from longrank.models.checkpoint import load_model
 from longrank.models.registry import artifact_scopes, build_model
@@ -114,9 +114,10 @@ def build(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        model.build_artifacts(scope, corpus, doc_ids, tmp, batch_size=batch_size)
-        tmp.chmod(umask_mode(0o777))  # mkdtemp makes it 0700: others in a shared results tree could not read it
-        replace_directory(tmp, out)
+        with names_full_disk(out, tmp):  # a full disk names the output, not the staging name
+            model.build_artifacts(scope, corpus, doc_ids, tmp, batch_size=batch_size)
+            tmp.chmod(umask_mode(0o777))  # mkdtemp makes it 0700: others in a shared results tree could not read it
+            replace_directory(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("%s artifacts of a %s model for %d documents in %s", scope, kind, len(doc_ids), out)

@@ -8,14 +8,15 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from longrank.io import InputError
+from longrank.data.collections import max_file_bytes
+from longrank.io import InputError, check_file_size, check_regular_file
 from longrank.retrieval import bm25, pisa
 from longrank.retrieval.first_stage import parse_first_stage
 
 
 def check_input_files(config: dict) -> None:
-    """A path that must be a file (a local collection's files, a run file) and names a directory is an error now,
-    naming the key. A path that does not exist yet is left to the data and candidates stages (another job, or the
+    """A path that must be a file (a local collection's files, a run file) and names a directory, a device or a named
+    pipe, or a collection file larger than ``dataset.max_file_gb``, is an error now, naming the key. A path that does not exist yet is left to the data and candidates stages (another job, or the
     user, may make it before they run; they name the key if it is still missing)."""
     files = ("docs", "queries", "qrels", "train_queries", "train_qrels", "dev_queries", "dev_qrels")
     keys = [(f"dataset.{key}", config["dataset"].get(key)) for key in files]
@@ -24,11 +25,20 @@ def check_input_files(config: dict) -> None:
         for name, spec in config["first_stages"].items()
         if spec["method"] == "run_file"
     ]
+    limit = max_file_bytes(config["dataset"])
     for key, value in keys:
-        if value and Path(value).is_dir():
+        if not value or not Path(value).exists():
+            continue
+        if Path(value).is_dir():
             raise InputError(
                 f"config key {key}: {value} is a directory; expected a file (relative to the working directory)"
             )
+        try:  # a device (/dev/zero) or a named pipe, or a collection file past dataset.max_file_gb: refused now
+            check_regular_file(value)
+            if key.startswith("dataset."):
+                check_file_size(value, limit)
+        except InputError as err:
+            raise InputError(f"config key {key}: {err}") from None
 
 
 def check_measures(names) -> None:

@@ -28,7 +28,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from longrank.io import InputError, read_json, replace_directory, umask_mode, write_json, write_text
+from longrank.io import InputError, names_full_disk, read_json, replace_directory, umask_mode, write_json, write_text
 
 FORMAT = "longrank-ranker/1"
 RANKER_FILE = "ranker.json"
@@ -206,16 +206,19 @@ def export(results: Path, model: str, fold_index: int, out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        shutil.copyfile(checkpoint, tmp / WEIGHTS)
-        shutil.copyfile(checkpoint.with_name("model.manifest.json"), tmp / "model.manifest.json")
-        meta.update(_write_text_side(tmp, model, entry, ranker))
-        meta["notes"] += model_class(entry.get("type")).export_notes(architecture_params(entry))
-        write_json(tmp / RANKER_FILE, meta)
-        folds = corpus.folds[fold_index]
-        write_text(tmp / "README.md", _card(meta, summary, _test_ndcg(results, model, folds.get("test", [])), folds))
-        for path in [tmp, *tmp.rglob("*")]:
-            path.chmod(umask_mode(0o777 if path.is_dir() else 0o666))
-        replace_directory(tmp, out)
+        with names_full_disk(out, tmp):  # a full disk names the output, not the staging name
+            shutil.copyfile(checkpoint, tmp / WEIGHTS)
+            shutil.copyfile(checkpoint.with_name("model.manifest.json"), tmp / "model.manifest.json")
+            meta.update(_write_text_side(tmp, model, entry, ranker))
+            meta["notes"] += model_class(entry.get("type")).export_notes(architecture_params(entry))
+            write_json(tmp / RANKER_FILE, meta)
+            folds = corpus.folds[fold_index]
+            write_text(
+                tmp / "README.md", _card(meta, summary, _test_ndcg(results, model, folds.get("test", [])), folds)
+            )
+            for path in [tmp, *tmp.rglob("*")]:
+                path.chmod(umask_mode(0o777 if path.is_dir() else 0o666))
+            replace_directory(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out

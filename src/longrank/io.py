@@ -17,12 +17,14 @@ written from it, so it is refused there, with its file and line; an id read twic
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import json
 import math
 import os
 import re
 import shutil
+import stat
 import tempfile
 import zlib
 from collections import defaultdict
@@ -53,12 +55,38 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     os.close(fd)
     tmp = Path(tmp)
     try:
-        yield tmp
-        os.chmod(tmp, umask_mode())
-        os.replace(tmp, path)
+        with names_full_disk(path, tmp):
+            yield tmp
+            os.chmod(tmp, umask_mode())
+            os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+
+
+@contextlib.contextmanager
+def names_full_disk(path: str | os.PathLike, temporary: str | os.PathLike | None = None) -> Iterator[None]:
+    """A full disk (ENOSPC, or a quota: EDQUOT) inside the block is raised naming the output being written, ``path``:
+    ``write()`` and ``close()`` raise it without a file name (only ``open()`` has one), and the ``temporary`` name it
+    is written under (a file, or a staging directory: its files are named under ``path``) would tell the user
+    nothing. The error stays an ``OSError`` of the same errno (the stages' command line prints it as one line,
+    ``longrank <stage>: error: no space left on the device writing <path>``)."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in FULL_DISK:
+            raise
+        name = err.filename
+        if name is None:
+            name = str(path)
+        elif temporary is not None and (name == str(temporary) or name.startswith(f"{temporary}{os.sep}")):
+            name = str(path) + name[len(str(temporary)) :]
+        if name == err.filename:
+            raise
+        raise OSError(err.errno, err.strerror or os.strerror(err.errno), name) from err
 
 
 BOM = "\ufeff".encode("utf-8")
@@ -77,19 +105,81 @@ def check_id(identifier: str, path: str | os.PathLike, lineno: int, what: str) -
     return identifier
 
 
-def numbered_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+#: The longest line any reader takes: no document or query of text is a line of 256 MiB (a 150,000-word document is
+#: about 1 MB), so a longer one is a file that is not text (zeros, a sparse file), refused before it fills memory.
+MAX_LINE_BYTES = 256 * 2**20
+#: The config key bounding a collection file's size (``dataset.max_file_gb``), named when a file passes it.
+MAX_FILE_KEY = "dataset.max_file_gb"
+
+
+def check_regular_file(path: str | os.PathLike, key: str | None = None) -> Path:
+    """``path`` if it is a regular file (after symlinks); else an InputError naming the key (when given) and the
+    file: a directory, a device (``/dev/zero`` reads without end), a named pipe (read once, with no size to
+    check) or a socket is refused before a byte is read."""
+    path = Path(path)
+    where = f"{key}: " if key else ""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise InputError(f"{where}file {path} not found") from None
+    if stat.S_ISREG(mode):
+        return path
+    kind = next((name for test, name in _NOT_FILES if test(mode)), "not a regular file")
+    if stat.S_ISDIR(mode):
+        raise InputError(f"{where}{path} is a directory; expected a file")
+    raise InputError(
+        f"{where}{path} is {kind}, not a regular file; expected a file (a device or a named pipe has no size to "
+        "check and may never end: write the text to a file; .gz files are read as they are)"
+    )
+
+
+_NOT_FILES = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def check_file_size(path: str | os.PathLike, max_bytes: int | None, key: str = MAX_FILE_KEY) -> None:
+    """An InputError naming the file and ``key`` when the regular file ``path`` is larger than ``max_bytes``."""
+    size = Path(path).stat().st_size
+    if max_bytes is not None and size > max_bytes:
+        raise InputError(
+            f"{path}: {_gb(size)} is larger than {key} ({_gb(max_bytes)}); raise {key} if this is the file you meant"
+        )
+
+
+def _gb(size: int) -> str:
+    return f"{size / 1e9:.3g} GB"
+
+
+def numbered_lines(path: str | os.PathLike, max_bytes: int | None = None) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of a UTF-8 text file, gzip-compressed if it ends in ``.gz``. A line that is not
     UTF-8 or a file that is not gzip is an InputError naming the file and line (each line is decoded on its
-    own, so the number is exact)."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"file {path} not found")
-    if path.is_dir():
-        raise InputError(f"{path} is a directory; expected a file")
-    lineno = 0
+    own, so the number is exact). Reads are bounded: a path that is not a regular file is refused before it is
+    opened, and so is a file larger than ``max_bytes`` (``dataset.max_file_gb``); the bytes read (decompressed, for
+    .gz) are counted, so a file that grows past it, or decompresses past it, is stopped there, and no line longer
+    than ``MAX_LINE_BYTES`` is held."""
+    path = check_regular_file(path)
+    check_file_size(path, max_bytes)
+    lineno, total = 0, 0
     try:
         with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as f:
-            for lineno, raw in enumerate(f, start=1):
+            while raw := f.readline(MAX_LINE_BYTES + 1):
+                lineno += 1
+                total += len(raw)
+                if len(raw) > MAX_LINE_BYTES:
+                    raise InputError(
+                        f"{path}:{lineno}: a line longer than {MAX_LINE_BYTES // 2**20} MiB; expected lines of text "
+                        "(is this a text file?)"
+                    )
+                if max_bytes is not None and total > max_bytes:
+                    raise InputError(
+                        f"{path}:{lineno}: the file grew (or decompressed) past {MAX_FILE_KEY} ({_gb(max_bytes)}) "
+                        f"while it was read; raise {MAX_FILE_KEY} if this is the file you meant"
+                    )
                 if lineno == 1 and raw.startswith(BOM):  # editors on Windows write one; it is no part of the first id
                     raw = raw[len(BOM) :]
                 yield lineno, raw.decode("utf-8")
@@ -131,7 +221,7 @@ def json_object(text: str, what: str) -> dict:
 
 
 def read_json(path: str | os.PathLike):
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    return json.loads(check_regular_file(path).read_text(encoding="utf-8"))
 
 
 Run = dict[str, dict[str, float]]  # query id -> doc id -> score
@@ -158,10 +248,12 @@ def _check_written_ids(path, qid: str, doc_ids) -> None:
         )
 
 
-def _fields(path: str | os.PathLike, expected: str, columns: int) -> Iterator[tuple[int, list[str]]]:
+def _fields(
+    path: str | os.PathLike, expected: str, columns: int, max_bytes: int | None = None
+) -> Iterator[tuple[int, list[str]]]:
     """``(line number, whitespace-separated fields)`` of each non-blank line; a line with another number of
     fields is an InputError naming the file, the line and ``expected``."""
-    for lineno, line in numbered_lines(path):
+    for lineno, line in numbered_lines(path, max_bytes):
         parts = line.split()
         if parts and len(parts) != columns:
             raise InputError(f"{path}:{lineno}: expected {expected}, got {line.strip()!r}")
@@ -184,9 +276,9 @@ def read_run(path: str | os.PathLike) -> Run:
     return dict(run)
 
 
-def read_qrels(path: str | os.PathLike) -> dict[str, dict[str, int]]:
+def read_qrels(path: str | os.PathLike, max_bytes: int | None = None) -> dict[str, dict[str, int]]:
     qrels: dict[str, dict[str, int]] = defaultdict(dict)
-    for lineno, parts in _fields(path, "a TREC qrels line 'qid iter docid grade'", 4):
+    for lineno, parts in _fields(path, "a TREC qrels line 'qid iter docid grade'", 4, max_bytes):
         try:
             grade = int(parts[3])
         except ValueError:
@@ -212,14 +304,14 @@ def read_tsv_dict(path: str | os.PathLike, what: str = "row") -> dict[str, str]:
 
 
 def read_id_text_tsv(
-    path: str | os.PathLike, what: str, header: bool = False, text_required: bool = False
+    path: str | os.PathLike, what: str, header: bool = False, text_required: bool = False, max_bytes: int | None = None
 ) -> Iterator[tuple[str, str]]:
     """``(id, text)`` of each non-blank ``id<TAB>text`` line (``header``: the first line names the columns). A line
     without a tab, an id that ``check_id`` refuses, an id given twice or (``text_required``) an empty text is an
     InputError naming the line; ``what`` names the records in the message (document, query)."""
 
     def records():
-        for lineno, line in numbered_lines(path):
+        for lineno, line in numbered_lines(path, max_bytes):
             if (header and lineno == 1) or not line.strip():
                 continue
             rid, sep, text = line.rstrip("\r\n").partition("\t")
@@ -231,13 +323,19 @@ def read_id_text_tsv(
 
 
 def read_id_text_jsonl(
-    path: str | os.PathLike, what: str, id_keys: list[str], text_keys: list[str], text_required: bool = False
+    path: str | os.PathLike,
+    what: str,
+    id_keys: list[str],
+    text_keys: list[str],
+    text_required: bool = False,
+    max_bytes: int | None = None,
 ) -> Iterator[tuple[str, str]]:
     """``(id, text)`` of each non-blank line, a JSON object with the first of ``id_keys`` it has and any of
-    ``text_keys`` (joined by newlines, in that order). Errors name the file, the line and the fields expected."""
+    ``text_keys`` (joined by newlines, in that order). Errors name the file, the line and the fields expected; an
+    id that is null, an array or an object is named as such (not as a missing field)."""
 
     def records():
-        for lineno, line in numbered_lines(path):
+        for lineno, line in numbered_lines(path, max_bytes):
             if not line.strip():
                 continue
             try:
@@ -250,9 +348,16 @@ def read_id_text_jsonl(
                 raise InputError(
                     f"{path}:{lineno}: expected a JSON object with an id and a text field, got {type(rec).__name__}"
                 )
-            rid = next((rec[k] for k in id_keys if k in rec), None)
-            if rid is None:
+            id_key = next((k for k in id_keys if k in rec), None)
+            if id_key is None:
                 raise InputError(f"{path}:{lineno}: no {what} id field; expected one of {id_keys}")
+            rid = rec[id_key]
+            if rid is None or isinstance(rid, (bool, list, dict)):
+                raise InputError(
+                    f"{path}:{lineno}: the {what} id ({id_key!r}) is "
+                    f"{'null' if rid is None else 'a JSON ' + {bool: 'boolean', list: 'array', dict: 'object'}[type(rid)]}"
+                    "; expected a string (or an integer)"
+                )
             if all(k not in rec for k in text_keys):
                 raise InputError(f"{path}:{lineno}: no text field; expected {text_keys}")
             text = "\n".join(str(rec[k]) for k in text_keys if rec.get(k))
@@ -276,14 +381,14 @@ _DOCNO = re.compile(r"<DOCNO>(.*?)</DOCNO>", re.S | re.I)
 _MARKUP = re.compile(r"</?[A-Za-z][\w.:-]*(?:\s[^<>]*)?/?>")
 
 
-def read_trec_docs(path: str | os.PathLike) -> Iterator[tuple[str, str]]:
+def read_trec_docs(path: str | os.PathLike, max_bytes: int | None = None) -> Iterator[tuple[str, str]]:
     """``(docno, text)`` of each ``<DOC>`` block, streamed: the text between the tags with the DOCNO element and
     markup taken out. An unclosed or nested ``<DOC>``, a ``</DOC>`` that closes none, text outside every block, a
     block without exactly one ``<DOCNO>`` or a DOCNO given twice is an InputError naming the file and line."""
 
     def records():
         opened, parts = None, []  # the line of the open <DOC> and its text so far
-        for lineno, line in numbered_lines(path):
+        for lineno, line in numbered_lines(path, max_bytes):
             start = 0
             for tag in _DOC_TAG.finditer(line):
                 between, start = line[start : tag.start()], tag.end()

@@ -1,4 +1,5 @@
 # Config validation (fails at parse time naming the key and the schema rule) and the helpers rules use.
+import copy
 import json
 import os
 import re
@@ -11,6 +12,7 @@ from longrank.models.modules.encoders import DEFAULT_ENCODER
 from longrank.models.registry import artifact_scopes, capabilities
 from longrank.io import InputError
 from longrank.floors import floor_systems, model_floors
+from longrank.results_lock import acquire as acquire_results, check_owner, release as release_results
 
 try:
     # A shipped overlay without its bases (first line of each file under config/), named before validation trips on
@@ -26,6 +28,29 @@ except InputError as err:
     raise WorkflowError(str(err)) from None
 
 R = f"results/{config['dataset']['name']}"
+# Results owned by one workflow (src/longrank/results_lock.py): Snakemake's lock and records are in this working
+# directory's .snakemake/, not beside the outputs, so a checkout whose results/ is another's (a symlink) would count
+# that one's outputs up to date. Another working directory's config on these results is refused now, dry runs
+# included; the lock on R itself is taken when jobs start (onstart, in the Snakefile) and released when they end.
+RESOLVED_CONFIG = copy.deepcopy(config)  # as validated: what the owner record's digest is of
+try:
+    check_owner(Path(R), Path.cwd(), RESOLVED_CONFIG)
+except InputError as err:
+    raise WorkflowError(str(err)) from None
+
+
+def take_results_lock():
+    if workflow.execution_settings.lock:  # --nolock: the user's word that nothing else runs here
+        try:
+            acquire_results(Path(R), Path.cwd(), RESOLVED_CONFIG)
+        except InputError as err:
+            raise WorkflowError(str(err)) from None
+
+
+def release_results_lock():
+    release_results(Path(R))
+
+
 DATA = {
     name: f"{R}/data/{name}"
     for name in (

@@ -18,30 +18,58 @@ from pathlib import Path
 from typing import Iterator
 
 from longrank.data.bundled import ir_datasets_cache, seed_ir_datasets_cache
-from longrank.io import InputError, read_id_text_jsonl, read_id_text_tsv, read_qrels, read_trec_docs
+from longrank.io import (
+    InputError,
+    check_file_size,
+    check_regular_file,
+    read_id_text_jsonl,
+    read_id_text_tsv,
+    read_qrels,
+    read_trec_docs,
+)
+
+#: dataset.max_file_gb's default (the schema's): a local collection file larger than this is refused before it is
+#: read. MS MARCO's documents are ~22 GB as one .tsv; /dev/zero or a sparse file of a terabyte is not a collection.
+MAX_FILE_GB = 64
 
 
 def _stem_suffix(path: Path) -> str:
     return Path(path.stem).suffix if path.suffix == ".gz" else path.suffix
 
 
+def max_file_bytes(dataset: dict) -> int:
+    """The byte bound of a collection file (``dataset.max_file_gb``)."""
+    return int(dataset.get("max_file_gb", MAX_FILE_GB) * 1e9)
+
+
 def read_local_docs(
-    path: str, id_field: str | None = None, text_fields: list[str] | None = None
+    path: str,
+    id_field: str | None = None,
+    text_fields: list[str] | None = None,
+    max_bytes: int | None = int(MAX_FILE_GB * 1e9),
 ) -> Iterator[tuple[str, str]]:
-    """``(doc id, text)`` of a local documents file, by its format (the readers of ``io.py``)."""
+    """``(doc id, text)`` of a local documents file, by its format (the readers of ``io.py``), reading at most
+    ``max_bytes``."""
     path = Path(path)
     kind = _stem_suffix(path)
     if kind == ".jsonl":
         return read_id_text_jsonl(
-            path, "document", [id_field] if id_field else ["doc_id", "docno", "id"], text_fields or ["text"]
+            path,
+            "document",
+            [id_field] if id_field else ["doc_id", "docno", "id"],
+            text_fields or ["text"],
+            max_bytes=max_bytes,
         )
     if kind == ".tsv":
-        return read_id_text_tsv(path, "document")
-    return read_trec_docs(path)
+        return read_id_text_tsv(path, "document", max_bytes=max_bytes)
+    return read_trec_docs(path, max_bytes)
 
 
 def read_local_queries(
-    path: str, id_field: str | None = None, text_fields: list[str] | None = None
+    path: str,
+    id_field: str | None = None,
+    text_fields: list[str] | None = None,
+    max_bytes: int | None = int(MAX_FILE_GB * 1e9),
 ) -> Iterator[tuple[str, str]]:
     """``(query id, text)`` of a local queries file. A query without text is an error naming its line: it would rank
     nothing and score 0 without a word (an empty document, by contrast, is dropped: ``dataset.empty_documents``)."""
@@ -54,22 +82,27 @@ def read_local_queries(
             [id_field] if id_field else ["query_id", "qid", "id"],
             text_fields or ["text"],
             text_required=True,
+            max_bytes=max_bytes,
         )
     if kind == ".tsv":
-        return read_id_text_tsv(path, "query", text_required=True)
+        return read_id_text_tsv(path, "query", text_required=True, max_bytes=max_bytes)
     raise InputError(f"dataset.queries: {path} must be .jsonl(.gz) or .tsv")
 
 
 def local_file(dataset: dict, key: str) -> Path:
-    """The path under ``dataset[key]``, which must be a file: else an InputError naming the key (paths are relative
-    to the working directory)."""
+    """The path under ``dataset[key]``, which must be a regular file no larger than ``dataset.max_file_gb``: else an
+    InputError naming the key, before a byte is read (paths are relative to the working directory). A device
+    (``/dev/zero``) or a named pipe is refused: neither has a size to check, and the first reads without end."""
     path = Path(dataset[key])
     if not path.exists():
         raise InputError(
             f"dataset.{key}: file {path} not found (paths are relative to the working directory, {Path.cwd()})"
         )
-    if path.is_dir():  # not is_file(): a named pipe (`<(zcat docs.gz)`) is a file to read too
-        raise InputError(f"dataset.{key}: {path} is a directory; expected a file")
+    check_regular_file(path, f"dataset.{key}")
+    try:
+        check_file_size(path, max_file_bytes(dataset))
+    except InputError as err:
+        raise InputError(f"dataset.{key}: {err}") from None
     return path
 
 
@@ -142,9 +175,10 @@ def load_local(cfg: dict):
     for key in ("docs", "queries", "qrels"):
         if key not in cfg:
             raise InputError(f"dataset.{key}: a local collection needs docs, queries and qrels paths")
-    docs = read_local_docs(local_file(cfg, "docs"), cfg.get("id_field"), cfg.get("doc_fields"))
-    queries = read_local_queries(local_file(cfg, "queries"), None, cfg.get("query_fields"))
-    return docs, queries, read_qrels(local_file(cfg, "qrels")), None, None
+    limit = max_file_bytes(cfg)
+    docs = read_local_docs(local_file(cfg, "docs"), cfg.get("id_field"), cfg.get("doc_fields"), limit)
+    queries = read_local_queries(local_file(cfg, "queries"), None, cfg.get("query_fields"), limit)
+    return docs, queries, read_qrels(local_file(cfg, "qrels"), limit), None, None
 
 
 def read_field(dataset: dict, field: str) -> dict[str, str]:

@@ -20,7 +20,15 @@ from longrank.data.grades import check_gain_order, integer_grades, relevance_rec
 from longrank.data.queries import formulate
 from longrank.data.splits import make_folds
 from longrank.data.words import tokenize, write_doc_freq
-from longrank.io import InputError, replace_directory, umask_mode, write_json, write_qrels, write_text
+from longrank.io import (
+    InputError,
+    names_full_disk,
+    replace_directory,
+    umask_mode,
+    write_json,
+    write_qrels,
+    write_text,
+)
 from longrank.progress import progress
 
 log = logging.getLogger(__name__)
@@ -62,10 +70,11 @@ def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
     try:
-        _prepare(dataset, query_formulation, splits, staging)
-        _keep_others(out_dir, staging)
-        os.chmod(staging, umask_mode(0o777))  # mkdtemp makes it 0700
-        replace_directory(staging, out_dir)  # whole: a kill while moving files one by one left old and new mixed
+        with names_full_disk(out_dir, staging):  # a full disk names data/<file>, not the staging directory's
+            _prepare(dataset, query_formulation, splits, staging)
+            _keep_others(out_dir, staging)
+            os.chmod(staging, umask_mode(0o777))  # mkdtemp makes it 0700
+            replace_directory(staging, out_dir)  # whole: a kill while moving files one by one left old and new mixed
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from longrank.progress import progress
 
-from longrank.data.collections import ir_datasets_downloads, local_file, read_local_queries
+from longrank.data.collections import ir_datasets_downloads, local_file, max_file_bytes, read_local_queries
 from longrank.io import InputError, read_qrels
 
 ROLES = ("train", "dev")
@@ -64,8 +64,9 @@ def _load(dataset: dict, role: str):
         raise InputError(
             f"dataset.{role}_qrels: the queries of dataset.{role}_queries need their judgments in a qrels file"
         )
-    queries = read_local_queries(local_file(dataset, f"{role}_queries"), None, dataset.get("query_fields"))
-    return list(queries), read_qrels(local_file(dataset, f"{role}_qrels"))
+    limit = max_file_bytes(dataset)
+    queries = read_local_queries(local_file(dataset, f"{role}_queries"), None, dataset.get("query_fields"), limit)
+    return list(queries), read_qrels(local_file(dataset, f"{role}_qrels"), limit)
 
 
 def _ir_datasets_queries(dataset_id: str, query_field: str | None, role: str):

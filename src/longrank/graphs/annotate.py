@@ -32,7 +32,7 @@ from longrank.progress import progress
 
 from longrank.data.corpus import Corpus
 from longrank.data.records import Records, RecordWriter
-from longrank.io import InputError, json_object, read_json, replace_directory, umask_mode, write_json
+from longrank.io import InputError, json_object, names_full_disk, read_json, replace_directory, umask_mode, write_json
 
 log = logging.getLogger(__name__)
 
@@ -96,30 +96,31 @@ def annotate(docs: Iterable[tuple[str, str]], n_docs: int, cfg: dict, out: Path)
     n, sentences, labels = 0, 0, Counter()
     start = time.perf_counter()
     try:
-        with RecordWriter(staging / ANNOTATIONS, "annotations") as writer:
-            parsed = nlp.pipe(texts, as_tuples=True, batch_size=cfg["batch_size"], n_process=cfg["n_process"])
-            for doc, doc_id in progress(parsed, total=n_docs, desc="annotate", unit="doc", mininterval=5):
-                record = annotation(doc)
-                writer.add(doc_id, record)
-                n += 1
-                sentences += len(record["sentences"])
-                labels.update(label for _, _, label, _ in record["entities"])
-        seconds = time.perf_counter() - start
-        stats = {
-            "settings": cfg,
-            "spacy": spacy.__version__,
-            "pipeline": f"{nlp.meta['name']} {nlp.meta['version']}",
-            "components": nlp.pipe_names,
-            "documents": n,
-            "seconds": seconds,
-            "docs_per_second": n / max(seconds, 1e-9),
-            "sentences_per_doc": sentences / max(n, 1),
-            "entities_per_doc": labels.total() / max(n, 1),
-            "entity_labels": dict(labels.most_common()),
-        }
-        write_json(staging / "stats.json", stats)
-        staging.chmod(umask_mode(0o777))  # mkdtemp makes it 0700: others in a shared results tree could not read it
-        replace_directory(staging, out)
+        with names_full_disk(out, staging):  # a full disk names the output, not the staging name
+            with RecordWriter(staging / ANNOTATIONS, "annotations") as writer:
+                parsed = nlp.pipe(texts, as_tuples=True, batch_size=cfg["batch_size"], n_process=cfg["n_process"])
+                for doc, doc_id in progress(parsed, total=n_docs, desc="annotate", unit="doc", mininterval=5):
+                    record = annotation(doc)
+                    writer.add(doc_id, record)
+                    n += 1
+                    sentences += len(record["sentences"])
+                    labels.update(label for _, _, label, _ in record["entities"])
+            seconds = time.perf_counter() - start
+            stats = {
+                "settings": cfg,
+                "spacy": spacy.__version__,
+                "pipeline": f"{nlp.meta['name']} {nlp.meta['version']}",
+                "components": nlp.pipe_names,
+                "documents": n,
+                "seconds": seconds,
+                "docs_per_second": n / max(seconds, 1e-9),
+                "sentences_per_doc": sentences / max(n, 1),
+                "entities_per_doc": labels.total() / max(n, 1),
+                "entity_labels": dict(labels.most_common()),
+            }
+            write_json(staging / "stats.json", stats)
+            staging.chmod(umask_mode(0o777))  # mkdtemp makes it 0700: others in a shared results tree could not read it
+            replace_directory(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     log.info(

@@ -51,7 +51,16 @@ from longrank.graphs.annotate import Annotations, cut_text, read_config
 from longrank.data.records import GRAPHS, SETTINGS, RecordWriter
 from longrank.graphs.record import build_record, fit_tfidf, stride, words
 from longrank.graphs.record import p2p_edges as p2p_edges, passage_windows as passage_windows  # re-exported
-from longrank.io import InputError, Run, read_run, read_tsv_dict, replace_directory, umask_mode, write_json
+from longrank.io import (
+    InputError,
+    Run,
+    names_full_disk,
+    read_run,
+    read_tsv_dict,
+    replace_directory,
+    umask_mode,
+    write_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -212,20 +221,21 @@ def build(
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        seconds, counts = _write_records(staging / GRAPHS, docs, annotations, prf, tokenizer, s, vectorizer)
-        stats = {
-            "documents": len(seconds),
-            "seconds": time.perf_counter() - begin,
-            "annotations": str(annotations.path.parent),
-            "max_words": max_words,
-            "prf_queries": None if prf_dir is None else str(prf_dir),
-            "prf_documents": len(prf),
-            **_size_stats(seconds, counts, s),
-        }
-        write_json(staging / SETTINGS, {**s, **_tokenizer_ids(tokenizer)})
-        write_json(staging / "stats.json", stats)
-        staging.chmod(umask_mode(0o777))  # mkdtemp makes it 0700: others in a shared results tree could not read it
-        replace_directory(staging, out)
+        with names_full_disk(out, staging):  # a full disk names the output, not the staging name
+            seconds, counts = _write_records(staging / GRAPHS, docs, annotations, prf, tokenizer, s, vectorizer)
+            stats = {
+                "documents": len(seconds),
+                "seconds": time.perf_counter() - begin,
+                "annotations": str(annotations.path.parent),
+                "max_words": max_words,
+                "prf_queries": None if prf_dir is None else str(prf_dir),
+                "prf_documents": len(prf),
+                **_size_stats(seconds, counts, s),
+            }
+            write_json(staging / SETTINGS, {**s, **_tokenizer_ids(tokenizer)})
+            write_json(staging / "stats.json", stats)
+            staging.chmod(umask_mode(0o777))  # mkdtemp makes it 0700: others in a shared results tree could not read it
+            replace_directory(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     _log_stats(stats)

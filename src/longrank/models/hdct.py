@@ -49,7 +49,15 @@ from torch import nn
 from longrank.data.collections import read_field
 from longrank.data.corpus import Corpus
 from longrank.data.words import STOP_WORDS, tokenize
-from longrank.io import InputError, read_qrels, read_tsv_dict, replace_directory, umask_mode, write_json
+from longrank.io import (
+    InputError,
+    names_full_disk,
+    read_qrels,
+    read_tsv_dict,
+    replace_directory,
+    umask_mode,
+    write_json,
+)
 from longrank.models.checkpoint import load_weights, save_weights
 from longrank.models.modules.encoders import load_encoder, load_tokenizer
 from longrank.progress import progress
@@ -307,28 +315,29 @@ def build(
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        save_weights(model, staging / WEIGHTS)
-        build_index(doc_ids, tfs, spec, staging / INDEX)
-        indexed = time.perf_counter()
-        lengths = [sum(tf.values()) for tf in tfs]
-        stats = {
-            "training_passages": len(examples),
-            "train_seconds": trained - started,
-            "weight_seconds": weighted - trained,
-            "index_seconds": indexed - weighted,
-            "docs_per_second": len(doc_ids) / max(1e-9, weighted - trained),
-            "documents": len(doc_ids),
-            "empty_documents": sum(n == 0 for n in lengths),
-            "pseudo_length_mean": float(np.mean(lengths)),
-            "distinct_terms_mean": float(np.mean([len(tf) for tf in tfs])),
-            "index_mb": sum(p.stat().st_size for p in (staging / INDEX).rglob("*") if p.is_file()) / 1e6,
-            "device": str(device),
-            "settings": spec,
-            "loss_curve": curve,
-        }
-        write_json(staging / STATS, stats)
-        staging.chmod(umask_mode(0o777))
-        replace_directory(staging, out)
+        with names_full_disk(out, staging):  # a full disk names the output, not the staging name
+            save_weights(model, staging / WEIGHTS)
+            build_index(doc_ids, tfs, spec, staging / INDEX)
+            indexed = time.perf_counter()
+            lengths = [sum(tf.values()) for tf in tfs]
+            stats = {
+                "training_passages": len(examples),
+                "train_seconds": trained - started,
+                "weight_seconds": weighted - trained,
+                "index_seconds": indexed - weighted,
+                "docs_per_second": len(doc_ids) / max(1e-9, weighted - trained),
+                "documents": len(doc_ids),
+                "empty_documents": sum(n == 0 for n in lengths),
+                "pseudo_length_mean": float(np.mean(lengths)),
+                "distinct_terms_mean": float(np.mean([len(tf) for tf in tfs])),
+                "index_mb": sum(p.stat().st_size for p in (staging / INDEX).rglob("*") if p.is_file()) / 1e6,
+                "device": str(device),
+                "settings": spec,
+                "loss_curve": curve,
+            }
+            write_json(staging / STATS, stats)
+            staging.chmod(umask_mode(0o777))
+            replace_directory(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     log.info(

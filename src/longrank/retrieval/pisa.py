@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from longrank.io import InputError, Run, read_json, replace_directory, umask_mode, write_json
+from longrank.io import InputError, Run, names_full_disk, read_json, replace_directory, umask_mode, write_json
 
 log = logging.getLogger(__name__)
 
@@ -200,38 +200,41 @@ def build_index(docs_path: Path, settings: PisaSettings, out: Path, threads: int
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        os.chmod(tmp, umask_mode(0o777))
-        started = time.perf_counter()
-        source = _DocStream(docs_path, Bm25sAnalyser.of(settings))
-        index = pyterrier_pisa.PisaIndex(
-            str(tmp),
-            text_field="text",
-            stemmer=settings.engine_stemmer(),
-            threads=threads,
-            batch_size=BATCH_DOCUMENTS,
-            overwrite=True,
-        )
-        index.index(source)
-        source.check_read_whole()
-        inverted = time.perf_counter()
-        # PISA writes the block-max data and the compressed postings for (k1, b) when a retriever first opens the
-        # index: open one here, so that retrieval finds them and never writes into the index.
-        index.bm25(k1=settings.k1, b=settings.b, num_results=1, query_algorithm=QUERY_ALGORITHM, query_weighted=True)
-        for path in tmp.iterdir():
-            if path.name not in _RETRIEVAL_FILES and not path.name.startswith(_SCORED_FILES_PREFIX):
-                path.unlink()
-        manifest = {
-            "format": MANIFEST_FORMAT,
-            "settings": settings.index_settings(),
-            "collection": {"path": str(docs_path), "size": source.size, "sha256": source.sha256.hexdigest()},
-            "documents": source.count,
-            "index_seconds": time.perf_counter() - started,
-            "invert_seconds": inverted - started,
-            "index_bytes": directory_bytes(tmp),
-            "pyterrier_pisa": _version(),
-        }
-        write_json(tmp / MANIFEST, manifest)
-        replace_directory(tmp, out)
+        with names_full_disk(out, tmp):  # a full disk names the output, not the staging name
+            os.chmod(tmp, umask_mode(0o777))
+            started = time.perf_counter()
+            source = _DocStream(docs_path, Bm25sAnalyser.of(settings))
+            index = pyterrier_pisa.PisaIndex(
+                str(tmp),
+                text_field="text",
+                stemmer=settings.engine_stemmer(),
+                threads=threads,
+                batch_size=BATCH_DOCUMENTS,
+                overwrite=True,
+            )
+            index.index(source)
+            source.check_read_whole()
+            inverted = time.perf_counter()
+            # PISA writes the block-max data and the compressed postings for (k1, b) when a retriever first opens the
+            # index: open one here, so that retrieval finds them and never writes into the index.
+            index.bm25(
+                k1=settings.k1, b=settings.b, num_results=1, query_algorithm=QUERY_ALGORITHM, query_weighted=True
+            )
+            for path in tmp.iterdir():
+                if path.name not in _RETRIEVAL_FILES and not path.name.startswith(_SCORED_FILES_PREFIX):
+                    path.unlink()
+            manifest = {
+                "format": MANIFEST_FORMAT,
+                "settings": settings.index_settings(),
+                "collection": {"path": str(docs_path), "size": source.size, "sha256": source.sha256.hexdigest()},
+                "documents": source.count,
+                "index_seconds": time.perf_counter() - started,
+                "invert_seconds": inverted - started,
+                "index_bytes": directory_bytes(tmp),
+                "pyterrier_pisa": _version(),
+            }
+            write_json(tmp / MANIFEST, manifest)
+            replace_directory(tmp, out)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

@@ -45,7 +45,16 @@ import numpy as np
 from longrank.data.collections import read_field
 from longrank.data.corpus import Corpus
 from longrank.data.queries import formulate
-from longrank.io import InputError, replace_directory, umask_mode, write_json, write_qrels, write_run, write_text
+from longrank.io import (
+    InputError,
+    names_full_disk,
+    replace_directory,
+    umask_mode,
+    write_json,
+    write_qrels,
+    write_run,
+    write_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -255,19 +264,21 @@ def _write_set(out: Path, queries: dict, positives: dict, qrels: dict, fold: dic
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        write_text(
-            staging / "queries.tsv", "query_id\ttext\n" + "".join(f"{q}\t{' '.join(queries[q].split())}\n" for q in ids)
-        )
-        write_qrels(staging / "qrels.txt", qrels)
-        write_json(staging / "folds.json", [fold])
-        write_run(staging / "candidates.run", run, tag="pseudo_queries")
-        write_text(
-            staging / "overrides.jsonl",
-            "".join(json.dumps({"doc_id": q[1:], "text": positives[q]}) + "\n" for q in ids),
-        )
-        write_json(staging / "stats.json", stats)
-        staging.chmod(umask_mode(0o777))
-        replace_directory(staging, out)
+        with names_full_disk(out, staging):  # a full disk names the output, not the staging name
+            write_text(
+                staging / "queries.tsv",
+                "query_id\ttext\n" + "".join(f"{q}\t{' '.join(queries[q].split())}\n" for q in ids),
+            )
+            write_qrels(staging / "qrels.txt", qrels)
+            write_json(staging / "folds.json", [fold])
+            write_run(staging / "candidates.run", run, tag="pseudo_queries")
+            write_text(
+                staging / "overrides.jsonl",
+                "".join(json.dumps({"doc_id": q[1:], "text": positives[q]}) + "\n" for q in ids),
+            )
+            write_json(staging / "stats.json", stats)
+            staging.chmod(umask_mode(0o777))
+            replace_directory(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
