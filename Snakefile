@@ -38,3 +38,8 @@ onsuccess:
     # where to look: the report's path when this run built it or it exists (a run for another target leaves it be)
     if os.path.exists(REPORT):
         print(f"LongRank report: {os.path.abspath(REPORT)}")
+
+
+onerror:
+    # each failed job's own error (the stage's message is in its log file, which Snakemake only names)
+    print_failures(log)
