@@ -48,3 +48,5 @@ onsuccess:
 
 onerror:
     release_results_lock()
+    # each failed job's own error (the stage's message is in its log file, which Snakemake only names)
+    print_failures(log)

@@ -69,8 +69,11 @@ def test_the_example_dry_run_is_the_first_runs_jobs(tmp_path):
 @pytest.mark.e2e
 def test_the_example_runs_to_a_report_with_bm25_the_query_word_count_and_knrm(tmp_path, ir_datasets_home):
     workdir = workdir_for(tmp_path)
-    snakemake(workdir, "report", "--configfile", CONFIG)
+    done = snakemake(workdir, "report", "--configfile", CONFIG)
     results = workdir / "results" / "mine"
+    # the console shows training's dev evaluations (not only its log) and ends with where the report is
+    assert re.search(r"^\[train\] knrm fold 0 step \d+/\d+: loss [\d.]+, dev nDCG@10 [\d.]+", done.stdout, re.M)
+    assert f"LongRank report: {results / 'report' / 'index.html'}" in done.stdout
     table = pd.read_csv(results / "compare" / "table.csv")
     assert set(table.system) == SYSTEMS
     floor_pairs = pd.read_csv(results / "compare" / "floors" / "pairs.csv")

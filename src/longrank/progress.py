@@ -6,6 +6,7 @@ carriage-return redraws. ``progress(...)`` takes tqdm's arguments."""
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 
@@ -53,3 +54,15 @@ def progress(iterable=None, **kwargs) -> tqdm:
     else:
         kwargs.update(mininterval=LINE_SECONDS)
     return tqdm(iterable, file=_Lines(stream), ascii=True, dynamic_ncols=False, ncols=100, **kwargs)
+
+
+def to_console(line: str) -> None:
+    """Echo a line that should reach a person on the console to stdout as well, when stderr goes elsewhere: under the
+    workflow a rule sends a job's stderr (its log) to a file and leaves stdout on Snakemake's console, so training's
+    dev evaluations show there without opening the log. Nothing is echoed where both are one stream (a terminal)."""
+    try:
+        same = os.path.samestat(os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno()))
+    except (OSError, ValueError, AttributeError):  # a stream without a file (captured, closed)
+        return
+    if not same:
+        print(line, flush=True)

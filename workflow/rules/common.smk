@@ -8,6 +8,7 @@ from pathlib import Path
 
 from longrank.config import DATASETS, SCHEMA, model_order, validate_config
 from longrank.config_files import check_command_line
+from longrank.console import print_failures
 from longrank.models.modules.encoders import DEFAULT_ENCODER
 from longrank.models.registry import artifact_scopes, capabilities
 from longrank.io import InputError

@@ -17,7 +17,7 @@ from torch.nn.parallel import DistributedDataParallel
 from longrank.io import InputError, write_run, write_text
 from longrank.outputs import TrainSummary
 from longrank.precision import AUTOCAST_DTYPES
-from longrank.progress import progress
+from longrank.progress import progress, to_console
 from longrank.train.batches import TrainingBatches, step_seed
 from longrank.train.checkpoint import clear_state, export_best, load_training_state, save_training_state
 from longrank.train.checkpoint import sets_newest_first
@@ -219,18 +219,13 @@ class Trainer:
         improved = position.record(mean_loss, dev_ndcg, time.time() - self.started)
         # one line per dev evaluation on stderr (the console; the job's log under the workflow: tail -f it)
         per_step = position.seconds / max(position.step, 1)
-        log.info(
-            "%s fold %d step %d/%d: loss %.4f, dev nDCG@10 %.4f%s, elapsed %s, ETA %s",
-            job.name,
-            job.fold_index,
-            position.step,
-            self.settings.steps,
-            mean_loss,
-            dev_ndcg,
-            " (best)" if improved else "",
-            clock(position.seconds),
-            clock(per_step * (self.settings.steps - position.step)),
+        line = (
+            f"{job.name} fold {job.fold_index} step {position.step}/{self.settings.steps}: loss {mean_loss:.4f}, "
+            f"dev nDCG@10 {dev_ndcg:.4f}{' (best)' if improved else ''}, elapsed {clock(position.seconds)}, "
+            f"ETA {clock(per_step * (self.settings.steps - position.step))}"
         )
+        log.info("%s", line)
+        to_console(f"[train] {line}")
         best_run = (lambda path: write_run(path, dev_run, tag=job.name)) if improved else None
         save_training_state(job.state_dir, self.model, self.optimizer, self.scheduler, position, best_run)
         return position
