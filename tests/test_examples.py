@@ -4,6 +4,8 @@ with provenance beside every run. ``examples/make.py`` writes the collection the
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -86,4 +88,19 @@ def test_the_example_runs_to_a_report_with_bm25_the_query_word_count_and_knrm(tm
         meta = yaml.safe_load(run.with_name(run.name + ".meta.yaml").read_text())
         assert meta["implementation"]["source"]["commit"] and meta["run"]["wall_time_s"] >= 0
     commit = meta["implementation"]["source"]["commit"]
+    # ir_metadata: a trained model's run says what it reranked, on which data and split, and what trained it
+    meta = yaml.safe_load((results / "runs" / "knrm.run.meta.yaml").read_text())
+    assert meta["schema-version"] == "0.1" and meta["tag"] == "knrm"
+    assert meta["method"]["pipeline"] == {"reranks": "bm25", "depth": 50}
+    docs_sha = hashlib.sha256((results / "data" / "docs.jsonl").read_bytes()).hexdigest()
+    assert meta["data"]["collection"] == {"name": "mine", "documents": 50, "file": "docs.jsonl", "sha256": docs_sha}
+    assert meta["data"]["qrels"]["sha256"] == hashlib.sha256((results / "data" / "qrels.txt").read_bytes()).hexdigest()
+    [split] = meta["data"]["split"]
+    assert split["test"]["count"] + split["dev"]["count"] + split["train"]["count"] == 10
+    assert split["test"]["ids"] == sorted(json.loads((results / "data" / "folds.json").read_text())[0]["test"])
+    [trained] = meta["method"]["training"]
+    manifest = json.loads((results / "models" / "knrm" / "fold0" / "model.manifest.json").read_text())
+    assert trained["weights_sha256"] == manifest["files"]["model.safetensors"]["sha256"] and trained["seed"] == 0
+    mixed = yaml.safe_load((results / "runs" / "knrm+bm25.run.meta.yaml").read_text())
+    assert mixed["method"]["pipeline"]["interpolates"] == ["knrm", "bm25"]
     assert f"Code: commit {commit}" in report

@@ -4,12 +4,15 @@ models of every exportable type are trained by the project's own training loop o
 
 from __future__ import annotations
 
+import hashlib
+
 import json
 import re
 import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 import torch
 
 from conftest import REPO, synthetic_collection, write_local_collection
@@ -254,6 +257,15 @@ def test_the_export_command_and_the_standalone_rerank_command(results, exported,
     new = read_run(tmp_path / "new.trec")
     expected = read_run(results / "runs" / "tk.run")
     assert new == {q: expected[q] for q in test}  # the workflow's scores, tail included, to the file's 8 digits
+    # provenance beside the run (ir_metadata): what reranked what, with which weights and what trained them
+    meta = yaml.safe_load((tmp_path / "new.trec.meta.yaml").read_text())
+    assert meta["schema-version"] == "0.1" and meta["tag"] == "tk"
+    assert meta["method"]["pipeline"]["reranks"] == str(tmp_path / "any.trec")
+    manifest = json.loads((tmp_path / "tk" / "model.manifest.json").read_text())
+    [trained] = meta["method"]["training"]
+    assert trained["weights_sha256"] == manifest["files"]["model.safetensors"]["sha256"]
+    assert trained["steps_run"] > 0 and trained["best_dev_ndcg10"] is not None
+    assert meta["data"]["collection"]["sha256"] == hashlib.sha256((tmp_path / "docs.jsonl.gz").read_bytes()).hexdigest()
 
     (tmp_path / "q_missing.tsv").write_text("".join(f"{q}\t{corpus.queries[q]}\n" for q in test[1:]))
     with pytest.raises(SystemExit):

@@ -980,7 +980,7 @@ def comparable(outputs: dict[str, bytes], stamped: bool = True) -> dict[str, byt
     return {
         k: v
         for k, v in outputs.items()
-        if "train_state" not in k and (stamped or not k.endswith(("docs.index.sqlite", ".meta.yaml")))
+        if "train_state" not in k and (stamped or not k.endswith(("docs.index.sqlite", ".meta.yaml", ".sha256.json")))
     }
 
 

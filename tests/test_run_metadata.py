@@ -4,6 +4,7 @@ shape of ir_metadata (platform, implementation, method, run), and the report nam
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import subprocess
 import time
@@ -35,10 +36,16 @@ def test_the_candidates_stage_writes_its_runs_metadata_with_the_commit_the_entry
     assert read_run(out)
     path = tiny_data / "candidates" / "lexical.run.meta.yaml"
     meta = yaml.safe_load(path.read_text())  # parses as plain YAML
-    assert list(meta) == ["platform", "implementation", "method", "run"]
+    assert list(meta) == ["schema-version", "tag", "platform", "implementation", "data", "method", "run"]
+    assert meta["schema-version"] == "0.1" and meta["tag"] == "lexical"
+    data = meta["data"]
+    assert data["collection"]["sha256"] == hashlib.sha256((tiny_data / "data" / "docs.jsonl").read_bytes()).hexdigest()
+    assert data["topics"]["file"] == "queries.tsv" and data["qrels"]["file"] == "qrels.txt"
+    folds = json.loads((tiny_data / "data" / "folds.json").read_text())
+    assert [fold["test"]["ids"] for fold in data["split"]] == [sorted(fold["test"]) for fold in folds]
     assert meta["implementation"]["source"]["commit"] == head_commit()
     assert meta["implementation"]["source"]["dirty"] in (True, False)
-    assert meta["method"] == {"name": "lexical", "config": BM25}
+    assert meta["method"] == {"name": "lexical", "config": BM25, "pipeline": {"retrieves": "bm25"}}
     assert meta["run"]["file"] == "lexical.run"
     # measured from this process's start (a stage is one process; here the test runner's, which may have run for
     # an hour under a loaded CI): between the time to the call and the time to now

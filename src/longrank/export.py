@@ -3,6 +3,7 @@
 read without the ``results/`` tree or ``config/``:
 
 - ``model.safetensors`` and ``model.manifest.json``: the fold's weights, as the train stage wrote them (checked);
+- ``train_summary.json``: what trained them (steps, best dev nDCG@10, seed, the recipe), where the train stage wrote one;
 - ``ranker.json``: the format, the model's name, type and class, its resolved config entry, where it came from,
   the LongRank version and commit, and what of the collection it reads (below);
 - word models (KNRM, TK, TKL, NDRM): ``vocabulary.tsv``, the words the model indexes and their document
@@ -209,6 +210,8 @@ def export(results: Path, model: str, fold_index: int, out: Path) -> Path:
         with names_full_disk(out, tmp):  # a full disk names the output, not the staging name
             shutil.copyfile(checkpoint, tmp / WEIGHTS)
             shutil.copyfile(checkpoint.with_name("model.manifest.json"), tmp / "model.manifest.json")
+            if summary is not None:  # what trained the weights: a run reranked with the export records it
+                write_json(tmp / "train_summary.json", summary)
             meta.update(_write_text_side(tmp, model, entry, ranker))
             meta["notes"] += model_class(entry.get("type")).export_notes(architecture_params(entry))
             write_json(tmp / RANKER_FILE, meta)

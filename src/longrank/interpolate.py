@@ -10,6 +10,8 @@ Candidates below the rerank depth keep their first-stage order underneath, as in
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from longrank.data.corpus import Corpus
@@ -56,6 +58,15 @@ def run(args):
             "rerank_depth": args.rerank_depth,
             "weights": [f.weight for f in folds],
         },
+        data_dir=args.data,
+        pipeline={
+            "interpolates": [
+                Path(args.model_run).name.removesuffix(".run"),
+                Path(args.candidates).name.removesuffix(".run"),
+            ],
+            "weights_chosen_on": "dev",
+        },
+        checkpoints=[str(Path(run).with_name("model.safetensors")) for run in args.dev_runs],
     )
     weight = float(np.mean([f.weight for f in folds]))
     Interpolation(system=name, weight=weight, folds=folds).write(args.out.removesuffix(".run") + ".interpolation.json")

@@ -1,25 +1,35 @@
-"""Provenance beside every run file: ``<run>.meta.yaml`` in the shape of ir_metadata (https://www.ir-metadata.org).
+"""Provenance beside every run file: ``<run>.meta.yaml``, an ir_metadata record (https://www.ir-metadata.org,
+schema version 0.1) of the run it sits beside.
 
-Every stage that writes a run under ``results/{dataset}/`` (``candidates/*.run``, ``runs/*.run``) calls
-:func:`write_run_metadata` once after it, which writes, atomically like every other output:
+Every stage that writes a run under ``results/{dataset}/`` (``candidates/*.run``, ``runs/*.run``) and ``longrank
+rerank`` call :func:`write_run_metadata` once after the run, which writes, atomically like every other output:
 
+- ``schema-version`` and ``tag`` (the run's tag: the system's name, as in the run file's sixth column);
 - ``platform``: hardware (CPU model, cores, memory, the GPU where torch is loaded and sees one), operating system,
   software (Python and the versions of :data:`PACKAGES`);
-- ``implementation``: the source, i.e. the git commit of the checkout the package runs from and whether its tracked
-  files differ from it (``dirty``), or ``unknown`` outside a checkout (an installed wheel, no git);
-- ``method``: the system's name and its resolved config entry (a model's entry, a first stage's spec, ...);
+- ``implementation``: the source, i.e. the repository (its ``origin`` URL where the checkout has one), the git
+  commit of the checkout the package runs from and whether its tracked files differ from it (``dirty``), or
+  ``unknown`` outside a checkout (an installed wheel, no git);
+- ``data``: the collection, topics and qrels the run was made from, each with its file's SHA-256, and which queries
+  trained, chose (dev) and tested, per fold;
+- ``method``: the system's name, its resolved config entry, the pipeline (``retrieves`` from the collection,
+  ``reranks`` a first stage, ``interpolates`` a model's run with a first stage) and, for a trained model, its training
+  per fold (steps run, best step and dev nDCG@10, seed, the weights' SHA-256);
 - ``run``: when it was created (UTC, ISO 8601), the stage's wall time in seconds (from the stage's process start
   unless the caller says when it started) and the run file's name.
 
-The files are no declared Snakemake outputs: a stage rewrites its own beside the run it writes. The report's
-provenance section reads the commit from one of them (:func:`read_run_metadata`). This module imports nothing
-heavy (torch only if the stage already loaded it), so the report can use it.
+A side file rather than ir_metadata's other form, a ``# ir_metadata.start`` comment header inside the run: trec_eval
+and most run readers refuse comment lines, and every run here stays a plain six-column TREC run. The files are no
+declared Snakemake outputs: a stage rewrites its own beside the run it writes. The report's provenance section reads
+the commit from one of them (:func:`read_run_metadata`). This module imports nothing heavy (torch only if the stage
+already loaded it), so the report can use it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -34,6 +44,7 @@ import yaml
 from longrank.io import write_text
 
 SUFFIX = ".meta.yaml"
+SCHEMA_VERSION = "0.1"  # ir_metadata's
 UNKNOWN = "unknown"
 PACKAGES = [
     "longrank",
@@ -81,6 +92,13 @@ def _git(*args: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None
+
+
+@functools.lru_cache(maxsize=1)
+def repository() -> str:
+    """The checkout's ``origin`` URL, or the project's name where it has none (a copy, an installed wheel)."""
+    url = _git("remote", "get-url", "origin")
+    return url.strip() if url and url.strip() else "longrank"
 
 
 @functools.lru_cache(maxsize=1)
@@ -157,16 +175,133 @@ def _plain(value):
     return json.loads(json.dumps(value, default=str))
 
 
+def file_sha256(path: str | os.PathLike) -> str:
+    """A file's SHA-256, remembered beside it in ``.sha256.json`` by size and modification time: a collection's
+    documents are hashed once, not once per run written from them."""
+    path = Path(path)
+    stat = path.stat()
+    cache_path = path.parent / ".sha256.json"
+    try:
+        cache = json.loads(cache_path.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    key = f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}"
+    if key not in cache:
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        cache = {k: v for k, v in cache.items() if not k.startswith(f"{path.name}:")} | {key: digest.hexdigest()}
+        try:
+            write_text(cache_path, json.dumps(cache, indent=1, sort_keys=True))
+        except OSError:  # a read-only data directory: hashed again next time
+            pass
+    return cache[key]
+
+
+def data_section(data_dir: str | os.PathLike | None) -> dict:
+    """The collection, topics and qrels a run was made from (the data stage's files, with their SHA-256), and which
+    queries trained, chose and tested per fold (folds.json)."""
+    if data_dir is None:
+        return {}
+    data_dir = Path(data_dir)
+    try:
+        stats = json.loads((data_dir / "stats.json").read_text())
+        folds = json.loads((data_dir / "folds.json").read_text())
+    except (OSError, ValueError):
+        stats, folds = {}, []
+    files = {"collection": "docs.jsonl", "topics": "queries.tsv", "qrels": "qrels.txt"}
+    section = {
+        role: {"file": name, "sha256": file_sha256(data_dir / name)}
+        for role, name in files.items()
+        if (data_dir / name).is_file()
+    }
+    section["collection"] = {
+        "name": data_dir.parent.name,
+        "documents": stats.get("num_docs"),
+        **section.get("collection", {}),
+    }
+    section["topics"] = {"queries": stats.get("num_queries"), **section.get("topics", {})}
+    section["split"] = [
+        {"fold": index, **{part: query_set(fold.get(part, [])) for part in ("train", "dev", "test")}}
+        for index, fold in enumerate(folds)
+    ]
+    return section
+
+
+def files_section(files: dict[str, str | os.PathLike]) -> dict:
+    """The data of a run made outside the workflow (``longrank rerank --ranker``): each role's file and SHA-256."""
+    return {role: {"file": str(path), "sha256": file_sha256(path)} for role, path in files.items()}
+
+
+#: a query set of at most this many ids is listed whole; a larger one (MS MARCO's 367k training queries) by count
+#: and digest
+LISTED_QUERIES = 1000
+
+
+def query_set(ids: list[str]) -> dict:
+    """A fold's query set: how many, the SHA-256 of its sorted ids (one a line), and the ids where they are few."""
+    ids = sorted(ids)
+    digest = hashlib.sha256("".join(f"{q}\n" for q in ids).encode()).hexdigest()
+    return {"count": len(ids), "sha256": digest, **({"ids": ids} if len(ids) <= LISTED_QUERIES else {})}
+
+
+def training_section(checkpoints: list[str | os.PathLike]) -> list[dict]:
+    """Per fold, what trained the weights a run was scored with: train_summary.json and the weights' manifest."""
+    folds = []
+    for checkpoint in checkpoints:
+        folder = Path(checkpoint).parent
+        try:
+            summary = json.loads((folder / "train_summary.json").read_text())
+            manifest = json.loads((folder / "model.manifest.json").read_text())
+        except (OSError, ValueError):
+            folds.append({"weights": str(checkpoint), "summary": UNKNOWN})
+            continue
+        folds.append(
+            {
+                "fold": summary.get("fold"),
+                "steps_run": summary.get("steps_run"),
+                "best_step": summary.get("best_step"),
+                "best_dev_ndcg10": summary.get("best_dev_ndcg10"),
+                "seed": (summary.get("hyperparameters") or {}).get("seed"),
+                "seconds": summary.get("seconds"),
+                "device": summary.get("device"),
+                "weights_sha256": manifest.get("files", {}).get(Path(checkpoint).name, {}).get("sha256", UNKNOWN),
+            }
+        )
+    return folds
+
+
 def run_metadata(
-    run_path: str | os.PathLike, entry: dict, started: float | None = None, name: str | None = None
+    run_path: str | os.PathLike,
+    entry: dict,
+    started: float | None = None,
+    name: str | None = None,
+    data_dir: str | os.PathLike | None = None,
+    pipeline: dict | None = None,
+    checkpoints: list[str | os.PathLike] = (),
+    data_files: dict[str, str | os.PathLike] | None = None,
 ) -> dict:
+    """The ir_metadata record of one run (module docstring). ``pipeline``: ``{"reranks": first stage}``,
+    ``{"retrieves": "collection"}`` or ``{"interpolates": [run, first stage]}``; ``checkpoints``: the weights it was
+    scored with, one per fold (a trained model's run)."""
     now = time.time()
     started = process_started() if started is None else started
     run_path = Path(run_path)
+    tag = name or run_path.name.removesuffix(".run")
+    method = {"name": tag, "config": _plain(entry), "pipeline": _plain(pipeline or {})}
+    if checkpoints:
+        method["training"] = training_section(list(checkpoints))
     return {
+        "schema-version": SCHEMA_VERSION,
+        "tag": tag,
         "platform": platform_section(),
-        "implementation": {"source": {"repository": "longrank", **source()}},
-        "method": {"name": name or run_path.name.removesuffix(".run"), "config": _plain(entry)},
+        "implementation": {
+            "source": {"repository": repository(), **source()},
+            "lang": {"python": platform.python_version()},
+        },
+        "data": data_section(data_dir) if data_files is None else files_section(data_files),
+        "method": method,
         "run": {
             "file": run_path.name,
             "created": dt.datetime.fromtimestamp(now, dt.timezone.utc).isoformat(timespec="seconds"),
@@ -175,13 +310,13 @@ def run_metadata(
     }
 
 
-def write_run_metadata(
-    run_path: str | os.PathLike, entry: dict, started: float | None = None, name: str | None = None
-) -> Path:
+def write_run_metadata(run_path: str | os.PathLike, entry: dict, started: float | None = None, **record) -> Path:
     """Write ``<run_path>.meta.yaml`` (atomically) for the run a stage just wrote; returns its path. ``entry``: the
-    system's resolved config entry; ``started``: when the stage's work began (default: the process's start)."""
+    system's resolved config entry; ``started``: when the stage's work began (default: the process's start);
+    ``record``: :func:`run_metadata`'s name, data_dir, pipeline, checkpoints and data_files."""
     path = metadata_path(run_path)
-    write_text(path, yaml.safe_dump(run_metadata(run_path, entry, started, name), sort_keys=False, allow_unicode=True))
+    meta = run_metadata(run_path, entry, started, **record)
+    write_text(path, yaml.safe_dump(meta, sort_keys=False, allow_unicode=True))
     return path
 
 

@@ -71,6 +71,7 @@ def run(args):
         args.collection_artifacts,
         args.fold_artifacts,
         args.precision,
+        first_stage=Path(args.candidates).name.removesuffix(".run"),
     )
 
 
@@ -109,6 +110,7 @@ def rerank(
     collection_artifacts: str | Path | None = None,
     fold_artifacts: list[str | Path] = (),
     precision: str = "fp32",
+    first_stage: str | None = None,
 ) -> None:
     check_artifacts(name, model_cfg, len(checkpoints), collection_artifacts, fold_artifacts)
     if len(checkpoints) != len(corpus.folds):
@@ -143,6 +145,12 @@ def rerank(
     write_run(out_dir / f"{name}.run", with_tail(model_run, candidates, corpus.test_queries()), tag=name)
     # how it was scored belongs to the run too: a bf16 run differs from an fp32 one in its last digits
     scoring = {"rerank_depth": depth, "rerank_precision": precision, "rerank_batch_size": batch_size}
-    write_run_metadata(out_dir / f"{name}.run", {**model_cfg, **scoring})
+    write_run_metadata(
+        out_dir / f"{name}.run",
+        {**model_cfg, **scoring},
+        data_dir=corpus.dir,
+        pipeline={"reranks": first_stage, "depth": depth},
+        checkpoints=checkpoints,
+    )
     with atomic_path(out_dir / f"{name}.details.jsonl") as tmp:
         tmp.write_text("".join(json.dumps(d) + "\n" for d in details), encoding="utf-8")

@@ -16,6 +16,7 @@ import logging
 from pathlib import Path
 
 from longrank.io import InputError, write_run
+from longrank.provenance import write_run_metadata
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,15 @@ def run(args) -> None:
         candidates, read_queries(args.queries), read_docs(args.docs, wanted), depth, where, args.queries, args.docs
     )
     write_run(args.out, reranked, tag=args.tag or ranker.name)
+    # provenance beside the run, as the workflow's stages write it (longrank/provenance.py)
+    write_run_metadata(
+        args.out,
+        {"ranker": str(args.ranker), "type": ranker.type, "depth": depth, "batch_size": args.batch_size},
+        name=args.tag or ranker.name,
+        pipeline={"reranks": str(args.run), "depth": depth},
+        checkpoints=[Path(args.ranker) / "model.safetensors"],
+        data_files={"collection": args.docs, "topics": args.queries, "candidates": args.run},
+    )
     log.info(
         "reranked %d queries (top %d each) of %s with %s into %s", len(reranked), depth, args.run, args.ranker, args.out
     )

@@ -67,7 +67,7 @@ def run(args):
         artifacts=[Path(p) for p in args.artifacts],
     )
     write_run(Path(args.out), without_excluded(ranked, excluded, stage.top_k), tag=stage.name)
-    write_run_metadata(args.out, stage.entry)
+    write_run_metadata(args.out, stage.entry, data_dir=args.data, pipeline={"retrieves": stage.entry.get("method")})
     write_json(Path(args.out).with_suffix(".stats.json"), {"method": stage.method, **stats})
 
 

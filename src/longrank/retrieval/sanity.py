@@ -156,4 +156,9 @@ def run(args):
     tag = Path(args.out).name.removesuffix(".run")
     write_run(Path(args.out), result, tag=tag)
     method = {"method": NAME, "rerank_depth": args.rerank_depth}
-    write_run_metadata(args.out, method if args.read_words is None else {**method, "read_words": args.read_words})
+    write_run_metadata(
+        args.out,
+        method if args.read_words is None else {**method, "read_words": args.read_words},
+        data_dir=args.data,
+        pipeline={"reranks": Path(args.candidates).name.removesuffix(".run"), "depth": args.rerank_depth},
+    )
