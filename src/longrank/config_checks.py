@@ -164,6 +164,13 @@ def resolve_first_stages(config: dict) -> dict:
             raise InputError(
                 f"config key first_stages.{name}.targets: {targets!r} is neither titles nor a set under pseudo_queries"
             )
+    for name, pseudo in config.get("pseudo_queries", {}).items():
+        stage = pseudo.get("first_stage")
+        if stage is not None and (stages.get(stage) or {}).get("method") != "pisa":
+            raise InputError(
+                f"config key pseudo_queries.{name}.first_stage: {stage!r} is not a pisa first stage "
+                f"(pisa ones: {[n for n, s in stages.items() if s['method'] == 'pisa']})"
+            )
     for name, entry in config["models"].items():
         _check_no_cycle(name, config["models"], stages)
         queries = (entry.get("train", {}).get("pretrain") or {}).get("queries")
