@@ -286,6 +286,8 @@ def test_a_pseudo_query_set_takes_its_bm25_candidates_from_a_pisa_first_stage(da
         assert all(score == pytest.approx(expected[q][d], rel=1e-6) for d, score in ranked.items())
     bm25 = json.dumps({"name": "bm25", "method": "bm25"})
     failed = subprocess.run(
-        [*argv[:-1], str(tmp_path / "pq2"), "--first-stage", bm25, "--index", str(index)], capture_output=True, text=True
+        [*argv[:-1], str(tmp_path / "pq2"), "--first-stage", bm25, "--index", str(index)],
+        capture_output=True,
+        text=True,
     )
     assert failed.returncode != 0 and "pseudo_queries.x.first_stage: 'bm25' is a 'bm25' first stage" in failed.stderr
