@@ -91,6 +91,14 @@ def test_figures_are_well_formed_without_the_papers():
         assert f.candidates is None or f.candidates in DOC["candidates"]
 
 
+def test_every_pair_names_two_entries_of_its_table():
+    pairs = reproduction.published_pairs()
+    assert len(pairs) == 6
+    for pair in pairs:
+        systems = {f.system for f in FIGURES if f.table_key == pair.table}
+        assert {pair.baseline, pair.improved} <= systems, pair
+
+
 def test_the_check_can_fail():
     fig = next(f for f in FIGURES if f.system == "tkl" and f.measure == "RR@10")
     text = "<i>i</i>\tTKL\t2,000\t^{a-fh} 0.634\t^e 0.915\t^{cdef} 0.264"

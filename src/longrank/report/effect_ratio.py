@@ -18,10 +18,7 @@ as the "Measured" column). A published difference of 0 (NDRM1 and NDRM3 rerank s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 
-import yaml
 from repro_eval.measure.overall_effects import DRI, ER
 
 from longrank.tables import Cell, fmt
@@ -29,17 +26,11 @@ from longrank.tables import Cell, fmt
 
 @dataclass(frozen=True)
 class Pair:
+    """One of published.yaml's ``pairs``: a table's baseline and improved model, by their entries' systems."""
+
     table: str  # published.yaml's table key
-    baseline: str  # the entries' systems
+    baseline: str
     improved: str
-
-
-@lru_cache(maxsize=1)
-def pairs() -> tuple[Pair, ...]:
-    from longrank.report.reproduction import PUBLISHED
-
-    doc = yaml.safe_load(resources.files("longrank.report").joinpath(PUBLISHED).read_text("utf-8"))
-    return tuple(Pair(**p) for p in doc.get("pairs") or [])
 
 
 def effect_ratio(orig_a: float, orig_b: float, rep_a: float, rep_b: float) -> tuple[float | None, float]:
@@ -55,11 +46,11 @@ def _covers(cmp, fig) -> str:
     return "yes" if row["ci_low"] <= fig.value <= row["ci_high"] else "no"
 
 
-def rows(cmp, figures) -> list[list]:
+def rows(cmp, figures, pairs) -> list[list]:
     """One row per (pair, measure) both of whose figures the run measured."""
     means = {(s, m): v for s, m, v in zip(cmp.table.system, cmp.table.measure, cmp.table["mean"])}
     out = []
-    for pair in pairs():
+    for pair in pairs:
         base = {f.measure: f for f in figures if f.table_key == pair.table and f.system == pair.baseline}
         for measure, better in ((f.measure, f) for f in figures if f.table_key == pair.table):
             if better.system != pair.improved or measure not in base:
@@ -84,11 +75,11 @@ def rows(cmp, figures) -> list[list]:
     return out
 
 
-def add_table(sec, cmp, figures) -> None:
+def add_table(sec, cmp, figures, pairs) -> None:
     """The ER / ΔRI table below the figures, or a note naming the pairs the run cannot set side by side."""
-    found = rows(cmp, figures)
+    found = rows(cmp, figures, pairs)
     if not found:
-        wanted = ", ".join(f"{p.baseline} → {p.improved}" for p in pairs())
+        wanted = ", ".join(f"{p.baseline} → {p.improved}" for p in pairs)
         sec.note(
             f"Effect Ratio / ΔRI: no baseline → model pair of the papers has both systems measured here ({wanted})."
         )

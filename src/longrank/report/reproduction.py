@@ -114,6 +114,13 @@ def published() -> tuple[Figure, ...]:
     return tuple(load_published())
 
 
+@lru_cache(maxsize=1)
+def published_pairs() -> tuple[effect_ratio.Pair, ...]:
+    """published.yaml's baseline -> improved pairs (the Effect Ratio's)."""
+    doc = yaml.safe_load(resources.files("longrank.report").joinpath(PUBLISHED).read_text("utf-8"))
+    return tuple(effect_ratio.Pair(**pair) for pair in doc.get("pairs") or [])
+
+
 def on_collection(figures, dataset) -> list[Figure]:
     """The figures on the run's collection: its resolved ``dataset.id`` among the collection's ids (a dataset with no
     id, a local one, matches a collection of its name only)."""
@@ -199,7 +206,7 @@ def section(ctx: Context) -> Section:
         )
     if absent:
         sec.note(f"Figures for entries this run does not configure are left out: {', '.join(absent)}.")
-    effect_ratio.add_table(sec, cmp, [f for f in shown if f.measure in measures])
+    effect_ratio.add_table(sec, cmp, [f for f in shown if f.measure in measures], published_pairs())
     return sec
 
 
