@@ -4,13 +4,20 @@ first line names, config/config.yaml and config/trec-dl.yaml, as Snakemake merge
 validates them).
 
     python docs/paper_settings.py          # rewrite docs/paper-settings.md
-    python docs/paper_settings.py --check  # exit 1 if a config disagrees with the table or the .md is out of date
+    python docs/paper_settings.py --check  # exit 1 if a config disagrees with the table, a row is dead, or the .md
+                                           # is out of date
+
+A row is live when flipping its value (another value of its type) changes what a stage reads (``reads``): the
+arguments the model's constructor takes, its training settings, the candidates, depth, graph set, collection, word2vec
+and rerank settings its jobs read. A key no stage reads under the config (a model key its type does not take, a PRF
+setting of a graph set without PRF queries, word2vec when no model reads its vectors) is dead: ``dead_rows`` names it.
 
 tests/test_paper_settings.py runs the same checks."""
 
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from pathlib import Path
 
@@ -90,6 +97,92 @@ def disagreements(table: dict) -> list[str]:
     return problems
 
 
+def _graph_set(config: dict, name: str | None):
+    """What the graphs stage reads of a graph set: its settings with the stage's defaults, and with PRF queries
+    the pseudo-query set's settings (without them, no PRF setting is read)."""
+    from longrank.graphs.build import DEFAULTS as GRAPH_DEFAULTS
+
+    if name is None:
+        return None
+    spec = dict((config.get("mir_graphs") or {}).get(name) or {})
+    prf = spec.pop("prf_queries", None)
+    read = {**GRAPH_DEFAULTS, **spec}
+    if prf is None:
+        read = {k: v for k, v in read.items() if not k.startswith("prf_")}
+    else:
+        pseudo = (config.get("pseudo_queries") or {}).get(prf)
+        read["prf_queries"] = (pseudo, (config["first_stages"].get((pseudo or {}).get("first_stage") or "")))
+    return read
+
+
+def reads(config: dict, name: str) -> dict:
+    """What model ``name``'s jobs read of ``config``: constructor arguments (keys its type takes), training
+    settings (negative_pairs only with negatives_from: both), candidates and depth, graph set, word2vec (only with
+    embeddings: word2vec), the collection and the rerank settings."""
+    from longrank.models.registry import architecture_params, constructor_defaults
+    from longrank.train.settings import TrainSettings
+
+    entry = config["models"][name]
+    takes = constructor_defaults(entry["type"])
+    train = {**TrainSettings.defaults(), **(entry.get("train") or {})}
+    if train.get("negatives_from") != "both":
+        train.pop("negative_pairs")
+    return {
+        "model": {k: v for k, v in architecture_params(entry).items() if k in takes},
+        "train": {k: v for k, v in train.items() if k in TrainSettings.keys()},
+        "candidates": config["first_stages"].get(entry.get("first_stage")),
+        "depth": entry.get("rerank_depth", config.get("rerank_depth")),
+        "graphs": _graph_set(config, entry.get("graph_set")),
+        "word2vec": config.get("word2vec") if entry.get("embeddings") == "word2vec" else None,
+        "dataset": config.get("dataset"),
+        "rerank": config.get("rerank"),
+    }
+
+
+def flipped(value):
+    """Another value of ``value``'s type."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value * 2 + 1
+    if isinstance(value, list):
+        return value[:-1] if value else ["flipped"]
+    return f"{value}-flipped"
+
+
+def _set(node: dict, path: list[str], value) -> None:
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = value
+
+
+def dead_rows(table: dict) -> list[str]:
+    """Every (config, row, model) whose value, flipped, changes nothing a stage reads: a row that cannot fail."""
+    problems = []
+    for name in table["configs"]:
+        config = merged_config(name)
+        models = [m for m, e in config["models"].items() if e.get("enabled", True)]
+        before = {m: reads(config, m) for m in models}
+        for paper in table["papers"]:
+            for row in paper["settings"]:
+                shipped = row.get("shipped", row["value"])
+                for model in row.get("models") or [None]:
+                    flip = copy.deepcopy(config)
+                    if model is None:
+                        _set(flip, row["key"].split("."), flipped(shipped))
+                    elif row["key"].startswith("train."):
+                        _set(flip["models"][model], ["train", row["key"].removeprefix("train.")], flipped(shipped))
+                    else:
+                        _set(flip["models"][model], [row["key"]], flipped(shipped))
+                    after = {m: reads(flip, m) for m in ([model] if model else models)}
+                    if all(after[m] == before[m] for m in after):
+                        problems.append(
+                            f"{name}: {model or '(config)'} {row['key']} is dead: {shipped!r} -> "
+                            f"{flipped(shipped)!r} changes nothing a stage reads ({row['stated']})"
+                        )
+    return problems
+
+
 def _cell(value) -> str:
     if value is None:
         return "null"
@@ -130,6 +223,8 @@ def render(table: dict) -> str:
                 f"| {row['stated']} | `{row['key']}` | {models} | {_cell(row['value'])} | {shown} | {row['source']} |"
             )
         lines.append("")
+    for heading, text in (table.get("notes") or {}).items():
+        lines += [f"## {heading}", "", *text.strip().splitlines(), ""]
     return "\n".join(lines)
 
 
@@ -142,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="check only; write nothing")
     args = parser.parse_args(argv)
     table = load_table()
-    problems = disagreements(table)
+    problems = disagreements(table) + dead_rows(table)
     for line in problems:
         print(line, file=sys.stderr)
     page = render(table) + "\n"

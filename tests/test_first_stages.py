@@ -6,13 +6,17 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import re
 
 import ir_datasets
 import pytest
+import yaml
 
 from longrank.config import SCHEMA_PATH, validate_config
 from longrank.io import InputError, read_run
 from longrank.retrieval import candidates as stage
+
+from conftest import REPO, snakemake
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
 
@@ -182,3 +186,25 @@ def test_scoreddocs_of_a_collection_without_them_is_an_error(tiny_data, ir_datas
         )
     with pytest.raises(InputError, match="a local collection has no scored documents"):
         candidates(tiny_data, {"name": "official", "method": "scoreddocs"}, {"source": "local"})
+
+
+def test_each_model_trains_on_the_candidates_of_its_own_first_stage(tmp_path):
+    """negatives_from: candidates draws a model's negatives from the candidates it reranks: the train job of an
+    entry with first_stage: other reads candidates/other.run (MIR and its baselines on HDCT, the rest on the
+    track's list), and one without reads the first first stage's."""
+    (tmp_path / "config").symlink_to(REPO / "config")
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    overlay = {
+        "first_stages": [
+            {"name": "bm25", "method": "bm25", "top_k": 50},
+            {"name": "other", "method": "bm25", "k1": 1.2, "top_k": 50},
+        ],
+        "models": {"tk": {"enabled": True, "first_stage": "other", "train": {"steps": 2, "eval_every": 1}}},
+    }
+    (tmp_path / "two.yaml").write_text(yaml.safe_dump(overlay))
+    done = snakemake(tmp_path, "-n", "--printshellcmds", "report", "--configfile", "examples/mine.yaml", "two.yaml")
+    train = {
+        m.group(1): m.group(2) for m in re.finditer(r"longrank train --model (\w+) .*?--candidates (\S+)", done.stdout)
+    }
+    assert train["tk"] == "results/mine/candidates/other.run"
+    assert train["knrm"] == "results/mine/candidates/bm25.run"

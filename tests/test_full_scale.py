@@ -13,7 +13,7 @@ What the test replaces, and nothing else:
 - MIR's graph set, built from the tiny collection by the graphs stage's own functions (spaCy annotation, records).
 
 The training step is the trainer's (src/longrank/train/trainer.py) parts in its order: the entry's ``TrainSettings``,
-``parameter_groups`` into AdamW, ``PairSampler`` and ``TrainingBatches`` for the batch (two
+``parameter_groups`` into the configured optimiser (Adam or AdamW), ``PairSampler`` and ``TrainingBatches`` for the batch (two
 queries, the configured negatives, the configured negative sources), the model's loss (with the Conformer-Kernel
 paper's extra pairs where configured), backward, gradient clipping, the optimiser step.
 """
@@ -40,7 +40,7 @@ from longrank.models.modules.encoders import RANDOM_BERT_BASE, bert_base_config
 from longrank.models.registry import build_model, model_class, on_pretrained_encoder
 from longrank.train.batches import TrainingBatches
 from longrank.train.losses import get_loss, with_negative_pairs
-from longrank.train.optimiser import parameter_groups
+from longrank.train.optimiser import make_optimizer, parameter_groups
 from longrank.train.sampling import PairSampler
 from longrank.train.settings import TrainSettings
 
@@ -62,6 +62,7 @@ GROUP_LRS = {
 }
 # Encoder models: one learning rate for every weight (MORES §4: AdamW 3e-5; MIR §4.2: Adam 1e-5)
 ONE_RATE = {"bert_firstp": 3e-5, "bert_maxp": 3e-5, "mores": 3e-5, "mores_1ib": 3e-5, "mir": 1e-5, "bert_maxp128": 1e-5}
+ONE_RATE["bert_firstp_mir"] = 1e-5  # MIR Table 1's FirstP, MIR's recipe
 # document lengths the papers read: TKL Table 1 (200 / 2,000 / 4,000 words), CK §4 (4,000 terms), MIR §4.2 (2,048)
 DOC_LENGTHS = {"knrm": 200, "tk": 200, "tkl": 2000, "tkl_4k": 4000, "ndrm1": 4000, "ndrm2": 4000, "ndrm3": 4000}
 
@@ -258,6 +259,9 @@ def check_learning_rates(name: str, optimizer: torch.optim.Optimizer) -> None:
         assert rates == GROUP_LRS[name], name
     if name in ONE_RATE:
         assert set(rates.values()) == {ONE_RATE[name]}, f"{name}: {rates}"
+    # TKL §4 and MIR §4.2 say Adam (MIR's L2 decay coupled); MORES's Appendix A.2 AdamW
+    adam = name in GROUP_LRS or name in ("mir", "bert_firstp_mir", "bert_maxp128")
+    assert type(optimizer) is (torch.optim.Adam if adam else torch.optim.AdamW), f"{name}: {type(optimizer).__name__}"
 
 
 def one_training_step(
@@ -265,9 +269,7 @@ def one_training_step(
 ) -> tuple[float, torch.optim.Optimizer, dict]:
     """The training loop's step on two queries; returns the loss, the optimiser and each group's parameters before."""
     settings = dataclasses.replace(TrainSettings.from_entry(name, entry), batch_size=2)
-    optimizer = torch.optim.AdamW(
-        parameter_groups(model, settings, name), lr=settings.lr, weight_decay=settings.weight_decay
-    )
+    optimizer = make_optimizer(parameter_groups(model, settings, name), settings)  # Adam or AdamW, as configured
     collection = list(corpus.docs) if settings.negatives_from != "candidates" else None
     sampler = PairSampler(
         corpus.folds[0]["train"],
@@ -297,7 +299,8 @@ def one_training_step(
             break
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]], settings.grad_clip)
+    if settings.grad_clip:  # as the trainer: grad_clip 0 clips nothing (TK/TKL's full-scale entries)
+        torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]], settings.grad_clip)
     optimizer.step()
     return loss.item(), optimizer, before
 

@@ -10,7 +10,7 @@ import pytrec_eval
 
 from longrank.evaluate.metrics import per_query, read_eval_tsv, write_eval_tsv
 from longrank.evaluate.metrics import test_queries as fold_test_queries
-from longrank.io import write_qrels, write_run
+from longrank.io import InputError, write_qrels, write_run
 
 QRELS = {
     "1": {"d1": 2, "d2": 0, "d3": 1, "d4": 3},
@@ -104,3 +104,27 @@ def test_cli_roundtrip(tmp_path):
     pd.testing.assert_frame_equal(back, direct, atol=1e-6, check_names=False)
     write_eval_tsv(tmp_path / "y.tsv", direct)
     assert (tmp_path / "y.tsv").read_text() == out.read_text()
+
+
+def test_ncg_at_k_by_hand():
+    """NCG@k (ir-measures has none): the gains of the top k over the best k gains the judgments allow. Query q1,
+    judged d1:3, d2:2, d3:1, d4:0; ranked d4 > d3 > d1 > d5 (unjudged) > d2. NCG@2 = (0 + 1) / (3 + 2) = 0.2,
+    NCG@3 = (0 + 1 + 3) / (3 + 2 + 1) = 4 / 6, NCG@100 = (1 + 3 + 2) / 6 = 1. A tie at the cut-off goes to the
+    larger document id, as trec_eval breaks ties."""
+    qrels = {"q1": {"d1": 3, "d2": 2, "d3": 1, "d4": 0}, "q2": {"a": 1}}
+    run = {"q1": {"d4": 5.0, "d3": 4.0, "d1": 3.0, "d5": 2.0, "d2": 1.0}, "q2": {"a": 1.0, "b": 1.0}}
+    frame = per_query(run, qrels, ["q1", "q2"], ["NCG@2", "nDCG@10", "NCG@3", "NCG@100", "NCG@1"])
+    assert list(frame.columns) == ["NCG@2", "nDCG@10", "NCG@3", "NCG@100", "NCG@1"]
+    assert frame.loc["q1", "NCG@2"] == pytest.approx(0.2)
+    assert frame.loc["q1", "NCG@3"] == pytest.approx(4 / 6)
+    assert frame.loc["q1", "NCG@100"] == pytest.approx(1.0)
+    assert frame.loc["q2", "NCG@1"] == 0.0  # "b" > "a": the tie puts b first
+    assert frame.loc["q2", "NCG@2"] == 1.0
+
+
+def test_ncg_is_a_measure_the_config_accepts():
+    from longrank.config_checks import check_measures
+
+    check_measures(["NCG@100", "nDCG@10"])
+    with pytest.raises(InputError, match="evaluation.measures.0"):
+        check_measures(["NCG@0"])

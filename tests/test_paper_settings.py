@@ -46,3 +46,38 @@ def test_a_row_the_config_does_not_follow_is_reported(paper_settings):
 def test_the_page_is_up_to_date(paper_settings):
     page = (REPO / "docs" / "paper-settings.md").read_text()
     assert page == paper_settings.render(paper_settings.load_table()) + "\n", "run: python docs/paper_settings.py"
+
+
+def test_every_row_is_live(paper_settings):
+    """Each row's value, flipped, changes what a stage reads for each of its models (or the config's)."""
+    assert paper_settings.dead_rows(paper_settings.load_table()) == []
+
+
+def test_a_dead_row_is_reported(paper_settings, monkeypatch):
+    """The liveness check can fail: TK takes no overlap (a TKL key), and PRF settings of a graph set without PRF
+    queries are read by no stage (the token graph then links entities only): both rows are named dead."""
+    table = copy.deepcopy(paper_settings.load_table())
+    table["configs"] = table["configs"][:1]
+    mir = table["papers"][3]["settings"]
+    table["papers"] = [
+        {
+            "paper": "x",
+            "settings": [
+                {"stated": "an overlap", "models": ["tk"], "key": "overlap", "value": 10, "source": "-"},
+                next(row for row in mir if row["key"] == "mir_graphs.mir.prf_terms"),
+                next(row for row in mir if row["key"] == "mir_graphs.mir.window"),
+            ],
+        }
+    ]
+    merged = paper_settings.merged_config
+
+    def without_prf(name):
+        config = merged(name)
+        config["mir_graphs"]["mir"]["prf_queries"] = None
+        return config
+
+    monkeypatch.setattr(paper_settings, "merged_config", without_prf)
+    dead = paper_settings.dead_rows(table)
+    assert len(dead) == 2, dead
+    assert "tk overlap is dead: 10 -> 21" in dead[0]
+    assert "(config) mir_graphs.mir.prf_terms is dead" in dead[1]  # the window row stays live

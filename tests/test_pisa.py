@@ -265,3 +265,31 @@ def test_the_workflow_rebuilds_the_index_for_new_index_settings_only(tmp_path, i
     for index_setting in ({**pisa_analyser, "stemmer": "krovetz"}, {**pisa_analyser, "b": 0.75}, {}):  # {}: bm25s
         planned = planned_jobs(snakemake(workdir, "-n", target, *with_pisa(workdir, **index_setting)))
         assert planned == {"pisa_index": 1, "candidates": 1, "total": 2}, index_setting
+
+
+def test_a_pseudo_query_set_takes_its_bm25_candidates_from_a_pisa_first_stage(data, tmp_path):
+    """pseudo_queries.<set>.first_stage: the stage's CLI ranks the pseudo-queries from the pisa first stage's index
+    (MS MARCO's 3.2M documents do not fit bm25s's memory), exactly as that index ranks the same queries; a first
+    stage of another method is refused by name."""
+    spec = parse_first_stage({"name": "fast", "method": "pisa", "top_k": 10}).entry
+    index = tmp_path / "pisa" / "fast"
+    pisa.build_index(data / "docs.jsonl", PisaSettings(), index)
+    cfg = {"source": "ict", "count": 6, "query_words": 2, "depth": 3, "first_stage": "fast"}
+    out = tmp_path / "pq"
+    argv = [sys.executable, "-m", "longrank", "pseudo_queries", "--data", str(data), "--name", "x"]
+    argv += ["--config", json.dumps(cfg), "--out", str(out)]
+    subprocess.run([*argv, "--first-stage", json.dumps(spec), "--index", str(index)], check=True)
+    queries = dict(line.split("\t") for line in (out / "queries.tsv").read_text().splitlines()[1:])
+    expected, _ = pisa.retrieve(index, queries, PisaSettings(), depth=3)
+    written = read_run(out / "candidates.run")
+    assert written.keys() == {q for q in expected if q in queries} and len(written) >= 2
+    for q, ranked in written.items():  # the same documents and scores (the run file prints 8 digits)
+        assert ranked.keys() == expected[q].keys()
+        assert all(score == pytest.approx(expected[q][d], rel=1e-6) for d, score in ranked.items())
+    bm25 = json.dumps({"name": "bm25", "method": "bm25"})
+    failed = subprocess.run(
+        [*argv[:-1], str(tmp_path / "pq2"), "--first-stage", bm25, "--index", str(index)],
+        capture_output=True,
+        text=True,
+    )
+    assert failed.returncode != 0 and "pseudo_queries.x.first_stage: 'bm25' is a 'bm25' first stage" in failed.stderr

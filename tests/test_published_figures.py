@@ -16,6 +16,7 @@ from importlib import resources
 
 from conftest import REPO, SHARED
 from longrank.config import validate_config
+from longrank.evaluate import ncg
 from longrank.config_files import configfiles, merged
 from longrank.outputs import CompareSettings
 from longrank.report import reproduction
@@ -77,7 +78,7 @@ def test_every_figure_is_in_its_paper_as_stated(papers):
 
 
 def test_figures_are_well_formed_without_the_papers():
-    assert len(FIGURES) == 42
+    assert len(FIGURES) == 47  # 42, and CK Table 1's five NCG@100 figures (issue 38)
     assert len({(f.table_key, f.system, f.measure, f.collection) for f in FIGURES}) == len(FIGURES)
     for key, table in TABLES.items():
         assert " ".join(table["columns"]) in table["header"], key
@@ -85,9 +86,17 @@ def test_figures_are_well_formed_without_the_papers():
         assert set(table["collections"]) <= set(DOC["collections"]), key
     found = {f"{f.paper} {f.table} {f.model} {f.measure}": problems(f, TABLES, None) for f in FIGURES}
     assert {k: v for k, v in found.items() if v} == {}
-    for f in FIGURES:  # the measure as ir-measures names it, so the compare table's rows can carry it
-        assert str(ir_measures.parse_measure(f.measure)) == f.measure
+    for f in FIGURES:  # the measure as ir-measures names it (or NCG@k, evaluate/ncg.py), as the compare table has it
+        assert ncg.cutoff(f.measure) or str(ir_measures.parse_measure(f.measure)) == f.measure
         assert f.candidates is None or f.candidates in DOC["candidates"]
+
+
+def test_every_pair_names_two_entries_of_its_table():
+    pairs = reproduction.published_pairs()
+    assert len(pairs) == 6
+    for pair in pairs:
+        systems = {f.system for f in FIGURES if f.table_key == pair.table}
+        assert {pair.baseline, pair.improved} <= systems, pair
 
 
 def test_the_check_can_fail():
@@ -206,7 +215,7 @@ def test_the_section_sets_the_figures_beside_the_measured_means():
     assert table_block.text.startswith("Published figures on trec-dl-2019: 6 of 8 measured")
     notes = [b.text for b in sec.blocks if b.kind == "note"]
     assert any("Add RR@10 and nDCG@100 to evaluation.measures" in n for n in notes)
-    assert any("left out: bert_firstp, bert_maxp128, knrm, tkl_4k" in n for n in notes)
+    assert any("left out: bert_firstp_mir, bert_maxp128, knrm, tkl_4k" in n for n in notes)
     assert not [b for b in sec.blocks if b.kind == "warning"]  # 43 test queries, as the paper's
 
 
@@ -233,7 +242,7 @@ def test_the_ck_figures_on_trec_dl_2020_name_the_rank_100_rr():
     assert rows[("ndrm1_full", "nDCG@10")][4:7] == ["0.5991", "0.5000 [0.4500, 0.5500]", "no: paper above"]
     assert rows[("ndrm1", "AP@100")][4] == "0.4150"  # as printed
     assert "tkl" not in {s for s, _ in rows}  # the run has no tkl: the CK paper's TKL run is left out, and said so
-    assert "left out: ndrm3, ndrm3_full, tkl" in [b.text for b in sec.blocks if b.kind == "note"][-1]
+    assert any("left out: ndrm3, ndrm3_full, tkl" in b.text for b in sec.blocks if b.kind == "note")
 
 
 @pytest.mark.parametrize(
@@ -314,3 +323,50 @@ def test_the_section_reads_the_compare_stages_own_outputs(tmp_path):
     )
     assert rows[("tkl", "nDCG@10")][6] == expected
     assert rows[("tkl", "RR@10")][5] == "not measured: add RR@10 to evaluation.measures"
+
+
+# --- Effect Ratio and ΔRI (Breuer et al. SIGIR 2020, repro-eval) ---------------------------------------------------
+
+
+def test_effect_ratio_and_delta_ri_are_breuer_et_al_s_by_hand():
+    """TK 0.594 -> TKL 0.634 published (nDCG@10), 0.58 -> 0.60 measured: ER = 0.02 / 0.04 = 0.5; ΔRI = the paper's
+    relative improvement 0.04 / 0.594 minus the run's 0.02 / 0.58."""
+    from longrank.report.effect_ratio import effect_ratio
+
+    er, dri = effect_ratio(0.634, 0.594, 0.60, 0.58)
+    assert er == pytest.approx(0.5) and dri == pytest.approx(0.04 / 0.594 - 0.02 / 0.58)
+    assert effect_ratio(0.9333, 0.9333, 0.9, 0.8)[0] is None  # no published difference: no ratio
+
+
+def test_effect_ratio_from_means_is_repro_evals_over_per_topic_scores():
+    """The papers print means: the report gives repro-eval one topic per side. Over per-topic scores of the same
+    topics repro-eval's ER and ΔRI are the same numbers, so nothing is lost."""
+    import numpy as np
+    from repro_eval.measure.overall_effects import DRI, ER
+
+    from longrank.report.effect_ratio import effect_ratio
+
+    rng = np.random.default_rng(0)
+    runs = [{f"q{t}": {"ndcg": float(x)} for t, x in enumerate(rng.uniform(0, 1, 43))} for _ in range(4)]
+    mean = [float(np.mean([s["ndcg"] for s in r.values()])) for r in runs]
+    er, dri = effect_ratio(*mean)
+    assert er == pytest.approx(ER(*runs)["ndcg"]) and dri == pytest.approx(DRI(*runs)["ndcg"])
+
+
+def test_the_section_gives_er_and_delta_ri_for_each_pair_the_run_measures():
+    stages = {"official": {"method": "scoreddocs"}, "hdct": {"method": "hdct"}}
+    models = {m: {"type": "bert_ranker", "first_stage": "hdct"} for m in ("bert_firstp_mir", "bert_maxp128")}
+    models |= {"mir": {"type": "mir", "first_stage": "hdct"}, "tk": {"type": "tk"}}
+    table = [
+        ("bert_firstp_mir", "nDCG@10", 0.60, 0.55, 0.64),
+        ("bert_maxp128", "nDCG@10", 0.62, 0.56, 0.68),
+        ("mir", "nDCG@10", 0.70, 0.65, 0.75),
+        ("tk", "nDCG@10", 0.59, 0.50, 0.65),
+    ]
+    sec = reproduction.section(context(TREC_DL_2019, models, stages, table))
+    block = [b for b in sec.blocks if b.kind == "table"][-1]
+    cells = {r[0]: [getattr(c, "text", c) for c in r] for r in block.rows}
+    assert set(cells) == {"bert_firstp_mir → mir", "bert_maxp128 → mir"}  # no tkl: TK -> TKL is not measured
+    # MIR Table 1: FirstP 0.652 -> MIR 0.697 (+0.045); measured 0.60 -> 0.70 (+0.10): ER 2.22
+    assert cells["bert_firstp_mir → mir"][2:] == ["nDCG@10", "+0.0450", "+0.1000", "2.2222", "-0.0976", "no / yes"]
+    assert cells["bert_maxp128 → mir"][7] == "yes / yes"  # 0.657 in [0.56, 0.68]; 0.697 in [0.65, 0.75]

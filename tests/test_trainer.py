@@ -135,6 +135,39 @@ def test_evaluate_and_checkpoint_keeps_the_best_weights_by_dev(tiny_data):
     ]
 
 
+def test_patience_0_keeps_the_last_evaluations_weights_and_never_stops_early(tiny_data):
+    """train.patience: 0 (a paper's fixed number of epochs, MIR's "two epochs"): a worse dev evaluation still
+    replaces the kept weights, and the loop goes on whatever the dev figures."""
+    entry = {**KNRM, "train": {**KNRM["train"], "patience": 0}}
+    job = job_of(tiny_data, entry, "last")
+    trainer = trainer_of(job)
+    batches = trainer.batches()
+    trainer.step(batches)
+    trainer.evaluate_and_checkpoint(0.9)
+    trainer.step(batches)
+    trainer.position.best_dev_ndcg10 = 2.0  # no nDCG improves on it: patience >= 1 would keep step 1's weights
+    position = trainer.evaluate_and_checkpoint(0.8)
+    assert position.best_step == 2 and position.evals_without_improvement == 0 and trainer.patient()
+    newest = sets_newest_first(job.state_dir)[0]
+    assert same(load_file(str(newest / "best.safetensors")), load_file(str(newest / "last.safetensors")))
+
+
+def test_optimizer_and_schedule_settings_choose_adam_and_a_constant_rate(tiny_data):
+    """train.optimizer: adam is torch's Adam (weight_decay coupled into the gradient as L2), adamw (the default)
+    AdamW; train.schedule: constant keeps the rate after warm-up, linear (the default) decays it to 0."""
+    default = trainer_of(job_of(tiny_data, KNRM, "adamw"))
+    assert type(default.optimizer) is torch.optim.AdamW
+    entry = {**KNRM, "train": {**KNRM["train"], "optimizer": "adam", "schedule": "constant", "weight_decay": 0.01}}
+    adam = trainer_of(job_of(tiny_data, entry, "adam"))
+    assert type(adam.optimizer) is torch.optim.Adam and adam.optimizer.defaults["weight_decay"] == 0.01
+    batches, linear_batches = adam.batches(), default.batches()
+    for _ in range(6):
+        adam.step(batches)
+        default.step(linear_batches)
+    assert adam.scheduler.get_last_lr()[0] == pytest.approx(0.01)  # constant: the configured rate
+    assert default.scheduler.get_last_lr()[0] == pytest.approx(0.01 * 6 / 12)  # linear: half-way to 0
+
+
 def test_the_position_file_keeps_the_shape_the_stage_has_always_written(tiny_data):
     out = tiny_data / "shape" / "model.safetensors"
     loop.train(

@@ -46,7 +46,11 @@ def check_measures(names) -> None:
     used to fail only in evaluate, after the data and first stages ran), with trec_eval's spelling translated."""
     import ir_measures
 
+    from longrank.evaluate.ncg import cutoff
+
     for i, name in enumerate(names):
+        if cutoff(name):  # NCG@k: evaluate/ncg.py (ir-measures has none)
+            continue
         try:
             ir_measures.parse_measure(name)
         except Exception:  # ir_measures raises NameError, ValueError, ... for names it cannot read
@@ -173,6 +177,13 @@ def resolve_first_stages(config: dict) -> dict:
         if spec["method"] == "hdct" and targets != "titles" and targets not in config.get("pseudo_queries", {}):
             raise InputError(
                 f"config key first_stages.{name}.targets: {targets!r} is neither titles nor a set under pseudo_queries"
+            )
+    for name, pseudo in config.get("pseudo_queries", {}).items():
+        stage = pseudo.get("first_stage")
+        if stage is not None and (stages.get(stage) or {}).get("method") != "pisa":
+            raise InputError(
+                f"config key pseudo_queries.{name}.first_stage: {stage!r} is not a pisa first stage "
+                f"(pisa ones: {[n for n, s in stages.items() if s['method'] == 'pisa']})"
             )
     for name, entry in config["models"].items():
         _check_no_cycle(name, config["models"], stages)

@@ -247,13 +247,24 @@ def pretrained_weights(wildcards):
 
 def pseudo_query_source(wildcards):
     """What a pseudo-query set reads beside the data: the source collection for titles, the query formulation
-    for formulated (only these, so that changing neither reruns the other sources' sets)."""
-    source = config["pseudo_queries"][wildcards.pseudo_set].get("source", "ict")
+    for formulated (only these, so that changing neither reruns the other sources' sets), and the pisa first
+    stage its BM25 runs through (first_stage)."""
+    spec = config["pseudo_queries"][wildcards.pseudo_set]
+    source, out = spec.get("source", "ict"), []
     if source == "titles":
-        return ["--dataset", as_json(config["dataset"])]
+        out = ["--dataset", as_json(config["dataset"])]
     if source == "formulated":
-        return ["--query-formulation", as_json(config["query_formulation"])]
-    return []
+        out = ["--query-formulation", as_json(config["query_formulation"])]
+    if spec.get("first_stage"):
+        stage = spec["first_stage"]
+        out += ["--first-stage", as_json(config["first_stages"][stage]), "--index", f"{R}/pisa/{stage}"]
+    return out
+
+
+def pseudo_query_index(wildcards):
+    """The PISA index a pseudo-query set's BM25 reads (its first_stage), or none (bm25s in memory)."""
+    stage = config["pseudo_queries"][wildcards.pseudo_set].get("first_stage")
+    return [f"{R}/pisa/{stage}"] if stage else []
 
 
 def model_config(wildcards):

@@ -3,6 +3,7 @@ rule pseudo_queries:
     collection: every model that pre-trains on it (train.pretrain.queries) reuses it."""
     input:
         data=[DATA[name] for name in ("docs.jsonl", "queries.tsv", "word_doc_freq.tsv")],
+        index=pseudo_query_index,
     output:
         directory(f"{R}/pseudo_queries/{{pseudo_set}}"),
     log:

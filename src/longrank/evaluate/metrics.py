@@ -20,6 +20,7 @@ from typing import Iterable, Mapping, Sequence
 import ir_measures
 import pandas as pd
 
+from longrank.evaluate import ncg
 from longrank.io import InputError, atomic_path, read_json
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,11 @@ def sorted_qids(qids: Iterable[str]) -> list[str]:
 
 
 def parse_measures(names: Sequence[str]) -> list:
+    """ir-measures' measures of ``names`` (NCG@k, which it does not have, is computed by evaluate/ncg.py)."""
     measures = []
     for name in names:
+        if ncg.cutoff(name):
+            continue
         try:
             measures.append(ir_measures.parse_measure(name))
         except Exception as err:  # ir_measures raises several types for unknown names
@@ -82,7 +86,9 @@ def per_query(
 ) -> pd.DataFrame:
     """Per-query values: index ``query_id`` (sorted), one column per measure (ir_measures' name)."""
     parsed = parse_measures(measures)
-    columns = [str(m) for m in parsed]
+    own = {name: ncg.cutoff(name) for name in measures if ncg.cutoff(name)}
+    named = iter(str(m) for m in parsed)
+    columns = [name if name in own else next(named) for name in measures]  # in the configured order
     kept, dropped = evaluable_queries(qrels, qids)
     if dropped:
         log.warning(
@@ -103,11 +109,14 @@ def per_query(
     sub_qrels = {q: dict(qrels[q]) for q in kept}
     sub_run = {q: dict(docs) for q, docs in run.items() if q in keep and docs}
     values = {q: dict.fromkeys(columns, 0.0) for q in kept}
-    if sub_run:
+    if sub_run and parsed:
         for metric in ir_measures.iter_calc(parsed, sub_qrels, sub_run):
             if metric.query_id in values:
                 v = float(metric.value)
                 values[metric.query_id][str(metric.measure)] = 0.0 if math.isnan(v) else v
+    for name, k in own.items():
+        for q, docs in sub_run.items():
+            values[q][name] = ncg.ncg(docs, sub_qrels[q], k)
     frame = pd.DataFrame.from_dict(values, orient="index", columns=columns)
     frame.index.name = "query_id"
     return frame.loc[kept]

@@ -5,7 +5,8 @@ the paper's setting and the text of the paper it comes from (tests/test_publishe
 figure is shown when the run's resolved dataset is the figure's collection (its ``dataset.id`` one of the
 collection's ir_datasets ids) and the run has the entry (a model, or a first stage for a first stage's row): the
 paper's value, the measured mean with the compare stage's percentile bootstrap 95% CI, and whether the interval
-covers the paper's value. A figure whose measure the run does not evaluate says which measure to add.
+covers the paper's value. A figure whose measure the run does not evaluate says which measure to add. Below them,
+each paper's improvement of a model over its baseline as Breuer et al.'s Effect Ratio and ΔRI (effect_ratio.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from importlib import resources
 
 import yaml
 
+from longrank.report import effect_ratio
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import first_stages, rerank_depth, stage_label, stage_of
@@ -112,6 +114,13 @@ def published() -> tuple[Figure, ...]:
     return tuple(load_published())
 
 
+@lru_cache(maxsize=1)
+def published_pairs() -> tuple[effect_ratio.Pair, ...]:
+    """published.yaml's baseline -> improved pairs (the Effect Ratio's)."""
+    doc = yaml.safe_load(resources.files("longrank.report").joinpath(PUBLISHED).read_text("utf-8"))
+    return tuple(effect_ratio.Pair(**pair) for pair in doc.get("pairs") or [])
+
+
 def on_collection(figures, dataset) -> list[Figure]:
     """The figures on the run's collection: its resolved ``dataset.id`` among the collection's ids (a dataset with no
     id, a local one, matches a collection of its name only)."""
@@ -197,6 +206,7 @@ def section(ctx: Context) -> Section:
         )
     if absent:
         sec.note(f"Figures for entries this run does not configure are left out: {', '.join(absent)}.")
+    effect_ratio.add_table(sec, cmp, [f for f in shown if f.measure in measures], published_pairs())
     return sec
 
 

@@ -1,5 +1,5 @@
-"""The optimiser of a training: AdamW over the model's parameter groups at their own learning rates, with linear
-warm-up and linear decay."""
+"""The optimiser of a training: AdamW (or Adam: ``train.optimizer``) over the model's parameter groups at their own
+learning rates, with linear warm-up and linear decay (or a constant rate: ``train.schedule``)."""
 
 from __future__ import annotations
 
@@ -43,12 +43,23 @@ def parameter_groups(model, settings: TrainSettings, name: str = "model") -> lis
     return [{"name": "rest", "params": rest}] + groups if rest else groups
 
 
-def lr_lambda(warmup: int, total: int):
-    """Linear warm-up over ``warmup`` steps, then linear decay to 0 at ``total``."""
+def lr_lambda(warmup: int, total: int, schedule: str = "linear"):
+    """Linear warm-up over ``warmup`` steps, then linear decay to 0 at ``total`` (``schedule: linear``) or the
+    configured rate (``constant``)."""
 
     def factor(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
+        if schedule == "constant":
+            return 1.0
         return max(0.0, (total - step) / max(1, total - warmup))
 
     return factor
+
+
+def make_optimizer(groups: list[dict], settings: TrainSettings):
+    """AdamW (decoupled decay) or Adam (weight_decay as an L2 term in the gradient), as ``train.optimizer`` says."""
+    import torch
+
+    kind = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}[settings.optimizer]
+    return kind(groups, lr=settings.lr, weight_decay=settings.weight_decay)

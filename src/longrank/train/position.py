@@ -36,10 +36,10 @@ class TrainingPosition:
     fingerprint: str | None = None
     inputs: dict[str, str] = field(default_factory=dict)
 
-    def record(self, train_loss: float, dev_ndcg: float, seconds: float) -> bool:
+    def record(self, train_loss: float, dev_ndcg: float, seconds: float, keep_last: bool = False) -> bool:
         """Count a dev evaluation at this step; returns whether it is the best so far (then this step's weights are
-        the ones to keep)."""
-        improved = dev_ndcg > self.best_dev_ndcg10
+        the ones to keep), or, with ``keep_last``, always (the last evaluation's weights are kept)."""
+        improved = keep_last or dev_ndcg > self.best_dev_ndcg10
         if improved:
             self.best_dev_ndcg10, self.best_step, self.evals_without_improvement = dev_ndcg, self.step, 0
         else:

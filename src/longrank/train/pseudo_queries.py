@@ -25,7 +25,8 @@ text as pre-training reads it), so a model cannot learn to find the query copied
 without replacement (``count`` of them, ``seed``), so each document has at most one such text. Negatives come
 from each pseudo-query's BM25 top ``depth`` (``candidates.run``), as for real queries. No pseudo-query contains
 a real query's text (any real query: test, dev or train), and ``drop_easy`` drops those whose positive BM25
-already ranks first. ``dev`` of them are held out for early stopping of the pre-training.
+already ranks first. BM25 is bm25s over the collection in memory, or, with ``first_stage: <name>``, that ``pisa``
+first stage's on-disk index (its settings and index: a collection larger than memory, MS MARCO's 3.2M documents). ``dev`` of them are held out for early stopping of the pre-training.
 
 Output directory: ``queries.tsv``, ``qrels.txt``, ``folds.json`` (one fold: train and dev pseudo-queries, no
 test), ``candidates.run``, ``overrides.jsonl``, ``stats.json``.
@@ -72,11 +73,16 @@ DEFAULTS = {
 }
 
 
+# Not in DEFAULTS: a set without it is configured, and writes its stats, exactly as before the key existed.
+OPTIONAL = ("first_stage",)
+
+
 def settings(name: str, cfg: dict) -> dict:
     """The set's configuration with defaults, checked: errors name ``pseudo_queries.<name>.<key>``."""
-    unknown = set(cfg) - set(DEFAULTS)
+    unknown = set(cfg) - set(DEFAULTS) - set(OPTIONAL)
     if unknown:
-        raise InputError(f"pseudo_queries.{name}: unknown keys {sorted(unknown)}; expected some of {sorted(DEFAULTS)}")
+        expected = sorted([*DEFAULTS, *OPTIONAL])
+        raise InputError(f"pseudo_queries.{name}: unknown keys {sorted(unknown)}; expected some of {expected}")
     out = {**DEFAULTS, **cfg}
     if out["source"] not in SOURCES:
         raise InputError(f"pseudo_queries.{name}.source: {out['source']!r} is not one of {list(SOURCES)}")
@@ -197,9 +203,12 @@ def build(
     out: Path,
     titles: dict[str, str] | None = None,
     query_formulation: dict | None = None,
+    bm25=None,
 ) -> dict:
+    """``bm25(queries, depth)``: the BM25 run of the pseudo-queries (default: bm25s over ``corpus.docs`` in memory)."""
     from longrank.retrieval.bm25 import bm25_run
 
+    bm25 = bm25 or (lambda queries, depth: bm25_run(corpus.docs, queries, top_k=depth))
     cfg = settings(name, cfg)
     queries, positives, shortened = make_pseudo_queries(corpus, cfg, titles, query_formulation)
     made = len(queries)
@@ -209,7 +218,7 @@ def build(
     containing_real = made - len(queries)
     _check_enough(queries, made, corpus, name, cfg)  # before BM25, which cannot rank for no query
     # Candidates from the collection as it is (the positive with its query text inside, as a first stage sees it).
-    run = bm25_run(corpus.docs, queries, top_k=cfg["depth"])
+    run = bm25(queries, cfg["depth"])
     qrels = {q: {q[1:]: 1} for q in queries}
     easy = [q for q in queries if run.get(q) and max(run[q], key=lambda d: (run[q][d], d)) == q[1:]]
     if cfg["drop_easy"]:
@@ -289,6 +298,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--config", required=True, help="the set's config entry as JSON")
     parser.add_argument("--dataset", help="the config's dataset block as JSON (source titles reads the titles from it)")
     parser.add_argument("--query-formulation", help="the config's query_formulation as JSON (source formulated)")
+    parser.add_argument("--first-stage", help="first_stage: the pisa first stage's resolved entry as JSON")
+    parser.add_argument("--index", help="first_stage: that first stage's PISA index (results/{dataset}/pisa/{name})")
     parser.add_argument("--out", required=True, help="the set's directory (results/{dataset}/pseudo_queries/{name})")
 
 
@@ -300,4 +311,24 @@ def run(args) -> None:
             raise InputError("pseudo_queries: source titles needs --dataset (the collection to read titles from)")
         titles = read_field(json.loads(args.dataset), cfg["title_field"])
     qf = json.loads(args.query_formulation) if args.query_formulation else None
-    build(Corpus(args.data), args.name, cfg, Path(args.out), titles, qf)
+    corpus = Corpus(args.data)
+    build(corpus, args.name, cfg, Path(args.out), titles, qf, _pisa_bm25(args, cfg, corpus))
+
+
+def _pisa_bm25(args, cfg: dict, corpus: Corpus):
+    """With ``first_stage``: BM25 from that pisa first stage's index (None: bm25s in memory)."""
+    if not cfg.get("first_stage"):
+        return None
+    from longrank.retrieval import pisa
+    from longrank.retrieval.first_stage import parse_first_stage
+
+    if not (args.first_stage and args.index):
+        raise InputError(f"pseudo_queries.{args.name}.first_stage: give --first-stage and --index")
+    stage = parse_first_stage(json.loads(args.first_stage))
+    if stage.method != pisa.METHOD:
+        raise InputError(
+            f"pseudo_queries.{args.name}.first_stage: {stage.name!r} is a {stage.method!r} first stage; "
+            f"expected a {pisa.METHOD!r} one (BM25 from its on-disk index)"
+        )
+    docs_path = corpus.dir / "docs.jsonl"
+    return lambda queries, depth: pisa.retrieve(Path(args.index), queries, stage.settings, depth, docs_path)[0]

@@ -18,6 +18,8 @@ Precision = Literal["fp32", "bf16", "fp16"]
 Positives = Literal["candidates", "judged"]
 NegativesFrom = Literal["candidates", "collection", "both"]
 Loss = Literal["pairwise_hinge", "ranknet", "listwise_ce", "pointwise_bce"]
+Optimizer = Literal["adamw", "adam"]
+Schedule = Literal["linear", "constant"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class TrainSettings:
     warmup_steps: int = 0
     loss: Loss | None = None  # None: the model's own (Ranker.default_loss)
     eval_every: int = 50
-    patience: int = 3
+    patience: int = 3  # 0: no early stopping; every step runs and the last evaluation's weights are kept
     grad_clip: float = 1.0
     seed: int = 0
     eval_batch_size: int = 32
@@ -59,6 +61,11 @@ class TrainSettings:
     # train.precision: the forward and loss under torch.autocast on a GPU (fp16 with a gradient scaler, as the MIR
     # paper trained); the weights, the optimiser and the dev evaluation stay fp32. The CPU trains fp32 whatever it says.
     precision: Precision = "fp32"
+    # adamw: decoupled weight decay (the default); adam: torch's Adam, whose weight_decay is an L2 term added to the
+    # gradient (the TKL and MIR papers' "Adam", MIR's "l2 weight decay").
+    optimizer: Optimizer = "adamw"
+    # linear: warm-up, then linear decay to 0 at ``steps`` (the default); constant: warm-up, then the rate as set.
+    schedule: Schedule = "linear"
 
     @classmethod
     def from_entry(cls, name: str, entry: Mapping) -> TrainSettings:

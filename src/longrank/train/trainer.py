@@ -24,7 +24,7 @@ from longrank.train.checkpoint import sets_newest_first
 from longrank.train.fingerprint import fingerprint_of, keep_only_a_fitting_state, training_inputs
 from longrank.train.job import TrainingJob, keep_untrained, prepare
 from longrank.train.losses import with_negative_pairs
-from longrank.train.optimiser import lr_lambda, parameter_groups
+from longrank.train.optimiser import lr_lambda, make_optimizer, parameter_groups
 from longrank.train.position import TrainingPosition
 from longrank.train.sampling import PairSampler
 
@@ -51,11 +51,9 @@ class Trainer:
         settings = self.settings = job.settings
         self.job, self.model = job, _with_batch_norm_across(job, model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(
-            parameter_groups(self.model, settings, job.name), lr=settings.lr, weight_decay=settings.weight_decay
-        )
+        self.optimizer = make_optimizer(parameter_groups(self.model, settings, job.name), settings)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lr_lambda(settings.warmup_steps, settings.steps)
+            self.optimizer, lr_lambda(settings.warmup_steps, settings.steps, settings.schedule)
         )
         self.sampler = PairSampler(
             job.fold["train"],
@@ -167,7 +165,7 @@ class Trainer:
             mininterval=5,
             disable=not job.lead,
         )
-        while self.position.step < settings.steps and self.position.evals_without_improvement < settings.patience:
+        while self.position.step < settings.steps and self.patient():
             losses.append(self.step(batches))
             bar.update(1)
             bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.4f}", refresh=False)
@@ -179,6 +177,11 @@ class Trainer:
                 self.position = on_rank0(evaluate, job.rank, job.world)
         bar.close()
         del batches  # stops the workers preparing steps that early stopping made unnecessary
+
+    def patient(self) -> bool:
+        """Whether training goes on: fewer than ``patience`` evaluations without improvement (``patience: 0``: always)."""
+        patience = self.settings.patience
+        return patience == 0 or self.position.evals_without_improvement < patience
 
     def step(self, batches) -> float:
         """One optimiser step on the next batch; returns the global batch's loss."""
@@ -216,7 +219,8 @@ class Trainer:
         the best when they are); returns the position, which every rank then takes."""
         job, position = self.job, self.position
         dev_ndcg, dev_run = job.dev_rerank(self.model)
-        improved = position.record(mean_loss, dev_ndcg, time.time() - self.started)
+        # patience 0 (no early stopping, a fixed number of epochs): every evaluation's weights replace the kept ones
+        improved = position.record(mean_loss, dev_ndcg, time.time() - self.started, self.settings.patience == 0)
         # one line per dev evaluation on stderr (the console; the job's log under the workflow: tail -f it)
         per_step = position.seconds / max(position.step, 1)
         line = (
