@@ -199,10 +199,7 @@ def reset_peak(device) -> None:
 
 
 def bill_model(name: str, entry: dict, top: dict, corpus, data: Path, args, device) -> dict:
-    from longrank.models.registry import build_model, model_class
-    from longrank.precision import autocast
-    from longrank.train.losses import get_loss
-    from longrank.train.optimiser import parameter_groups
+    from longrank.models.registry import build_model
     from longrank.train.settings import TrainSettings
 
     entry = runnable_entry(entry, data)
@@ -240,43 +237,78 @@ def bill_model(name: str, entry: dict, top: dict, corpus, data: Path, args, devi
     queries = [corpus.queries[q] for q in sorted(corpus.queries)]
     # --- training step at the recipe's batch: batch_size groups of 1 positive + negatives -------------------------
     if settings.steps:
-        group = 1 + settings.negatives
-        n = settings.batch_size * group
-        ids = [doc_ids[i % len(doc_ids)] for i in range(n)]
-        batch_queries = [queries[(i // group) % len(queries)] for i in range(n)]
-        batch = model.encode(batch_queries, ids, [corpus.docs[d] for d in ids])
-        loss_fn = get_loss(settings.loss or model_class(entry["type"]).default_loss)
-        optimizer = torch.optim.AdamW(
-            parameter_groups(model, settings, name), lr=settings.lr, weight_decay=settings.weight_decay
-        )
-        use_precision = settings.precision if device.type == "cuda" else "fp32"
-        scaler = torch.amp.GradScaler(device.type, enabled=use_precision == "fp16")
-        params = [p for g in optimizer.param_groups for p in g["params"]]
-        model.train()
-
-        def step():
-            inputs = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-            with autocast(device, use_precision):
-                scores = model(**inputs).view(settings.batch_size, group)
-                loss = loss_fn(scores.float())
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(params, settings.grad_clip)
-            scaler.step(optimizer)
-            scaler.update()
-
-        reset_peak(device)
-        try:
-            row["train_step"] = timed(step, device, args.warmup, args.repeats)
-            row["train_peak_mb"] = peak_mb(device)
-        except torch.OutOfMemoryError as err:
-            row["train_step"] = None
-            row["train_error"] = f"out of memory at batch {settings.batch_size} x {group}: {str(err).splitlines()[0]}"
-            row["train_peak_mb"] = peak_mb(device)
-        del optimizer, scaler
+        row.update(train_timing(model, name, entry, settings, corpus, doc_ids, queries, args, device))
         model.zero_grad(set_to_none=True)
-    # --- reranking at the rerank stage's batch and precision ------------------------------------------------------
+    return rerank_timing(model, row, entry, top, corpus, doc_ids, queries, args, device)
+
+
+def train_timing(model, name, entry, settings, corpus, doc_ids, queries, args, device) -> dict:
+    """Seconds per step at the recipe's batch and the peak memory. A batch that does not fit is timed in the largest
+    half, quarter, ... that does, and the step's time scaled to the whole batch (what gradient accumulation over
+    those micro-batches would take; the trainer has none: the bill says so)."""
+    full, micro, out = settings.batch_size, settings.batch_size, {}
+    while micro >= 1:
+        try:
+            timing, peak = train_step_timing(
+                model, name, entry, settings, micro, corpus, doc_ids, queries, args, device
+            )
+        except torch.OutOfMemoryError as err:
+            out.setdefault(
+                "train_error", f"out of memory at batch {full} x {1 + settings.negatives}: {str(err).splitlines()[0]}"
+            )
+            model.zero_grad(set_to_none=True)
+            reset_peak(device)
+            micro //= 2
+            continue
+        if micro != full:
+            out["train_micro_batch"] = micro
+            timing = {**timing, "median_s": timing["median_s"] * full / micro, "measured_median_s": timing["median_s"]}
+        out["train_step"], out["train_peak_mb"] = timing, peak
+        return out
+    out["train_step"] = None
+    return out
+
+
+def train_step_timing(model, name, entry, settings, batch_size, corpus, doc_ids, queries, args, device):
+    from longrank.models.registry import model_class
+    from longrank.precision import autocast
+    from longrank.train.losses import get_loss
+    from longrank.train.optimiser import parameter_groups
+
+    settings = dataclasses.replace(settings, batch_size=batch_size)
+    group = 1 + settings.negatives
+    n = settings.batch_size * group
+    ids = [doc_ids[i % len(doc_ids)] for i in range(n)]
+    batch_queries = [queries[(i // group) % len(queries)] for i in range(n)]
+    batch = model.encode(batch_queries, ids, [corpus.docs[d] for d in ids])
+    loss_fn = get_loss(settings.loss or model_class(entry["type"]).default_loss)
+    optimizer = torch.optim.AdamW(
+        parameter_groups(model, settings, name), lr=settings.lr, weight_decay=settings.weight_decay
+    )
+    use_precision = settings.precision if device.type == "cuda" else "fp32"
+    scaler = torch.amp.GradScaler(device.type, enabled=use_precision == "fp16")
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    model.train()
+
+    def step():
+        inputs = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        with autocast(device, use_precision):
+            scores = model(**inputs).view(settings.batch_size, group)
+            loss = loss_fn(scores.float())
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(params, settings.grad_clip)
+        scaler.step(optimizer)
+        scaler.update()
+
+    reset_peak(device)
+    return timed(step, device, args.warmup, args.repeats), peak_mb(device)
+
+
+def rerank_timing(model, row, entry, top, corpus, doc_ids, queries, args, device) -> dict:
+    from longrank.precision import autocast
+
     rerank_batch = args.rerank_batch or top["rerank"].get("batch_size", 128)
     precision = top["rerank"].get("precision", "fp32") if device.type == "cuda" else "fp32"
     ids = [doc_ids[i % len(doc_ids)] for i in range(rerank_batch)]

@@ -106,22 +106,34 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def equivalence(model, stores, rows, query, precision, device) -> dict:
-    """Scores of 64 candidates through the fused path and through PyTorch's attention (``reads_rows`` off), per
-    reuse: the largest difference as a share of the scores' spread."""
+    """64 candidates scored through the fused path and through PyTorch's attention (``reads_rows`` off) in
+    ``precision``, each against PyTorch's path in fp32: the largest difference as a share of the fp32 scores' spread."""
     out = {}
     half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    dtype = half or torch.float32
     for reuse in ("s1", "s2"):
-        store = stores[reuse].resident(device, half)
         read = rows[reuse][:64]
-        with torch.inference_mode(), autocast(device, precision):
-            q = model.represent_queries(**query).expand(len(read), -1, -1)
-            mask = query["attention_mask"].expand(len(read), -1)
-            fused = model.interact(q, mask, *store.doc_kv(read, model, device, dtype)).float()
-            model.reads_rows = lambda _device: False
-            plain = model.interact(q, mask, *store.doc_kv(read, model, device, dtype)).float()
-            del model.reads_rows
-        out[reuse] = float((fused - plain).abs().max() / plain.std())
+
+        def score(store, fused, prec, dtype):
+            with torch.inference_mode(), autocast(device, prec):
+                q = model.represent_queries(**query).expand(len(read), -1, -1)
+                mask = query["attention_mask"].expand(len(read), -1)
+                if not fused:
+                    model.reads_rows = lambda _device: False
+                try:
+                    return model.interact(q, mask, *store.doc_kv(read, model, device, dtype)).float()
+                finally:
+                    model.__dict__.pop("reads_rows", None)
+
+        full = stores[reuse].resident(device)
+        reference = score(full, False, "fp32", torch.float32)
+        store = stores[reuse].resident(device, half) if half else full
+        dtype = half or torch.float32
+        spread = float(reference.std())
+        out[reuse] = {
+            "fused": float((score(store, True, precision, dtype) - reference).abs().max()) / spread,
+            "pytorch": float((score(store, False, precision, dtype) - reference).abs().max()) / spread,
+            "fp32_spread": spread,
+        }
     return out
 
 

@@ -53,6 +53,7 @@ from torch import nn
 
 from longrank.io import InputError
 from longrank.models.base import Ranker, config_keys
+from longrank.models.modules.cuda_graphs import GraphCache
 from longrank.models.modules.doc_attention import DocRows, attend_rows, kernel_available
 from longrank.models.modules.encoders import encoder_choice, encoder_layers, from_encoder_config, single_inputs
 from longrank.models.mores_store import ReuseStore, write_store
@@ -246,9 +247,24 @@ class MORES(Ranker):
 
     # --- the three modules --------------------------------------------------------------------------
     def represent_queries(self, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
+        if input_ids.device.type == "cuda" and not self.training and not torch.is_grad_enabled():
+            # Inference on CUDA: one query of a few tokens is a hundred tiny kernels, replayed as one CUDA graph.
+            # Without padding the encoder needs no mask (the graph then holds no host-side check of one).
+            if bool(attention_mask.all()):
+                return self._graphs("query", self._query_states)(input_ids, token_type_ids)
         return self.query_module(
             input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
         ).last_hidden_state
+
+    def _query_states(self, input_ids, token_type_ids) -> torch.Tensor:
+        return self.query_module(input_ids=input_ids, token_type_ids=token_type_ids).last_hidden_state
+
+    def _graphs(self, name: str, fn) -> GraphCache:
+        """The CUDA graph cache of one inference step, made on first use (not a module: no weights, not saved)."""
+        caches = self.__dict__.setdefault("_graph_caches", {})
+        if name not in caches:
+            caches[name] = GraphCache(fn)
+        return caches[name]
 
     def represent_docs(self, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
         return self.document_module(
@@ -281,6 +297,22 @@ class MORES(Ranker):
     def interact(
         self, query: torch.Tensor, query_mask, doc_kv: list[tuple[torch.Tensor, torch.Tensor]] | DocRows, doc_mask
     ) -> torch.Tensor:
+        if isinstance(doc_kv, DocRows) and doc_kv.resident and query.device.type == "cuda":
+            # A resident store: the blocks' kernels replayed as one CUDA graph that reads the store in place (the
+            # same tensor on every call: its address is part of the graph's key; the candidates' rows are inputs).
+            self._resident_rows = doc_kv
+            key = (doc_kv.table.data_ptr(), tuple(doc_kv.key_cols), tuple(doc_kv.value_cols))
+            return self._graphs("interact", self._interact_resident)(
+                query, query_mask, doc_kv.starts, doc_kv.lengths, key=key
+            )
+        return self._interact(query, query_mask, doc_kv, doc_mask)
+
+    def _interact_resident(self, query, query_mask, starts, lengths) -> torch.Tensor:
+        rows = self._resident_rows
+        docs = DocRows(rows.table, starts, lengths, rows.key_cols, rows.value_cols, rows.hidden, rows.max_len, True)
+        return self._interact(query, query_mask, docs, None)
+
+    def _interact(self, query, query_mask, doc_kv, doc_mask) -> torch.Tensor:
         h = query
         for k, ib in enumerate(self.interaction_blocks):
             if isinstance(doc_kv, DocRows):

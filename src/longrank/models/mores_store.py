@@ -239,12 +239,12 @@ class ReuseStore:
         offsets, lengths = self.offsets[rows], self.lengths[rows]
         n_blocks, hidden = self.meta["interaction_blocks"], self.meta["hidden_size"]
         fused = model.reads_rows(device)
-        if fused and on_device and self.meta["reuse"] == "s2" and self.array.device == torch.device(device):
+        if fused and on_device and self.meta["reuse"] == "s2" and _same_device(self.array.device, device):
             cols = [2 * k * hidden for k in range(n_blocks)]
             table = self.array.view(self.array.shape[0], -1)
-            return DocRows(
-                table, offsets, lengths.to(torch.int32), cols, [c + hidden for c in cols], hidden, longest
-            ), None
+            values = [c + hidden for c in cols]
+            # resident: the same table on every call, so a CUDA graph of the blocks may keep reading it
+            return DocRows(table, offsets, lengths.to(torch.int32), cols, values, hidden, longest, resident=True), None
         steps = torch.arange(longest, device=rows.device)
         mask = steps[None, :] < lengths[:, None]
         positions = torch.where(mask, offsets[:, None] + steps[None, :], 0)
@@ -261,3 +261,11 @@ class ReuseStore:
         if fused:
             return DocRows.from_dense(t.reshape(*t.shape[:2], -1), mask, n_blocks), None
         return [(t[:, :, 2 * k], t[:, :, 2 * k + 1]) for k in range(n_blocks)], mask
+
+
+def _same_device(a: torch.device, b) -> bool:
+    """``cuda:0`` and ``cuda`` (the current device) are one device."""
+    b = torch.device(b)
+    if b.type == "cuda" and b.index is None:
+        b = torch.device("cuda", torch.cuda.current_device())
+    return a == b

@@ -41,6 +41,7 @@ class DocRows:
     value_cols: list[int]
     hidden: int
     max_len: int
+    resident: bool = False  # the table is a resident store's: the same tensor on every call (CUDA graphs may keep it)
 
     @classmethod
     def from_dense(cls, kv: torch.Tensor, mask: torch.Tensor, blocks: int, max_len: int | None = None) -> "DocRows":
@@ -121,15 +122,20 @@ def attend_rows(query: torch.Tensor, docs: DocRows, block: int, heads: int) -> t
         1.0 / math.sqrt(head_dim),
         HEAD_DIM=head_dim,
         BLOCK_M=block_m,
-        BLOCK_N=64,
         IEEE=query.dtype == torch.float32,
-        num_warps=4,
     )
     return out
 
 
 if triton is not None:
 
+    @triton.autotune(  # tried once per process and shape class (a few hundred ms at the first batch), then cached
+        configs=[
+            triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=s)
+            for n, w, s in [(64, 4, 2), (64, 4, 3), (128, 4, 3), (128, 8, 3), (64, 2, 3), (32, 4, 4), (128, 4, 4)]
+        ],
+        key=["HEAD_DIM", "BLOCK_M", "IEEE", "stride_t"],
+    )
     @triton.jit
     def _cross_attention(
         Q,
