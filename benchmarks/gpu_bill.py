@@ -385,7 +385,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--commit", default="", help="the commit measured, where the tree is no git checkout")
     parser.add_argument("--work", type=Path, default=Path("/tmp/gpu-bill"))
     parser.add_argument("--out", type=Path, default=Path("gpu_bill.json"))
+    parser.add_argument("--table", nargs="+", type=Path, help="print the bill of these JSONs (later rows win) and stop")
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+        return
     if args.write_entries:
         models, top = resolved_entries(args.config)
         from longrank.config_files import configfiles, merged
@@ -439,6 +443,43 @@ def main(argv: list[str] | None = None) -> None:
         if device.type == "cuda":
             torch.cuda.empty_cache()
     args.out.write_text(json.dumps(result, indent=1))
+
+
+def table(paths: list[Path]) -> str:
+    """The bill as a Markdown table: one row per model (a later JSON's row replaces an earlier one's), the hours of
+    one year's run (2019: 43 test queries) and of both years (each trains its own model)."""
+    rows = {}
+    for path in paths:
+        rows.update({r["model"]: r for r in json.loads(path.read_text())["rows"] if "error" not in r})
+    total = 0.0
+    lines = [
+        "| model | params | batch | step (s, min–max) | train peak GB | rerank s / 1,000 (batch 128, bf16) | rerank peak GB "
+        "| steps | dev evals | train + dev h | test s (43 q) | one year h | both years h |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in ORDER:
+        r = rows.get(name)
+        if r is None:
+            continue
+        step, hours = r.get("train_step") or {}, r.get("hours") or {}
+        micro = f" (micro-batches of {r['train_micro_batch']})" if r.get("train_micro_batch") else ""
+        step_cell = (
+            f"{step['median_s']:.3f} ({step['min_s'] * (step['median_s'] / step.get('measured_median_s', step['median_s'])):.3f}–{step['max_s'] * (step['median_s'] / step.get('measured_median_s', step['median_s'])):.3f}){micro}"
+            if step
+            else "–"
+        )
+        train_dev = (hours.get("train") or 0) + hours.get("dev", 0)
+        test_2020 = hours.get("test", 0) * TEST_QUERIES["trec-dl-2020"] / TEST_QUERIES["trec-dl-2019"]
+        total += 2 * train_dev + hours.get("test", 0) + test_2020
+        gb = lambda mb: f"{mb / 1024:.1f}" if mb else "–"  # noqa: E731
+        lines.append(
+            f"| {name} | {r['parameters'] / 1e6:.1f}M | {r['batch_size']} × {1 + r['negatives']} | {step_cell} "
+            f"| {gb(r.get('train_peak_mb'))} | {r['rerank_per_1000_s']:.3f} | {gb(r.get('rerank_peak_mb'))} | {r['steps']:,} "
+            f"| {hours.get('dev_evaluations', 0)} | {train_dev:.2f} | {hours.get('test', 0) * 3600:.0f} | {hours.get('run', 0):.2f} "
+            f"| {2 * train_dev + hours.get('test', 0) + test_2020:.2f} |"
+        )
+    lines.append(f"| **all** | | | | | | | | | | | | **{total:.1f}** |")
+    return "\n".join(lines)
 
 
 def summary(row: dict) -> str:
