@@ -204,6 +204,9 @@ def render(table: dict) -> str:
         "`tests/test_paper_settings.py` fails when a config disagrees with a row or this page is out of date. "
         "A model's key left out of its entry shows the default its code uses.",
         "",
+        "What these settings cost on a GPU (seconds per training step, per 1,000 reranked candidates, peak memory and "
+        "the hours of each model's recipe on one H100): [the GPU bill](gpu-bill.md).",
+        "",
     ]
     for paper in table["papers"]:
         lines += [

@@ -31,13 +31,13 @@ def tokenizer():
     return load_tokenizer("minilm")
 
 
-def small_mores(tokenizer, blocks=2, **kw) -> MORES:
+def small_mores(tokenizer, blocks=2, hidden=32, **kw) -> MORES:
     cfg = BertConfig(
         vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
+        hidden_size=hidden,
         num_hidden_layers=4,
         num_attention_heads=4,
-        intermediate_size=64,
+        intermediate_size=2 * hidden,
     )
     torch.manual_seed(0)
     model = MORES(
@@ -80,6 +80,40 @@ def test_reuse_store_gives_the_same_scores(tokenizer, tmp_path, reuse, tie, devi
     assert reference.std() > 1e-3  # the comparison is not between constants
     assert meta["slots"] == (1 if reuse == "s1" else 4)
     assert meta["mb_per_document_at"]["128"] == pytest.approx(128 * meta["slots"] * 32 * 4 / 2**20)
+
+
+@pytest.mark.parametrize("reuse", ["s1", "s2"])
+def test_the_fused_rows_path_scores_as_pytorch_attention_does(tokenizer, tmp_path, reuse, device):
+    """Inference reads the documents' keys and values as rows where they lie (``DocRows``: the resident Reuse-S2 store
+    in place; on CUDA one Triton kernel per block and CUDA graphs of the query module and the blocks). Its scores
+    equal those of PyTorch's attention over gathered keys and values: online, from the store, with one query for
+    every candidate (the graphs' case, replayed on the second call) and with several. On the CPU the same rows go
+    through SDPA (the path is switched on by hand there, so the rows' bookkeeping is tested on every machine)."""
+    model = small_mores(tokenizer, reuse=reuse, hidden=64).to(device)  # 4 heads of 16: the kernel's narrowest
+    build_store(model, tmp_path / "fold0", batch_size=2)
+    with torch.no_grad():
+        assert model.reads_rows(device) == (device == "cuda")
+    one_query = [QUERIES[0]] * len(DOC_IDS)
+    inputs = {k: v.to(device) for k, v in model.encode(QUERIES, DOC_IDS, DOCS).items()}
+
+    def scores():
+        with torch.no_grad():
+            online = [model(**inputs), model.score_pairs(one_query, DOC_IDS, DOCS)]
+            model.attach_artifacts(tmp_path / "fold0")
+            model.store = model.store.resident(device)
+            stored = [model.score_pairs(q, DOC_IDS, DOCS) for q in (QUERIES, one_query, one_query)]
+            model.store = None
+        return torch.stack(online + stored)
+
+    model.reads_rows = lambda _device: False
+    pytorch = scores()
+    model.reads_rows = lambda _device: True
+    if device == "cuda":
+        del model.reads_rows  # the model's own decision (asserted above)
+    fused = scores()
+    # CUDA: the kernel sums in another order than PyTorch's fp32 attention (no TF32 in either)
+    assert torch.allclose(fused, pytorch, atol=1e-4 if device == "cuda" else 1e-5), (fused - pytorch).abs().max()
+    assert pytorch.std() > 1e-3
 
 
 def test_store_refuses_other_weights_and_unknown_docs(tokenizer, tmp_path):

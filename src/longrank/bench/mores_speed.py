@@ -209,7 +209,8 @@ def _mores_variants(model, k: int, query: dict, docs, batches, stores, store_row
             if store is None:
                 batch = token_inputs([docs[i] for i in b], pad_id, model.doc_segment_id)
                 inputs = {name: v.to(device) for name, v in batch.items()}
-                kv, mask = model.project_docs(model.represent_docs(**inputs)), inputs["attention_mask"]
+                doc, mask = model.represent_docs(**inputs), inputs["attention_mask"]
+                kv = model.project_rows(doc, mask) if model.reads_rows(device) else model.project_docs(doc)
             else:
                 kv, mask = store.doc_kv(read[b.start : b.stop], model, device, kv_dtype)
             model.interact(q_rep.expand(len(b), -1, -1), query["attention_mask"].expand(len(b), -1), kv, mask)

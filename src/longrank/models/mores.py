@@ -53,6 +53,8 @@ from torch import nn
 
 from longrank.io import InputError
 from longrank.models.base import Ranker, config_keys
+from longrank.models.modules.cuda_graphs import GraphCache
+from longrank.models.modules.doc_attention import DocRows, attend_rows, kernel_available
 from longrank.models.modules.encoders import encoder_choice, encoder_layers, from_encoder_config, single_inputs
 from longrank.models.mores_store import ReuseStore, write_store
 
@@ -144,6 +146,19 @@ class InteractionBlock(nn.Module):
 
     def forward(self, h, query_mask, doc_keys, doc_values, doc_mask):
         x = attend(self.cross_attention, h, doc_keys, doc_values, doc_mask)  # Eq. 5
+        return self.query_side(x, query_mask)
+
+    def forward_rows(self, h, query_mask, docs: DocRows, block: int):
+        """Eq. 5-7 with the documents' keys and values read where they lie (``docs``: the resident store or the
+        document module's projections): no gathered copy, one fused kernel on CUDA. A query shared by every
+        candidate (an expanded tensor: stride 0) is projected once."""
+        ca = self.cross_attention
+        shared = h.stride(0) == 0
+        q = ca.self.query(h[:1]).expand(h.shape[0], -1, -1) if shared else ca.self.query(h)
+        x = ca.output(attend_rows(q, docs, block, ca.self.num_attention_heads), h)  # Eq. 5
+        return self.query_side(x, query_mask)
+
+    def query_side(self, x, query_mask):
         sa = self.self_attention.self
         x = attend(self.self_attention, x, sa.key(x), sa.value(x), query_mask)  # Eq. 6
         return self.output(self.intermediate(x), x)  # Eq. 7
@@ -232,9 +247,24 @@ class MORES(Ranker):
 
     # --- the three modules --------------------------------------------------------------------------
     def represent_queries(self, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
+        if input_ids.device.type == "cuda" and not self.training and not torch.is_grad_enabled():
+            # Inference on CUDA: one query of a few tokens is a hundred tiny kernels, replayed as one CUDA graph.
+            # Without padding the encoder needs no mask (the graph then holds no host-side check of one).
+            if bool(attention_mask.all()):
+                return self._graphs("query", self._query_states)(input_ids, token_type_ids)
         return self.query_module(
             input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
         ).last_hidden_state
+
+    def _query_states(self, input_ids, token_type_ids) -> torch.Tensor:
+        return self.query_module(input_ids=input_ids, token_type_ids=token_type_ids).last_hidden_state
+
+    def _graphs(self, name: str, fn) -> GraphCache:
+        """The CUDA graph cache of one inference step, made on first use (not a module: no weights, not saved)."""
+        caches = self.__dict__.setdefault("_graph_caches", {})
+        if name not in caches:
+            caches[name] = GraphCache(fn)
+        return caches[name]
 
     def represent_docs(self, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
         return self.document_module(
@@ -244,17 +274,58 @@ class MORES(Ranker):
     def project_docs(self, doc: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [ib.project_document(doc) for ib in self.interaction_blocks]
 
+    def project_rows(self, doc: torch.Tensor, doc_mask: torch.Tensor) -> DocRows:
+        """Every block's (D W_k, D W_v) in one matrix product (one [hidden, 2K x hidden] weight: a larger product
+        runs nearer the GPU's peak than 2K small ones), as rows for ``forward_rows``."""
+        projections = [
+            p for ib in self.interaction_blocks for p in (ib.cross_attention.self.key, ib.cross_attention.self.value)
+        ]
+        weight = torch.cat([p.weight for p in projections])
+        bias = torch.cat([p.bias for p in projections])
+        return DocRows.from_dense(F.linear(doc, weight, bias), doc_mask, len(self.interaction_blocks))
+
+    def reads_rows(self, device) -> bool:
+        """Whether scoring takes the fused path (``forward_rows``): inference on CUDA with Triton; training and the
+        CPU take PyTorch's attention over gathered keys and values (the same scores, tests/test_mores.py)."""
+        attention = self.interaction_blocks[0].cross_attention.self
+        return (
+            not self.training
+            and not torch.is_grad_enabled()
+            and kernel_available(torch.device(device), attention.attention_head_size, self.max_query_len + 2)
+        )
+
     def interact(
-        self, query: torch.Tensor, query_mask, doc_kv: list[tuple[torch.Tensor, torch.Tensor]], doc_mask
+        self, query: torch.Tensor, query_mask, doc_kv: list[tuple[torch.Tensor, torch.Tensor]] | DocRows, doc_mask
     ) -> torch.Tensor:
+        if isinstance(doc_kv, DocRows) and doc_kv.resident and query.device.type == "cuda":
+            # A resident store: the blocks' kernels replayed as one CUDA graph that reads the store in place (the
+            # same tensor on every call: its address is part of the graph's key; the candidates' rows are inputs).
+            self._resident_rows = doc_kv
+            key = (doc_kv.table.data_ptr(), tuple(doc_kv.key_cols), tuple(doc_kv.value_cols))
+            return self._graphs("interact", self._interact_resident)(
+                query, query_mask, doc_kv.starts, doc_kv.lengths, key=key
+            )
+        return self._interact(query, query_mask, doc_kv, doc_mask)
+
+    def _interact_resident(self, query, query_mask, starts, lengths) -> torch.Tensor:
+        rows = self._resident_rows
+        docs = DocRows(rows.table, starts, lengths, rows.key_cols, rows.value_cols, rows.hidden, rows.max_len, True)
+        return self._interact(query, query_mask, docs, None)
+
+    def _interact(self, query, query_mask, doc_kv, doc_mask) -> torch.Tensor:
         h = query
-        for ib, (keys, values) in zip(self.interaction_blocks, doc_kv):
-            h = ib(h, query_mask, keys, values, doc_mask)  # Eq. 8-9
+        for k, ib in enumerate(self.interaction_blocks):
+            if isinstance(doc_kv, DocRows):
+                h = ib.forward_rows(h, query_mask, doc_kv, k)  # Eq. 8-9
+            else:
+                h = ib(h, query_mask, *doc_kv[k], doc_mask)
         return self.head(h[:, 0]).squeeze(-1)  # Eq. 10
 
     def forward(self, q_input_ids, q_attention_mask, q_token_type_ids, d_input_ids, d_attention_mask, d_token_type_ids):
         query = self.represent_queries(q_input_ids, q_attention_mask, q_token_type_ids)
         doc = self.represent_docs(d_input_ids, d_attention_mask, d_token_type_ids)
+        if self.reads_rows(doc.device):
+            return self.interact(query, q_attention_mask, self.project_rows(doc, d_attention_mask), None)
         return self.interact(query, q_attention_mask, self.project_docs(doc), d_attention_mask)
 
     # --- reranking with precomputed documents -------------------------------------------------------
@@ -307,11 +378,17 @@ class MORES(Ranker):
         distinct = {text: i for i, text in enumerate(dict.fromkeys(queries))}
         q = {k: v.to(device) for k, v in self.encode_queries(list(distinct)).items()}
         reps = self.represent_queries(**q)
-        pick = torch.tensor([distinct[text] for text in queries], device=device)
-        query, query_mask = reps[pick], q["attention_mask"][pick]
+        if len(distinct) == 1:  # one query for every candidate (a rerank batch): a view, no copy per candidate
+            query, query_mask = (t.expand(len(queries), *t.shape[1:]) for t in (reps, q["attention_mask"]))
+        else:
+            pick = torch.tensor([distinct[text] for text in queries], device=device)
+            query, query_mask = reps[pick], q["attention_mask"][pick]
         if self.store is None:
             d = {k: v.to(device) for k, v in self.encode_docs(docs).items()}
-            return self.interact(query, query_mask, self.project_docs(self.represent_docs(**d)), d["attention_mask"])
+            doc = self.represent_docs(**d)
+            if self.reads_rows(device):
+                return self.interact(query, query_mask, self.project_rows(doc, d["attention_mask"]), None)
+            return self.interact(query, query_mask, self.project_docs(doc), d["attention_mask"])
         # Under autocast (rerank.precision) the stored rows are read in its half precision, not widened to fp32.
         dtype = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else torch.float32
         return self.interact(query, query_mask, *self.store.doc_kv(doc_ids, self, device, dtype))

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from longrank.io import InputError, atomic_path, read_json, write_json
+from longrank.models.modules.doc_attention import DocRows
 from longrank.models.modules.encoders import pad
 
 log = logging.getLogger(__name__)
@@ -164,6 +165,7 @@ class ReuseStore:
         self.index = {d: i for i, d in enumerate(meta["doc_ids"])}
         self.offsets = torch.tensor(meta["offsets"], dtype=torch.long)
         self.lengths = torch.tensor(meta["lengths"], dtype=torch.long)
+        self.host_lengths = self.lengths  # stays on the host: a batch's longest document without a device sync
 
     @classmethod
     def open(cls, path, model=None) -> "ReuseStore":
@@ -207,6 +209,7 @@ class ReuseStore:
         array = torch.tensor(self.array, device=device)  # a copy: the memory map stays read-only
         store = ReuseStore(self.meta, array if dtype is None else array.to(dtype))
         store.offsets, store.lengths = self.offsets.to(device), self.lengths.to(device)
+        store.host_lengths = self.host_lengths
         return store
 
     def rows_of(self, doc_ids: list[str]) -> torch.Tensor:
@@ -220,15 +223,29 @@ class ReuseStore:
 
     def doc_kv(
         self, doc_ids: list[str] | torch.Tensor, model, device, dtype: torch.dtype = torch.float32
-    ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+    ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]] | DocRows, torch.Tensor | None]:
         """Per-IB (keys, values) in ``dtype`` and the key mask for ``doc_ids`` (or their ``rows_of``), gathered
         with one indexed copy from the memory map (or the resident copy). Padded positions read the store's row 0:
-        the mask keeps attention off them, so they need no zeroing."""
+        the mask keeps attention off them, so they need no zeroing.
+
+        Where the model scores through its fused path (``model.reads_rows``: inference on CUDA), a Reuse-S2 store
+        resident on that device is not copied at all: the rows are read in place (``DocRows``, no mask); a store on
+        the host is gathered and moved as before, then handed over as rows too."""
         rows = doc_ids if isinstance(doc_ids, torch.Tensor) else self.rows_of(doc_ids)
         on_device = isinstance(self.array, torch.Tensor)
+        host_rows = rows.cpu()
+        longest = int(self.host_lengths[host_rows].max())
         rows = rows.to(self.offsets.device)
         offsets, lengths = self.offsets[rows], self.lengths[rows]
-        steps = torch.arange(int(lengths.max()), device=rows.device)
+        n_blocks, hidden = self.meta["interaction_blocks"], self.meta["hidden_size"]
+        fused = model.reads_rows(device)
+        if fused and on_device and self.meta["reuse"] == "s2" and _same_device(self.array.device, device):
+            cols = [2 * k * hidden for k in range(n_blocks)]
+            table = self.array.view(self.array.shape[0], -1)
+            values = [c + hidden for c in cols]
+            # resident: the same table on every call, so a CUDA graph of the blocks may keep reading it
+            return DocRows(table, offsets, lengths.to(torch.int32), cols, values, hidden, longest, resident=True), None
+        steps = torch.arange(longest, device=rows.device)
         mask = steps[None, :] < lengths[:, None]
         positions = torch.where(mask, offsets[:, None] + steps[None, :], 0)
         if on_device:
@@ -238,5 +255,17 @@ class ReuseStore:
         t = batch.to(device=device, dtype=dtype, non_blocking=True)
         mask = mask.to(device=device, dtype=torch.long)
         if self.meta["reuse"] == "s1":
+            if fused:
+                return model.project_rows(t[:, :, 0], mask), None
             return model.project_docs(t[:, :, 0]), mask
-        return [(t[:, :, 2 * k], t[:, :, 2 * k + 1]) for k in range(self.meta["interaction_blocks"])], mask
+        if fused:
+            return DocRows.from_dense(t.reshape(*t.shape[:2], -1), mask, n_blocks), None
+        return [(t[:, :, 2 * k], t[:, :, 2 * k + 1]) for k in range(n_blocks)], mask
+
+
+def _same_device(a: torch.device, b) -> bool:
+    """``cuda:0`` and ``cuda`` (the current device) are one device."""
+    b = torch.device(b)
+    if b.type == "cuda" and b.index is None:
+        b = torch.device("cuda", torch.cuda.current_device())
+    return a == b
