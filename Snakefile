@@ -34,6 +34,12 @@ rule all:
         REPORT,
 
 
+onstart:
+    # Weights a job reads from outside the repository (a GloVe file, a hub model, a weights package): a missing one
+    # named now, before any job runs (workflow/rules/common.smk)
+    check_downloads()
+
+
 onsuccess:
     # where to look: the report's path when this run built it or it exists (a run for another target leaves it be)
     if os.path.exists(REPORT):

@@ -2,6 +2,7 @@
 import json
 import os
 import re
+import sys
 
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from longrank.config_files import check_command_line
 from longrank.models.modules.encoders import DEFAULT_ENCODER
 from longrank.models.registry import artifact_scopes, capabilities
 from longrank.io import InputError
+from longrank import downloads
 from longrank.floors import floor_systems, model_floors
 
 try:
@@ -261,3 +263,13 @@ def local_collection_files(wildcards):
         for k in ("docs", "queries", "qrels", "train_queries", "train_qrels", "dev_queries", "dev_qrels")
         if k in dataset
     ]
+
+
+def check_downloads():
+    """Each missing download the configured jobs read, named with its key, what to get and where to put it
+    (longrank.downloads); a hub model the first job will download is noted."""
+    problems, notes = downloads.check(config)
+    for note in notes:
+        print(f"Note: {note}", file=sys.stderr)
+    if problems:
+        raise WorkflowError("missing downloads, before any job runs:\n" + "\n".join(problems))
