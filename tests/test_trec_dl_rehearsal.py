@@ -86,7 +86,7 @@ def test_the_report_is_built_from_the_msmarco_loaders(run):
     stats = json.loads((results / "data" / "stats.json").read_text())
     judged = {"2019": 43, "2020": 45}[run["year"]]
     assert stats["num_evaluable_queries"] == judged
-    assert stats["folds"] == [{"train": 300, "dev": 100, "test": judged}]  # dev: dev_sample of the 150
+    assert stats["folds"] == [{"train": 200, "dev": 100, "test": judged}]  # dev: dev_sample of the 110
     assert "missing_judged_documents" not in stats or stats["missing_judged_documents"] == {}
 
 
@@ -97,11 +97,10 @@ def test_every_full_scale_model_has_a_row(run):
     rows = {line.split("|")[1].strip() for line in report.splitlines() if line.startswith("|")}
     missing = [m for m in models if not any(r == m or r.startswith(f"{m} ") for r in rows)]
     assert not missing, f"models without a row in report.md: {missing}"
+    test = set(json.loads((run["results"] / "data" / "folds.json").read_text())[0]["test"])
     for m in models:  # each reranked every test query
         run_file = run["results"] / "runs" / f"{m}.run"
-        assert len({line.split()[0] for line in run_file.read_text().splitlines()}) == len(
-            json.loads((run["results"] / "data" / "folds.json").read_text())[0]["test"]
-        ), m
+        assert test <= {line.split()[0] for line in run_file.read_text().splitlines()}, m
 
 
 def test_the_published_figures_stand_beside_measured_values(run):
