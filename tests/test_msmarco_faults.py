@@ -73,3 +73,17 @@ def test_the_report_says_what_was_dropped():
         "dev: 2 judgments (1 relevant) of 2 documents, e.g. 7:D1; 1 queries left with no relevant document (7)" in text
     )
     assert missing_judged({}) == ""
+
+
+def test_the_generator_is_deterministic_and_writes_ir_datasets_layout(tmp_path):
+    sizes = dict(train_queries=5, dev_queries=3, background_docs=5)
+    counts = [make_msmarco(tmp_path / name, **sizes) for name in ("a", "b")]
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
+    assert [str(f) for f in files] == [
+        "msmarco-document/collection.tsv.gz",
+        *(f"msmarco-document/{s}/{f}" for s in ("dev", "train") for f in ("ms.run.gz", "qrels.gz", "queries.tsv.gz")),
+        *(f"msmarco-document/trec-dl-{y}/{f}" for y in (2019, 2020) for f in ("ms.run.gz", "qrels", "queries.tsv.gz")),
+    ]
+    assert counts[0] == counts[1] and counts[0]["trec-dl-2019 queries"] == 43
+    for f in files:
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
