@@ -35,6 +35,9 @@ rule all:
 
 
 onstart:
+    # Weights a job reads from outside the repository (a GloVe file, a hub model, a weights package): a missing one
+    # named now, before any job runs (workflow/rules/common.smk)
+    check_downloads()
     # the lock on results/<dataset> itself (workflow/rules/common.smk): never taken by a dry run
     take_results_lock()
 

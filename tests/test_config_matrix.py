@@ -32,6 +32,7 @@ from longrank.config_files import (
 )
 from longrank.io import InputError
 from longrank.models.registry import capabilities
+from rehearsal import YEARS, full_scale, rehearsal
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
 
@@ -370,3 +371,29 @@ def test_each_pretrained_row_is_its_default_entry_with_a_pretraining_block(combo
         entry, default = models[name], models[name.removesuffix("_pretrained")]
         assert entry["train"].pop("pretrain") and entry.pop("like") == name.removesuffix("_pretrained")
         assert entry == default, name
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """A dry run's "Job stats" table: rule -> jobs (the first table; -n prints it twice)."""
+    table = output.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+
+
+@pytest.mark.parametrize("year", YEARS)
+def test_the_rehearsal_runs_the_full_scale_dag(dry_runs, year):
+    """config/studies/trec-dl-rehearsal.yaml only shrinks (tests/test_trec_dl_rehearsal.py checks its keys): its DAG
+    has the full-scale run's rules with as many jobs each, and the same models of the same types. The untrained
+    floors are the exception: one per distinct (depth, words read) of the models, both size keys, so two shrunk
+    models may share a floor (its sanity job and its evaluation)."""
+    full, mine = dry_runs[full_scale(year)], dry_runs[rehearsal(year)]
+    assert full.returncode == 0 and mine.returncode == 0
+    floors = ("sanity", "evaluate")
+    counts = {rule: n for rule, n in job_counts(full.output).items() if rule not in floors}
+    assert {rule: n for rule, n in job_counts(mine.output).items() if rule not in floors} == counts
+    assert set(job_counts(mine.output)) == set(job_counts(full.output))
+    assert "train" in job_counts(full.output) and "attention_scaling" in job_counts(full.output)
+
+    def types(combo):
+        return {m: e["type"] for m, e in validate_config(merged_config(combo))["models"].items() if e["enabled"]}
+
+    assert types(rehearsal(year)) == types(full_scale(year))

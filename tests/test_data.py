@@ -229,13 +229,18 @@ def test_excluded_grades_leave_the_qrels_and_every_ranking(tmp_path):
     assert without_excluded(run, corpus.excluded, top_k=2) == {"q1": {"d2": 2.0, "d3": 1.0}}
 
 
-def test_prepare_rejects_qrels_naming_unknown_documents_and_writes_nothing(tmp_path):
-    dataset = write_local_collection(
-        tmp_path / "src", {"d1": "alpha"}, {"q1": "alpha"}, [("q1", "d1", 1), ("q1", "ghost", 1)]
-    )
-    with pytest.raises(InputError, match="'ghost'"):
-        prepare(dataset, {}, {"method": "holdout"}, tmp_path / "data")
-    assert not (tmp_path / "data" / "docs.jsonl").exists()
+def test_prepare_counts_qrels_naming_unknown_documents_and_drops_them(tmp_path, caplog):
+    """A judged document the collection lacks is counted and reported (stats.json, a warning), not a crash (issue
+    37: a subset of a collection, or a document ir_datasets' copy lost); the query keeps its other judgments."""
+    docs = {"d1": "alpha", "d2": "beta", "d3": "alpha beta", "d4": "gamma"}
+    queries = {"q1": "alpha", "q2": "beta", "q3": "gamma", "q4": "alpha beta"}
+    judged = [("q1", "d1", 1), ("q1", "ghost", 1), ("q2", "d2", 1), ("q3", "d4", 1), ("q4", "d3", 1)]
+    dataset = write_local_collection(tmp_path / "src", docs, queries, judged)
+    prepare(dataset, {}, {"method": "holdout", "dev": 0.25, "test": 0.25}, tmp_path / "data")
+    stats = json.loads((tmp_path / "data" / "stats.json").read_text())
+    assert stats["missing_judged_documents"]["test"]["examples"] == ["q1:ghost"]
+    assert stats["num_evaluable_queries"] == 4 and "ghost" not in (tmp_path / "data" / "qrels.txt").read_text()
+    assert "dataset.qrels: 1 judgments (1 relevant) name 1 documents not in the collection, dropped" in caplog.text
 
 
 def test_prepare_errors_name_the_problem(tmp_path):

@@ -370,11 +370,6 @@ INPUT = kind(
             rf"qrels.txt:{len(QRELS) + 1}: document 'd0_0' is judged twice for query 'q0', with grades 1 and 0",
         ),
         (
-            "qrels_unknown_document",
-            dict(qrels=qrels_text() + "q0 0 nowhere 1\n"),
-            r"qrels name 1 documents that are not in the collection: 'nowhere'",
-        ),
-        (
             "qrels_judge_no_query_of_the_collection",
             dict(qrels=qrels_text([(f"t{q}", d, g) for q, d, g in QRELS])),
             r"qrels name 8 queries that are not in the query file: 'tq0', 'tq1'",
@@ -511,9 +506,29 @@ def check_queries(data: Path):
     assert len((data / "queries.tsv").read_text().splitlines()) == len(QUERIES) + 1
 
 
+def judged_document_not_in_the_collection(tmp_path):
+    return source(tmp_path, qrels=qrels_text() + "q0 0 nowhere 1\n")
+
+
+def check_judged_missing(data: Path):
+    """Counted and reported (issue 37: a judged document missing from the collection is no crash), the rest read."""
+    missing = json.loads((data / "stats.json").read_text())["missing_judged_documents"]
+    assert missing == {
+        "test": {
+            "judgments": 1,
+            "relevant": 1,
+            "documents": 1,
+            "queries_without_relevant": [],
+            "examples": ["q0:nowhere"],
+        }
+    }
+    assert "nowhere" not in (data / "qrels.txt").read_text() and "q0 0 d0_0" in (data / "qrels.txt").read_text()
+
+
 HANDLED = kind(
     "handled",
     [
+        pytest.param(judged_document_not_in_the_collection, check_judged_missing, id="judged_document_missing_counted"),
         pytest.param(bom_everywhere, check_bom, id="bom_in_docs_queries_and_qrels_dropped"),
         pytest.param(
             lambda t: source(t, docs=BOM + trec(DOCS), docs_name="docs.trec"),

@@ -118,9 +118,13 @@ def test_run_file_keeps_the_collections_queries_and_documents_top_k_each(tiny_da
         worst_bm25 = sorted(bm25[q], key=lambda d: (bm25[q][d], d))[:5]
         assert sorted(scores) == sorted(worst_bm25) and len(scores) == min(5, len(bm25[q]))
     assert "1 document ids not in the collection dropped" in caplog.text
+    # nothing timed (it came ready-made); what was dropped counted
     assert json.loads((tiny_data / "theirs.stats.json").read_text()) == {
-        "method": "run_file"
-    }  # nothing timed: it came ready-made
+        "method": "run_file",
+        "unknown_documents_dropped": 1,
+        "unknown_document_entries_dropped": 1,
+        "unknown_queries_ignored": 1,
+    }
 
 
 def test_bm25_candidates_record_index_and_query_time(tiny_data):

@@ -3,6 +3,7 @@ import copy
 import json
 import os
 import re
+import sys
 
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from longrank.console import print_failures
 from longrank.models.modules.encoders import DEFAULT_ENCODER
 from longrank.models.registry import artifact_scopes, capabilities
 from longrank.io import InputError
+from longrank import downloads
 from longrank.floors import floor_systems, model_floors
 from longrank.results_lock import acquire as acquire_results, check_owner, release as release_results
 
@@ -298,3 +300,13 @@ def local_collection_files(wildcards):
         for k in ("docs", "queries", "qrels", "train_queries", "train_qrels", "dev_queries", "dev_qrels")
         if k in dataset
     ]
+
+
+def check_downloads():
+    """Each missing download the configured jobs read, named with its key, what to get and where to put it
+    (longrank.downloads); a hub model the first job will download is noted."""
+    problems, notes = downloads.check(config)
+    for note in notes:
+        print(f"Note: {note}", file=sys.stderr)
+    if problems:
+        raise WorkflowError("missing downloads, before any job runs:\n" + "\n".join(problems))

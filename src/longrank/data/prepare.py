@@ -110,12 +110,14 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
     dataset = {**dataset, "gains": integer_grades(dataset.get("gains") or {})}
     gain_map = {int(k): int(v) for k, v in dataset["gains"].items()}
     exclude_grades = {int(g) for g in dataset.get("exclude_grades") or ()}
-    qrels, excluded, grades_seen = _judgments(raw_qrels, queries, docs, empty, gain_map, exclude_grades)
+    qrels, excluded, grades_seen, missing_test = _judgments(raw_qrels, queries, docs, empty, gain_map, exclude_grades)
     relevance = _relevance(dataset, grades_seen, exclude_grades, excluded)
     # Queries that only train, and queries that only choose (dev), over the same documents (data/query_sets.py).
     evaluated_ids = set(queries)
-    train_only = query_sets.add_query_set(dataset, "train", queries, qrels, docs, lambda g: gain_map.get(g, g))
-    dev_only = query_sets.add_query_set(dataset, "dev", queries, qrels, docs, lambda g: gain_map.get(g, g))
+    train_only, missing_train = query_sets.add_query_set(
+        dataset, "train", queries, qrels, docs, lambda g: gain_map.get(g, g)
+    )
+    dev_only, missing_dev = query_sets.add_query_set(dataset, "dev", queries, qrels, docs, lambda g: gain_map.get(g, g))
     if dev_only and not train_only:
         raise InputError(
             "dataset.dev_id / dev_queries: a dev set of its own makes every judged query a test query, so the "
@@ -134,6 +136,13 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
         "doc_words": _summary(np.array(list(lengths.values()))),
         "query_words": {"mean": float(np.mean([len(t.split()) for t in formulated.values()]))},
         "relevance": relevance,
+        # judgments naming a document the collection lacks: dropped and counted per query set (a query left without a
+        # relevant document in the collection is not evaluated, trained or sampled for dev), the report says so
+        "missing_judged_documents": {
+            role: record
+            for role, record in (("test", missing_test), ("train", missing_train), ("dev", missing_dev))
+            if record["judgments"]
+        },
         "query_sets": _query_roles(dataset, splits, bool(train_only), bool(dev_only)),
         "qrels_defs": {str(k): v for k, v in (qrels_defs or {}).items()},
         "folds": [{k: len(v) for k, v in f.items()} for f in folds],
@@ -192,34 +201,34 @@ def _read_queries(queries_iter) -> dict[str, str]:
 def _judgments(
     raw_qrels: dict, queries: dict[str, str], docs, empty: set[str], gain_map: dict[int, int], exclude_grades: set[int]
 ) -> tuple[dict[str, dict[str, int]], dict[str, set[str]], Counter[int]]:
-    """The qrels as gains, the documents excluded per query (an ``exclude_grades`` grade), and how many judgments
-    each grade had; a judgment naming an unknown query or document (other than an empty one) is an error."""
+    """The qrels as gains, the documents excluded per query (an ``exclude_grades`` grade), how many judgments each
+    grade had, and the judgments of documents the collection lacks (``query_sets.missing_documents``: dropped,
+    counted and logged; a document dropped as empty is not one of them). A judgment naming an unknown query is an
+    error (the qrels of another collection, or a wrong query file)."""
     grades_seen: Counter[int] = Counter()
     excluded: dict[str, set[str]] = {}
     qrels: dict[str, dict[str, int]] = {}
-    unknown_docs, unknown_queries = set(), set()
+    unknown_queries = set()
+    missing: dict[str, dict[str, int]] = {}  # query -> judged document the collection lacks -> grade
     for qid, judged in raw_qrels.items():
         if qid not in queries:
             unknown_queries.add(qid)
             continue
         for doc_id, grade in judged.items():
             if doc_id not in docs:
-                unknown_docs.add(doc_id)
+                if doc_id not in empty:
+                    missing.setdefault(qid, {})[doc_id] = gain_map.get(grade, grade)
                 continue
             grades_seen[grade] += 1
             if grade in exclude_grades:
                 excluded.setdefault(qid, set()).add(doc_id)
                 continue
             qrels.setdefault(qid, {})[doc_id] = gain_map.get(grade, grade)
-    if unknown_docs - set(empty):
-        raise InputError(
-            f"qrels name {len(unknown_docs - set(empty))} documents that are not in the collection: {_examples(unknown_docs - set(empty))}"
-        )
     if unknown_queries:
         raise InputError(
             f"qrels name {len(unknown_queries)} queries that are not in the query file: {_examples(unknown_queries)}"
         )
-    return qrels, excluded, grades_seen
+    return qrels, excluded, grades_seen, query_sets.missing_documents("dataset.qrels", missing, qrels)
 
 
 def _relevance(dataset: dict, grades_seen: Counter[int], exclude_grades: set[int], excluded: dict) -> dict:

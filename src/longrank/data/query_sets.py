@@ -6,11 +6,15 @@ samples 100) and tests on every judged TREC DL query, rather than selecting on a
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 from longrank.progress import progress
 
 from longrank.data.collections import ir_datasets_downloads, local_file, max_file_bytes, read_local_queries
 from longrank.io import InputError, read_qrels
+
+log = logging.getLogger(__name__)
 
 ROLES = ("train", "dev")
 
@@ -29,15 +33,50 @@ def source_of(dataset: dict, role: str) -> str:
     return source + (f", a sample of {sample} (seed {dataset.get(f'{role}_seed', 0)})" if sample else "")
 
 
-def add_query_set(dataset: dict, role: str, queries: dict, qrels: dict, docs, gain_of) -> set[str]:
+def missing_documents(key: str, missing: dict[str, dict[str, int]], kept: dict[str, dict[str, int]]) -> dict:
+    """What judgments of documents the collection lacks cost a query set (``missing``: query -> document -> gain;
+    ``kept``: the judgments in the collection), logged as a warning and recorded in stats.json: the judgments, the
+    relevant ones, and the queries left with no relevant document in the collection (not used)."""
+    judgments = sum(len(d) for d in missing.values())
+    record = {
+        "judgments": judgments,
+        "relevant": sum(g > 0 for d in missing.values() for g in d.values()),
+        "documents": len({doc for d in missing.values() for doc in d}),
+        "queries_without_relevant": sorted(
+            q
+            for q, d in missing.items()
+            if any(g > 0 for g in d.values()) and not any(g > 0 for g in kept.get(q, {}).values())
+        ),
+        "examples": sorted(f"{q}:{doc}" for q, d in missing.items() for doc in d)[:5],
+    }
+    if judgments:
+        log.warning(
+            "%s: %d judgments (%d relevant) name %d documents not in the collection, dropped (e.g. %s); %d queries "
+            "are left with no relevant document in the collection and are not used (%s)",
+            key,
+            judgments,
+            record["relevant"],
+            record["documents"],
+            ", ".join(record["examples"][:3]),
+            len(record["queries_without_relevant"]),
+            ", ".join(record["queries_without_relevant"][:3]) or "none",
+        )
+    return record
+
+
+def add_query_set(dataset: dict, role: str, queries: dict, qrels: dict, docs, gain_of) -> tuple[set[str], dict]:
     """Add the ``role`` queries (with a judged relevant document in the collection) and their judgments, mapped by
-    ``gain_of``; return their ids. Their ids must differ from every query already there."""
+    ``gain_of``; return their ids and what judgments of documents the collection lacks cost (``missing_documents``).
+    Their ids must differ from every query already there."""
     if not given(dataset, role):
-        return set()
+        return set(), missing_documents("", {}, {})
     texts, judged = _load(dataset, role)
-    relevant = {}
+    relevant, missing, kept = {}, {}, {}
     for qid, text in texts:
         judgments = {d: gain_of(g) for d, g in judged.get(qid, {}).items() if d in docs}
+        absent = {d: gain_of(g) for d, g in judged.get(qid, {}).items() if d not in docs}
+        if absent:
+            missing[qid], kept[qid] = absent, judgments
         if any(g > 0 for g in judgments.values()):
             relevant[qid] = (text, judgments)
     chosen = sorted(relevant)
@@ -53,7 +92,7 @@ def add_query_set(dataset: dict, role: str, queries: dict, qrels: dict, docs, ga
                 f"{key}: query id {qid!r} is also a query of the collection or of another set; ids must be distinct"
             )
         queries[qid], qrels[qid] = relevant[qid]
-    return set(chosen)
+    return set(chosen), missing_documents(key, missing, kept)
 
 
 def _load(dataset: dict, role: str):

@@ -28,6 +28,9 @@ def section(ctx: Context) -> Section:
         f"{fmt(dw['mean'], 1)}, median {dw['median']}, p90 {dw['p90']}, max {dw['max']}."
     )
     sec.text(relevance(inp.stats["relevance"]))
+    missing = missing_judged(inp.stats.get("missing_judged_documents") or {})
+    if missing:
+        sec.warning(missing)
     roles = inp.stats["query_sets"]
     sec.text(
         f"Queries: models trained on {roles['train']}; the early-stopping point and interpolation weights were chosen "
@@ -50,6 +53,23 @@ def relevance(applied: dict) -> str:
         + "; "
         + (f"judgments of grade {', '.join(map(str, excluded))} excluded" if excluded else "no grade excluded")
         + f"; judgments by grade {', '.join(f'{g}: {n:,}' for g, n in counts.items())}."
+    )
+
+
+def missing_judged(by_role: dict) -> str:
+    """Judgments of documents the collection lacks, as the data stage dropped and counted them (stats.json's
+    ``missing_judged_documents``, per query set): none, no sentence."""
+    parts = [
+        f"{role}: {r['judgments']:,} judgments ({r['relevant']:,} relevant) of {r['documents']:,} documents, e.g. "
+        f"{', '.join(r['examples'][:3])}; {len(r['queries_without_relevant'])} queries left with no relevant document"
+        + (f" ({', '.join(r['queries_without_relevant'][:3])})" if r["queries_without_relevant"] else "")
+        for role, r in by_role.items()
+    ]
+    if not parts:
+        return ""
+    return (
+        "Judged documents missing from the collection, dropped (a query left with no relevant document is not "
+        "tested, trained on or sampled for dev): " + "; ".join(parts) + "."
     )
 
 

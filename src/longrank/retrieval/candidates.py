@@ -81,11 +81,10 @@ def retrieve(
     methods = {
         bm25.METHOD: lambda: bm25.candidates(stage.settings, corpus, depth),
         pisa.METHOD: lambda: pisa.candidates(stage, corpus, depth, artifacts),
-        "scoreddocs": lambda: (
-            scoreddocs_run(_scoreddocs_datasets(dataset), corpus.queries, corpus.docs, f"first stage {stage.name!r}"),
-            {},
+        "scoreddocs": lambda: scoreddocs_run(
+            _scoreddocs_datasets(dataset), corpus.queries, corpus.docs, f"first stage {stage.name!r}"
         ),
-        "run_file": lambda: (run_file(stage, corpus), {}),
+        "run_file": lambda: run_file(stage, corpus),
         "model": lambda: impact_run(artifacts, corpus.folds, corpus.queries, depth),
         "hdct": lambda: _hdct_run(artifacts, corpus.queries, depth),
     }
@@ -100,7 +99,7 @@ def _hdct_run(artifacts: list[Path], queries: dict, depth: int) -> tuple[Run, di
     return hdct.retrieve(artifacts[0], queries, depth)
 
 
-def run_file(stage: FirstStage, corpus: Corpus) -> Run:
+def run_file(stage: FirstStage, corpus: Corpus) -> tuple[Run, dict]:
     path = Path(stage.settings.path)
     if not path.exists():
         raise InputError(
@@ -132,9 +131,9 @@ def _scoreddocs_datasets(dataset: dict) -> list:
     return loaded
 
 
-def scoreddocs_run(datasets, queries: dict, docs: dict, source: str) -> Run:
+def scoreddocs_run(datasets, queries: dict, docs: dict, source: str) -> tuple[Run, dict]:
     """The ranked lists of ``datasets`` (ir_datasets objects: ``scoreddocs_iter()`` yields ``query_id, doc_id,
-    score``) restricted to the prepared queries and documents."""
+    score``) restricted to the prepared queries and documents, and what was dropped (``within_collection``)."""
     ranked: Run = {}
     for ds in datasets:
         with ir_datasets_downloads(ds.dataset_id()):
@@ -144,9 +143,11 @@ def scoreddocs_run(datasets, queries: dict, docs: dict, source: str) -> Run:
     return within_collection(ranked, queries, docs, source)
 
 
-def within_collection(ranked: Run, queries: dict, docs: dict, source: str) -> Run:
-    """Keep what the prepared collection knows: queries it has, documents it has (empty documents were dropped).
-    A ranking that shares no query or no document with the collection is an error, not an empty run."""
+def within_collection(ranked: Run, queries: dict, docs: dict, source: str) -> tuple[Run, dict]:
+    """Keep what the prepared collection knows: queries it has, documents it has (empty documents were dropped),
+    and count what was dropped (the candidates' stats.json): the ranked entries naming a document the collection
+    lacks, those documents, the queries it does not have. A ranking that shares no query or no document with the
+    collection is an error, not an empty run."""
     known_queries = {q: scores for q, scores in ranked.items() if q in queries}
     if not known_queries:
         raise InputError(
@@ -155,8 +156,11 @@ def within_collection(ranked: Run, queries: dict, docs: dict, source: str) -> Ru
         )
     out: Run = {}
     unknown_docs: set[str] = set()
+    dropped_entries = 0
     for q, scores in known_queries.items():
-        unknown_docs.update(d for d in scores if d not in docs)
+        unknown = [d for d in scores if d not in docs]
+        unknown_docs.update(unknown)
+        dropped_entries += len(unknown)
         kept = {d: s for d, s in scores.items() if d in docs}
         if kept:
             out[q] = kept
@@ -166,10 +170,11 @@ def within_collection(ranked: Run, queries: dict, docs: dict, source: str) -> Ru
         )
     if unknown_docs:
         log.warning(
-            "%s: %d document ids not in the collection dropped (e.g. %s)",
+            "%s: %d document ids not in the collection dropped (e.g. %s), %d ranked entries",
             source,
             len(unknown_docs),
             sorted(unknown_docs)[:3],
+            dropped_entries,
         )
     if len(known_queries) < len(ranked):
         log.warning("%s: %d queries not in the collection ignored", source, len(ranked) - len(known_queries))
@@ -178,7 +183,12 @@ def within_collection(ranked: Run, queries: dict, docs: dict, source: str) -> Ru
         log.warning(
             "%s: %d of the collection's %d queries have no candidates (they score 0)", source, missing, len(queries)
         )
-    return out
+    dropped = {
+        "unknown_documents_dropped": len(unknown_docs),
+        "unknown_document_entries_dropped": dropped_entries,
+        "unknown_queries_ignored": len(ranked) - len(known_queries),
+    }
+    return out, dropped
 
 
 def without_excluded(run: dict, excluded: dict[str, set[str]], top_k: int) -> dict:

@@ -1,0 +1,91 @@
+"""The TREC DL rehearsal's command lines and its whitelist of size keys (config/studies/trec-dl-rehearsal.yaml), shared
+by the tests that dry-run it (test_config_matrix.py, test_slurm_profile.py) and the one that runs it
+(test_trec_dl_rehearsal.py). An overlay key is a size key when its dotted path matches a pattern here (``*``: one
+key of any name, a model's or a graph set's); a value may only be smaller than the full-scale one (a number, or a
+list's largest number), or one of the CPU stand-ins for weights that a hub or a manual download gives."""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+from pathlib import Path
+
+from conftest import REPO
+
+REHEARSAL = "config/studies/trec-dl-rehearsal.yaml"
+YEARS = ("2019", "2020")
+
+
+def full_scale(year: str) -> tuple[str, ...]:
+    return ("config/trec-dl.yaml", f"config/trec-dl-{year}.yaml")
+
+
+def rehearsal(year: str) -> tuple[str, ...]:
+    return (*full_scale(year), REHEARSAL)
+
+
+MODEL_SIZES = (
+    "rerank_depth",
+    "max_doc_len",
+    "max_doc_tokens",
+    "passage_len",
+    "passage_stride",
+    "max_passages",
+    "hidden_dim",
+    "n_heads",
+    "conv_groups",
+    "min_doc_freq",
+    "max_vocabulary",
+)
+TRAIN_SIZES = ("steps", "batch_size", "negatives", "warmup_steps", "eval_every", "patience")
+SIZE_KEYS = (
+    "rerank.batch_size",
+    *(f"bench.{k}" for k in ("lengths", "batch_size", "repeats")),
+    *(f"mores_speed.{k}" for k in ("candidates", "batch_size", "lengths", "repeats")),
+    *(f"mir_speed.{k}" for k in ("lengths", "batch_size", "repeats", "documents")),
+    *(f"attention_scaling.{k}" for k in ("lengths", "batch_size", "hidden", "heads", "repeats")),
+    *(f"word2vec.{k}" for k in ("dim", "epochs", "min_count")),
+    *(f"annotations.{k}" for k in ("max_words", "batch_size", "n_process")),
+    "mir_graphs.*.max_doc_tokens",
+    *(f"models.*.{k}" for k in MODEL_SIZES),
+    *(f"models.*.train.{k}" for k in TRAIN_SIZES),
+)
+# Weights a hub or a manual download gives, and their CPU stand-ins (the packages' GloVe 50d, MiniLM or BERT-base's
+# shape with random weights); a key's full-scale value must be such a download (a file, a hub name) for it to change.
+STAND_INS = {
+    "models.*.embeddings": {"glove-6b-50d"},
+    "models.*.encoder": {"minilm", "random-bert-base"},
+    "mir_graphs.*.encoder": {"minilm", "random-bert-base"},
+}
+
+
+def flat(tree: dict, where: str = "") -> dict[str, object]:
+    """Dotted key -> value of every leaf of a nested mapping."""
+    out = {}
+    for key, value in tree.items():
+        path = f"{where}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flat(value, f"{path}."))
+        else:
+            out[path] = value
+    return out
+
+
+def pattern_of(key: str) -> str | None:
+    """The whitelist pattern ``key`` matches, size key or stand-in, or None."""
+    return next(
+        (p for p in (*SIZE_KEYS, *STAND_INS) if fnmatch.fnmatchcase(key, p) and p.count(".") == key.count(".")), None
+    )
+
+
+def generator():
+    """tests/collections/msmarco-mini/make.py as a module (its folder name has a dash)."""
+    path = REPO / "tests" / "collections" / "msmarco-mini" / "make.py"
+    spec = importlib.util.spec_from_file_location("msmarco_mini", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_msmarco(home: Path, **sizes) -> dict[str, int]:
+    return generator().make(home, **sizes)

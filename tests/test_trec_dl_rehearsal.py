@@ -1,0 +1,135 @@
+"""The TREC DL run rehearsed end to end on the CPU (issue 37, docs/studies/trec-dl-rehearsal.md): a synthetic MS MARCO
+in ir_datasets' own cache layout (tests/collections/msmarco-mini/make.py) read by the real ``msmarco-document/*``
+loaders, and ``snakemake report --configfile config/trec-dl.yaml config/trec-dl-<year>.yaml
+config/studies/trec-dl-rehearsal.yaml`` for both years: one run per year, shared by every assertion here. The overlay
+only makes things smaller (tests/rehearsal.py's whitelist), so whatever runs here is the full-scale DAG."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+import yaml
+
+from conftest import IR_DATASETS_HOME, REPO, snakemake
+from longrank.config import resolved_models, validate_config
+from longrank.config_files import merged
+from longrank.report.reproduction import on_collection, published
+from rehearsal import REHEARSAL, STAND_INS, YEARS, flat, full_scale, make_msmarco, pattern_of, rehearsal
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+
+def resolved(combo: tuple[str, ...]) -> dict:
+    """The config as the run's config.json holds it (rule resolved_config: the validated config and its models as
+    their jobs read them), through JSON as the rule writes it."""
+    config = validate_config(merged(combo))
+    config["resolved_models"] = resolved_models(config["models"])
+    return json.loads(json.dumps(config))
+
+
+def outside_whitelist(config: dict) -> dict[str, object]:
+    """The resolved config's leaves but the whitelisted ones, also where resolved_models repeats a model's keys."""
+    out = {}
+    for key, value in flat(config).items():
+        as_entry = re.sub(r"^resolved_models\.([^.]+)\.(?:architecture\.)?", r"models.\1.", key)
+        if pattern_of(key) is None and pattern_of(as_entry) is None:
+            out[key] = value
+    return out
+
+
+# ---- the overlay: size keys only, each smaller (no run needed) -----------------------------------------------------
+def test_the_overlay_sets_only_size_keys_each_smaller_than_the_full_scale_value():
+    own = flat(yaml.safe_load((REPO / REHEARSAL).read_text()))
+    full = flat(validate_config(merged(full_scale("2019"))))
+    assert own, "the overlay sets nothing"
+    for key, value in own.items():
+        pattern = pattern_of(key)
+        assert pattern is not None, f"{REHEARSAL}: {key} is not a size key (tests/rehearsal.py's whitelist)"
+        if pattern in STAND_INS:
+            assert value in STAND_INS[pattern], f"{key}: {value!r} is no CPU stand-in"
+            assert full[key] not in ("word2vec", *STAND_INS[pattern]), f"{key}: {full[key]!r} is no download"
+            continue
+        if key not in full and key.endswith(".rerank_depth"):  # a model without its own depth reranks the global one
+            full[key] = full["rerank_depth"]
+        assert key in full, f"{key}: the full-scale config has no such key to shrink"
+        size, full_size = (max(v) if isinstance(v, list) else v for v in (value, full[key]))
+        assert size <= full_size, f"{key}: {value} is not smaller than the full-scale {full[key]}"
+
+
+# ---- the rehearsal itself: one run per year ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def msmarco():
+    """The synthetic MS MARCO in the tests' ir_datasets cache (conftest.IR_DATASETS_HOME), once for both years."""
+    if not (IR_DATASETS_HOME / "msmarco-document" / "collection.tsv.gz").exists():
+        make_msmarco(IR_DATASETS_HOME)
+    return IR_DATASETS_HOME
+
+
+@pytest.fixture(scope="module", params=YEARS)
+def run(request, msmarco, tmp_path_factory):
+    year = request.param
+    workdir = tmp_path_factory.mktemp(f"rehearsal{year}")
+    (workdir / "config").symlink_to(REPO / "config")
+    started = time.monotonic()
+    snakemake(workdir, "report", "--configfile", *rehearsal(year))
+    print(f"rehearsal {year}: {time.monotonic() - started:.0f} s")
+    results = workdir / "results" / f"trec-dl-{year}"
+    return {"year": year, "results": results, "full": resolved(full_scale(year))}
+
+
+def test_the_report_is_built_from_the_msmarco_loaders(run):
+    results = run["results"]
+    assert (results / "report" / "index.html").stat().st_size > 0
+    stats = json.loads((results / "data" / "stats.json").read_text())
+    judged = {"2019": 43, "2020": 45}[run["year"]]
+    assert stats["num_evaluable_queries"] == judged
+    assert stats["folds"] == [{"train": 200, "dev": 100, "test": judged}]  # dev: dev_sample of the 110
+    assert "missing_judged_documents" not in stats or stats["missing_judged_documents"] == {}
+
+
+def test_every_full_scale_model_has_a_row(run):
+    report = (run["results"] / "report" / "report.md").read_text()
+    models = [m for m, e in run["full"]["models"].items() if e.get("enabled", True)]
+    assert len(models) >= 14
+    rows = {line.split("|")[1].strip() for line in report.splitlines() if line.startswith("|")}
+    missing = [m for m in models if not any(r == m or r.startswith(f"{m} ") for r in rows)]
+    assert not missing, f"models without a row in report.md: {missing}"
+    test = set(json.loads((run["results"] / "data" / "folds.json").read_text())[0]["test"])
+    for m in models:  # each reranked every test query
+        run_file = run["results"] / "runs" / f"{m}.run"
+        assert test <= {line.split()[0] for line in run_file.read_text().splitlines()}, m
+
+
+def test_the_published_figures_stand_beside_measured_values(run):
+    report = (run["results"] / "report" / "report.md").read_text()
+    section = report.split("Published figures beside the reproduced ones", 1)[1].split("\n## ", 1)[0]
+    figures = [f for f in on_collection(published(), run["full"]["dataset"]) if f.system in run["full"]["models"]]
+    assert figures, "the full-scale config claims no published figure"
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in section.splitlines() if line.startswith("|")]
+    for fig in figures:
+        row = next((r for r in rows if r[0] == fig.system and fig.printed in r), None)
+        assert row is not None, f"{fig.system} {fig.measure} {fig.printed}: no row"
+        assert re.fullmatch(r"\d\.\d+ \[\d\.\d+, \d\.\d+\]", row[5]), f"{fig.system} {fig.measure}: measured {row[5]!r}"
+
+
+def test_every_first_stage_produces_a_run(run):
+    stages = {s["name"]: s["method"] for s in run["full"]["first_stages"].values()}
+    assert {"scoreddocs", "pisa", "model"} <= set(stages.values()), stages
+    test = json.loads((run["results"] / "data" / "folds.json").read_text())[0]["test"]
+    for name in stages:
+        ranked = {}
+        for line in (run["results"] / "candidates" / f"{name}.run").read_text().splitlines():
+            ranked.setdefault(line.split()[0], []).append(line.split()[2])
+        assert set(test) <= set(ranked), f"{name}: test queries without candidates"
+        assert min(len(ranked[q]) for q in test) >= 50, name
+
+
+def test_the_resolved_config_is_the_full_scale_one_outside_the_whitelist(run):
+    config = json.loads((run["results"] / "config.json").read_text())
+    full = outside_whitelist(run["full"])
+    mine = outside_whitelist(config)
+    differ = {k: (full.get(k), mine.get(k)) for k in full.keys() | mine.keys() if full.get(k) != mine.get(k)}
+    assert not differ, f"the rehearsal differs from the full-scale run outside the size keys: {differ}"
