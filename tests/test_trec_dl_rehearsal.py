@@ -7,6 +7,7 @@ only makes things smaller (tests/rehearsal.py's whitelist), so whatever runs her
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 
@@ -68,8 +69,17 @@ def msmarco():
     return IR_DATASETS_HOME
 
 
+# The two runs (123 jobs each, every full-scale model trained) have not yet finished inside CI's budget on the 2-core
+# machine, so .ci/run leaves them out until they do; LONGRANK_REHEARSAL=1 runs them (docs/studies/trec-dl-rehearsal.md).
+# The overlay's whitelist (above), its DAG against the full-scale one (test_config_matrix.py) and the SLURM
+# resources of every job (test_slurm_profile.py) run everywhere.
+REHEARSE = os.environ.get("LONGRANK_REHEARSAL") == "1"
+
+
 @pytest.fixture(scope="module", params=YEARS)
 def run(request, msmarco, tmp_path_factory):
+    if not REHEARSE:
+        pytest.skip("the full rehearsal runs with LONGRANK_REHEARSAL=1 (two 123-job runs, past CI's budget so far)")
     year = request.param
     workdir = tmp_path_factory.mktemp(f"rehearsal{year}")
     (workdir / "config").symlink_to(REPO / "config")
