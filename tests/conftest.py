@@ -66,14 +66,20 @@ E2E_CONFIG = REPO / "tests" / "e2e_config.yaml"
 
 def snakemake_command(workdir: Path, *args: str, cores: int = 2) -> tuple[list[str], dict]:
     """The real workflow on ``workdir`` with this interpreter's Snakemake, and the environment it runs in (the tests'
-    ir_datasets cache, this interpreter's bin directory first, as the rules call ``python``)."""
+    ir_datasets cache, this interpreter's bin directory first, as the rules call ``python``).
+
+    ``--max-threads 1``: every job runs on one thread (the rules pass ``{threads}`` to torch as OMP_NUM_THREADS), so
+    the two cores run two jobs at a time. The tests' tiny settings make most jobs a Python start, imports and a
+    model load, which one thread does as fast as two: two jobs at a time take the suite's workflows in about half the
+    wall time of one two-thread job at a time, and a shared machine's other work does not stall a job's second
+    thread. What the tests check (the DAG, the files, the numbers against the run files) does not depend on it."""
     env = {
         **os.environ,
         "IR_DATASETS_HOME": str(IR_DATASETS_HOME),
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
     }
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", str(cores)]
-    return [*cmd, *args], env
+    return [*cmd, "--max-threads", "1", *args], env
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -85,6 +91,88 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
             f"snakemake {' '.join(args)} failed:\n{done.stdout[-5000:]}\n{done.stderr[-5000:]}\n{logs}"
         )
     return done
+
+
+# One Python process imports Snakemake and every model module (the workflow asks the registry for each model's
+# artifacts at parse time: torch, transformers, ~5 s of CPU) once, then forks one child per dry run, two at a time:
+# a process per dry run would pay those imports every time.
+DRY_RUNNER = r"""
+import json, os, sys
+
+import snakemake.cli
+
+try:
+    from longrank.models.registry import MODEL_TYPES, model_class
+
+    for model_type in MODEL_TYPES:
+        model_class(model_type)
+except Exception:  # a broken import shows in the dry runs' own output
+    pass
+
+pending, running, codes = json.loads(sys.argv[1]), {}, {}
+while pending or running:
+    while pending and len(running) < 2:
+        key, cwd, argv, log_path = pending.pop(0)
+        pid = os.fork()
+        if pid == 0:
+            os.chdir(cwd)
+            log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            try:
+                snakemake.cli.main(argv)
+                code = 0
+            except SystemExit as done:
+                code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+                code = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        running[pid] = key
+    pid, status = os.wait()
+    codes[running.pop(pid)] = os.waitstatus_to_exitcode(status)
+print(json.dumps(codes))
+"""
+
+
+class DryRun:
+    """A dry run's exit status and what it printed (stdout and stderr together)."""
+
+    def __init__(self, returncode: int, output: str):
+        self.returncode, self.output = returncode, output
+
+    def __repr__(self) -> str:  # keeps pytest's tracebacks to the message
+        return f"DryRun(returncode={self.returncode})"
+
+
+def dry_runs(jobs: dict[str, tuple[Path, list[str]]], logs: Path, env: dict | None = None) -> dict[str, DryRun]:
+    """``snakemake -n`` for each ``key: (working directory, Snakemake's arguments)``, in one process that imports
+    Snakemake and the models once (``DRY_RUNNER``); ``--nolock``, as two of them may read one working directory at
+    once. Each run's output is kept under ``logs`` as ``<key>.log``. ``env``: the tests' workflow environment
+    (``snakemake_command``'s) unless given."""
+    logs.mkdir(parents=True, exist_ok=True)
+    batch = [[key, str(cwd), ["-n", "--nolock", *argv], str(logs / f"{key}.log")] for key, (cwd, argv) in jobs.items()]
+    done = subprocess.run(
+        [sys.executable, "-c", DRY_RUNNER, json.dumps(batch)],
+        cwd=logs,
+        env=env or snakemake_command(logs)[1],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"the dry-run runner failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    codes = json.loads(done.stdout.strip().splitlines()[-1])
+    return {key: DryRun(codes[key], (logs / f"{key}.log").read_text()) for key in jobs}
+
+
+def snakemake_dry_runs(jobs: dict[str, tuple[Path, list[str]]], logs: Path) -> dict[str, DryRun]:
+    """``dry_runs`` of the tests' workflow command (``snakemake_command``: this Snakefile, the working directory, its
+    cores and threads) with each job's ``args``."""
+    return dry_runs({key: (cwd, snakemake_command(cwd, *args)[0][3:]) for key, (cwd, args) in jobs.items()}, logs)
 
 
 @pytest.fixture(scope="session")

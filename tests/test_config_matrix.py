@@ -8,7 +8,6 @@ once its header is written, and an overlay without one, or naming a base that do
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 import subprocess
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, DryRun, dry_runs
 from longrank.config import resolve_likes, validate_config
 from longrank.config_files import (
     DEFAULT_CONFIG,
@@ -84,76 +83,23 @@ def placeholder_collection(workdir: Path, combo: tuple[str, ...]) -> None:
                 (workdir / path).touch()
 
 
-# One Python process imports Snakemake and every model module (the workflow asks the registry for each model's
-# artifacts at parse time: torch, transformers, ~5 s of CPU) once, then forks one child per dry run, two at a
-# time: a process per dry run would pay those imports twelve times.
-RUNNER = r"""
-import json, os, sys
-
-import snakemake.cli
-
-try:
-    from longrank.models.registry import MODEL_TYPES, model_class
-
-    for model_type in MODEL_TYPES:
-        model_class(model_type)
-except Exception:  # a broken import shows in the dry runs' own output
-    pass
-
-pending, running, codes = json.loads(sys.argv[1]), {}, {}
-while pending or running:
-    while pending and len(running) < 2:
-        workdir, argv = pending.pop(0)
-        pid = os.fork()
-        if pid == 0:
-            os.chdir(workdir)
-            log = os.open("dry_run.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            os.dup2(log, 1)
-            os.dup2(log, 2)
-            try:
-                snakemake.cli.main(argv)
-                code = 0
-            except SystemExit as done:
-                code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-            except BaseException:
-                import traceback
-
-                traceback.print_exc()
-                code = 1
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-        running[pid] = workdir
-    pid, status = os.wait()
-    codes[running.pop(pid)] = os.waitstatus_to_exitcode(status)
-print(json.dumps(codes))
-"""
-
-
-class DryRun:
-    def __init__(self, returncode: int, output: str):
-        self.returncode, self.output = returncode, output
-
-    def __repr__(self) -> str:  # keeps pytest's tracebacks to the message
-        return f"DryRun(returncode={self.returncode})"
-
-
 def prepare(combo: tuple[str, ...], root: Path) -> tuple[str, list[str]]:
     """The combination's working directory and Snakemake arguments."""
     workdir = root / combo_id(combo)
     workdir.mkdir()
     (workdir / "config").symlink_to(CONFIG)  # `configfile: "config/config.yaml"` resolves against the working directory
     placeholder_collection(workdir, combo)
-    argv = ["-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "1", "-n", "--quiet", "rules"]
+    argv = ["-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "1", "--quiet", "rules"]
     if combo:
         argv += ["--configfile", *combo]
     return str(workdir), argv
 
 
 @pytest.fixture(scope="module")
-def dry_runs() -> dict[tuple[str, ...], DryRun]:
+def matrix() -> dict[tuple[str, ...], DryRun]:
+    """Every combination's dry run, batched (conftest.dry_runs: Snakemake and the models imported once)."""
     with tempfile.TemporaryDirectory(prefix="config_matrix_") as root:
-        jobs = {combo: prepare(combo, Path(root)) for combo in COMBINATIONS}
+        jobs = {combo_id(combo): prepare(combo, Path(root)) for combo in COMBINATIONS}
         empty_home = Path(root) / "ir_datasets"
         empty_home.mkdir()  # a dry run must not need any data
         env = {
@@ -161,25 +107,13 @@ def dry_runs() -> dict[tuple[str, ...], DryRun]:
             "IR_DATASETS_HOME": str(empty_home),
             "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         }
-        done = subprocess.run(
-            [sys.executable, "-c", RUNNER, json.dumps(list(jobs.values()))],
-            cwd=root,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, f"the dry-run runner failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-        codes = json.loads(done.stdout.strip().splitlines()[-1])
-        yield {
-            combo: DryRun(codes[workdir], (Path(workdir) / "dry_run.log").read_text())
-            for combo, (workdir, _) in jobs.items()
-        }
+        done = dry_runs(jobs, Path(root) / "logs", env)
+        yield {combo: done[combo_id(combo)] for combo in COMBINATIONS}
 
 
 @pytest.mark.parametrize("combo", COMBINATIONS, ids=combo_id)
-def test_dry_run_builds_the_dag(dry_runs, combo):
-    done = dry_runs[combo]
+def test_dry_run_builds_the_dag(matrix, combo):
+    done = matrix[combo]
     output = done.output
     args = " ".join(combo) or "(default)"
     if done.returncode != 0:

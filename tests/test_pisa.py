@@ -21,7 +21,7 @@ from longrank.retrieval import pisa
 from longrank.retrieval.first_stage import parse_first_stage
 from longrank.retrieval.pisa import PisaSettings
 
-from conftest import REPO, snakemake, write_local_collection
+from conftest import REPO, snakemake, snakemake_dry_runs, write_local_collection
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
 
@@ -226,15 +226,15 @@ def example_workdir(tmp_path):
     return tmp_path
 
 
-def with_pisa(workdir, **first_stage) -> list[str]:
-    """examples/mine.yaml with a pisa first stage in place of its bm25 (an overlay as a user writes one)."""
+def with_pisa(workdir, name: str = "pisa", **first_stage) -> list[str]:
+    """examples/mine.yaml with a pisa first stage in place of its bm25 (an overlay as a user writes one, ``name``.yaml
+    in the working directory)."""
     overlay = {"first_stages": [{"name": "fast", "method": "pisa", "top_k": 50, **first_stage}]}
-    (workdir / "pisa.yaml").write_text(yaml.safe_dump(overlay))
-    return ["--configfile", "examples/mine.yaml", "pisa.yaml"]
+    (workdir / f"{name}.yaml").write_text(yaml.safe_dump(overlay))
+    return ["--configfile", "examples/mine.yaml", f"{name}.yaml"]
 
 
-def planned_jobs(done) -> dict[str, int]:
-    output = done.stdout + done.stderr
+def planned_jobs(output: str) -> dict[str, int]:
     assert "Exception" not in output and "Error" not in output, output[-4000:]
     return {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", output, re.M)}
 
@@ -243,7 +243,7 @@ def test_the_workflow_plans_the_index_once_before_the_candidates(tmp_path):
     workdir = example_workdir(tmp_path)
     configs = with_pisa(workdir)
     done = snakemake(workdir, "-n", "--printshellcmds", "report", *configs)
-    jobs = planned_jobs(done)
+    jobs = planned_jobs(done.stdout + done.stderr)
     assert jobs["pisa_index"] == 1 and jobs["candidates"] == 1 and jobs["train"] == 1
     shell = done.stdout
     assert "longrank pisa_index --data results/mine/data" in shell
@@ -257,13 +257,23 @@ def test_the_workflow_rebuilds_the_index_for_new_index_settings_only(tmp_path, i
     snakemake(workdir, target, *with_pisa(workdir, analyser="pisa"))
     run = read_run(workdir / target)
     assert len(run) == 10 and all(0 < len(docs) <= 50 for docs in run.values())
-    assert planned_jobs(snakemake(workdir, "-n", target, *with_pisa(workdir, analyser="pisa"))) == {}  # all done
-
-    query_time = with_pisa(workdir, analyser="pisa", stopwords="terrier", top_k=20)
-    assert planned_jobs(snakemake(workdir, "-n", target, *query_time)) == {"candidates": 1, "total": 1}
     pisa_analyser = {"analyser": "pisa"}
-    for index_setting in ({**pisa_analyser, "stemmer": "krovetz"}, {**pisa_analyser, "b": 0.75}, {}):  # {}: bm25s
-        planned = planned_jobs(snakemake(workdir, "-n", target, *with_pisa(workdir, **index_setting)))
+    index_settings = [{**pisa_analyser, "stemmer": "krovetz"}, {**pisa_analyser, "b": 0.75}, {}]  # {}: bm25s
+    changes = {
+        "pisa": {"analyser": "pisa"},  # the settings of the run: its own overlay file again
+        "query_time": {"analyser": "pisa", "stopwords": "terrier", "top_k": 20},
+        **{f"index{i}": setting for i, setting in enumerate(index_settings)},
+    }
+    # the dry runs of the changed settings over the finished run, in one batch
+    dry = snakemake_dry_runs(
+        {key: (workdir, [target, *with_pisa(workdir, key, **change)]) for key, change in changes.items()},
+        tmp_path / "dry_runs",
+    )
+    assert all(run.returncode == 0 for run in dry.values()), {k: r.output[-3000:] for k, r in dry.items()}
+    assert planned_jobs(dry["pisa"].output) == {}  # all done
+    assert planned_jobs(dry["query_time"].output) == {"candidates": 1, "total": 1}
+    for i, index_setting in enumerate(index_settings):
+        planned = planned_jobs(dry[f"index{i}"].output)
         assert planned == {"pisa_index": 1, "candidates": 1, "total": 2}, index_setting
 
 

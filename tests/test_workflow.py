@@ -5,7 +5,6 @@ hyper-parameter reruns only the jobs it affects."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import ir_measures
 import pandas as pd
@@ -14,23 +13,53 @@ import yaml
 
 from longrank.io import read_json
 
-from conftest import E2E_CONFIG, REPO, snakemake
+from conftest import E2E_CONFIG, REPO, snakemake, snakemake_dry_runs
 
 pytestmark = pytest.mark.e2e
 
 
-def planned_jobs(workdir: Path, change: dict | None = None) -> dict[str, int]:
-    """Jobs a dry run would execute, by rule, with ``change`` merged over the end-to-end config."""
-    files = [str(E2E_CONFIG)]
-    if change:
-        (workdir / "change.yaml").write_text(yaml.safe_dump(change))
-        files.append(str(workdir / "change.yaml"))
-    out = snakemake(workdir, "-n", "--quiet", "rules", "--configfile", *files).stdout
+FIRST_STAGES = yaml.safe_load(E2E_CONFIG.read_text())["first_stages"]
+# The changes the tests below make to the end-to-end config, each merged over it in a dry run of the finished run
+# (``planned``); None: no change.
+CHANGES = {
+    "none": None,
+    "knrm_doc_len": {"models": {"knrm": {"max_doc_len": 150}}},
+    "first_stage_k1": {"first_stages": [{**FIRST_STAGES[0], "k1": 1.2}, *FIRST_STAGES[1:]]},
+    "titles_count": {"pseudo_queries": {"titles": {"count": 150}}},
+    "mir_steps": {"models": {"mir": {"train": {"steps": 3}}}},
+    "mir_p2p_top_k": {"mir_graphs": {"mir": {"p2p_top_k": 3}}},
+    "mir_pretrain": {"models": {"mir": {"train": {"pretrain": {"queries": "titles", "steps": 2}}}}},
+}
+
+
+@pytest.fixture(scope="module")
+def planned(workflow_run, tmp_path_factory) -> dict[str, dict[str, int] | str]:
+    """Jobs a dry run of the finished run would execute, by rule, with each of ``CHANGES`` merged over the
+    end-to-end config; all the dry runs in one batch (conftest.snakemake_dry_runs). A dry run that failed gives its
+    output instead, for the test that reads it to fail with."""
     jobs = {}
-    for line in out.splitlines():
+    for key, change in CHANGES.items():
+        files = [str(E2E_CONFIG)]
+        if change:
+            (workflow_run / f"change_{key}.yaml").write_text(yaml.safe_dump(change))
+            files.append(str(workflow_run / f"change_{key}.yaml"))
+        jobs[key] = (workflow_run, ["--quiet", "rules", "--configfile", *files])
+    done = snakemake_dry_runs(jobs, tmp_path_factory.mktemp("dry_runs"))
+    return {key: run.output if run.returncode != 0 else jobs_by_rule(run.output) for key, run in done.items()}
+
+
+def jobs_by_rule(output: str) -> dict[str, int]:
+    jobs = {}
+    for line in output.splitlines():
         parts = line.split()
         if len(parts) == 2 and parts[1].isdigit() and parts[0] != "total":
             jobs[parts[0]] = int(parts[1])
+    return jobs
+
+
+def planned_jobs(planned: dict, change: str) -> dict[str, int]:
+    jobs = planned[change]
+    assert isinstance(jobs, dict), f"snakemake -n with change {change!r} failed:\n{jobs[-5000:]}"
     return jobs
 
 
@@ -78,9 +107,9 @@ def test_reported_means_equal_ir_measures_on_the_run_files(workflow_run):
             assert reported == pytest.approx(value, abs=1e-6), (system, measure)  # table.csv keeps 6 decimals
 
 
-def test_changing_one_model_reruns_only_that_model(workflow_run):
-    assert planned_jobs(workflow_run) == {}, "a finished workflow has nothing to do"
-    jobs = planned_jobs(workflow_run, {"models": {"knrm": {"max_doc_len": 150}}})
+def test_changing_one_model_reruns_only_that_model(planned):
+    assert planned_jobs(planned, "none") == {}, "a finished workflow has nothing to do"
+    jobs = planned_jobs(planned, "knrm_doc_len")
     assert jobs.get("train") == 1 and jobs.get("rerank") == 1 and jobs.get("bench") == 1
     assert jobs.get("interpolate") == 1 and jobs.get("evaluate") == 3  # knrm, knrm+bm25, its floor; bm25 is untouched
     # knrm's own floor now counts over its 150 words (a new system); query_term_matches and the 200-word floor, which
@@ -90,9 +119,9 @@ def test_changing_one_model_reruns_only_that_model(workflow_run):
     assert jobs.get("compare") == 1 and jobs.get("compare_floors") == 1 and jobs.get("build_report") == 1
 
 
-def test_changing_one_first_stage_reruns_only_what_reranks_it(workflow_run):
-    stages = yaml.safe_load(E2E_CONFIG.read_text())["first_stages"]
-    jobs = planned_jobs(workflow_run, {"first_stages": [{**stages[0], "k1": 1.2}, *stages[1:]]})
+def test_changing_one_first_stage_reruns_only_what_reranks_it(workflow_run, planned):
+    stages = FIRST_STAGES
+    jobs = planned_jobs(planned, "first_stage_k1")
     config = read_json(workflow_run / "results" / "cranfield" / "config.json")
     on_first = [
         m for m, e in config["models"].items() if e.get("enabled", True) and e["first_stage"] == stages[0]["name"]
@@ -132,8 +161,8 @@ def test_pretraining_and_hdct_run_through_the_workflow(workflow_run):
     assert "Best pseudo-dev" in html and "What pre-training changed" in html
 
 
-def test_changing_a_pseudo_query_set_reruns_only_what_reads_it(workflow_run):
-    jobs = planned_jobs(workflow_run, {"pseudo_queries": {"titles": {"count": 150}}})
+def test_changing_a_pseudo_query_set_reruns_only_what_reads_it(planned):
+    jobs = planned_jobs(planned, "titles_count")
     assert jobs.get("pseudo_queries") == 1 and jobs.get("pretrain") == 1  # knrm_pretrained pre-trains on it
     assert jobs.get("graphs") == 1 and "annotate" not in jobs  # MIR's graph set weights its term pivots with it
     assert jobs.get("train") == 3  # knrm_pretrained, mir and mir_no_graph
@@ -156,16 +185,16 @@ def test_mir_and_an_ablation_share_one_graph_set_and_reach_the_report(workflow_r
     assert "MIR ablations" in html and "query group" in html and "MIR against BERT-MaxP" in html
 
 
-def test_a_mir_training_key_reruns_no_graph_stage_and_a_graph_key_reruns_its_readers(workflow_run):
-    jobs = planned_jobs(workflow_run, {"models": {"mir": {"train": {"steps": 3}}}})
+def test_a_mir_training_key_reruns_no_graph_stage_and_a_graph_key_reruns_its_readers(planned):
+    jobs = planned_jobs(planned, "mir_steps")
     assert jobs.get("train") == 1 and "graphs" not in jobs and "annotate" not in jobs
-    jobs = planned_jobs(workflow_run, {"mir_graphs": {"mir": {"p2p_top_k": 3}}})
+    jobs = planned_jobs(planned, "mir_p2p_top_k")
     assert jobs.get("graphs") == 1 and "annotate" not in jobs and jobs.get("train") == 2  # mir and its ablation
     assert "data" not in jobs and "candidates" not in jobs and "pseudo_queries" not in jobs
 
 
-def test_a_pretrained_mir_reads_its_own_graph_set_of_the_pseudo_queries_positives(workflow_run):
-    jobs = planned_jobs(workflow_run, {"models": {"mir": {"train": {"pretrain": {"queries": "titles", "steps": 2}}}}})
+def test_a_pretrained_mir_reads_its_own_graph_set_of_the_pseudo_queries_positives(planned):
+    jobs = planned_jobs(planned, "mir_pretrain")
     # the positives without their titles, graphed once for pre-training; the fine-tuning reads the collection's set
     assert jobs.get("pretrain_graphs") == 1 and jobs.get("pretrain") == 1 and jobs.get("train") == 1
     assert "graphs" not in jobs and "annotate" not in jobs and "pseudo_queries" not in jobs
