@@ -49,6 +49,7 @@ SIZE_KEYS = (
     "mir_graphs.*.max_doc_tokens",
     *(f"models.*.{k}" for k in MODEL_SIZES),
     *(f"models.*.train.{k}" for k in TRAIN_SIZES),
+    *(f"first_stages.*.{k}" for k in ("steps", "batch_size", "passage_words", "max_passages")),
 )
 # Weights a hub or a manual download gives, and their CPU stand-ins (the packages' GloVe 50d, MiniLM or BERT-base's
 # shape with random weights); a key's full-scale value must be such a download (a file, a hub name) for it to change.
@@ -56,14 +57,18 @@ STAND_INS = {
     "models.*.embeddings": {"glove-6b-50d"},
     "models.*.encoder": {"minilm", "random-bert-base"},
     "mir_graphs.*.encoder": {"minilm", "random-bert-base"},
+    "first_stages.*.encoder": {"minilm", "random-bert-base"},
 }
 
 
 def flat(tree: dict, where: str = "") -> dict[str, object]:
-    """Dotted key -> value of every leaf of a nested mapping."""
+    """Dotted key -> value of every leaf of a nested mapping; the first stages' list by name (``first_stages.hdct.steps``):
+    an overlay restates the list whole to shrink one entry of it."""
     out = {}
     for key, value in tree.items():
         path = f"{where}{key}"
+        if path == "first_stages" and isinstance(value, list):
+            value = {stage["name"]: stage for stage in value}
         if isinstance(value, dict) and value:
             out.update(flat(value, f"{path}."))
         else:

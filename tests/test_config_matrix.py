@@ -314,12 +314,12 @@ def job_counts(output: str) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("year", YEARS)
-def test_the_rehearsal_runs_the_full_scale_dag(dry_runs, year):
+def test_the_rehearsal_runs_the_full_scale_dag(matrix, year):
     """config/studies/trec-dl-rehearsal.yaml only shrinks (tests/test_trec_dl_rehearsal.py checks its keys): its DAG
     has the full-scale run's rules with as many jobs each, and the same models of the same types. The untrained
     floors are the exception: one per distinct (depth, words read) of the models, both size keys, so two shrunk
     models may share a floor (its sanity job and its evaluation)."""
-    full, mine = dry_runs[full_scale(year)], dry_runs[rehearsal(year)]
+    full, mine = matrix[full_scale(year)], matrix[rehearsal(year)]
     assert full.returncode == 0 and mine.returncode == 0
     floors = ("sanity", "evaluate")
     counts = {rule: n for rule, n in job_counts(full.output).items() if rule not in floors}

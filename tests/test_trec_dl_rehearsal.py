@@ -47,6 +47,8 @@ def test_the_overlay_sets_only_size_keys_each_smaller_than_the_full_scale_value(
     full = flat(validate_config(merged(full_scale("2019"))))
     assert own, "the overlay sets nothing"
     for key, value in own.items():
+        if key.startswith("first_stages.") and full.get(key) == value:
+            continue  # the list is restated whole to shrink one entry: an entry's unchanged keys change nothing
         pattern = pattern_of(key)
         assert pattern is not None, f"{REHEARSAL}: {key} is not a size key (tests/rehearsal.py's whitelist)"
         if pattern in STAND_INS:
