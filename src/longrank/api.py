@@ -10,6 +10,7 @@ rerank stage does: the same model code (``Ranker.score_pairs``) over the same ba
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Mapping
@@ -17,7 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from longrank.io import InputError, Run, read_json, read_run
+from longrank.io import InputError, Run, read_json, read_ranked_run
 
 DEFAULT_BATCH_SIZE = 32
 
@@ -105,7 +106,14 @@ def read_ranking(run) -> tuple[Run, str]:
     """A ranking as query id -> doc id -> score, and what to call it in errors: a TREC run file, or a DataFrame with
     ``qid``, ``docno`` and ``score`` columns (PyTerrier's)."""
     if isinstance(run, (str, os.PathLike)):
-        return read_run(run), str(run)
+        ranked, ties = read_ranked_run(run)  # in its rank order, as the workflow reads a run_file first stage
+        if ties:
+            logging.getLogger(__name__).warning(
+                "%s: %d documents have the score of the document ranked above them; kept in the file's rank order",
+                run,
+                ties,
+            )
+        return ranked, str(run)
     columns = getattr(run, "columns", None)
     if columns is None:
         raise InputError(

@@ -21,6 +21,7 @@ from longrank.config_checks import (
 )
 from longrank.data.grades import check_gain_order, integer_grades
 from longrank.io import InputError, write_json
+from longrank.names import check_config_names
 
 # Where this checkout keeps the config schema (Snakemake's layout: workflow/schemas/) and the shipped collection
 # descriptions, relative to the repository root. The one place the schema's location is named: the workflow
@@ -52,6 +53,7 @@ def validate_config(
             "config key first_stage: replaced by first_stages, a list of named candidate generators, "
             "e.g. first_stages: [{name: bm25, method: bm25, k1: 0.9, b: 0.4, top_k: 100}]"
         )
+    check_config_names(config)  # before the schema: its message names the key and the pattern, in words
     check_schema(config, schema)
     fill_defaults(config, schema_path)
     check_model_keys(config["models"])

@@ -5,11 +5,13 @@ import re
 
 from pathlib import Path
 
+from longrank.code_digest import stage_code_digest
 from longrank.config import DATASETS, SCHEMA, model_order, validate_config
 from longrank.config_files import check_command_line
 from longrank.models.modules.encoders import DEFAULT_ENCODER
 from longrank.models.registry import artifact_scopes, capabilities
 from longrank.io import InputError
+from longrank.names import check_outputs_not_inputs
 from longrank.floors import floor_systems, model_floors
 
 try:
@@ -25,7 +27,12 @@ try:
 except InputError as err:
     raise WorkflowError(str(err)) from None
 
-R = f"results/{config['dataset']['name']}"
+R = f"results/{config['dataset']['name']}"  # a safe name (longrank.names.SAFE_NAME): always a folder of results/
+try:
+    # no configured input inside results/<name>/: the data stage would overwrite (and Snakemake first delete) it
+    check_outputs_not_inputs(config, R)
+except InputError as err:
+    raise WorkflowError(str(err)) from None
 DATA = {
     name: f"{R}/data/{name}"
     for name in (

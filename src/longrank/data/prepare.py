@@ -20,7 +20,16 @@ from longrank.data.grades import check_gain_order, integer_grades, relevance_rec
 from longrank.data.queries import formulate
 from longrank.data.splits import make_folds
 from longrank.data.words import tokenize, write_doc_freq
-from longrank.io import InputError, replace_directory, umask_mode, write_json, write_qrels, write_text
+from longrank.io import (
+    ID_RULE,
+    InputError,
+    id_problem,
+    replace_directory,
+    umask_mode,
+    write_json,
+    write_qrels,
+    write_text,
+)
 from longrank.progress import progress
 
 log = logging.getLogger(__name__)
@@ -172,6 +181,9 @@ def _check_documents(dataset: dict, lengths: dict[str, int], empty: set[str]) ->
 def _read_queries(queries_iter) -> dict[str, str]:
     queries: dict[str, str] = {}
     for qid, text in queries_iter:
+        problem = id_problem(qid)  # the readers of io.py checked a local file's; an ir_datasets id arrives unchecked
+        if problem is not None:
+            raise InputError(f"query id {qid!r} {problem}; {ID_RULE}")
         if qid in queries:
             raise InputError(
                 f"duplicate query id {qid!r} in the queries (texts {queries[qid][:40]!r} and {text[:40]!r})"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from longrank.code_digest import stage_code_digest
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
 from longrank.models.checkpoint import sha256_of
 from longrank.models.registry import constructor_defaults
@@ -64,6 +65,9 @@ def training_inputs(
         if collection_artifacts is not None
         else None,
         "optimiser layout": layout,
+        # the code that trains and the model's own (longrank.code_digest: the AST without docstrings): weights left
+        # by other arithmetic are never resumed, as `snakemake -R train` after an edit used to
+        "code": stage_code_digest("train", model_cfg["type"]),
     }
     return {name: value if isinstance(value, str) else _digest(value) for name, value in parts.items()}
 
