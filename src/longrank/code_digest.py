@@ -13,9 +13,10 @@ without line numbers; comments are not in the tree. A change that reformats or c
 change to a constant, an operator or a name changes it. The dump is Python's own, so a new Python version may give
 new digests (and retrain): the same code under another interpreter is not known to compute the same.
 
-Used by the training fingerprint (``longrank.train.fingerprint.training_inputs``: ``-R train`` never resumes from
-weights of other code) and as a parameter of the train, rerank and report rules (Snakemake's ``params`` rerun
-trigger, which both shipped profiles keep: a changed digest reruns the job)."""
+Used by the training fingerprint (``longrank.train.code.training_code_digest``: ``-R train`` never resumes from
+weights of other code) and as a parameter of the train, rerank and report rules (``workflow/rules/common.smk``:
+``code_of``; Snakemake's ``params`` rerun trigger, which both shipped profiles keep, reruns a job whose digest
+changed). This module names no other module: its callers give the roots (a stage's module, a model's)."""
 
 from __future__ import annotations
 
@@ -26,9 +27,6 @@ from pathlib import Path
 
 PACKAGE = "longrank"
 ROOT = Path(__file__).resolve().parent  # src/longrank/
-
-# The module each stage's command runs (longrank.cli.STAGES)
-STAGE_MODULES = {"train": "longrank.train.loop", "rerank": "longrank.rerank", "report": "longrank.report.build"}
 
 
 def module_path(name: str) -> Path | None:
@@ -41,6 +39,12 @@ def module_path(name: str) -> Path | None:
         if path.is_file():
             return path
     return None
+
+
+def module_name(path: Path) -> str:
+    """The module name of package file ``path`` (``src/longrank/train/loop.py``: ``longrank.train.loop``)."""
+    parts = Path(path).resolve().relative_to(ROOT).with_suffix("").parts
+    return ".".join((PACKAGE, *(parts[:-1] if parts[-1] == "__init__" else parts)))
 
 
 def _without_docstrings(tree: ast.AST) -> ast.AST:
@@ -105,13 +109,3 @@ def closure(*roots: str) -> dict[str, str]:
 def code_digest(*roots: str) -> str:
     """One digest of the code of ``roots`` and the package modules they import (``closure``)."""
     return hashlib.sha256("\n".join(f"{m} {d}" for m, d in closure(*roots).items()).encode()).hexdigest()
-
-
-def stage_code_digest(stage: str, model_type: str | None = None) -> str:
-    """The code stage ``stage`` (train, rerank, report) runs, with model type ``model_type``'s module."""
-    from longrank.models.registry import MODEL_TYPES
-
-    roots = [STAGE_MODULES[stage]]
-    if model_type is not None:
-        roots.append(MODEL_TYPES[model_type].split(":")[0])
-    return code_digest(*roots)

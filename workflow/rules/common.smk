@@ -5,11 +5,13 @@ import re
 
 from pathlib import Path
 
-from longrank.code_digest import stage_code_digest
+from longrank.cli import stage_module
+from longrank.code_digest import code_digest
+from longrank.train.code import training_code_digest
 from longrank.config import DATASETS, SCHEMA, model_order, validate_config
 from longrank.config_files import check_command_line
 from longrank.models.modules.encoders import DEFAULT_ENCODER
-from longrank.models.registry import artifact_scopes, capabilities
+from longrank.models.registry import artifact_scopes, capabilities, model_module
 from longrank.io import InputError
 from longrank.names import check_outputs_not_inputs
 from longrank.floors import floor_systems, model_floors
@@ -117,6 +119,15 @@ wildcard_constraints:
     scope="collection|fold[0-9]+",
     pseudo_set="[A-Za-z0-9_-]+",
     graph_set="[A-Za-z0-9_-]+",
+
+
+def code_of(stage, model=None):
+    """A digest of the code ``stage`` runs (its module, the model's, and the package modules they import:
+    longrank.code_digest), a parameter of its rule: changed arithmetic reruns the job, a changed comment does not."""
+    if stage == "train":
+        return training_code_digest(config["models"][model]["type"])  # the one the training fingerprint holds
+    roots = [stage_module(stage, [])] + ([model_module(config["models"][model]["type"])] if model else [])
+    return code_digest(*roots)
 
 
 def as_json(obj):

@@ -25,7 +25,7 @@ rule rerank:
     params:
         model=model_config,
         # the code that reranks with this model (longrank.code_digest): changed arithmetic reruns it
-        code=lambda wc: stage_code_digest("rerank", config["models"][wc.model]["type"]),
+        code=lambda wc: code_of("rerank", wc.model),
         rerank_depth=config["rerank_depth"],
         batch_size=config["rerank"]["batch_size"],
         precision=config["rerank"]["precision"],

@@ -25,7 +25,7 @@ rule train:
     params:
         model=model_config,
         # the code that trains this model (longrank.code_digest): changed arithmetic retrains it (params trigger)
-        code=lambda wc: stage_code_digest("train", config["models"][wc.model]["type"]),
+        code=lambda wc: code_of("train", wc.model),
         candidates=lambda wc, input: input.candidates,
         artifacts=lambda wc, input: ["--collection-artifacts", *input.artifacts] if input.artifacts else [],
         init=lambda wc, input: ["--init", *input.pretrained] if input.pretrained else [],
