@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -164,11 +165,36 @@ def files_outside_results(root: Path) -> dict[str, tuple[int, str]]:
     return out
 
 
+# Loads the workflow with each config file given, as `snakemake --configfile <file>` does, in one process (Snakemake's
+# own API: each refusal costs its parse, not an interpreter and its imports), and prints one line per file:
+# RAN or REFUSED with the error's first line.
+LOAD_EACH = """
+import json
+import sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, DAGSettings, ExecutionSettings, OutputSettings, ResourceSettings
+
+for configfile in sys.argv[2:]:
+    try:
+        with SnakemakeApi(OutputSettings()) as api:
+            workflow = api.workflow(
+                snakefile=Path(sys.argv[1]), workdir=Path.cwd(), resource_settings=ResourceSettings(cores=1),
+                config_settings=ConfigSettings(configfiles=[Path(configfile)]),
+            )
+            workflow.dag(DAGSettings()).execute_workflow(executor="local", execution_settings=ExecutionSettings())
+        print(configfile, "RAN", flush=True)
+    except Exception as err:
+        print(configfile, "REFUSED", json.dumps(str(err).splitlines()[0]), flush=True)
+"""
+
+
 @pytest.mark.slow
 def test_the_workflow_refuses_each_unsafe_collection_name_and_changes_nothing_outside_results(tmp_path):
-    """The collection in ./data/ (as the user of issue 39 kept it), the workflow run with each unsafe dataset name,
-    and once with the collection inside results/<name>/: every run is refused when the workflow loads, naming the
-    key, and no file outside results/ is written or removed (the refusals run side by side: each is a parse)."""
+    """The collection in ./data/ (as the user of issue 39 kept it), the workflow loaded with each unsafe dataset
+    name, and once with the collection inside results/<name>/: each is refused when the workflow loads, naming the
+    key, and no file outside results/ is written or removed. '..' (the name that deleted the user's collection) also
+    through the snakemake command line."""
     docs, queries, qrels = synthetic_collection(n_queries=4, docs_per_query=3)
     dataset = write_local_collection(tmp_path / "data", docs, queries, qrels)
     dataset = {**dataset, **{k: os.path.relpath(dataset[k], tmp_path) for k in ("docs", "queries", "qrels")}}
@@ -180,15 +206,20 @@ def test_the_workflow_refuses_each_unsafe_collection_name_and_changes_nothing_ou
         (tmp_path / f"{case}.yaml").write_text(yaml.safe_dump({"dataset": block}))
     before = files_outside_results(tmp_path)
     inside_before = {p: Path(p).read_bytes() for p in (inside["docs"], inside["queries"], inside["qrels"])}
-    running = {}
-    for case in cases:
-        cmd, env = snakemake_command(tmp_path, "--configfile", str(tmp_path / f"{case}.yaml"), cores=1)
-        running[case] = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    for case, process in running.items():
-        output = process.communicate(timeout=300)[0].decode()
-        key = cases[case][1]
-        assert process.returncode != 0 and f"config key {key}" in output, (case, output[-2000:])
-        assert "Traceback" not in output
+    cmd, env = snakemake_command(tmp_path, "--configfile", str(tmp_path / "name0.yaml"), cores=1)
+    assert UNSAFE[0] == ".."
+    cli = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert cli.returncode != 0 and "config key dataset.name: '..' is not a safe name" in cli.stderr, cli.stderr[-2000:]
+    assert "Traceback" not in cli.stderr
+    files = [str(tmp_path / f"{case}.yaml") for case in cases]
+    loaded = subprocess.run(
+        [sys.executable, "-c", LOAD_EACH, str(REPO / "Snakefile"), *files],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    outcome = dict(line.split(" ", 1) for line in loaded.stdout.splitlines() if line.startswith(str(tmp_path)))
+    assert list(outcome) == files, loaded.stdout[-2000:] + loaded.stderr[-2000:]
+    for case, (_, key) in cases.items():
+        assert outcome[str(tmp_path / f"{case}.yaml")].startswith(f'REFUSED "config key {key}'), (case, outcome)
     assert files_outside_results(tmp_path) == before
     assert {p: Path(p).read_bytes() for p in inside_before} == inside_before
     assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["mine"]  # nothing else made under results/
