@@ -79,7 +79,7 @@ def id_problem(identifier) -> str | None:
     if not identifier:
         return "is empty"
     if _WHITESPACE.search(identifier):
-        return "is not one word (it holds whitespace)"
+        return "is not one word"
     bad = _CONTROL.search(identifier)
     if bad is not None:
         return f"holds the control character {bad.group()!r}"
