@@ -108,9 +108,11 @@ def test_an_unsafe_name_is_refused_when_the_config_is_validated_naming_the_key(p
     assert message.startswith(f"config key {key}") and f"{name!r} is not a safe name" in message, message
 
 
-def test_a_safe_name_passes():
-    for place in ("dataset", "model", "first_stage"):
-        validate_config(with_name(place, "Ok_name-2")[0])
+def test_safe_names_pass():
+    config = with_name("model", "Ok_name-2")[0]
+    config["first_stages"].append({"name": "9th-stage_x", "method": "bm25"})
+    config["dataset"] = {"name": "A-1_b", "id": "cranfield"}
+    validate_config(config)
 
 
 INSIDE = count("name", ["docs", "run_file", "symlink"])

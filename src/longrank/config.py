@@ -44,8 +44,6 @@ def validate_config(
     """Validate ``config`` in place (filling defaults) or raise InputError listing every violation as
     ``config key a.b.c: <problem> (schema rule '<keyword>')``. ``datasets_dir`` holds the shipped dataset
     descriptions (``dataset: cranfield``)."""
-    with open(schema_path, encoding="utf-8") as f:
-        schema = yaml.safe_load(f)
     resolve_dataset(config, Path(datasets_dir))
     resolve_likes(config.get("models") or {})
     if "first_stage" in config:  # the single first stage of versions before 0.3
@@ -54,6 +52,8 @@ def validate_config(
             "e.g. first_stages: [{name: bm25, method: bm25, k1: 0.9, b: 0.4, top_k: 100}]"
         )
     check_config_names(config)  # before the schema: its message names the key and the pattern, in words
+    with open(schema_path, encoding="utf-8") as f:
+        schema = yaml.safe_load(f)
     check_schema(config, schema)
     fill_defaults(config, schema_path)
     check_model_keys(config["models"])
