@@ -495,7 +495,24 @@ def test_ids_that_look_missing_or_numeric_stay_distinct_in_the_eval_tables(tmp_p
     assert sorted_qids(["1", "001", "10", "2", "NA", "nan", "²"]) == ["001", "1", "2", "10", "NA", "nan", "²"]
 
 
-KINDS["ids"] += 2  # the eval table and the id order
+def test_a_frame_s_missing_id_is_refused_naming_its_row():
+    import math
+
+    from longrank.io import column_ids
+
+    assert column_ids(["NA", 7, "001"], "query", "frame") == ["NA", "7", "001"]
+    for missing in (math.nan, None, 1.5):
+        with pytest.raises(InputError, match=r"frame: row 1: query id .* is (float|NoneType)"):
+            column_ids(["q1", missing], "query", "frame")
+
+
+def test_a_shipped_collection_name_is_a_name_not_a_path():
+    with pytest.raises(InputError, match=r"config key dataset: '\.\./\.\./x' is not a safe name"):
+        validate_config({**copy.deepcopy(DEFAULT), "dataset": "../../x"})
+
+
+KINDS["ids"] += 3  # the eval table, the id order, a frame's missing id
+KINDS["name"] += 1  # dataset: <name> that is a path
 
 
 @pytest.mark.slow
@@ -540,4 +557,4 @@ KINDS["ids"] += 1
 
 
 def test_the_catalogue_of_issue_39_counts_its_cases():
-    assert KINDS == {"name": 47, "code": 6, "run_order": 6, "ids": 16}, KINDS
+    assert KINDS == {"name": 48, "code": 6, "run_order": 6, "ids": 17}, KINDS

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from longrank.io import InputError, Run, read_json, read_ranked_run
+from longrank.io import InputError, Run, column_ids, read_json, read_ranked_run
 
 DEFAULT_BATCH_SIZE = 32
 
@@ -124,7 +124,11 @@ def read_ranking(run) -> tuple[Run, str]:
         raise InputError(f"run: the DataFrame lacks the column(s) {missing}; expected qid, docno and score")
     out: Run = {}
     for row, (qid, docno, score) in enumerate(
-        zip(run["qid"].astype(str), run["docno"].astype(str), run["score"].astype(float))
+        zip(
+            column_ids(run["qid"], "query", "run"),
+            column_ids(run["docno"], "document", "run"),
+            run["score"].astype(float),
+        )
     ):
         if docno in out.setdefault(qid, {}):
             raise InputError(f"run: row {row}: document {docno!r} is ranked twice for query {qid!r}")

@@ -21,7 +21,7 @@ from longrank.config_checks import (
 )
 from longrank.data.grades import check_gain_order, integer_grades
 from longrank.io import InputError, write_json
-from longrank.names import check_config_names
+from longrank.names import check_config_names, check_name
 
 # Where this checkout keeps the config schema (Snakemake's layout: workflow/schemas/) and the shipped collection
 # descriptions, relative to the repository root. The one place the schema's location is named: the workflow
@@ -95,6 +95,8 @@ def resolve_dataset(config: dict, datasets_dir: Path) -> None:
 
 def _dataset_description(value: str, datasets_dir: Path) -> dict:
     path = Path(value) if value.endswith(DESCRIPTION_SUFFIXES) else datasets_dir / f"{value}.yaml"
+    if not value.endswith(DESCRIPTION_SUFFIXES):  # a shipped collection's name: a file of datasets_dir, never a path
+        check_name(value, "dataset")
     if not path.is_file():
         shipped = sorted(p.stem for p in datasets_dir.glob("*.yaml"))
         raise InputError(

@@ -20,6 +20,7 @@ import contextlib
 import gzip
 import json
 import math
+import numbers
 import os
 import re
 import shutil
@@ -97,6 +98,21 @@ def check_id(identifier: str, path: str | os.PathLike, lineno: int, what: str) -
     if problem is not None:
         raise InputError(f"{path}:{lineno}: {what} id {identifier!r} {problem}; {ID_RULE}")
     return identifier
+
+
+def column_ids(values, what: str, where: str) -> list[str]:
+    """The ids of a table column another program gave (a PyTerrier frame's ``qid`` / ``docno``), each checked as
+    ``check_id`` checks a file's: an integer is its digits; a missing value (NaN, None), a float or anything else
+    that is no id is an InputError naming the row (``astype(str)`` made NaN the id 'nan')."""
+    out = []
+    for row, value in enumerate(values):
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            value = str(value)
+        problem = id_problem(value)
+        if problem is not None:
+            raise InputError(f"{where}: row {row}: {what} id {value!r} {problem}; {ID_RULE}")
+        out.append(value)
+    return out
 
 
 def numbered_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
