@@ -556,5 +556,41 @@ def test_query_ids_a_table_reader_would_change_run_through_data_evaluate_and_com
 KINDS["ids"] += 1
 
 
+# ---- kind bounded: reads that end, writes that name their file (class 7) -------------------------------------------
+def test_a_device_given_as_documents_is_refused_at_config_load_and_by_the_reader():
+    from longrank.io import numbered_lines
+
+    config = copy.deepcopy(DEFAULT)
+    config["dataset"] = {"name": "zero", "source": "local", "docs": "/dev/zero", "queries": "q", "qrels": "r"}
+    with pytest.raises(InputError, match=r"config key dataset.docs: /dev/zero is not a regular file"):
+        validate_config(config)
+    with pytest.raises(InputError, match=r"/dev/zero is not a regular file"):
+        next(numbered_lines("/dev/zero"))
+
+
+def test_a_file_without_line_ends_is_refused_after_one_bounded_line(tmp_path, monkeypatch):
+    from longrank import io
+
+    monkeypatch.setattr(io, "MAX_LINE_BYTES", 1 << 20)
+    (tmp_path / "docs.jsonl").write_bytes(b'{"doc_id": "d1", "text": "a"}\n' + b"x" * (3 << 20))
+    with pytest.raises(InputError, match=r"docs.jsonl:2: a line longer than 1 MiB"):
+        list(io.read_id_text_jsonl(tmp_path / "docs.jsonl", "document", ["doc_id"], ["text"]))
+
+
+def test_a_full_disk_names_the_file_being_written(tmp_path):
+    import errno
+
+    from longrank.io import atomic_path
+
+    with pytest.raises(OSError) as full:
+        with atomic_path(tmp_path / "report.md"):
+            raise OSError(errno.ENOSPC, "No space left on device")  # what a write() raises: no file name
+    assert full.value.filename == str(tmp_path / "report.md")
+    assert list(tmp_path.iterdir()) == []  # no partial file under any name
+
+
+KINDS["bounded"] = 3
+
+
 def test_the_catalogue_of_issue_39_counts_its_cases():
-    assert KINDS == {"name": 48, "code": 6, "run_order": 6, "ids": 17}, KINDS
+    assert KINDS == {"name": 48, "code": 6, "run_order": 6, "ids": 17, "bounded": 3}, KINDS

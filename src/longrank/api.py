@@ -34,11 +34,47 @@ class _ExportedCollection:
         return self.vocab
 
 
+def _inside(directory: Path, name, key: str) -> Path:
+    """``directory / name`` if it is a file or folder inside ``directory`` (links resolved), else an InputError naming
+    ``ranker.json``'s key: an export is data, so it names its own files, never a path elsewhere ('/etc/passwd',
+    '../x'), which would be read (and its lines shown in errors) as the vocabulary."""
+    root = directory.resolve()
+    path = (directory / name).resolve() if isinstance(name, str) and name else None
+    if path is None or root not in path.parents:
+        raise InputError(
+            f"{directory / 'ranker.json'}: {key} {name!r} is not a file inside the ranker's folder; "
+            "an export names its own files (export the model again)"
+        )
+    return path
+
+
+def _vocabulary_sizes(directory: Path, meta: dict, words: int) -> int:
+    """The embedding width ``ranker.json`` gives, checked against the files before anything of that size is
+    allocated: a whole number, the vocabulary's word count as written, and embeddings that fit in the weights file
+    (every row at least 2 bytes a number). A huge ``embedding_dim`` used to exhaust memory before any check."""
+    from longrank.export import WEIGHTS
+
+    where = directory / "ranker.json"
+    dim, count = meta.get("embedding_dim"), meta.get("words")
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise InputError(f"{where}: vocabulary.embedding_dim {dim!r} is not a whole number >= 1")
+    if count != words:
+        raise InputError(f"{where}: vocabulary.words is {count!r}, but {meta['file']} holds {words} words")
+    weights = directory / WEIGHTS
+    size = weights.stat().st_size if weights.is_file() else 0
+    if (words + 2) * dim * 2 > size:
+        raise InputError(
+            f"{where}: vocabulary.embedding_dim {dim} over {words + 2} rows needs at least {(words + 2) * dim * 2} "
+            f"bytes of weights; {weights} holds {size}"
+        )
+    return dim
+
+
 def _read_vocabulary(directory: Path, meta: dict):
     from longrank.data.words import Vocabulary
     from longrank.io import numbered_lines
 
-    path = directory / meta["file"]
+    path = _inside(directory, meta.get("file"), "vocabulary.file")
     words, freqs = [], []
     for lineno, line in numbered_lines(path):
         if lineno == 1:
@@ -63,7 +99,8 @@ def _build(directory: Path, meta: dict):
         # width stands in for them, so neither the vectors' package nor the collection's word2vec file is needed.
         with tempfile.TemporaryDirectory(prefix="longrank-ranker-") as tmp:
             stub = Path(tmp) / "width.txt"
-            stub.write_text("<width> " + " ".join(["0"] * int(meta["vocabulary"]["embedding_dim"])) + "\n")
+            dim = _vocabulary_sizes(directory, meta["vocabulary"], len(vocab) - 2)
+            stub.write_text("<width> " + " ".join(["0"] * dim) + "\n")
             model = build_model({**cfg, "embeddings": str(stub)}, _ExportedCollection(directory, vocab))
         if model.embedder.vocab.words != vocab.words:
             raise InputError(
@@ -72,7 +109,7 @@ def _build(directory: Path, meta: dict):
             )
         return model
     if "encoder" in meta:
-        return build_model({**cfg, "encoder": str(directory / meta["encoder"]["dir"])}, None)
+        return build_model({**cfg, "encoder": str(_inside(directory, meta["encoder"].get("dir"), "encoder.dir"))}, None)
     raise InputError(f"{directory / 'ranker.json'}: names neither a vocabulary nor an encoder")
 
 

@@ -29,6 +29,8 @@ def check_input_files(config: dict) -> None:
             raise InputError(
                 f"config key {key}: {value} is a directory; expected a file (relative to the working directory)"
             )
+        if value and Path(value).exists() and not (Path(value).is_file() or Path(value).is_fifo()):
+            raise InputError(f"config key {key}: {value} is not a regular file (a device or a socket); expected a file")
 
 
 def check_measures(names) -> None:

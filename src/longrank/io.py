@@ -17,6 +17,7 @@ written from it, so it is refused there, with its file and line; an id read twic
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import json
 import math
@@ -24,6 +25,7 @@ import numbers
 import os
 import re
 import shutil
+import stat
 import tempfile
 import zlib
 from collections import defaultdict
@@ -57,6 +59,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         yield tmp
         os.chmod(tmp, umask_mode())
         os.replace(tmp, path)
+    except OSError as err:
+        if err.errno in (errno.ENOSPC, errno.EDQUOT) and not err.filename:  # a write() names no file: name it
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -115,6 +121,11 @@ def column_ids(values, what: str, where: str) -> list[str]:
     return out
 
 
+# The longest line a reader takes (one JSON-lines document, one line of a TREC file): a bound on what one read holds
+# in memory, so a file without line ends is an error naming it, not a MemoryError after gigabytes.
+MAX_LINE_BYTES = 256 << 20
+
+
 def numbered_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of a UTF-8 text file, gzip-compressed if it ends in ``.gz``. A line that is not
     UTF-8 or a file that is not gzip is an InputError naming the file and line (each line is decoded on its
@@ -124,10 +135,18 @@ def numbered_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
         raise InputError(f"file {path} not found")
     if path.is_dir():
         raise InputError(f"{path} is a directory; expected a file")
+    mode = path.stat().st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):  # a pipe streams a file (a test feeds one); a device never ends
+        raise InputError(f"{path} is not a regular file (a device or a socket); expected a file of text")
     lineno = 0
     try:
         with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as f:
-            for lineno, raw in enumerate(f, start=1):
+            for lineno, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), start=1):
+                if len(raw) > MAX_LINE_BYTES:  # read no further: a file without line ends (binary, a stream)
+                    raise InputError(
+                        f"{path}:{lineno}: a line longer than {MAX_LINE_BYTES >> 20} MiB; expected lines of text "
+                        "(one document or query per line, or TREC <DOC> blocks)"
+                    )
                 if lineno == 1 and raw.startswith(BOM):  # editors on Windows write one; it is no part of the first id
                     raw = raw[len(BOM) :]
                 yield lineno, raw.decode("utf-8")
