@@ -295,7 +295,8 @@ def read_ranked_run(path: str | os.PathLike, scores: str = "descending", key: st
                     f"{path}:{after[2]}: the score rises with the rank for query {qid!r} (rank {before[0]} scores "
                     f"{sign * before[1]:g} at line {before[2]}, rank {after[0]} scores {sign * after[1]:g}); a TREC run's "
                     f"score falls as its rank grows. If this file's 5th column is a rank or a distance (lower is "
-                    f"better), set {key}: ascending"
+                    f"better), set {key}: ascending; if its rank column is wrong, write one rank (e.g. 0) on every "
+                    "line: its scores then order it"
                 )
         tied = sum(after[1] == before[1] for before, after in zip(ordered, ordered[1:]))
         ties += tied
