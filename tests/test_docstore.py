@@ -41,7 +41,7 @@ def test_a_repeated_id_is_an_error_and_leaves_the_earlier_files(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["docs.index.sqlite", "docs.jsonl"]
 
 
-@pytest.mark.parametrize("bad", ["d 4", "d\t4", ""])
+@pytest.mark.parametrize("bad", ["d 4", "d\t4", "", "d\x004", "d\x1b4"])
 def test_an_id_that_would_shift_a_run_file_s_columns_is_refused_and_leaves_the_earlier_files(tmp_path, bad):
     """Local files are checked by their readers (io.py, with file and line); ids from another source (ir_datasets)
     are checked here, before any is written."""
@@ -49,7 +49,8 @@ def test_an_id_that_would_shift_a_run_file_s_columns_is_refused_and_leaves_the_e
     before = {name: (tmp_path / name).read_bytes() for name in ("docs.jsonl", INDEX_NAME)}
     with pytest.raises(
         InputError,
-        match=rf"document id {re.escape(repr(bad))} \(the collection's document 4\) is empty or has whitespace",
+        match=rf"document id {re.escape(repr(bad))} \(the collection's document 4\) (is empty|is not one word|holds the "
+        r"control character)",
     ):
         write_docs(tmp_path / "docs.jsonl", iter(DOCS + [(bad, "text")]))
     assert {name: (tmp_path / name).read_bytes() for name in before} == before

@@ -225,6 +225,38 @@ def test_mir_and_a_changed_or_missing_export_are_refused_by_name(results, export
         longrank.load_ranker(changed, device="cpu")
 
 
+@pytest.mark.parametrize(
+    "model, key, value, message",
+    [
+        ("knrm", ("vocabulary", "file"), "/etc/passwd", r"vocabulary.file '/etc/passwd' is not a file inside"),
+        (
+            "knrm",
+            ("vocabulary", "file"),
+            "../elsewhere/vocabulary.tsv",  # the folder beside the export
+            r"vocabulary.file '\.\./elsewhere/.*' is not a file inside",
+        ),
+        ("knrm", ("vocabulary", "embedding_dim"), 10**12, r"embedding_dim 1000000000000 over \d+ rows needs at least"),
+        ("knrm", ("vocabulary", "embedding_dim"), "50", r"embedding_dim '50' is not a whole number"),
+        ("knrm", ("vocabulary", "words"), 3, r"vocabulary.words is 3, but vocabulary.tsv holds \d+ words"),
+        ("bert_maxp", ("encoder", "dir"), "/tmp", r"encoder.dir '/tmp' is not a file inside"),
+    ],
+)
+def test_an_export_is_data_its_paths_stay_inside_and_its_sizes_are_checked_first(
+    exported, tmp_path, model, key, value, message
+):
+    """Issue 39, class 6: a ranker.json naming a file outside its folder is refused before anything is read (its
+    lines used to appear in the error), and a size it gives is checked against its files before it is allocated."""
+    import longrank
+
+    changed = shutil.copytree(exported[model], tmp_path / model)
+    meta = json.loads((changed / "ranker.json").read_text())
+    meta[key[0]][key[1]] = value
+    (changed / "ranker.json").write_text(json.dumps(meta))
+    with pytest.raises(InputError, match=message) as refused:
+        longrank.load_ranker(changed, device="cpu")
+    assert "root:" not in str(refused.value)  # nothing of /etc/passwd
+
+
 def test_the_export_command_and_the_standalone_rerank_command(results, exported, tmp_path, capsys):
     """``longrank export`` then ``longrank rerank --ranker`` on a run file, a queries TSV without header and a gzipped
     docs.jsonl, outside any results tree; bad input is named by file, line or id; the workflow's rerank arguments

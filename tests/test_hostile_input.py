@@ -72,7 +72,7 @@ def collection(root: Path, docs=None, queries=None) -> dict:
         ),
         (
             lambda c: c.__setitem__("dataset", {"name": "x; rm -rf ~", "id": "cranfield"}),
-            r"config key dataset.name: 'x; rm -rf ~' does not match",
+            r"config key dataset.name: 'x; rm -rf ~' is not a safe name",
         ),
         # the collection: a name that is no description, a block that only changes one key of one (it replaces it whole)
         (
@@ -113,7 +113,7 @@ def collection(root: Path, docs=None, queries=None) -> dict:
         ),
         (
             lambda c: c["models"].__setitem__("$(reboot)", {"type": "knrm"}),
-            r"config key models: '\$\(reboot\)' does not match",
+            r"config key models: '\$\(reboot\)' is not a safe name",
         ),
     ],
 )

@@ -10,6 +10,7 @@ rerank stage does: the same model code (``Ranker.score_pairs``) over the same ba
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Mapping
@@ -17,7 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from longrank.io import InputError, Run, read_json, read_run
+from longrank.io import InputError, Run, column_ids, read_json, read_ranked_run
 
 DEFAULT_BATCH_SIZE = 32
 
@@ -222,7 +223,14 @@ def read_ranking(run) -> tuple[Run, str]:
     """A ranking as query id -> doc id -> score, and what to call it in errors: a TREC run file, or a DataFrame with
     ``qid``, ``docno`` and ``score`` columns (PyTerrier's)."""
     if isinstance(run, (str, os.PathLike)):
-        return read_run(run), str(run)
+        ranked, ties = read_ranked_run(run)  # in its rank order, as the workflow reads a run_file first stage
+        if ties:
+            logging.getLogger(__name__).warning(
+                "%s: %d documents have the score of the document ranked above them; kept in the file's rank order",
+                run,
+                ties,
+            )
+        return ranked, str(run)
     columns = getattr(run, "columns", None)
     if columns is None:
         raise InputError(
@@ -233,7 +241,11 @@ def read_ranking(run) -> tuple[Run, str]:
         raise InputError(f"run: the DataFrame lacks the column(s) {missing}; expected qid, docno and score")
     out: Run = {}
     for row, (qid, docno, score) in enumerate(
-        zip(run["qid"].astype(str), run["docno"].astype(str), run["score"].astype(float))
+        zip(
+            column_ids(run["qid"], "query", "run"),
+            column_ids(run["docno"], "document", "run"),
+            run["score"].astype(float),
+        )
     ):
         if docno in out.setdefault(qid, {}):
             raise InputError(f"run: row {row}: document {docno!r} is ranked twice for query {qid!r}")

@@ -124,7 +124,9 @@ def main(argv: list[str] | None = None) -> None:
             raise
         # a full disk is the machine's state, not a bug: say so in one line (every output is written under a
         # temporary name and renamed, so nothing already written was touched)
-        where = f" writing {err.filename}" if err.filename else ""
+        # a write() names no file: then the stage's output (every write through io.atomic_path names its own)
+        target = err.filename or getattr(args, "out", None) or getattr(args, "out_dir", None)
+        where = f" writing {target}" if target else ""
         print(
             f"longrank {args.stage}: error: no space left on the device{where} ({err.strerror}); free some space "
             "and run again: the earlier outputs are as they were",

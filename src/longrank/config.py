@@ -21,6 +21,7 @@ from longrank.config_checks import (
 )
 from longrank.data.grades import check_gain_order, integer_grades
 from longrank.io import InputError, write_json
+from longrank.names import check_config_names, check_name
 
 # Where this checkout keeps the config schema (Snakemake's layout: workflow/schemas/) and the shipped collection
 # descriptions, relative to the repository root. The one place the schema's location is named: the workflow
@@ -43,8 +44,6 @@ def validate_config(
     """Validate ``config`` in place (filling defaults) or raise InputError listing every violation as
     ``config key a.b.c: <problem> (schema rule '<keyword>')``. ``datasets_dir`` holds the shipped dataset
     descriptions (``dataset: cranfield``)."""
-    with open(schema_path, encoding="utf-8") as f:
-        schema = yaml.safe_load(f)
     resolve_dataset(config, Path(datasets_dir))
     resolve_likes(config.get("models") or {})
     if "first_stage" in config:  # the single first stage of versions before 0.3
@@ -52,6 +51,9 @@ def validate_config(
             "config key first_stage: replaced by first_stages, a list of named candidate generators, "
             "e.g. first_stages: [{name: bm25, method: bm25, k1: 0.9, b: 0.4, top_k: 100}]"
         )
+    check_config_names(config)  # before the schema: its message names the key and the pattern, in words
+    with open(schema_path, encoding="utf-8") as f:
+        schema = yaml.safe_load(f)
     check_schema(config, schema)
     fill_defaults(config, schema_path)
     check_model_keys(config["models"])
@@ -93,6 +95,8 @@ def resolve_dataset(config: dict, datasets_dir: Path) -> None:
 
 def _dataset_description(value: str, datasets_dir: Path) -> dict:
     path = Path(value) if value.endswith(DESCRIPTION_SUFFIXES) else datasets_dir / f"{value}.yaml"
+    if not value.endswith(DESCRIPTION_SUFFIXES):  # a shipped collection's name: a file of datasets_dir, never a path
+        check_name(value, "dataset")
     if not path.is_file():
         shipped = sorted(p.stem for p in datasets_dir.glob("*.yaml"))
         raise InputError(

@@ -121,7 +121,7 @@ def check_model_keys(models: dict) -> None:
 METHOD_KEYS = {
     bm25.METHOD: bm25.KEYS,
     pisa.METHOD: pisa.KEYS,
-    "run_file": {"path"},
+    "run_file": {"path", "scores"},
     "model": {"model"},
     "hdct": {
         "encoder",

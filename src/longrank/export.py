@@ -108,14 +108,14 @@ def model_entry(results: Path, model: str) -> tuple[dict, dict]:
 
 def _test_ndcg(results: Path, model: str, test_qids: list[str]) -> dict[str, float]:
     """Mean nDCG@10 over the fold's test queries of each evaluated system of this model (eval/<model>*.tsv)."""
-    import pandas as pd
+    from longrank.tables import read_table
 
     out = {}
     for path in sorted((results / "eval").glob(f"{model}*.tsv")):
         system = path.stem
         if system != model and not system.startswith(model + "+"):
             continue
-        frame = pd.read_csv(path, sep="\t", dtype={"query_id": str}).set_index("query_id")
+        frame = read_table(path, sep="\t").set_index("query_id")
         if "nDCG@10" in frame:
             kept = frame.loc[frame.index.intersection(test_qids), "nDCG@10"]
             if len(kept):

@@ -21,6 +21,7 @@ import errno
 import gzip
 import json
 import math
+import numbers
 import os
 import re
 import shutil
@@ -91,18 +92,55 @@ def names_full_disk(path: str | os.PathLike, temporary: str | os.PathLike | None
 
 BOM = "\ufeff".encode("utf-8")
 _WHITESPACE = re.compile(r"\s")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode's control characters (category Cc), exactly
+
+
+def id_problem(identifier) -> str | None:
+    """Why ``identifier`` cannot be a document or query id, or None: the one id check of every stage (issue 39),
+    for the ids a reader reads (``check_id``), the ones a run file brings (``read_run``), the ones an ir_datasets
+    collection gives (the docstore) and the ones written (``write_run``). An id is a column of TREC run and qrels
+    files, so it must be non-empty and without whitespace ("d 1" would read back as two columns); a control
+    character (NUL, ESC, DEL, ...) is invisible in every table and log and ends a C string. Ids a table reader
+    would turn into something else ('NA', 'nan', 'null', '001') are accepted: every table with ids is read as
+    strings with no missing-value conversion (``longrank.tables.read_id_table``)."""
+    if not isinstance(identifier, str):
+        return f"is {type(identifier).__name__} {identifier!r}, not text"
+    if not identifier:
+        return "is empty"
+    if _WHITESPACE.search(identifier):
+        return "is not one word"
+    bad = _CONTROL.search(identifier)
+    if bad is not None:
+        return f"holds the control character {bad.group()!r}"
+    return None
+
+
+ID_RULE = (
+    "ids are columns of TREC run and qrels files, so they must be non-empty, without whitespace or control characters"
+)
 
 
 def check_id(identifier: str, path: str | os.PathLike, lineno: int, what: str) -> str:
-    """``identifier`` if it can be a column of a TREC run or qrels file: not empty and without whitespace (an id
-    "d 1" would be read back from every run written with it as two columns). Else an InputError naming the file,
-    the line and the id."""
-    if not identifier or _WHITESPACE.search(identifier):
-        raise InputError(
-            f"{path}:{lineno}: {what} id {identifier!r} is {'empty' if not identifier else 'not one word'}; "
-            "ids are columns of TREC run and qrels files, so they must be non-empty and without whitespace"
-        )
+    """``identifier`` if it can be an id (``id_problem``), else an InputError naming the file, the line and the id."""
+    problem = id_problem(identifier)
+    if problem is not None:
+        raise InputError(f"{path}:{lineno}: {what} id {identifier!r} {problem}; {ID_RULE}")
     return identifier
+
+
+def column_ids(values, what: str, where: str) -> list[str]:
+    """The ids of a table column another program gave (a PyTerrier frame's ``qid`` / ``docno``), each checked as
+    ``check_id`` checks a file's: an integer is its digits; a missing value (NaN, None), a float or anything else
+    that is no id is an InputError naming the row (``astype(str)`` made NaN the id 'nan')."""
+    out = []
+    for row, value in enumerate(values):
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            value = str(value)
+        problem = id_problem(value)
+        if problem is not None:
+            raise InputError(f"{where}: row {row}: {what} id {value!r} {problem}; {ID_RULE}")
+        out.append(value)
+    return out
 
 
 #: The longest line any reader takes: no document or query of text is a line of 256 MiB (a 150,000-word document is
@@ -230,6 +268,9 @@ Run = dict[str, dict[str, float]]  # query id -> doc id -> score
 def write_run(path: str | os.PathLike, run: Mapping[str, Mapping[str, float]], tag: str) -> None:
     """Write a TREC run: per query, documents by descending score (ties broken by doc id for determinism)."""
     lines = []
+    problem = id_problem(tag)
+    if problem is not None:  # the 6th column: a tag "my run" made a line of 7 columns, "x\ny" injected a line
+        raise InputError(f"{path}: the run's tag {tag!r} {problem}; a tag is the 6th column of a TREC run")
     for qid in sorted(run):
         _check_written_ids(path, qid, run[qid])
         ranked = sorted(run[qid].items(), key=lambda kv: (-kv[1], kv[0]))
@@ -241,10 +282,10 @@ def write_run(path: str | os.PathLike, run: Mapping[str, Mapping[str, float]], t
 def _check_written_ids(path, qid: str, doc_ids) -> None:
     """Never write a run that reads back otherwise: an id with whitespace would shift its line's columns. The
     readers refuse such ids with their file and line; this names one that came another way."""
-    bad = next((rid for rid in (qid, *doc_ids) if not rid or _WHITESPACE.search(rid)), None)
+    bad = next((rid for rid in (qid, *doc_ids) if id_problem(rid) is not None), None)
     if bad is not None:
         raise InputError(
-            f"{path}: cannot write id {bad!r} (query {qid!r}) into a TREC run: ids must be non-empty and without whitespace"
+            f"{path}: cannot write id {bad!r} (query {qid!r}) into a TREC run: it {id_problem(bad)}; {ID_RULE}"
         )
 
 
@@ -261,8 +302,10 @@ def _fields(
             yield lineno, parts
 
 
-def read_run(path: str | os.PathLike) -> Run:
-    run: Run = defaultdict(dict)
+def _run_lines(path: str | os.PathLike) -> Iterator[tuple[int, str, str, str, float]]:
+    """``(line, query id, doc id, rank column, score)`` of each line of a TREC run, each checked: six columns, ids
+    (``check_id``), a finite score, no document twice for a query."""
+    seen: dict[str, set[str]] = defaultdict(set)
     for lineno, parts in _fields(path, "a TREC run line 'qid Q0 docid rank score tag'", 6):
         try:
             score = float(parts[4])
@@ -270,10 +313,91 @@ def read_run(path: str | os.PathLike) -> Run:
             raise InputError(f"{path}:{lineno}: the score (5th column) must be a number, got {parts[4]!r}") from None
         if not math.isfinite(score):
             raise InputError(f"{path}:{lineno}: the score (5th column) must be a finite number, got {parts[4]!r}")
-        if parts[2] in run[parts[0]]:
+        check_id(parts[0], path, lineno, "query")
+        check_id(parts[2], path, lineno, "document")
+        if parts[2] in seen[parts[0]]:
             raise InputError(f"{path}:{lineno}: document {parts[2]!r} is ranked twice for query {parts[0]!r}")
-        run[parts[0]][parts[2]] = score
+        seen[parts[0]].add(parts[2])
+        yield lineno, parts[0], parts[2], parts[3], score
+
+
+def read_run(path: str | os.PathLike) -> Run:
+    """A TREC run as its scores (the project's own runs: ``write_run`` gives distinct ranks distinct scores). A run
+    another system wrote is read with ``read_ranked_run``, which keeps its rank order."""
+    run: Run = defaultdict(dict)
+    for _, qid, docid, _, score in _run_lines(path):
+        run[qid][docid] = score
     return dict(run)
+
+
+#: how a run file's score relates to its rank column (``first_stages[].scores``)
+SCORE_ORDERS = ("descending", "ascending")
+
+
+def read_ranked_run(path: str | os.PathLike, scores: str = "descending", key: str = "scores") -> tuple[Run, int]:
+    """A TREC run another system wrote, read as its writer meant: each query's documents in the order of the rank
+    column (4th; a tie of ranks by score), which every stage after this one keeps. Returns the run and how many
+    documents had the score of the one ranked above them.
+
+    - ``scores: descending`` (TREC's convention): the score must fall as the rank grows; a score that rises is an
+      InputError naming the line (a file whose 5th column is a rank or a distance would otherwise be read upside
+      down). ``scores: ascending``: lower is better; the scores are negated.
+    - Scores tied across ranks (a rank-only file writes one score for all) are made distinct in the rank order,
+      each tied score moved toward the next lower score of its query (so the spread of the scores, which
+      interpolation normalises, stays), or, where written scores could not tell them apart, replaced by minus the
+      rank. trec_eval ignores the rank column and orders tied scores by document id: it would evaluate another
+      ranking than the file's.
+    ``key`` names the setting in messages (``first_stages.<name>.scores``)."""
+    if scores not in SCORE_ORDERS:
+        raise InputError(f"config key {key}: {scores!r} is not one of {list(SCORE_ORDERS)}")
+    sign = -1.0 if scores == "ascending" else 1.0
+    lines: dict[str, list[tuple[int, float, int, str]]] = defaultdict(list)
+    for lineno, qid, docid, rank, score in _run_lines(path):
+        try:
+            position = int(rank)
+        except ValueError:
+            raise InputError(f"{path}:{lineno}: the rank (4th column) must be a whole number, got {rank!r}") from None
+        lines[qid].append((position, sign * score, lineno, docid))
+    run: Run = {}
+    ties = 0
+    for qid, entries in lines.items():
+        ordered = sorted(entries, key=lambda e: (e[0], -e[1], e[2]))
+        for before, after in zip(ordered, ordered[1:]):
+            if after[1] > before[1]:
+                raise InputError(
+                    f"{path}:{after[2]}: the score rises with the rank for query {qid!r} (rank {before[0]} scores "
+                    f"{sign * before[1]:g} at line {before[2]}, rank {after[0]} scores {sign * after[1]:g}); a TREC run's "
+                    f"score falls as its rank grows. If this file's 5th column is a rank or a distance (lower is "
+                    f"better), set {key}: ascending; if its rank column is wrong, write one rank (e.g. 0) on every "
+                    "line: its scores then order it"
+                )
+        tied = sum(after[1] == before[1] for before, after in zip(ordered, ordered[1:]))
+        ties += tied
+        values = [e[1] for e in ordered]
+        run[qid] = dict(zip((e[3] for e in ordered), _distinct(values) if tied else values))
+    return run, ties
+
+
+def _distinct(scores: list[float]) -> list[float]:
+    """Non-increasing ``scores`` made strictly decreasing, in the same order, as they read back from a run
+    (``write_run`` writes 8 significant digits): each run of equal scores spread evenly down toward the next lower
+    score (below the last, by its gap to the one above, or 1); minus the rank where that cannot be written apart."""
+    out = list(scores)
+    i = 0
+    while i < len(out):
+        j = i
+        while j + 1 < len(out) and scores[j + 1] == scores[i]:
+            j += 1
+        if j > i:
+            high = scores[i]
+            low = scores[j + 1] if j + 1 < len(scores) else high - max(abs(high - scores[i - 1]) if i else 0.0, 1.0)
+            for k in range(i, j + 1):
+                out[k] = high - (high - low) * (k - i) / (j - i + 1)
+        i = j + 1
+    written = [float(f"{s:.8g}") for s in out]
+    if all(a > b for a, b in zip(written, written[1:])):
+        return written
+    return [-float(rank) for rank in range(1, len(scores) + 1)]
 
 
 def read_qrels(path: str | os.PathLike, max_bytes: int | None = None) -> dict[str, dict[str, int]]:
@@ -283,6 +407,8 @@ def read_qrels(path: str | os.PathLike, max_bytes: int | None = None) -> dict[st
             grade = int(parts[3])
         except ValueError:
             raise InputError(f"{path}:{lineno}: relevance grade {parts[3]!r} is not an integer") from None
+        check_id(parts[0], path, lineno, "query")
+        check_id(parts[2], path, lineno, "document")
         if parts[2] in qrels[parts[0]] and qrels[parts[0]][parts[2]] != grade:
             raise InputError(
                 f"{path}:{lineno}: document {parts[2]!r} is judged twice for query {parts[0]!r}, "
@@ -352,16 +478,18 @@ def read_id_text_jsonl(
             if id_key is None:
                 raise InputError(f"{path}:{lineno}: no {what} id field; expected one of {id_keys}")
             rid = rec[id_key]
-            if rid is None or isinstance(rid, (bool, list, dict)):
+            if isinstance(rid, int) and not isinstance(rid, bool):
+                rid = str(rid)  # a number written without quotes: its digits are the id
+            if not isinstance(rid, str):  # null, true, 1.5, a list: no one id a writer meant
+                kind = {type(None): "null", bool: "a JSON boolean", list: "a JSON array", dict: "a JSON object"}
                 raise InputError(
-                    f"{path}:{lineno}: the {what} id ({id_key!r}) is "
-                    f"{'null' if rid is None else 'a JSON ' + {bool: 'boolean', list: 'array', dict: 'object'}[type(rid)]}"
+                    f"{path}:{lineno}: the {what} id ({id_key!r}) is {kind.get(type(rid)) or json.dumps(rid)}"
                     "; expected a string (or an integer)"
                 )
             if all(k not in rec for k in text_keys):
                 raise InputError(f"{path}:{lineno}: no text field; expected {text_keys}")
             text = "\n".join(str(rec[k]) for k in text_keys if rec.get(k))
-            yield lineno, check_id(str(rid), path, lineno, what), _text(text, path, lineno, what, text_required)
+            yield lineno, check_id(rid, path, lineno, what), _text(text, path, lineno, what, text_required)
 
     return _each_id_once(records(), path, what)
 

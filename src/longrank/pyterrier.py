@@ -23,7 +23,7 @@ except ImportError as err:  # pragma: no cover - the message is the point
     raise ImportError("longrank.pyterrier needs PyTerrier: pip install 'longrank[pyterrier]' (python-terrier)") from err
 
 from longrank.api import Ranker, load_ranker, read_docs
-from longrank.io import InputError
+from longrank.io import InputError, column_ids
 
 
 class Reranker(pt.Transformer):
@@ -51,7 +51,11 @@ class Reranker(pt.Transformer):
             raise InputError(f"{self!r}: the results frame lacks {missing}; it needs qid, query and docno")
         if not len(inp):
             return inp.assign(score=pd.Series(dtype=float), rank=pd.Series(dtype=int))
-        frame = inp.assign(qid=inp["qid"].astype(str), docno=inp["docno"].astype(str)).reset_index(drop=True)
+        frame = inp.reset_index(drop=True)
+        where = f"{self!r}: the results frame"
+        frame = frame.assign(
+            qid=column_ids(frame["qid"], "query", where), docno=column_ids(frame["docno"], "document", where)
+        )
         queries = dict(zip(frame["qid"], frame["query"].astype(str)))
         if self.text_field in frame.columns:
             docs = dict(zip(frame["docno"], frame[self.text_field].astype(str)))

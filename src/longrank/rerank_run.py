@@ -15,7 +15,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from longrank.io import InputError, write_run
+from longrank.io import InputError, id_problem, write_run
 from longrank.provenance import write_run_metadata
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,8 @@ def run(args) -> None:
 
     if args.batch_size < 1 or (args.depth is not None and args.depth < 1):
         raise InputError("--batch-size and --depth must be positive integers")
+    if args.tag is not None and id_problem(args.tag) is not None:  # before the model loads: the run's 6th column
+        raise InputError(f"--tag {args.tag!r} {id_problem(args.tag)}; a tag is one column of a TREC run line")
     for flag in ("run", "queries", "docs"):
         if Path(getattr(args, flag)).is_dir():
             raise InputError(f"--{flag}: {getattr(args, flag)} is a directory; expected a file")

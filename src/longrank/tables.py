@@ -16,6 +16,31 @@ from typing import Sequence
 import pandas as pd
 
 
+# Columns whose values are names, never numbers or missing values: ids (query_id, doc_id), systems and measures,
+# letters. Read as written: pandas would read the query id 'NA', 'nan' or 'null' as a missing value and '001' as
+# the number 1 (issue 39: a query id 'NA' crashed compare after every model had trained).
+NAME_COLUMNS = ("query_id", "doc_id", "system", "system_a", "system_b", "reference", "measure", "letter", "better_than")
+
+
+def read_table(path, sep: str = ",", names=NAME_COLUMNS) -> pd.DataFrame:
+    """A CSV / TSV table a stage wrote, its name columns (``names``: those of them the file has) as strings exactly
+    as written (no missing-value conversion, no number), every other column as pandas reads it (numbers; an empty
+    cell or 'nan' is missing there). The one reader of the project's tables: every ``pd.read_csv`` goes through it."""
+    columns = pd.read_csv(path, sep=sep, nrows=0).columns
+    kept = [c for c in columns if c in names]
+    return pd.read_csv(
+        path,
+        sep=sep,
+        dtype={c: str for c in kept},
+        keep_default_na=False,
+        na_values={c: _MISSING for c in columns if c not in kept},
+    )
+
+
+# pandas' own missing-value spellings (pandas.io.parsers.STR_NA_VALUES), kept for the columns of numbers
+_MISSING = sorted(__import__("pandas._libs.parsers", fromlist=["STR_NA_VALUES"]).STR_NA_VALUES)
+
+
 @dataclass(frozen=True)
 class Cell:
     text: str

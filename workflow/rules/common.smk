@@ -7,13 +7,17 @@ import sys
 
 from pathlib import Path
 
+from longrank.cli import stage_module
+from longrank.code_digest import code_digest
+from longrank.train.code import training_code_digest
 from longrank.config import DATASETS, SCHEMA, model_order, validate_config
 from longrank.config_files import check_command_line
 from longrank.console import print_failures
 from longrank.models.modules.encoders import DEFAULT_ENCODER
-from longrank.models.registry import artifact_scopes, capabilities
+from longrank.models.registry import artifact_scopes, capabilities, model_module
 from longrank.io import InputError
 from longrank import downloads
+from longrank.names import check_outputs_not_inputs
 from longrank.floors import floor_systems, model_floors
 from longrank.results_lock import acquire as acquire_results, check_owner, release as release_results
 
@@ -30,7 +34,12 @@ try:
 except InputError as err:
     raise WorkflowError(str(err)) from None
 
-R = f"results/{config['dataset']['name']}"
+R = f"results/{config['dataset']['name']}"  # a safe name (longrank.names.SAFE_NAME): always a folder of results/
+try:
+    # no configured input inside results/<name>/: the data stage would overwrite (and Snakemake first delete) it
+    check_outputs_not_inputs(config, R)
+except InputError as err:
+    raise WorkflowError(str(err)) from None
 # Results owned by one workflow (src/longrank/results_lock.py): Snakemake's lock and records are in this working
 # directory's .snakemake/, not beside the outputs, so a checkout whose results/ is another's (a symlink) would count
 # that one's outputs up to date. Another working directory's config on these results is refused now, dry runs
@@ -138,6 +147,15 @@ wildcard_constraints:
     scope="collection|fold[0-9]+",
     pseudo_set="[A-Za-z0-9_-]+",
     graph_set="[A-Za-z0-9_-]+",
+
+
+def code_of(stage, model=None):
+    """A digest of the code ``stage`` runs (its module, the model's, and the package modules they import:
+    longrank.code_digest), a parameter of its rule: changed arithmetic reruns the job, a changed comment does not."""
+    if stage == "train":
+        return training_code_digest(config["models"][model]["type"])  # the one the training fingerprint holds
+    roots = [stage_module(stage, [])] + ([model_module(config["models"][model]["type"])] if model else [])
+    return code_digest(*roots)
 
 
 def as_json(obj):

@@ -67,6 +67,8 @@ rule build_report:
         CONDA_ENV
     params:
         manifest=REPORT_MANIFEST.to_json(),
+        # the report's code (longrank.code_digest): a changed table or verdict rebuilds it
+        code=code_of("report"),
         out_dir=lambda wc, output: os.path.dirname(output.html),
     shell:
         "python -m longrank report --manifest {params.manifest:q} --out-dir {params.out_dir:q} 2> {log:q}"

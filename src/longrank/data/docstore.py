@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Iterable
 
-from longrank.io import InputError, atomic_path
+from longrank.io import ID_RULE, InputError, atomic_path, id_problem
 
 INDEX_NAME = "docs.index.sqlite"
-_WHITESPACE = re.compile(r"\s")
 
 
 def write_docs(path: str | os.PathLike, docs: Iterable[tuple[str, str]]) -> int:
@@ -43,10 +41,10 @@ def write_docs(path: str | os.PathLike, docs: Iterable[tuple[str, str]]) -> int:
             def offsets():
                 nonlocal count
                 for doc_id, text in docs:
-                    if not doc_id or _WHITESPACE.search(doc_id):  # ids from a source no reader of io.py checked
+                    problem = id_problem(doc_id)  # ids from a source no reader of io.py checked (ir_datasets)
+                    if problem is not None:
                         raise InputError(
-                            f"document id {doc_id!r} (the collection's document {count + 1}) is empty or has "
-                            "whitespace; ids are columns of TREC run files, so they must be one word"
+                            f"document id {doc_id!r} (the collection's document {count + 1}) {problem}; {ID_RULE}"
                         )
                     yield doc_id, f.tell()
                     f.write((json.dumps({"doc_id": doc_id, "text": text}) + "\n").encode("utf-8"))

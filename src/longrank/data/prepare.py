@@ -21,7 +21,9 @@ from longrank.data.queries import formulate
 from longrank.data.splits import make_folds
 from longrank.data.words import tokenize, write_doc_freq
 from longrank.io import (
+    ID_RULE,
     InputError,
+    id_problem,
     names_full_disk,
     replace_directory,
     umask_mode,
@@ -190,6 +192,9 @@ def _check_documents(dataset: dict, lengths: dict[str, int], empty: set[str]) ->
 def _read_queries(queries_iter) -> dict[str, str]:
     queries: dict[str, str] = {}
     for qid, text in queries_iter:
+        problem = id_problem(qid)  # the readers of io.py checked a local file's; an ir_datasets id arrives unchecked
+        if problem is not None:
+            raise InputError(f"query id {qid!r} {problem}; {ID_RULE}")
         if qid in queries:
             raise InputError(
                 f"duplicate query id {qid!r} in the queries (texts {queries[qid][:40]!r} and {text[:40]!r})"

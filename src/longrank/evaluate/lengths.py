@@ -21,12 +21,13 @@ import numpy as np
 import pandas as pd
 
 from longrank.io import InputError
+from longrank.tables import read_table
 
 log = logging.getLogger(__name__)
 
 
 def read_doc_lengths(path: str | os.PathLike) -> pd.Series:
-    frame = pd.read_csv(path, sep="\t", dtype={"doc_id": str})
+    frame = read_table(path, sep="\t")
     if not {"doc_id", "words"} <= set(frame.columns):
         raise InputError(f"{path}: expected header 'doc_id\\twords', got {list(frame.columns)}")
     return frame.set_index("doc_id")["words"].astype(float)

@@ -22,6 +22,7 @@ import pandas as pd
 
 from longrank.evaluate import ncg
 from longrank.io import InputError, atomic_path, read_json
+from longrank.tables import read_table
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +30,9 @@ DEFAULT_MEASURES = ["nDCG@10", "RR@10", "AP@100", "nDCG@100", "R@100"]
 
 
 def qid_sort_key(qid: str):
-    """Numeric ids sort numerically (2 before 10), others lexically after them."""
-    return (0, int(qid), "") if qid.isdigit() else (1, 0, qid)
+    """Ids of ASCII digits sort numerically (2 before 10), others lexically after them. Only ASCII digits ('²' and
+    '٣' are digits to ``str.isdigit``), and the id itself breaks a tie: '001' and '1' are two queries, never one."""
+    return (0, int(qid), qid) if qid.isascii() and qid.isdigit() else (1, 0, qid)
 
 
 def sorted_qids(qids: Iterable[str]) -> list[str]:
@@ -131,7 +133,7 @@ def read_eval_tsv(path: str | os.PathLike) -> pd.DataFrame:
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: per-query evaluation file not found")
-    frame = pd.read_csv(path, sep="\t", dtype={"query_id": str})
+    frame = read_table(path, sep="\t")
     if "query_id" not in frame.columns:
         raise InputError(f"{path}: expected a 'query_id' header column")
     frame = frame.set_index("query_id")

@@ -38,6 +38,13 @@ WORKFLOW_KEYS = {
 }
 
 
+def model_module(model_type: str) -> str:
+    """The module that defines model type ``model_type`` (its code is an input of its training and reranking)."""
+    if model_type not in MODEL_TYPES:
+        raise InputError(f"unknown model type {model_type!r}; expected one of {sorted(MODEL_TYPES)}")
+    return MODEL_TYPES[model_type].split(":")[0]
+
+
 def model_class(model_type: str):
     try:
         module_name, class_name = MODEL_TYPES[model_type].split(":")

@@ -12,7 +12,7 @@ from longrank.evaluate.metrics import read_eval_tsv
 from longrank.evaluate.significance import smallest_wilcoxon_p
 from longrank.outputs import CompareSettings
 from longrank.report.inputs import PRIMARY, Inputs
-from longrank.tables import fmt_p
+from longrank.tables import fmt_p, read_table
 
 NONINFERIORITY = "noninferiority.csv"
 
@@ -68,11 +68,11 @@ def load_comparison(inp: Inputs) -> Comparison:
     """The compare stage's outputs, with each compared system's per-query evaluation."""
     files = inp.manifest.compare
     settings = CompareSettings.read(files["settings"])
-    table = pd.read_csv(files["table"], keep_default_na=False, na_values=[""])
+    table = read_table(files["table"])
     table["better_than"] = table["better_than"].fillna("").astype(str)
-    pairs = pd.read_csv(files["pairs"])
+    pairs = read_table(files["pairs"])
     # compare writes noninferiority.csv beside its table exactly when it was given a reference
-    ni = pd.read_csv(Path(files["table"]).with_name(NONINFERIORITY)) if settings.reference else None
+    ni = read_table(Path(files["table"]).with_name(NONINFERIORITY)) if settings.reference else None
     frames = {s: read_eval_tsv(inp.manifest.evals[s]) for s in settings.systems}
     return Comparison(settings.systems, table, pairs, ni, settings, frames)
 

@@ -23,7 +23,7 @@ from longrank.report.verdicts import is_zero_shot, verdict_rows
 from longrank.retrieval.sanity import NAME as SANITY
 from longrank.retrieval.sanity import Floor
 from longrank.runs import top_candidates
-from longrank.tables import Cell, fmt
+from longrank.tables import Cell, fmt, read_table
 
 CUTOFF = 10  # of the primary measure
 
@@ -153,7 +153,7 @@ def floor_pairs(inp) -> pd.DataFrame:
     """compare_floors' pairs: each model against its own floor, Holm-corrected among themselves only."""
     if inp.manifest.floor_pairs is None:
         return pd.DataFrame(columns=["measure", "system_a", "system_b"])
-    return pd.read_csv(inp.manifest.floor_pairs)
+    return read_table(inp.manifest.floor_pairs)
 
 
 def own_floor_label(inp, model: str, floor: Floor) -> str:

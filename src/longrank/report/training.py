@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 
 from longrank.io import read_json
 from longrank.outputs import TrainSummary
@@ -16,7 +15,7 @@ from longrank.report.html import Section
 from longrank.report.inputs import PRIMARY
 from longrank.report.verdicts import is_zero_shot, pair_row, verdict
 from longrank.runs import mean_measure
-from longrank.tables import Cell, fmt, fmt_p
+from longrank.tables import Cell, fmt, fmt_p, read_table
 
 
 def section(ctx: Context) -> Section:
@@ -104,7 +103,7 @@ def _dev_curves(ctx: Context, sec: Section, models: list[str], dev_refs: dict) -
     for model in models:
         log_path = Path(ctx.inp.manifest.training[model][0]).with_name("training_log.tsv")
         if log_path.exists():
-            log = pd.read_csv(log_path, sep="\t")
+            log = read_table(log_path, sep="\t")
             if len(log):
                 curves[model] = log
     if curves:
@@ -169,7 +168,7 @@ def _pretraining_rows(inp, trained: list[str]) -> tuple[list[list], dict]:
             ]
         )
         log_path = path.with_name("training_log.tsv")
-        if log_path.exists() and len(log := pd.read_csv(log_path, sep="\t")):
+        if log_path.exists() and len(log := read_table(log_path, sep="\t")):
             curves[model] = log
     return rows, curves
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from longrank.data.collections import ir_datasets_downloads
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, Run, read_run, write_json, write_run
+from longrank.io import InputError, Run, read_ranked_run, write_json, write_run
 from longrank.provenance import write_run_metadata
 from longrank.retrieval import bm25, hdct, pisa
 from longrank.retrieval.first_stage import FirstStage, parse_first_stage
@@ -107,7 +107,16 @@ def run_file(stage: FirstStage, corpus: Corpus) -> tuple[Run, dict]:
         )
     if path.is_dir():
         raise InputError(f"config key first_stages.{stage.name}.path: {path} is a directory; expected a TREC run file")
-    return within_collection(read_run(path), corpus.queries, corpus.docs, source=str(path))
+    ranked, ties = read_ranked_run(path, stage.settings.scores, key=f"first_stages.{stage.name}.scores")
+    if ties:
+        log.warning(
+            "%s: %d documents have the score of the document ranked above them; kept in the file's rank order "
+            "(their scores made distinct in that order). trec_eval orders tied scores by document id, so it would "
+            "evaluate this file as another ranking",
+            path,
+            ties,
+        )
+    return within_collection(ranked, corpus.queries, corpus.docs, source=str(path))
 
 
 def _scoreddocs_datasets(dataset: dict) -> list:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from longrank.io import InputError
+from longrank.io import SCORE_ORDERS, InputError
 from longrank.retrieval.bm25 import METHOD as BM25_METHOD
 from longrank.retrieval.pisa import PisaSettings
 
@@ -37,9 +37,11 @@ class Bm25Settings:
 
 @dataclass(frozen=True)
 class RunFileSettings:
-    """``method: run_file``: the TREC run the user brings (relative to the working directory)."""
+    """``method: run_file``: the TREC run the user brings (relative to the working directory), and whether its
+    score falls as its rank grows (``descending``, TREC's convention) or rises (``ascending``: a distance, a rank)."""
 
     path: str
+    scores: str = "descending"
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,10 @@ def parse_first_stage(spec: dict, where: str | None = None) -> FirstStage:
     if kind in (Bm25Settings, PisaSettings):
         settings = kind.from_spec(spec, where)
     elif kind is RunFileSettings:
-        settings = RunFileSettings(path=_required_string(spec, "path", where))
+        scores = spec.get("scores", "descending")
+        if scores not in SCORE_ORDERS:
+            raise InputError(f"config key {where}.scores: {scores!r} is not one of {list(SCORE_ORDERS)}")
+        settings = RunFileSettings(path=_required_string(spec, "path", where), scores=scores)
     elif kind is ModelSettings:
         settings = ModelSettings(model=_required_string(spec, "model", where))
     else:

@@ -15,6 +15,7 @@ from longrank.data.corpus import Corpus, PseudoQueryCorpus
 from longrank.models.checkpoint import sha256_of
 from longrank.models.registry import constructor_defaults
 from longrank.train.checkpoint import clear_state, newest_good_set, read_position
+from longrank.train.code import training_code_digest
 from longrank.train.position import PositionShapeError, TrainingPosition
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,9 @@ def training_inputs(
         if collection_artifacts is not None
         else None,
         "optimiser layout": layout,
+        # the code that trains and the model's own (longrank.code_digest: the AST without docstrings): weights left
+        # by other arithmetic are never resumed, as `snakemake -R train` after an edit used to
+        "code": training_code_digest(model_cfg["type"]),
     }
     return {name: value if isinstance(value, str) else _digest(value) for name, value in parts.items()}
 
