@@ -100,8 +100,8 @@ def test_prepare_streams_documents_into_the_store_and_writes_nothing_on_failure(
     corpus = Corpus(tmp_path / "data")
     assert isinstance(corpus.docs, DocStore) and dict(corpus.docs) == docs  # the empty document dropped
     assert corpus.doc_lengths == {d: len(t.split()) for d, t in docs.items()}
-    bad = write_local_collection(tmp_path / "bad", docs, queries, qrels + [("q0", "ghost", 1)])
-    with pytest.raises(InputError, match="'ghost'"):
+    bad = write_local_collection(tmp_path / "bad", docs, {**queries, "q ghost": "wing"}, qrels)
+    with pytest.raises(InputError, match="'q ghost' is not one word"):
         prepare(bad, {"method": "full"}, {"method": "holdout"}, tmp_path / "data")
     assert dict(Corpus(tmp_path / "data").docs) == docs  # the earlier data directory is intact
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "data", "src"]  # no staging directory left

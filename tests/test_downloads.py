@@ -55,6 +55,9 @@ def test_what_is_there_passes(tmp_path, monkeypatch, hub_off):
     for entry in config["models"].values():
         if "encoder" in entry:
             entry["encoder"] = "random-bert-base"
+    for stage in config["first_stages"].values():  # HDCT's encoder: MIR's candidates (validated: a dict by name)
+        if "encoder" in stage:
+            stage["encoder"] = "random-bert-base"
     config["mir_graphs"]["mir"]["encoder"] = "minilm"
     assert downloads.check(config, cache_dir=str(tmp_path / "hub")) == ([], [])
 

@@ -562,9 +562,11 @@ def test_a_device_given_as_documents_is_refused_at_config_load_and_by_the_reader
 
     config = copy.deepcopy(DEFAULT)
     config["dataset"] = {"name": "zero", "source": "local", "docs": "/dev/zero", "queries": "q", "qrels": "r"}
-    with pytest.raises(InputError, match=r"config key dataset.docs: /dev/zero is not a regular file"):
+    with pytest.raises(
+        InputError, match=r"config key dataset.docs: /dev/zero is a character device, not a regular file"
+    ):
         validate_config(config)
-    with pytest.raises(InputError, match=r"/dev/zero is not a regular file"):
+    with pytest.raises(InputError, match=r"/dev/zero is a character device, not a regular file"):
         next(numbered_lines("/dev/zero"))
 
 
