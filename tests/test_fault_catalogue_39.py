@@ -32,7 +32,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from longrank.cli import main as longrank
 from longrank.code_digest import closure, code_digest, module_path, source_digest
 from longrank.config import SCHEMA_PATH, validate_config
 from longrank.evaluate.metrics import read_eval_tsv, sorted_qids
@@ -41,6 +40,7 @@ from longrank.names import SAFE_NAME, check_outputs_not_inputs
 from longrank.train.code import training_code_digest
 
 from conftest import REPO, snakemake_command, synthetic_collection, write_local_collection
+from test_fault_catalogue import run_stage  # the catalogue's own helpers
 
 KINDS: dict[str, int] = {}
 DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -50,15 +50,6 @@ UNSAFE = ["..", ".", "a/b", "../x", " x", "x y", "", "a\x00b", "x\n", "-x", "x.y
 def count(kind: str, cases: list) -> list:
     KINDS[kind] = KINDS.get(kind, 0) + len(cases)
     return cases
-
-
-def run_stage(capsys, *argv: str) -> tuple[int, str]:
-    try:
-        longrank(list(argv))
-        status = 0
-    except SystemExit as exit:
-        status = exit.code
-    return status, capsys.readouterr().err
 
 
 def last_line(err: str) -> str:

@@ -30,11 +30,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from longrank.cli import main as longrank
 from longrank.config import SCHEMA_PATH, validate_config
 from longrank.io import InputError, write_run
 
 from conftest import REPO, snakemake_command, synthetic_collection, write_local_collection
+from test_fault_catalogue import run_stage, snapshot  # the catalogue's own helpers
 
 SPLITS = {"method": "holdout", "dev": 0.25, "test": 0.25}
 DOCS, QUERIES, QRELS = synthetic_collection(n_queries=8, docs_per_query=4)
@@ -44,20 +44,6 @@ KINDS: dict[str, int] = {}
 def kind(name: str, cases: list) -> list:
     KINDS[name] = KINDS.get(name, 0) + len(cases)
     return cases
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def run_stage(capsys, *argv: str) -> tuple[int, str]:
-    """``longrank <argv>`` in this process, as a rule's shell runs it: (exit status, stderr)."""
-    try:
-        longrank(list(argv))
-        status = 0
-    except SystemExit as exit:
-        status = exit.code
-    return status, capsys.readouterr().err
 
 
 def assert_clear_error(err: str, stage: str, message: str) -> str:
