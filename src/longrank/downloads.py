@@ -70,11 +70,15 @@ def hub_cache(cache_dir: str | None = None) -> str:
     return constants.HF_HUB_CACHE
 
 
-def check(config: dict, cache_dir: str | None = None) -> tuple[list[str], list[str]]:
+def check(config: dict, cache_dir: str | None = None, planned: set[str] | None = None) -> tuple[list[str], list[str]]:
     """(problems, notes): a missing download each, naming the key, what to download and where to put it; notes for
-    hub models the first job that loads them will download."""
+    hub models the first job that loads them will download. ``planned``: the wildcard values of the jobs about to
+    run (a model's, a first stage's, a graph set's name); a key whose entry no planned job is for is not checked (a
+    run of ``results/<name>/config.json`` alone needs no weights). None: every key."""
     problems, notes = [], []
     for key, kind, value in dict.fromkeys(wanted(config)):
+        if planned is not None and key.split(".")[1] not in planned:
+            continue
         if value in PACKAGES:
             module, package = PACKAGES[value]
             if importlib.util.find_spec(module) is None:

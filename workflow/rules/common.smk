@@ -321,9 +321,10 @@ def local_collection_files(wildcards):
 
 
 def check_downloads():
-    """Each missing download the configured jobs read, named with its key, what to get and where to put it
+    """Each missing download the planned jobs read, named with its key, what to get and where to put it
     (longrank.downloads); a hub model the first job will download is noted."""
-    problems, notes = downloads.check(config)
+    planned = {str(value) for job in workflow.dag.needrun_jobs() for value in job.wildcards}  # a Namedlist of values
+    problems, notes = downloads.check(config, planned=planned)
     for note in notes:
         print(f"Note: {note}", file=sys.stderr)
     if problems:
