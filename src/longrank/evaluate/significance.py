@@ -113,13 +113,6 @@ def bootstrap_means(values, n_resamples: int, seed: int, chunk: int = 1000) -> n
     return out
 
 
-def bootstrap_ci(values, n_resamples: int = 10000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
-    means = bootstrap_means(values, n_resamples, seed)
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return float(low), float(high)
-
-
 def noninferiority_p(system, reference, margin: float) -> tuple[float, float, float]:
     """One-sided paired t-test of H0': mean(sys) - mean(ref) <= -margin·mean(ref).
 
