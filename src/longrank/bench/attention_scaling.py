@@ -35,14 +35,12 @@ seconds_all, timing}], "config": {...}, "device", "device_name", "memory_method"
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
-import sys
 
 import torch
 
-from longrank.bench.run import run_worker
+from longrank.bench.fresh import measure_in_fresh_process
 from longrank.bench.timing import MIN_REPEATS, check_repeats, time_region
 from longrank.io import InputError
 from longrank.outputs import AttentionScaling, Timing
@@ -206,19 +204,14 @@ def _method(args: argparse.Namespace, device, info: dict) -> str:
 
 
 def _in_fresh_process(job: dict) -> dict:
-    proc = run_worker("longrank.bench.attention_scaling", job)
-    if proc.returncode == -signal.SIGKILL:  # the kernel's OOM killer: the estimate was too low for this machine
+    outcome = measure_in_fresh_process("longrank.bench.attention_scaling", job)
+    if outcome.exitcode == -signal.SIGKILL:  # the kernel's OOM killer: the estimate was too low for this machine
         return {"oom": "killed by SIGKILL while running (out of memory?)"}
-    if proc.returncode != 0:
+    if outcome.result is None:
         raise RuntimeError(
-            f"attention_scaling {job['attention']} at length {job['length']} failed:\n{proc.stderr[-4000:]}"
+            f"attention_scaling {job['attention']} at length {job['length']} failed:\n{outcome.error[-4000:]}"
         )
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def worker_main() -> None:
-    job = json.loads(sys.stdin.read())
-    print(json.dumps(measure(job)))
+    return outcome.result
 
 
 def measure(job: dict) -> dict:

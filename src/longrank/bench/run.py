@@ -14,7 +14,8 @@ How it measures (also written into the output's ``notes``):
 - Speed: all lengths are timed in one fresh process, alternating (200, 1000, 200, 1000, ...), so rows that score
   the same effective length (lengths beyond ``max_doc_len``) see the same machine and agree within their spread;
   timing each length in its own process let a GPU's clocks or a shared CPU's load differ between them.
-- Memory: each length's memory runs in a fresh Python process of its own, over its first forward (so earlier
+- Memory: each length's memory runs in a fresh process of its own (``bench.fresh``: forked from a server that has
+  only imported the code), over its first forward (so earlier
   lengths leave no cached memory behind; the first forward's one-time allocations count, as they do in reranking). On GPU: ``torch.cuda.max_memory_allocated`` during the forwards minus what was allocated before
   them (model and inputs), i.e. the forward's working memory. On CPU: peak resident set growth during the
   forwards: the kernel's RSS high-water mark is reset (``/proc/self/clear_refs``) after loading the model
@@ -36,16 +37,14 @@ import functools
 import gc
 import json
 import logging
-import os
 import resource
-import subprocess
-import sys
 
 import torch
 
 from longrank.data.corpus import Corpus
 from longrank.data.words import tokenize
 from longrank.io import InputError
+from longrank.bench.fresh import measure_in_fresh_process
 from longrank.bench.timing import MIN_REPEATS, check_repeats, time_alternating, time_region
 from longrank.outputs import BenchTable, Timing
 from longrank.models.checkpoint import load_model
@@ -207,26 +206,13 @@ def _row(label: str, asked, result: dict) -> list:
 # ---- measurement in a fresh process -------------------------------------------------------------------------
 
 
-def run_worker(module: str, job: dict) -> subprocess.CompletedProcess:
-    """``module.worker_main()`` in a fresh Python process, ``job`` as JSON on its stdin; glibc's mmap threshold
-    fixed at 64 KiB so that tensors are mapped and unmapped, not kept in the heap (peak memory per job)."""
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
-    code = f"from {module} import worker_main; worker_main()"
-    return subprocess.run([sys.executable, "-c", code], input=json.dumps(job), capture_output=True, text=True, env=env)
-
-
 def _in_fresh_process(job: dict) -> dict:
-    proc = run_worker("longrank.bench.run", job)
-    if proc.returncode != 0:
+    outcome = measure_in_fresh_process("longrank.bench.run", job)
+    if outcome.result is None:
         raise RuntimeError(
-            f"bench measurement {job['kind']} at length(s) {job['length']} failed:\n{proc.stderr[-4000:]}"
+            f"bench measurement {job['kind']} at length(s) {job['length']} failed:\n{outcome.error[-4000:]}"
         )
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def worker_main() -> None:
-    job = json.loads(sys.stdin.read())
-    print(json.dumps(measure(job)))
+    return outcome.result
 
 
 def measure(job: dict) -> dict:
