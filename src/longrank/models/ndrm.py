@@ -87,6 +87,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from longrank.data.fields import DocumentFields
 from longrank.data.words import OOV, PAD, TEXT_PROCESSING, analyzer
 from longrank.data.words import query_terms as split_query
 from longrank.io import InputError
@@ -171,6 +172,7 @@ class NDRM(Ranker):
         pad_row: str = "zero",
         words_without_vectors: str = "own_row",
         unknown_query_words: str = "masked",
+        doc_fields: list[str] | None = None,
     ):
         """``conformer``: the config's ConformerLayer keys (conv_window, conv_groups, ff, dropout, attention,
         convolve_padding; the layer's signature holds their defaults); ``mu``/``sigma`` from ``ndrm_kernels``; ``idf``
@@ -217,6 +219,7 @@ class NDRM(Ranker):
             idf[OOV] = 0.0
         self.register_buffer("idf", idf, persistent=False)
         self._impact: dict | None = None
+        self.doc_fields, self.fields = doc_fields, None  # ``from_config`` attaches the fields' stores
         if self.latent:
             self._add_latent_model(embedder.dim, hidden_dim, n_heads, n_layers, conformer, n_kernels=len(mu))
         else:
@@ -262,6 +265,8 @@ class NDRM(Ranker):
         embedder = processed_embedder(corpus, processing, embedder_keys)
         idf = ndrm_idf(embedder.vocab, own.get("idf_formula", defaults["idf_formula"]))
         model = cls(embedder, *ndrm_kernels(**kernel_keys), idf, conformer=conformer_keys, **own)
+        if model.doc_fields:
+            model.fields = DocumentFields(corpus.dir, model.doc_fields, "ndrm: doc_fields")
         if model.words_without_vectors == "unknown":
             source = embedder_keys.get("embeddings", config_keys(WordEmbedder)["embeddings"])
             model.use_vector_rows(pretrained_rows(embedder.vocab, corpus, source))
@@ -330,7 +335,12 @@ class NDRM(Ranker):
         extra = len(DOC_MARKERS) if self.doc_markers else 0
         return counts, torch.tensor([float(sum(c.values()) + extra) for c in counts])
 
+    def _with_fields(self, doc_ids: list[str], docs: list[str]) -> list[str]:
+        """The documents' text with this entry's ``doc_fields`` beyond the collection's (``data/fields.py``)."""
+        return docs if self.fields is None else self.fields.texts(doc_ids, docs)
+
     def encode(self, queries, doc_ids, docs):
+        docs = self._with_fields(doc_ids, docs)
         query = self._query_ids(queries)
         batch = {"query": query}
         if self.latent:
@@ -438,7 +448,8 @@ class NDRM(Ranker):
     def term_scores(self, terms: list[str], doc_ids: list[str], docs: list[str], batch_size: int = 32) -> torch.Tensor:
         """QTI: s_{t,d} of each single-term query t against each document, in eval mode -> [n_terms, n_docs]
         (CPU float32). For any query, ``score_pairs`` = the sum of these rows over ``query_terms(query)``.
-        ``doc_ids`` name ``docs`` (unused: scores come from the text)."""
+        ``doc_ids`` name ``docs`` (read only for ``doc_fields`` beyond the collection's text)."""
+        docs = self._with_fields(doc_ids, docs)
         was_training = self.training
         self.eval()
         try:
