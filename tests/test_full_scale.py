@@ -35,6 +35,7 @@ from transformers import BertConfig
 from longrank.config import validate_config
 from longrank.config_files import configfiles, merged
 from longrank.data.corpus import Corpus
+from longrank.data.fields import field_dir, model_doc_fields, write_field_store
 from longrank.data.words import OOV, PAD, analyzer, count_doc_freq, write_doc_freq
 from longrank.models.modules.encoders import RANDOM_BERT_BASE, bert_base_config
 from longrank.models.registry import build_model, model_class, on_pretrained_encoder
@@ -81,6 +82,19 @@ def test_the_full_scale_configs_resolve_the_same_models():
     assert resolved_models(FULL_SCALE[1]) == MODELS
 
 
+def test_ndrm_reads_url_title_and_body_and_every_other_model_the_collections_fields():
+    """CK §4: "URL, title, and body". NDRM's entries name the fields they read; every other entry reads the
+    collection's text (dataset.doc_fields) as before."""
+    for config_name in FULL_SCALE:
+        config = validate_config(merged(configfiles(config_name)))
+        assert config["dataset"]["doc_fields"] == ["title", "body"]
+        for name, entry in config["models"].items():
+            expected = ["url", "title", "body"] if entry["type"] == "ndrm" else ["title", "body"]
+            assert model_doc_fields(config, name) == expected, (config_name, name)
+            if entry["type"] != "ndrm":
+                assert "doc_fields" not in entry, name  # their entries, and so their jobs' inputs, are as they were
+
+
 # ---- a tiny collection ---------------------------------------------------------------------------------------------
 
 TOPICS = {
@@ -118,6 +132,10 @@ def write_collection(directory: Path) -> Corpus:
     )
     write_doc_freq(directory / "word_doc_freq.tsv", count_doc_freq(docs.values()))
     (directory / "stats.json").write_text(json.dumps({"num_docs": len(docs)}))
+    # NDRM's doc_fields [url, title, body]: the URL store the doc_field stage writes beside the data (title + body
+    # are the collection's docs.jsonl)
+    urls = ((d, f"https://www.example.com/{d}/page-{i}.html") for i, d in enumerate(docs))
+    write_field_store(field_dir(directory, "url"), "url", urls, ["title", "body"])
     return Corpus(directory)
 
 

@@ -23,6 +23,10 @@ STAGES = {
         "longrank.data.word2vec",
         "word2vec on the collection (IN and OUT vectors concatenated) for `embeddings: word2vec`",
     ),
+    "doc_field": (
+        "longrank.data.fields",
+        "one document field a model's doc_fields reads beyond the collection's text, as its own document store",
+    ),
     "candidates": (
         "longrank.retrieval.candidates",
         "one first stage's candidates (bm25, pisa, the collection's scoreddocs, a run file, ...) as a TREC run",

@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 from jsonschema import Draft202012Validator
 
+from longrank.data.fields import check_model_fields
 from longrank.config_checks import (
     check_input_files,
     check_measures,
@@ -57,6 +58,7 @@ def validate_config(
     check_schema(config, schema)
     fill_defaults(config, schema_path)
     check_model_keys(config["models"])
+    check_model_fields(config)
     check_gain_order(config["dataset"])
     check_measures(config.get("evaluation", {}).get("measures", []))
     resolve_first_stages(config)

@@ -12,6 +12,7 @@ from longrank.code_digest import code_digest
 from longrank.train.code import training_code_digest
 from longrank.config import DATASETS, SCHEMA, model_order, validate_config
 from longrank.config_files import check_command_line
+from longrank.data.fields import extra_fields
 from longrank.console import print_failures
 from longrank.models.modules.encoders import DEFAULT_ENCODER
 from longrank.models.registry import artifact_scopes, capabilities, model_module
@@ -147,6 +148,7 @@ wildcard_constraints:
     scope="collection|fold[0-9]+",
     pseudo_set="[A-Za-z0-9_-]+",
     graph_set="[A-Za-z0-9_-]+",
+    field="[A-Za-z0-9_]+",  # a document field (rule doc_field)
 
 
 def code_of(stage, model=None):
@@ -251,8 +253,25 @@ def hdct_pseudo_queries(first_stage):
 
 
 def model_embeddings(wildcards):
-    """The collection's word2vec vectors (workflow/rules/word2vec.smk) for a model configured with them."""
-    return [WORD2VEC] if config["models"][wildcards.model].get("embeddings") == "word2vec" else []
+    """What a model's text and vectors read beyond the prepared data: the collection's word2vec vectors
+    (workflow/rules/word2vec.smk) for a model configured with them, and the store of each document field its
+    ``doc_fields`` names beyond ``dataset.doc_fields`` (workflow/rules/data.smk, rule doc_field)."""
+    entry = config["models"][wildcards.model]
+    fields = [doc_field_store(f) for f in extra_fields(entry.get("doc_fields"), config["dataset"].get("doc_fields"))]
+    return ([WORD2VEC] if entry.get("embeddings") == "word2vec" else []) + fields
+
+
+def doc_field_store(field):
+    return f"{R}/data/fields/{field}/docs.jsonl"
+
+
+def doc_field_models(wildcards):
+    """The model entries that read document field ``wildcards.field`` (named in the stage's errors)."""
+    return ",".join(
+        name
+        for name, entry in config["models"].items()
+        if wildcards.field in extra_fields(entry.get("doc_fields"), config["dataset"].get("doc_fields"))
+    )
 
 
 def pseudo_queries_of(model):

@@ -17,3 +17,25 @@ rule data:
     shell:
         "python -m longrank data --dataset {params.dataset:q} --query-formulation {params.query_formulation:q}"
         " --splits {params.splits:q} --out-dir {params.out_dir:q} 2> {log:q}"
+
+
+rule doc_field:
+    """One document field a model's `doc_fields` names beyond `dataset.doc_fields` (NDRM's URL), as a document store
+    of its own beside the prepared data (src/longrank/data/fields.py); only jobs of such a model read it, so a config
+    whose models read the collection's text alone never runs it."""
+    output:
+        docs=f"{R}/data/fields/{{field}}/docs.jsonl",
+        meta=f"{R}/data/fields/{{field}}/field.json",
+    log:
+        f"{R}/logs/doc_field_{{field}}.log",
+    conda:
+        CONDA_ENV
+    resources:
+        mem_mb=4000,
+    params:
+        dataset=as_json(config["dataset"]),
+        models=doc_field_models,
+        out_dir=lambda wc, output: os.path.dirname(output.docs),
+    shell:
+        "python -m longrank doc_field --dataset {params.dataset:q} --field {wildcards.field:q}"
+        " --models {params.models:q} --out-dir {params.out_dir:q} 2> {log:q}"

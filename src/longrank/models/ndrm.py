@@ -60,6 +60,18 @@ Quick-Start; read, not copied):
   log((N − df + 0.5) / (df + 0.5) + 1) (default) or ``clipped`` max(log((N − df + 0.5) / (df + 0.5)), 0), the
   authors' (full-scale). Unknown document words: masked unless the embedder's ``mask_unknown_words: false``
   (full-scale: kept, as the authors' UNK row); unknown query terms score 0 either way (no impact-index row).
+- The authors' forward (issue 38; each a setting whose default keeps this project's first behaviour, the full-scale
+  configs take the authors'): ``position_layout: interleaved`` adds the positions as their ``PositionalEncoding``
+  lays them out (sin and cos interleaved; ``concat``, the default, is [sin | cos]: the same features in other
+  columns, ``modules/positions.py``); ``pad_row: unknown`` reads the padding of a document from the trainable
+  unknown-word row (their padding id 0 is their UNK row; ``zero``: the fixed zero padding row), which matters where
+  the convolution reads the padding (``convolve_padding``); ``words_without_vectors: unknown`` gives every word
+  without a pretrained vector the unknown-word row in the latent model (their vocabulary is fastText's words, so a
+  rare query word kept in this vocabulary for its IDF is UNK to their embedding; ``own_row``: a row of its own,
+  initialised at random), while its term frequency and IDF stay its own; ``unknown_query_words: scored`` scores a
+  query word without a row through the unknown-word row (and IDF 0 in the explicit model, as their IDF table lacks
+  it) instead of leaving it out (``masked``). tests/test_ndrm_forward.py compares the full-scale settings with a
+  re-statement of the authors' forward at identical weights.
 - Query terms (``query_terms``): processed as above,
   truncated to ``max_query_len`` = 20, duplicates kept (a repeated term counts twice); out-of-vocabulary
   terms score 0 and are left out. ``query_term_weights: idf`` multiplies each term's score by its IDF.
@@ -75,12 +87,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from longrank.data.fields import DocumentFields
 from longrank.data.words import OOV, PAD, TEXT_PROCESSING, analyzer
 from longrank.data.words import query_terms as split_query
 from longrank.io import InputError
 from longrank.models.base import Ranker, config_keys, split_config
 from longrank.models.modules.conformer import ConformerLayer
-from longrank.models.modules.positions import sinusoidal_positions
+from longrank.models.modules.positions import LAYOUTS, sinusoidal_positions
 from longrank.models.modules.windowed_kernel_pooling import (  # LOG_EPS and kernel_pooling: NDRM's, re-exported
     LOG_EPS as LOG_EPS,
     aligned_length,
@@ -88,16 +101,28 @@ from longrank.models.modules.windowed_kernel_pooling import (  # LOG_EPS and ker
     windowed_kernel_pooling,
 )
 from longrank.models.modules.windowed_kernel_pooling import kernel_pooling as kernel_pooling
-from longrank.models.modules.word_embedder import WordEmbedder
+from longrank.models.modules.word_embedder import WordEmbedder, pretrained_rows
 from longrank.models.ndrm_impact import impact_scores, read_exact_index, write_impact_index
 from longrank.models.ndrm_terms import IDF_FORMULAS, ExplicitMatch, ndrm_idf, ndrm_kernels, processed_embedder
 
 VARIANTS = ("ndrm1", "ndrm2", "ndrm3")
 KERNEL_BUDGET = 1 << 24  # elements of one [docs, terms, kernels, length] block when scoring many terms
 DOC_MARKERS = ("<S>", "</S>")  # the authors' document start and end tokens (ids past the vocabulary's, own rows)
+PAD_ROWS = ("zero", "unknown")  # a document's padding: the zero row, or the unknown-word row (the authors')
+WORDS_WITHOUT_VECTORS = ("own_row", "unknown")  # a vocabulary word without a pretrained vector, in the latent model
+UNKNOWN_QUERY_WORDS = ("masked", "scored")  # a query word outside the vocabulary: left out, or the authors' UNK row
 
 
-def _check_choices(variant: str, text_processing: str, idf_formula: str) -> None:
+def _check_choices(variant: str, text_processing: str, idf_formula: str, **choices: str) -> None:
+    options = {
+        "position_layout": LAYOUTS,
+        "pad_row": PAD_ROWS,
+        "words_without_vectors": WORDS_WITHOUT_VECTORS,
+        "unknown_query_words": UNKNOWN_QUERY_WORDS,
+    }
+    for key, value in choices.items():
+        if value not in options[key]:
+            raise InputError(f"{key}: {value!r} is not one of {list(options[key])}")
     if variant not in VARIANTS:
         raise InputError(f"variant: {variant!r} is not one of {list(VARIANTS)}")
     if text_processing not in TEXT_PROCESSING:
@@ -143,13 +168,26 @@ class NDRM(Ranker):
         doc_markers: bool = False,
         score_padding_windows: bool = False,
         idf_formula: str = "smoothed",
+        position_layout: str = "concat",
+        pad_row: str = "zero",
+        words_without_vectors: str = "own_row",
+        unknown_query_words: str = "masked",
+        doc_fields: list[str] | None = None,
     ):
         """``conformer``: the config's ConformerLayer keys (conv_window, conv_groups, ff, dropout, attention,
         convolve_padding; the layer's signature holds their defaults); ``mu``/``sigma`` from ``ndrm_kernels``; ``idf``
         per vocabulary id (``ndrm_idf`` of ``idf_formula``, which ``from_config`` applies). ``text_processing`` must
         be the processing ``embedder``'s vocabulary was built with (``from_config`` builds it so)."""
         super().__init__()
-        _check_choices(variant, text_processing, idf_formula)
+        _check_choices(
+            variant,
+            text_processing,
+            idf_formula,
+            position_layout=position_layout,
+            pad_row=pad_row,
+            words_without_vectors=words_without_vectors,
+            unknown_query_words=unknown_query_words,
+        )
         _check_sizes(
             impact_depth,
             hidden_dim=hidden_dim,
@@ -164,12 +202,24 @@ class NDRM(Ranker):
         self.pool_window, self.pool_stride, self.impact_depth = pool_window, pool_stride, impact_depth
         self.text_processing, self.idf_formula = text_processing, idf_formula
         self.doc_markers, self.score_padding_windows = bool(doc_markers), bool(score_padding_windows)
+        self.position_layout, self.pad_row = position_layout, pad_row
+        self.words_without_vectors, self.unknown_query_words = words_without_vectors, unknown_query_words
+        self.score_unknown = unknown_query_words == "scored"
+        # the latent model's embedding row of each id (padding and words without vectors -> the unknown-word row,
+        # per the settings; ``from_config`` marks the words without vectors, ``use_vector_rows``)
+        self.register_buffer("latent_row", torch.arange(len(embedder.vocab)), persistent=False)
+        if pad_row == "unknown":
+            self.latent_row[PAD] = OOV
         self._analyze = None if text_processing == "words" else analyzer(text_processing)
         self.latent, self.explicit_match = variant != "ndrm2", variant != "ndrm1"
         self.register_buffer("mu", mu, persistent=False)
         self.register_buffer("sigma", sigma, persistent=False)
+        if self.score_unknown:  # an unknown query word: IDF 0, as the authors' table lacks it (its TF is then moot)
+            idf = idf.clone()
+            idf[OOV] = 0.0
         self.register_buffer("idf", idf, persistent=False)
         self._impact: dict | None = None
+        self.doc_fields, self.fields = doc_fields, None  # ``from_config`` attaches the fields' stores
         if self.latent:
             self._add_latent_model(embedder.dim, hidden_dim, n_heads, n_layers, conformer, n_kernels=len(mu))
         else:
@@ -214,7 +264,20 @@ class NDRM(Ranker):
         processing = own.get("text_processing", defaults["text_processing"])
         embedder = processed_embedder(corpus, processing, embedder_keys)
         idf = ndrm_idf(embedder.vocab, own.get("idf_formula", defaults["idf_formula"]))
-        return cls(embedder, *ndrm_kernels(**kernel_keys), idf, conformer=conformer_keys, **own)
+        model = cls(embedder, *ndrm_kernels(**kernel_keys), idf, conformer=conformer_keys, **own)
+        if model.doc_fields:
+            model.fields = DocumentFields(corpus.dir, model.doc_fields, "ndrm: doc_fields")
+        if model.words_without_vectors == "unknown":
+            source = embedder_keys.get("embeddings", config_keys(WordEmbedder)["embeddings"])
+            model.use_vector_rows(pretrained_rows(embedder.vocab, corpus, source))
+        return model
+
+    def use_vector_rows(self, has_vector: torch.Tensor) -> None:
+        """``words_without_vectors: unknown``: the latent model reads the unknown-word row for every vocabulary id
+        whose ``has_vector`` [vocabulary] is false (padding as ``pad_row`` says)."""
+        rows = torch.where(has_vector.to(torch.bool), torch.arange(len(has_vector)), torch.tensor(OOV))
+        rows[PAD] = OOV if self.pad_row == "unknown" else PAD
+        self.latent_row = rows.to(self.latent_row.device)
 
     @classmethod
     def artifacts(cls, params):
@@ -237,8 +300,10 @@ class NDRM(Ranker):
         return self._analyze(text)[: self.max_query_len]
 
     def query_terms(self, text: str) -> list[str]:
-        """The terms the model scores ``text`` by (module docstring): Σ term_scores over them = the score."""
-        return [w for w in self._query_words(text) if self.embedder.vocab.index.get(w, OOV) > OOV]
+        """The terms the model scores ``text`` by (module docstring): Σ term_scores over them = the score. With
+        ``unknown_query_words: scored`` every word, those outside the vocabulary too (through the unknown-word row)."""
+        words = self._query_words(text)
+        return words if self.score_unknown else [w for w in words if self.embedder.vocab.index.get(w, OOV) > OOV]
 
     def _query_ids(self, queries: list[str]) -> torch.Tensor:
         index = self.embedder.vocab.index
@@ -270,7 +335,12 @@ class NDRM(Ranker):
         extra = len(DOC_MARKERS) if self.doc_markers else 0
         return counts, torch.tensor([float(sum(c.values()) + extra) for c in counts])
 
+    def _with_fields(self, doc_ids: list[str], docs: list[str]) -> list[str]:
+        """The documents' text with this entry's ``doc_fields`` beyond the collection's (``data/fields.py``)."""
+        return docs if self.fields is None else self.fields.texts(doc_ids, docs)
+
     def encode(self, queries, doc_ids, docs):
+        docs = self._with_fields(doc_ids, docs)
         query = self._query_ids(queries)
         batch = {"query": query}
         if self.latent:
@@ -283,17 +353,17 @@ class NDRM(Ranker):
     # ---- scoring ----------------------------------------------------------------------------------------
     def _encode_documents(self, doc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """doc ids [D, L] -> unit document vectors [D, L, H] (zero at padding/OOV), mask [D, L], lengths [D]."""
-        if self.doc_markers:
-            marker = doc >= len(self.embedder.vocab)
-            vectors, mask = self.embedder(doc.masked_fill(marker, PAD))
+        marker = doc >= len(self.embedder.vocab) if self.doc_markers else None
+        words = doc if marker is None else doc.masked_fill(marker, PAD)
+        vectors, mask = self.embedder.embedding(self.latent_row[words]), self.embedder.token_mask(words)
+        if marker is not None:
             vectors = torch.where(
                 marker[..., None], self.markers((doc - len(self.embedder.vocab)).clamp(min=0)), vectors
             )
             mask = mask + marker.to(mask.dtype)
-        else:
-            vectors, mask = self.embedder(doc)
         raw = self.project(vectors)
-        contextual = self.position_dropout(raw + sinusoidal_positions(doc.shape[1], raw.shape[-1], raw.device))
+        positions = sinusoidal_positions(doc.shape[1], raw.shape[-1], raw.device, layout=self.position_layout)
+        contextual = self.position_dropout(raw + positions)
         for layer in self.encoder:
             contextual = layer(contextual, mask)
         a, c = self.mix.weight[0]  # the mix as a Linear(2, 1) over [raw, contextual], without stacking the two
@@ -301,7 +371,8 @@ class NDRM(Ranker):
         return F.normalize(mixed, dim=-1, eps=1e-8) * mask[..., None], mask, (doc != PAD).sum(dim=1)
 
     def _query_vectors(self, ids: torch.Tensor) -> torch.Tensor:
-        return F.normalize(self.query_proj(self.project(self.embedder.embedding(ids))), dim=-1, eps=1e-8)
+        rows = self.latent_row[ids]
+        return F.normalize(self.query_proj(self.project(self.embedder.embedding(rows))), dim=-1, eps=1e-8)
 
     def _latent_scores(self, q: torch.Tensor, docs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """Unit query vectors [D or 1, T, H] against encoded documents -> per-term scores [D, T] (best window)."""
@@ -329,6 +400,11 @@ class NDRM(Ranker):
             normalised[real] = self.normalise(both[real])
         return self.combine(normalised).squeeze(-1)
 
+    def _query_mask(self, ids: torch.Tensor) -> torch.Tensor:
+        """1 for the query words scored: those of the vocabulary, and unknown ones with ``unknown_query_words:
+        scored``."""
+        return (ids > (PAD if self.score_unknown else OOV)).float()
+
     def forward(
         self,
         query: torch.Tensor,
@@ -336,7 +412,7 @@ class NDRM(Ranker):
         tf: torch.Tensor | None = None,
         dlen: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        q_mask = (query > OOV).float()
+        q_mask = self._query_mask(query)
         latent = self._latent_scores(self._query_vectors(query), self._encode_documents(doc)) if self.latent else None
         explicit = self.explicit(tf, dlen, self.idf[query], q_mask) if self.explicit_match else None
         per_term = self._combine(latent, explicit, q_mask)
@@ -359,7 +435,7 @@ class NDRM(Ranker):
         out = []
         for start in range(0, len(term_ids), block):
             ids = term_ids[start : start + block]
-            mask = (ids > OOV).float()[None, :].expand(len(docs), -1)
+            mask = self._query_mask(ids)[None, :].expand(len(docs), -1)
             latent = self._latent_scores(self._query_vectors(ids)[None], encoded) if self.latent else None
             explicit = (
                 self.explicit(tf[:, start : start + block], dlen, self.idf[ids][None], mask)
@@ -372,7 +448,8 @@ class NDRM(Ranker):
     def term_scores(self, terms: list[str], doc_ids: list[str], docs: list[str], batch_size: int = 32) -> torch.Tensor:
         """QTI: s_{t,d} of each single-term query t against each document, in eval mode -> [n_terms, n_docs]
         (CPU float32). For any query, ``score_pairs`` = the sum of these rows over ``query_terms(query)``.
-        ``doc_ids`` name ``docs`` (unused: scores come from the text)."""
+        ``doc_ids`` name ``docs`` (read only for ``doc_fields`` beyond the collection's text)."""
+        docs = self._with_fields(doc_ids, docs)
         was_training = self.training
         self.eval()
         try:

