@@ -1,0 +1,47 @@
+"""Writes ``examples/unseen/``: a collection the five-minute example's models never saw (README, "Using a trained
+model elsewhere"): 8 documents and 4 queries about whales, pianos and harvests, words none of which is among the 81
+of ``examples/mine/`` (every content word is in GloVe 6B), one query of made-up words no vocabulary has, and
+LongRank's BM25 run over them (``bm25.trec``: each query's matching documents; u4, matching none, every
+document in reverse doc-id order) to rerank. Deterministic: ``python examples/make_unseen.py``
+rewrites the same bytes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+OUT = Path(__file__).parent / "unseen"
+DOCS = {
+    "w1": "the humpback whale sings a long song that carries across the ocean for miles",
+    "w2": "a pod of dolphins followed the whale along the coast of the ocean",
+    "w3": "whale watching boats leave the harbour at dawn in summer",
+    "p1": "she played the melody on the piano with a soft chord under every note",
+    "p2": "a piano needs tuning when a chord sounds sour and the melody drifts",
+    "h1": "the farmer brought the wheat harvest in before the autumn rain",
+    "h2": "a tractor pulls the plough while the farmer plans the next harvest",
+    "h3": "wheat prices fell after a record harvest across the plains",
+}
+QUERIES = {
+    "u1": "whale song ocean",
+    "u2": "piano chord melody",
+    "u3": "wheat harvest farmer",
+    "u4": "snorkelwump blorptastic",  # made up: no vocabulary knows a word of it (the warning's case)
+}
+
+
+def main() -> None:
+    from longrank.io import write_run
+    from longrank.retrieval.bm25 import bm25_run
+
+    OUT.mkdir(exist_ok=True)
+    (OUT / "docs.jsonl").write_text("".join(json.dumps({"doc_id": d, "text": x}) + "\n" for d, x in DOCS.items()))
+    (OUT / "queries.tsv").write_text("".join(f"{q}\t{x}\n" for q, x in QUERIES.items()))
+    run = bm25_run(DOCS, QUERIES, top_k=len(DOCS))
+    # u4 matches nothing, so BM25 returns nothing for it: a first stage of every document, in reverse doc-id order
+    # (a reranker that cannot tell them apart must keep it, not sort them by id)
+    run["u4"] = {d: 0.0 - i for i, d in enumerate(sorted(DOCS, reverse=True))}
+    write_run(OUT / "bm25.trec", run, "bm25")
+
+
+if __name__ == "__main__":
+    main()
