@@ -1,8 +1,8 @@
 """Writes ``examples/unseen/``: a collection the five-minute example's models never saw (README, "Using a trained
 model elsewhere"): 8 documents and 4 queries about whales, pianos and harvests, words none of which is among the 81
 of ``examples/mine/`` (every content word is in GloVe 6B), one query of made-up words no vocabulary has, and
-LongRank's BM25 run over them (``bm25.trec``: each query's matching documents; u4, matching none, every
-document in reverse doc-id order) to rerank. Deterministic: ``python examples/make_unseen.py``
+a first stage to rerank (``bm25.trec``: every document for every query, LongRank's BM25 matches first and the
+rest below them in reverse doc-id order; u4 matches none). Deterministic: ``python examples/make_unseen.py``
 rewrites the same bytes."""
 
 from __future__ import annotations
@@ -36,10 +36,14 @@ def main() -> None:
     OUT.mkdir(exist_ok=True)
     (OUT / "docs.jsonl").write_text("".join(json.dumps({"doc_id": d, "text": x}) + "\n" for d, x in DOCS.items()))
     (OUT / "queries.tsv").write_text("".join(f"{q}\t{x}\n" for q, x in QUERIES.items()))
-    run = bm25_run(DOCS, QUERIES, top_k=len(DOCS))
-    # u4 matches nothing, so BM25 returns nothing for it: a first stage of every document, in reverse doc-id order
-    # (a reranker that cannot tell them apart must keep it, not sort them by id)
-    run["u4"] = {d: 0.0 - i for i, d in enumerate(sorted(DOCS, reverse=True))}
+    matched = bm25_run(DOCS, QUERIES, top_k=len(DOCS))
+    # every document is a candidate of every query: BM25's matches first, then the rest in reverse doc-id order below
+    # them (u4 matches nothing: all of it). A reranker that cannot tell documents apart must keep this order.
+    run = {}
+    for qid in QUERIES:
+        head = matched.get(qid, {})
+        rest = [d for d in sorted(DOCS, reverse=True) if d not in head]
+        run[qid] = {**head, **{d: -1.0 - i for i, d in enumerate(rest)}}
     write_run(OUT / "bm25.trec", run, "bm25")
 
 
