@@ -46,6 +46,19 @@ def test_make_rewrites_the_shipped_collection(tmp_path):
     assert grades == {"0", "1", "2"}
 
 
+def test_make_unseen_rewrites_the_collection_the_example_never_saw(tmp_path):
+    files = ("docs.jsonl", "queries.tsv", "bm25.trec")  # (a run reranked from it caches hashes beside them)
+    copy = tmp_path / "examples"
+    copy.mkdir()
+    (copy / "make_unseen.py").write_bytes((EXAMPLES / "make_unseen.py").read_bytes())
+    subprocess.run([sys.executable, str(copy / "make_unseen.py")], check=True, capture_output=True)
+    assert sorted(p.name for p in (copy / "unseen").iterdir()) == sorted(files)
+    assert all((copy / "unseen" / f).read_bytes() == (EXAMPLES / "unseen" / f).read_bytes() for f in files)
+    seen = {w for p in (EXAMPLES / "mine").iterdir() for w in re.findall(r"\w+", p.read_text().lower())}
+    queries = dict(line.split("\t") for line in (EXAMPLES / "unseen" / "queries.tsv").read_text().splitlines())
+    assert not {w for q in queries.values() for w in q.split()} & seen  # no query word of the training collection's
+
+
 def test_the_example_config_keeps_nothing_of_cranfield_and_one_model():
     config = yaml.safe_load((EXAMPLES / "mine.yaml").read_text())
     assert config["dataset"]["source"] == "local" and config["dataset"]["name"] == "mine"
@@ -104,3 +117,22 @@ def test_the_example_runs_to_a_report_with_bm25_the_query_word_count_and_knrm(tm
     mixed = yaml.safe_load((results / "runs" / "knrm+bm25.run.meta.yaml").read_text())
     assert mixed["method"]["pipeline"]["interpolates"] == ["knrm", "bm25"]
     assert f"Code: commit {commit}" in report
+
+    # the README's next two commands: the trained KNRM exported, then reranking a collection it never saw
+    from longrank.api import UnknownQueryWarning
+    from longrank.cli import main
+
+    unseen = EXAMPLES / "unseen"
+    main(["export", "--results", str(results), "--model", "knrm", "--fold", "0", "--out", str(tmp_path / "knrm")])
+    with pytest.warns(UnknownQueryWarning, match=r"query 'u4' has no word .* \(2 of 2 query words unknown, 100%\)"):
+        main(
+            ["rerank", "--ranker", str(tmp_path / "knrm"), "--run", str(unseen / "bm25.trec"), "--device", "cpu"]
+            + ["--queries", str(unseen / "queries.tsv"), "--docs", str(unseen / "docs.jsonl")]
+            + ["--out", str(tmp_path / "unseen.trec")]
+        )
+    lines = [line.split() for line in (tmp_path / "unseen.trec").read_text().splitlines()]
+    first = [line.split()[2] for line in (unseen / "bm25.trec").read_text().splitlines() if line.startswith("u4 ")]
+    assert [d for q, _, d, *_ in lines if q == "u4"] == first  # all alike: the first stage's order
+    for qid in ("u1", "u2", "u3"):  # told apart by words KNRM never trained on
+        assert len({s for q, _, _, _, s, _ in lines if q == qid}) == 8
+    assert (tmp_path / "unseen.trec.meta.yaml").is_file()

@@ -60,12 +60,16 @@ MODELS = {
 #: the workflow reranks NDRM through its fold's impact index (precomputed s_{t,d}, summed in float64); the export
 #: computes the same terms from its weights, so the two agree to float32 rounding
 TOLERANCE = {"ndrm3": 1e-5}
+#: the models whose {model}+first run the interpolate stage writes here (as the workflow's interpolate: true)
+INTERPOLATED = ("knrm", "tk")
 
 
 def build_results(root: Path, models: dict, dataset: dict | None = None) -> Path:
     """A results/<dataset> tree as the workflow writes it: data, candidates, trained models, runs, eval, config.json
     (``dataset``: a collection's config block; default: the synthetic collection)."""
-    from longrank import artifacts
+    import argparse
+
+    from longrank import artifacts, interpolate
     from longrank.data.prepare import prepare
     from longrank.evaluate.metrics import per_query, write_eval_tsv
     from longrank.models.registry import artifact_scopes
@@ -105,6 +109,23 @@ def build_results(root: Path, models: dict, dataset: dict | None = None) -> Path
             results / "eval" / f"{name}.tsv",
             per_query(read_run(results / "runs" / f"{name}.run"), corpus.qrels, corpus.test_queries(), ["nDCG@10"]),
         )
+        if name in INTERPOLATED:  # the interpolate stage, as the workflow runs it
+            system = f"{name}+first"
+            interpolate.run(
+                argparse.Namespace(
+                    model_run=str(results / "runs" / f"{name}.run"),
+                    dev_runs=[str(checkpoint.with_name("dev.run"))],
+                    candidates=str(candidates_path),
+                    rerank_depth=DEPTH,
+                    data=str(results / "data"),
+                    out=str(results / "runs" / f"{system}.run"),
+                )
+            )
+            mixed = read_run(results / "runs" / f"{system}.run")
+            write_eval_tsv(
+                results / "eval" / f"{system}.tsv",
+                per_query(mixed, corpus.qrels, corpus.test_queries(), ["nDCG@10"]),
+            )
     write_json(results / "config.json", {"dataset": dataset, "rerank_depth": DEPTH, "models": models})
     return results
 
@@ -258,6 +279,18 @@ def test_mir_and_a_changed_or_missing_export_are_refused_by_name(results, export
             3,
             r"vocabulary.words 3 and vocabulary.embedding_dim 50 do not match the embedding matrix",
         ),
+        (
+            "knrm",
+            ("vocabulary", "pretrained_vectors"),
+            "/etc/passwd",
+            r"vocabulary.pretrained_vectors: '/etc/passwd' is not inside the export's folder",
+        ),
+        (
+            "knrm",
+            ("vocabulary", "pretrained_count"),
+            10**9,
+            r"vocabulary.pretrained_count 1000000000 and vocabulary.embedding_dim 50 do not match .* nothing was built",
+        ),
         ("bert_maxp", ("encoder", "dir"), "/tmp", r"encoder.dir: '/tmp' is not inside the export's folder"),
     ],
 )
@@ -389,3 +422,125 @@ def test_the_api_pages_python_example_runs(results, exported, tmp_path, monkeypa
     namespace: dict = {}
     exec(compile(blocks[0], "docs/api.md", "exec"), namespace)
     assert len(namespace["scores"]) == 2 and set(namespace["reranked"]["qid"]) == set(test)
+
+
+# Issue 40, item 1: an export reads new text. A collection the training collection shares no word with (its
+# words: the aeronautics topics and the filler of conftest.synthetic_collection), every word of it in GloVe 6B.
+UNSEEN_DOCS = {
+    "z9": "lava poured from the volcano for days after the eruption and the magma cooled into rock",
+    "m5": "knead the bread dough with yeast and bake it in a hot oven",
+    "a1": "the violin needs new strings and a good bow before the concert",
+    "k3": "a volcano can sleep for centuries before lava and ash bury the valley",
+}
+UNSEEN_QUERIES = {"u1": "volcano eruption lava", "u2": "qzxvj wqptk"}  # u2: no word GloVe or the collection has
+#: the first stage's order: z9, m5, a1, k3 (a tie broken by doc id would give a1, k3, m5, z9)
+UNSEEN_RUN = {q: {"z9": 4.0, "m5": 3.0, "a1": 2.0, "k3": 1.0} for q in UNSEEN_QUERIES}
+
+
+@pytest.mark.parametrize("name", INTERPOLATED)
+def test_an_exported_word_model_scores_a_collection_it_never_saw(results, exported, name, tmp_path):
+    """The export carries its pre-trained embedding's other words, so new text's words have vectors; a query with
+    none it knows warns (with the share) and keeps the first stage's order; without them (--collection-words-only)
+    every word of the new collection is unknown, as the issue's example was."""
+    import numpy as np
+    import pandas as pd
+
+    import longrank
+    from longrank.api import UnknownQueryWarning
+    from longrank.export import export
+
+    corpus = Corpus(results / "data")
+    training_words = set(corpus.word_vocabulary().index)
+    unseen_words = {w for t in [*UNSEEN_DOCS.values(), *UNSEEN_QUERIES.values()] for w in t.split()}
+    assert not {"volcano", "eruption", "lava", "bread", "violin"} & training_words
+    frame = pd.DataFrame(
+        [(q, d, s) for q, r in UNSEEN_RUN.items() for d, s in r.items()], columns=["qid", "docno", "score"]
+    )
+    meta = json.loads((exported[name] / "ranker.json").read_text())["vocabulary"]
+    assert meta["pretrained_source"] == "glove-6b-50d" and meta["pretrained_dtype"] == "float16"
+    assert (
+        300_000 < meta["pretrained_count"] < 400_000
+    )  # GloVe's words the tokenizer can produce, less the collection's
+    pretrained = set((exported[name] / meta["pretrained_words"]).read_text().split())
+    assert not pretrained & training_words and {"volcano", "eruption", "lava"} <= pretrained
+
+    ranker = longrank.load_ranker(exported[name], device="cpu")
+    assert ranker.unknown_words(UNSEEN_QUERIES["u1"]) == (0, 3)
+    with pytest.warns(UnknownQueryWarning) as warned:
+        reranked = ranker.rerank(frame, UNSEEN_QUERIES, UNSEEN_DOCS)
+    assert [str(w.message) for w in warned] == [
+        f"{name}: query 'u2' has no word its vocabulary knows (2 of 2 query words unknown, 100%): the model matches "
+        "it against no document, so documents it scores alike keep the first stage's order"
+    ]
+    u1 = reranked[reranked["qid"] == "u1"].set_index("docno")["score"]
+    u2 = reranked[reranked["qid"] == "u2"]
+    print(f"{name} on a collection it never saw, query u1 {UNSEEN_QUERIES['u1']!r}: {u1.round(4).to_dict()}")
+    assert u1.nunique() == len(UNSEEN_DOCS) and np.std(u1.to_numpy()) > 0  # the documents are told apart
+    assert u2["score"].nunique() == 1 and list(u2["docno"]) == ["z9", "m5", "a1", "k3"]  # ties: first stage's order
+    assert ranker.score(UNSEEN_QUERIES["u1"], [UNSEEN_DOCS[d] for d in u1.index]) == pytest.approx(list(u1), abs=1e-5)
+
+    # the collection's words alone: every word of the new collection is unknown (the issue's export)
+    small = export(results, name, 0, tmp_path / "small", pretrained_words=False)
+    assert not (small / meta["pretrained_words"]).exists()
+    alone = longrank.load_ranker(small, device="cpu")
+    assert alone.unknown_words(UNSEEN_QUERIES["u1"]) == (3, 3)
+    with pytest.warns(UnknownQueryWarning) as warned:
+        blind = alone.rerank(frame, UNSEEN_QUERIES, UNSEEN_DOCS)
+    assert [
+        re.search(r"query '(\w+)' .*\((\d of \d) query words unknown, 100%\)", str(w.message)).groups() for w in warned
+    ] == [
+        ("u1", "3 of 3"),
+        ("u2", "2 of 2"),
+    ]
+    for qid in UNSEEN_QUERIES:
+        assert list(blind[blind["qid"] == qid]["docno"]) == ["z9", "m5", "a1", "k3"]
+    sizes = {d.name: sum(p.stat().st_size for p in d.iterdir() if p.is_file()) for d in (exported[name], small)}
+    print(f"{name} export sizes (bytes): {sizes}; the unseen words: {sorted(unseen_words - training_words)[:6]}...")
+
+
+@pytest.mark.parametrize("name", INTERPOLATED)
+def test_the_cards_interpolated_figure_reproduces_from_the_export(results, exported, name, tmp_path):
+    """The export holds the interpolation weight and the first stage it was chosen with; reranking that first
+    stage's run with ``interpolate=`` gives the workflow's {model}+{first stage} run and the card's figure."""
+    import pandas as pd
+
+    import longrank
+    from longrank.evaluate.metrics import per_query
+
+    corpus = Corpus(results / "data")
+    test = corpus.folds[0]["test"]
+    chosen = json.loads((results / "runs" / f"{name}+first.interpolation.json").read_text())["folds"][0]["weight"]
+    meta = json.loads((exported[name] / "ranker.json").read_text())
+    assert meta["interpolation"]["first"]["weight"] == chosen
+    ranker = longrank.load_ranker(exported[name], device="cpu")
+    assert ranker.interpolation_weight() == ranker.interpolation_weight("first") == chosen
+    candidates = read_run(results / "candidates" / "first.run")
+    frame = pd.DataFrame([(q, d, s) for q in test for d, s in candidates[q].items()], columns=["qid", "docno", "score"])
+    mixed = ranker.rerank(frame, corpus.queries, corpus.docs, interpolate="first")
+    workflow = read_run(results / "runs" / f"{name}+first.run")
+    got = {(q, d): s for q, d, s in zip(mixed["qid"], mixed["docno"], mixed["score"])}
+    assert set(got) == {(q, d) for q in test for d in workflow[q]}
+    assert max(abs(s - workflow[q][d]) for (q, d), s in got.items()) <= 1e-6
+    run = {q: {d: s for (qq, d), s in got.items() if qq == q} for q in test}
+    ndcg = per_query(run, corpus.qrels, test, ["nDCG@10"])
+    figure = float(ndcg["nDCG@10"].mean())
+    card = (exported[name] / "README.md").read_text()
+    assert f"test nDCG@10 ({name}+first, this fold's test queries): {figure:.4f}" in card
+    assert f"`{name}+first`: weight {chosen} on the model's" in card
+    print(f"{name}+first from the export: weight {chosen}, test nDCG@10 {figure:.4f} (the card's)")
+    # and from the command line, with the weight in the run's provenance
+    write_run(tmp_path / "first.trec", {q: candidates[q] for q in test}, "first")
+    (tmp_path / "q.tsv").write_text("".join(f"{q}\t{corpus.queries[q]}\n" for q in test))
+    (tmp_path / "docs.jsonl").write_text(
+        "".join(json.dumps({"doc_id": d, "text": corpus.docs[d]}) + "\n" for d in sorted(corpus.docs))
+    )
+    main(
+        ["rerank", "--ranker", str(exported[name]), "--run", str(tmp_path / "first.trec"), "--queries"]
+        + [str(tmp_path / "q.tsv"), "--docs", str(tmp_path / "docs.jsonl"), "--out", str(tmp_path / "mixed.trec")]
+        + ["--device", "cpu", "--interpolate", "first"]
+    )
+    written = read_run(tmp_path / "mixed.trec")
+    assert set(written) == set(test)
+    assert max(abs(s - workflow[q][d]) for q in test for d, s in written[q].items()) <= 1e-6
+    provenance = yaml.safe_load((tmp_path / "mixed.trec.meta.yaml").read_text())
+    assert provenance["method"]["pipeline"]["interpolation_weight"] == chosen

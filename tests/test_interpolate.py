@@ -85,3 +85,22 @@ def test_stage_writes_the_run_and_the_weights_named_by_the_system(tiny_data):
     info = Interpolation.read(tiny_data / "m+bm25.interpolation.json")  # the shape the report reads
     assert info.system == "m+bm25" and info.folds[0].weight == info.weight
     assert set(info.folds[0].dev_ndcg10_by_weight) == {str(w) for w in WEIGHTS}
+
+
+def test_reranked_ties_keep_the_first_stages_order_not_the_doc_ids(tmp_path):
+    """Issue 40: a reranker that scores documents alike (a query with no word it knows) must hand them back as the
+    first stage ranked them: BM25's z9, m5, a1 came back a1, m5, z9 (doc-id order). Every writer of a reranked or
+    interpolated run breaks ties by the first stage's rank (``io.ranked``)."""
+    from longrank.io import ranked
+
+    first = {"q": {"z9": 3.0, "m5": 2.0, "a1": 1.0, "b2": 0.5}}
+    tied = {"q": {"a1": 0.5, "m5": 0.5, "z9": 0.5}}
+    assert [d for d, _ in ranked(tied["q"], first["q"])] == ["z9", "m5", "a1"]
+    assert [d for d, _ in ranked(tied["q"])] == ["a1", "m5", "z9"]  # no first stage: doc id, as before
+    write_run(tmp_path / "r.run", with_tail(tied, first, ["q"]), "m", first_stage=first)
+    lines = [line.split() for line in (tmp_path / "r.run").read_text().splitlines()]
+    assert [(d, r) for _, _, d, r, _, _ in lines] == [("z9", "1"), ("m5", "2"), ("a1", "3"), ("b2", "4")]
+    # interpolated: a model that cannot tell them apart leaves the first stage's order at any weight
+    mixed = interpolate(tied, first, 1.0)
+    write_run(tmp_path / "mixed.run", mixed, "m+first", first_stage=first)
+    assert [line.split()[2] for line in (tmp_path / "mixed.run").read_text().splitlines()] == ["z9", "m5", "a1"]

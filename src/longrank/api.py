@@ -23,6 +23,10 @@ from longrank.io import InputError, Run, column_ids, read_json, read_ranked_run
 DEFAULT_BATCH_SIZE = 32
 
 
+class UnknownQueryWarning(UserWarning):
+    """A query none of whose words the exported word model knows: it scores every document without a match."""
+
+
 class _ExportedCollection:
     """What a word model reads of a collection when it is built (``WordEmbedder.for_corpus``): its vocabulary,
     here the exported one, whatever filter keys the config entry names (it was cut by them already)."""
@@ -38,7 +42,12 @@ class _ExportedCollection:
 # every size is checked against the weights file's header (safetensors: shapes without the tensors) before a model of
 # that size is built. Errors name the key and the file, never a line of a file's content.
 #: the parts of an export ranker.json names by path, as (key, what it must be)
-EXPORT_PATHS = (("vocabulary.file", "file"), ("encoder.dir", "directory"))
+EXPORT_PATHS = (
+    ("vocabulary.file", "file"),
+    ("vocabulary.pretrained_words", "file"),
+    ("vocabulary.pretrained_vectors", "file"),
+    ("encoder.dir", "directory"),
+)
 #: encoder config.json keys that size tensors; each must be a dimension of some tensor the encoder's weights hold
 ENCODER_SIZES = ("vocab_size", "hidden_size", "intermediate_size", "max_position_embeddings", "type_vocab_size")
 
@@ -106,6 +115,15 @@ def check_vocabulary_sizes(directory: Path, meta: dict) -> None:
             f"{directory / WEIGHTS} ({matrix[0]} x {matrix[1]}: {matrix[0] - 2} words and their padding and unknown "
             "rows); nothing was built"
         )
+    if "pretrained_vectors" in vocab:
+        count = _whole_number(vocab.get("pretrained_count"), f"{where}: vocabulary.pretrained_count", minimum=0)
+        path = inside_export(directory, meta, "vocabulary.pretrained_vectors", "file")
+        found = weight_shapes(path).get("vectors")
+        if found != [count, dim]:
+            raise InputError(
+                f"{where}: vocabulary.pretrained_count {count} and vocabulary.embedding_dim {dim} do not match "
+                f"{path} (its vectors: {found}); nothing was built"
+            )
 
 
 def check_encoder_sizes(directory: Path, encoder: Path) -> None:
@@ -137,7 +155,33 @@ def check_encoder_sizes(directory: Path, encoder: Path) -> None:
         )
 
 
-def _read_vocabulary(directory: Path, meta: dict):
+def _read_pretrained(directory: Path, meta: dict) -> tuple[list[str], Any]:
+    """The export's pre-trained words beyond the training vocabulary and their vectors (float32), or none."""
+    import torch
+    from safetensors.torch import load_file
+
+    from longrank.io import numbered_lines
+
+    if "pretrained_words" not in meta:
+        return [], None
+    path = inside_export(directory, {"vocabulary": meta}, "vocabulary.pretrained_words", "file")
+    words = []
+    for lineno, line in numbered_lines(path):
+        word = line.rstrip("\n")
+        if not word or len(words) == meta["pretrained_count"]:
+            raise InputError(
+                f"{path}:{lineno}: {'an empty line' if not word else 'more words than vocabulary.pretrained_count'}"
+            )
+        words.append(word)
+    if len(words) != meta["pretrained_count"]:
+        raise InputError(f"{path}: {len(words)} words; vocabulary.pretrained_count says {meta['pretrained_count']}")
+    vectors = load_file(str(inside_export(directory, {"vocabulary": meta}, "vocabulary.pretrained_vectors", "file")))
+    return words, vectors["vectors"].to(torch.float32)
+
+
+def _read_vocabulary(directory: Path, meta: dict, pretrained: list[str] = ()):
+    """The training vocabulary (ids as at training), then the export's ``pretrained`` words (document frequency 0,
+    as a query word the training collection lacked)."""
     from longrank.data.words import Vocabulary
     from longrank.io import numbered_lines
 
@@ -159,12 +203,16 @@ def _read_vocabulary(directory: Path, meta: dict):
         freqs.append(int(df))
     if len(words) != meta["words"]:
         raise InputError(f"{path}: {len(words)} words; vocabulary.words in ranker.json says {meta['words']}")
-    return Vocabulary(words, freqs, int(meta["num_docs"]))
+    known = set(words)
+    if any(w in known for w in pretrained):
+        raise InputError(f"{path}: a pre-trained word of the export is also a training word; export the model again")
+    return Vocabulary(words + list(pretrained), freqs + [0] * len(pretrained), int(meta["num_docs"]))
 
 
 def _build(directory: Path, meta: dict):
-    """The model the directory describes, untrained (its weights are loaded after): word models over the exported
-    vocabulary, encoder models over the exported encoder."""
+    """The model the directory describes, untrained (its weights are loaded after), and a word model's pre-trained
+    vectors of the words after its training vocabulary (None: none): word models over the exported vocabulary
+    (training words first, ids as at training), encoder models over the exported encoder."""
     from longrank.models.registry import build_model
 
     cfg = meta.get("config")
@@ -173,7 +221,8 @@ def _build(directory: Path, meta: dict):
     cfg = dict(cfg)
     if "vocabulary" in meta:
         check_vocabulary_sizes(directory, meta)
-        vocab = _read_vocabulary(directory, meta["vocabulary"])
+        pretrained, vectors = _read_pretrained(directory, meta["vocabulary"])
+        vocab = _read_vocabulary(directory, meta["vocabulary"], pretrained)
         # The initial vectors (GloVe, word2vec) are overwritten by the trained weights: a one-word file of the right
         # width stands in for them, so neither the vectors' package nor the collection's word2vec file is needed.
         with tempfile.TemporaryDirectory(prefix="longrank-ranker-") as tmp:
@@ -185,11 +234,11 @@ def _build(directory: Path, meta: dict):
                 f"{directory}: the model's vocabulary differs from {meta['vocabulary']['file']} "
                 "(its config entry cuts it again); export the model again"
             )
-        return model
+        return model, vectors
     if "encoder" in meta:
         encoder = inside_export(directory, meta, "encoder.dir", "directory")
         check_encoder_sizes(directory, encoder)
-        return build_model({**cfg, "encoder": str(encoder)}, None)
+        return build_model({**cfg, "encoder": str(encoder)}, None), None
     raise InputError(f"{directory / 'ranker.json'}: names neither a vocabulary nor an encoder")
 
 
@@ -217,6 +266,14 @@ def read_docs(docs: Mapping[str, str] | str | os.PathLike, wanted: set[str]) -> 
     from longrank.data.collections import read_local_docs
 
     return {d: t for d, t in read_local_docs(str(docs)) if d in wanted}
+
+
+def read_scores(run) -> Run | None:
+    """A run file's scores as written (``read_run``: ties stay ties), which interpolation normalises as the
+    interpolate stage does; None for a DataFrame (its scores are used as they are)."""
+    from longrank.io import read_run
+
+    return read_run(run) if isinstance(run, (str, os.PathLike)) else None
 
 
 def read_ranking(run) -> tuple[Run, str]:
@@ -257,6 +314,8 @@ class Ranker:
     """A trained LongRank re-ranker loaded from an exported directory."""
 
     def __init__(self, path: str | os.PathLike, device: str = "auto", batch_size: int = DEFAULT_BATCH_SIZE):
+        import torch
+
         from longrank.export import FORMAT, RANKER_FILE, WEIGHTS
         from longrank.models.checkpoint import load_weights
         from longrank.runtime import resolve_device
@@ -276,17 +335,51 @@ class Ranker:
         self.depth: int | None = self.meta.get("rerank_depth")
         for name in (WEIGHTS, "model.manifest.json"):  # fixed names, but a link may lead out of the folder
             _inside(self.path, name, f"{self.path}: {name}", "file")
-        self.model = _build(self.path, self.meta)
-        load_weights(self.model, self.path / WEIGHTS, require_manifest=True)
+        self.model, pretrained = _build(self.path, self.meta)
+        trained_rows = None if pretrained is None else self.meta["vocabulary"]["words"] + 2
+        load_weights(self.model, self.path / WEIGHTS, require_manifest=True, vocabulary_rows=trained_rows)
+        if pretrained is not None:  # the trained rows won; the words after them get their pre-trained vectors
+            with torch.no_grad():
+                self.model.embedder.embedding.weight[trained_rows:] = pretrained
         self.model = self.model.to(resolve_device(device)).eval()
+        #: first stage -> the interpolation weight chosen with it (ranker.json ``interpolation``; may be empty)
+        self.interpolation: dict[str, dict] = dict(self.meta.get("interpolation") or {})
 
     def __repr__(self) -> str:
         return f"Ranker({str(self.path)!r}, {self.name!r}, type={self.type!r})"
+
+    def unknown_words(self, query: str) -> tuple[int, int]:
+        """(unknown, all) of ``query``'s words as a word model reads them (stop words as configured, up to its query
+        length); (0, 0) for an encoder model (its tokenizer has no unknown words to speak of)."""
+        from longrank.data.words import OOV, PAD
+
+        embedder = getattr(self.model, "embedder", None)
+        if embedder is None:
+            return 0, 0
+        ids = embedder.encode_query([query], getattr(self.model, "max_query_len", 10**6))[0]
+        ids = ids[ids != PAD]
+        return int((ids == OOV).sum()), len(ids)
+
+    def _warn_unknown(self, queries: Mapping[str, str], qids) -> None:
+        """Once per query of ``qids`` with no word the model knows: the warning gives the share of unknown words."""
+        import warnings
+
+        for qid in dict.fromkeys(qids):
+            unknown, total = self.unknown_words(queries[qid])
+            if unknown == total and getattr(self.model, "embedder", None) is not None:
+                warnings.warn(
+                    f"{self.name}: query {qid!r} has no word its vocabulary knows ({unknown} of {total} query words "
+                    f"unknown, {unknown / total if total else 1.0:.0%}): the model matches it against no document, "
+                    "so documents it scores alike keep the first stage's order",
+                    UnknownQueryWarning,
+                    stacklevel=3,
+                )
 
     def score(self, query: str, documents) -> list[float]:
         """The model's score of ``query`` against each of ``documents`` (a list of texts, or doc id -> text)."""
         from longrank.scoring import score_candidates
 
+        self._warn_unknown({"q": query}, ["q"])
         texts = dict(documents) if isinstance(documents, Mapping) else {str(i): t for i, t in enumerate(documents)}
         candidates = {"q": {d: 0.0 for d in texts}}
         scored = score_candidates(
@@ -309,10 +402,16 @@ class Ranker:
         where: str = "the run",
         queries_from: str = "queries",
         docs_from: str = "docs",
+        interpolate: bool | str = False,
+        first_stage_scores: Run | None = None,
     ) -> Run:
         """Rerank each query's top ``depth`` candidates (default: the model's rerank depth, else all of them) in the
         order the queries come in ``candidates``; documents below keep their first-stage order underneath (as the
-        workflow's rerank stage). Returns query id -> doc id -> score."""
+        workflow's rerank stage). ``interpolate``: mix the model's scores with ``candidates``' own at the weight the
+        export holds (``interpolation_weight``; True: its only first stage, or a first stage's name), as the
+        workflow's ``{model}+{first_stage}`` run; ``first_stage_scores``: the scores it normalises (default
+        ``candidates``'; a run file's as written, ``read_scores``, as the interpolate stage reads its candidates,
+        not made distinct). Returns query id -> doc id -> score."""
         from longrank.runs import top_candidates, with_tail
         from longrank.scoring import score_candidates
 
@@ -328,6 +427,7 @@ class Ranker:
             for d in top_candidates(candidates, q, depth):
                 if d not in docs:
                     raise InputError(f"{where}: document {d!r} (query {q!r}) is not in {docs_from}")
+        self._warn_unknown(queries, qids)
         scored = score_candidates(
             self.model,
             SimpleNamespace(queries=queries, docs=docs),
@@ -337,13 +437,40 @@ class Ranker:
             self.batch_size,
             desc=f"rerank {self.name}",
         )
+        if interpolate:
+            from longrank.interpolate import interpolate as mix
+
+            weight = self.interpolation_weight(None if interpolate is True else interpolate)
+            scored = mix(scored, first_stage_scores or candidates, weight)
         return with_tail(scored, candidates, qids)
 
-    def rerank(self, run, queries, docs, depth: int | None = None):
+    def interpolation_weight(self, first_stage: str | None = None) -> float:
+        """The weight on the model's (min-max normalised) scores that the workflow chose on this fold's dev queries
+        with ``first_stage`` (None: the export's only one); the first stage's scores get 1 - weight."""
+        if not self.interpolation:
+            raise InputError(
+                f"{self.path / 'ranker.json'}: no interpolation weight (the results it was exported from had no "
+                f"runs/{self.name}+<first stage>.interpolation.json); rerank without interpolating"
+            )
+        if first_stage is None:
+            if len(self.interpolation) > 1:
+                raise InputError(
+                    f"{self.path}: interpolation weights for {sorted(self.interpolation)}: name the first stage"
+                )
+            [first_stage] = self.interpolation
+        if first_stage not in self.interpolation:
+            raise InputError(
+                f"{self.path}: no interpolation weight for first stage {first_stage!r}; it has {sorted(self.interpolation)}"
+            )
+        return float(self.interpolation[first_stage]["weight"])
+
+    def rerank(self, run, queries, docs, depth: int | None = None, interpolate: bool | str = False):
         """Rerank ``run`` (a TREC run file or a DataFrame qid, docno, score) with ``queries`` (dict or a .tsv /
-        .jsonl file) and ``docs`` (dict or a docs.jsonl[.gz] / .tsv / TREC file): a DataFrame qid, docno, score, rank."""
+        .jsonl file) and ``docs`` (dict or a docs.jsonl[.gz] / .tsv / TREC file): a DataFrame qid, docno, score, rank,
+        ties in the run's order. ``interpolate``: as ``rerank_run``'s (``run`` must be the first stage named)."""
         import pandas as pd
 
+        from longrank.io import ranked
         from longrank.runs import top_candidates
 
         candidates, where = read_ranking(run)
@@ -357,11 +484,13 @@ class Ranker:
             where,
             "queries" if isinstance(queries, Mapping) else str(queries),
             "docs" if isinstance(docs, Mapping) else str(docs),
+            interpolate,
+            read_scores(run) if interpolate else None,
         )
         rows = [
             (q, d, s, rank)
             for q, ranking in reranked.items()
-            for rank, (d, s) in enumerate(sorted(ranking.items(), key=lambda kv: (-kv[1], kv[0])), start=1)
+            for rank, (d, s) in enumerate(ranked(ranking, candidates[q]), start=1)
         ]
         return pd.DataFrame(rows, columns=["qid", "docno", "score", "rank"])
 

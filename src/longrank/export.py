@@ -35,6 +35,10 @@ FORMAT = "longrank-ranker/1"
 RANKER_FILE = "ranker.json"
 WEIGHTS = "model.safetensors"
 VOCABULARY = "vocabulary.tsv"
+#: a word model's pre-trained words beyond its training vocabulary (one a line) and their vectors (safetensors)
+PRETRAINED_WORDS = "pretrained_words.txt"
+PRETRAINED_VECTORS = "pretrained_vectors.safetensors"
+PRETRAINED_DTYPE = "float16"
 ENCODER_DIR = "encoder"
 #: why an export cannot carry a model that reads a graph set (its class declares ``reads_graph_set``)
 GRAPH_SET_READERS = (
@@ -49,10 +53,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="the model's name in the config (models.<name>)")
     parser.add_argument("--fold", type=int, default=0, help="which fold's weights (default: 0)")
     parser.add_argument("--out", required=True, help="the directory to write (replaced whole if it exists)")
+    parser.add_argument(
+        "--collection-words-only",
+        action="store_true",
+        help="a word model: export only the training collection's words, not the rest of its pre-trained embedding "
+        "(smaller; every other word of new text is then unknown to it)",
+    )
 
 
 def run(args) -> None:
-    out = export(Path(args.results), args.model, args.fold, Path(args.out))
+    out = export(Path(args.results), args.model, args.fold, Path(args.out), not args.collection_words_only)
     print(f"exported {args.model} fold {args.fold} to {out}")
 
 
@@ -156,6 +166,13 @@ def _card(meta: dict, summary: dict | None, test: dict[str, float], fold: dict) 
     lines += [
         f"- test nDCG@10 ({system}, this fold's test queries): {value:.4f}" for system, value in test.items()
     ] or ["- test nDCG@10: not evaluated (no eval/<model>.tsv in the results)"]
+    for first_stage, chosen in (meta.get("interpolation") or {}).items():
+        lines.append(
+            f"- `{meta['name']}+{first_stage}`: weight {chosen['weight']} on the model's min-max normalised scores, "
+            f"{1 - chosen['weight']:.2g} on `{first_stage}`'s, chosen on {chosen['chosen_on']}; reproduce it with "
+            f"`longrank rerank --ranker DIR --run <{first_stage}'s run> ... --interpolate {first_stage}` "
+            f'(`load_ranker(DIR).rerank(run, queries, docs, interpolate="{first_stage}")`)'
+        )
     lines += [
         "",
         "## Configuration",
@@ -171,6 +188,14 @@ def _card(meta: dict, summary: dict | None, test: dict[str, float], fold: dict) 
     ]
     if meta.get("vocabulary"):
         lines.append("- `vocabulary.tsv`: the model's words and document frequencies (with `num_docs`: its IDF)")
+        if meta["vocabulary"].get("pretrained_count") is not None:
+            vocab = meta["vocabulary"]
+            lines.append(
+                f"- `{vocab['pretrained_words']}`, `{vocab['pretrained_vectors']}`: the other "
+                f"{vocab['pretrained_count']} words of `{vocab['pretrained_source']}` and their vectors "
+                f"({vocab['pretrained_dtype']}), so that new text's words are known (document frequency 0: the "
+                "training collection lacked them)"
+            )
     if meta.get("encoder"):
         lines.append("- `encoder/`: the fine-tuned encoder and tokenizer (`transformers.AutoModel.from_pretrained`)")
     if meta.get("notes"):
@@ -184,7 +209,7 @@ def _json(obj) -> str:
     return json.dumps(obj, indent=2, sort_keys=True)
 
 
-def export(results: Path, model: str, fold_index: int, out: Path) -> Path:
+def export(results: Path, model: str, fold_index: int, out: Path, pretrained_words: bool = True) -> Path:
     from longrank.data.corpus import Corpus
     from longrank.models.checkpoint import load_model, verify_weights
     from longrank.models.registry import architecture_params, model_class
@@ -212,7 +237,8 @@ def export(results: Path, model: str, fold_index: int, out: Path) -> Path:
             shutil.copyfile(checkpoint.with_name("model.manifest.json"), tmp / "model.manifest.json")
             if summary is not None:  # what trained the weights: a run reranked with the export records it
                 write_json(tmp / "train_summary.json", summary)
-            meta.update(_write_text_side(tmp, model, entry, ranker))
+            meta.update(_write_text_side(tmp, model, entry, ranker, corpus if pretrained_words else None))
+            meta["interpolation"] = _interpolations(results, model, fold_index)
             meta["notes"] += model_class(entry.get("type")).export_notes(architecture_params(entry))
             write_json(tmp / RANKER_FILE, meta)
             folds = corpus.folds[fold_index]
@@ -269,10 +295,31 @@ def _ranker_meta(model: str, entry: dict, config: dict, corpus, fold_index: int,
     }
 
 
-def _write_text_side(tmp: Path, model: str, entry: dict, ranker) -> dict:
+def _interpolations(results: Path, model: str, fold_index: int) -> dict:
+    """First stage -> the weight the interpolate stage chose on this fold's dev queries
+    (``runs/{model}+{first_stage}.interpolation.json``): what the card's ``{model}+{first_stage}`` figure used."""
+    from longrank.outputs import Interpolation
+
+    out = {}
+    for path in sorted((results / "runs").glob(f"{model}+*.interpolation.json")):
+        first_stage = path.name.removeprefix(f"{model}+").removesuffix(".interpolation.json")
+        record = Interpolation.from_json(read_json(path), path.name)
+        fold = next((f for f in record.folds if f.fold == fold_index), None)
+        if fold is not None:
+            out[first_stage] = {
+                "weight": fold.weight,
+                "chosen_on": f"fold {fold_index}'s dev queries (nDCG@10)",
+                "dev_ndcg10_by_weight": fold.dev_ndcg10_by_weight,
+                "formula": "weight * minmax(model) + (1 - weight) * minmax(first stage), per query over the "
+                "reranked documents; the rest keep the first stage's order below",
+            }
+    return out
+
+
+def _write_text_side(tmp: Path, model: str, entry: dict, ranker, corpus=None) -> dict:
     """Write what turns text into the model's inputs into ``tmp`` and return its ``ranker.json`` entry: a word
-    model's vocabulary as it reads it (and the count its IDF divides by), or an encoder model's encoder and
-    tokenizer."""
+    model's vocabulary as it reads it (and the count its IDF divides by) and, given the training ``corpus``, the
+    rest of its pre-trained embedding (``_pretrained_words``), or an encoder model's encoder and tokenizer."""
     embedder = getattr(ranker, "embedder", None)
     if embedder is not None:
         vocab = embedder.vocab
@@ -280,15 +327,16 @@ def _write_text_side(tmp: Path, model: str, entry: dict, ranker) -> dict:
             tmp / VOCABULARY,
             "word\tdoc_freq\n" + "".join(f"{w}\t{df}\n" for w, df in zip(vocab.words[2:], vocab.doc_freq[2:])),
         )
-        return {
-            "vocabulary": {
-                "file": VOCABULARY,
-                "words": len(vocab) - 2,
-                "num_docs": vocab.num_docs,
-                "embedding_dim": embedder.dim,
-                "idf": "log((num_docs - doc_freq + 0.5) / (doc_freq + 0.5) + 1) of vocabulary.tsv",
-            }
+        entry_out = {
+            "file": VOCABULARY,
+            "words": len(vocab) - 2,
+            "num_docs": vocab.num_docs,
+            "embedding_dim": embedder.dim,
+            "idf": "log((num_docs - doc_freq + 0.5) / (doc_freq + 0.5) + 1) of vocabulary.tsv",
         }
+        if corpus is not None:
+            entry_out.update(_write_pretrained(tmp, model, entry, embedder, corpus))
+        return {"vocabulary": entry_out}
     encoder = getattr(ranker, "document_module", None) or getattr(ranker, "encoder", None)
     if encoder is None or not hasattr(encoder, "save_pretrained"):
         raise InputError(
@@ -299,3 +347,52 @@ def _write_text_side(tmp: Path, model: str, entry: dict, ranker) -> dict:
     from longrank.models.modules.encoders import DEFAULT_ENCODER  # with the encoder, as the ranker's own module did
 
     return {"encoder": {"dir": ENCODER_DIR, "trained_from": entry.get("encoder", DEFAULT_ENCODER)}}
+
+
+def _write_pretrained(tmp: Path, model: str, entry: dict, embedder, corpus) -> dict:
+    """The pre-trained embedding's words beyond the training vocabulary (``pretrained_words.txt``) and their vectors
+    (``pretrained_vectors.safetensors``, float16), so that new text's words have their vectors: in the pre-trained
+    table's order, only words the model's tokenisation can produce (``tokenize(w) == [w]``: no punctuation tokens),
+    and none the training collection had: a word its filters cut (``min_doc_freq``, ``max_vocabulary``) stays
+    unknown, as it was at training. The trained rows stay in ``model.safetensors`` and win. Returns the
+    ``ranker.json`` keys (under ``vocabulary``), or a note of why there are none."""
+    import inspect
+
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from longrank.data.words import _glove_table, tokenize
+    from longrank.io import numbered_lines
+    from longrank.models.modules.word_embedder import WORD2VEC, WordEmbedder
+
+    source = entry.get("embeddings", inspect.signature(WordEmbedder.__init__).parameters["embeddings"].default)
+    if source == WORD2VEC or embedder.vocab.analyze is not None:
+        why = "its initial vectors are the collection's own word2vec" if source == WORD2VEC else "its terms are stems"
+        return {"pretrained_note": f"no pre-trained words beyond the training collection's: {why}"}
+    try:
+        index, vectors = _glove_table(None if source == "glove-6b-50d" else source)
+    except FileNotFoundError:
+        raise InputError(
+            f"models.{model}: embeddings: {source!r} not found; the export carries the pre-trained vectors of every "
+            "word the collection lacks: run it where that file is, or pass --collection-words-only"
+        ) from None
+    if vectors.shape[1] != embedder.dim:
+        raise InputError(
+            f"models.{model}: embeddings: {source!r} has {vectors.shape[1]} dimensions, the trained model {embedder.dim}"
+        )
+    collection = set(embedder.vocab.index)
+    for lineno, line in numbered_lines(corpus.dir / "word_doc_freq.tsv"):
+        if lineno > 1:
+            collection.add(line.partition("\t")[0])
+    words = [w for w, _ in sorted(index.items(), key=lambda kv: kv[1]) if w not in collection and tokenize(w) == [w]]
+    rows = np.ascontiguousarray(np.asarray(vectors)[[index[w] for w in words]], dtype=np.float16)
+    write_text(tmp / PRETRAINED_WORDS, "".join(w + "\n" for w in words))
+    save_file({"vectors": rows}, str(tmp / PRETRAINED_VECTORS))
+    return {
+        "pretrained_words": PRETRAINED_WORDS,
+        "pretrained_vectors": PRETRAINED_VECTORS,
+        "pretrained_count": len(words),
+        "pretrained_dtype": PRETRAINED_DTYPE,
+        "pretrained_source": source,
+        "pretrained_doc_freq": 0,
+    }

@@ -41,14 +41,15 @@ def add_arguments(parser):
 def run(args):
     corpus = Corpus(args.data)
     name = args.out.rsplit("/", 1)[-1].removesuffix(".run")
+    candidates = read_run(args.candidates)
     mixed, folds = interpolate_folds(
         read_run(args.model_run),
         [read_run(p) for p in args.dev_runs],
-        read_run(args.candidates),
+        candidates,
         args.rerank_depth,
         corpus,
     )
-    write_run(args.out, mixed, tag=name)
+    write_run(args.out, mixed, tag=name, first_stage=candidates)
     write_run_metadata(
         args.out,
         {

@@ -265,16 +265,36 @@ def read_json(path: str | os.PathLike):
 Run = dict[str, dict[str, float]]  # query id -> doc id -> score
 
 
-def write_run(path: str | os.PathLike, run: Mapping[str, Mapping[str, float]], tag: str) -> None:
-    """Write a TREC run: per query, documents by descending score (ties broken by doc id for determinism)."""
+def ranked(scores: Mapping[str, float], first_stage: Mapping[str, float] | None = None) -> list[tuple[str, float]]:
+    """``scores`` (doc id -> score) as a ranking: descending score, ties in ``first_stage``'s order (its own ranking,
+    ``top_candidates``), then by doc id. A reranker that cannot tell documents apart (a query with no word it knows
+    scores every document alike) leaves them as the first stage ranked them, not in doc-id order."""
+    position = {} if first_stage is None else {d: i for i, d in enumerate(in_order(first_stage))}
+    last = len(position)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], position.get(kv[0], last), kv[0]))
+
+
+def in_order(scores: Mapping[str, float]) -> list[str]:
+    """Doc ids by descending score, ties by doc id: a first stage's own ranking (``runs.top_candidates``)."""
+    return [d for d, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def write_run(
+    path: str | os.PathLike,
+    run: Mapping[str, Mapping[str, float]],
+    tag: str,
+    first_stage: Mapping[str, Mapping[str, float]] | None = None,
+) -> None:
+    """Write a TREC run: per query, documents by descending score; ties in ``first_stage``'s order where the run
+    reranks one (``ranked``), else by doc id for determinism."""
     lines = []
     problem = id_problem(tag)
     if problem is not None:  # the 6th column: a tag "my run" made a line of 7 columns, "x\ny" injected a line
         raise InputError(f"{path}: the run's tag {tag!r} {problem}; a tag is the 6th column of a TREC run")
     for qid in sorted(run):
         _check_written_ids(path, qid, run[qid])
-        ranked = sorted(run[qid].items(), key=lambda kv: (-kv[1], kv[0]))
-        for rank, (docid, score) in enumerate(ranked, start=1):
+        order = ranked(run[qid], None if first_stage is None else first_stage.get(qid, {}))
+        for rank, (docid, score) in enumerate(order, start=1):
             lines.append(f"{qid} Q0 {docid} {rank} {score:.8g} {tag}\n")
     write_text(path, "".join(lines))
 

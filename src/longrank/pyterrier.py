@@ -23,7 +23,7 @@ except ImportError as err:  # pragma: no cover - the message is the point
     raise ImportError("longrank.pyterrier needs PyTerrier: pip install 'longrank[pyterrier]' (python-terrier)") from err
 
 from longrank.api import Ranker, load_ranker, read_docs
-from longrank.io import InputError, column_ids
+from longrank.io import InputError, column_ids, ranked
 
 
 class Reranker(pt.Transformer):
@@ -79,6 +79,8 @@ class Reranker(pt.Transformer):
             candidates, queries, docs, depth, "the results frame", "the frame's query column", docs_from
         )
         frame["score"] = [scored[q][d] for q, d in zip(frame["qid"], frame["docno"])]
-        frame = frame.sort_values(["qid", "score", "docno"], ascending=[True, False, True], kind="stable")
-        frame["rank"] = frame.groupby("qid").cumcount()
+        # ties in the first stage's order (a query the model knows no word of keeps it), not by doc id
+        position = {(q, d): i for q in scored for i, (d, _) in enumerate(ranked(scored[q], candidates[q]))}
+        frame["rank"] = [position[q, d] for q, d in zip(frame["qid"], frame["docno"])]
+        frame = frame.sort_values(["qid", "rank"], kind="stable")
         return frame.reset_index(drop=True)

@@ -142,7 +142,12 @@ def rerank(
             )
         )
         del model
-    write_run(out_dir / f"{name}.run", with_tail(model_run, candidates, corpus.test_queries()), tag=name)
+    write_run(
+        out_dir / f"{name}.run",
+        with_tail(model_run, candidates, corpus.test_queries()),
+        tag=name,
+        first_stage=candidates,
+    )
     # how it was scored belongs to the run too: a bf16 run differs from an fp32 one in its last digits
     scoring = {"rerank_depth": depth, "rerank_precision": precision, "rerank_batch_size": batch_size}
     write_run_metadata(

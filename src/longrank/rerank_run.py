@@ -33,10 +33,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--tag", help="the run's tag column (default: the model's name)")
+    parser.add_argument(
+        "--interpolate",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="FIRST_STAGE",
+        help="mix the model's scores with --run's at the weight the export holds for that first stage (the model "
+        "card's {model}+{first stage} row); --run must be that first stage's run",
+    )
 
 
 def run(args) -> None:
-    from longrank.api import load_ranker, read_docs, read_queries, read_ranking
+    from longrank.api import load_ranker, read_docs, read_queries, read_ranking, read_scores
     from longrank.runs import top_candidates
 
     if args.batch_size < 1 or (args.depth is not None and args.depth < 1):
@@ -50,16 +59,32 @@ def run(args) -> None:
     candidates, where = read_ranking(args.run)
     depth = args.depth or ranker.depth or max((len(r) for r in candidates.values()), default=1)
     wanted = {d for q in candidates for d in top_candidates(candidates, q, depth)}
-    reranked = ranker.rerank_run(
-        candidates, read_queries(args.queries), read_docs(args.docs, wanted), depth, where, args.queries, args.docs
+    weight = (
+        ranker.interpolation_weight(None if args.interpolate is True else args.interpolate)
+        if args.interpolate
+        else None
     )
-    write_run(args.out, reranked, tag=args.tag or ranker.name)
+    reranked = ranker.rerank_run(
+        candidates,
+        read_queries(args.queries),
+        read_docs(args.docs, wanted),
+        depth,
+        where,
+        args.queries,
+        args.docs,
+        args.interpolate,
+        read_scores(args.run) if args.interpolate else None,
+    )
+    write_run(args.out, reranked, tag=args.tag or ranker.name, first_stage=candidates)
     # provenance beside the run, as the workflow's stages write it (longrank/provenance.py)
+    pipeline = {"reranks": str(args.run), "depth": depth}
+    if weight is not None:
+        pipeline["interpolation_weight"] = weight
     write_run_metadata(
         args.out,
         {"ranker": str(args.ranker), "type": ranker.type, "depth": depth, "batch_size": args.batch_size},
         name=args.tag or ranker.name,
-        pipeline={"reranks": str(args.run), "depth": depth},
+        pipeline=pipeline,
         checkpoints=[Path(args.ranker) / "model.safetensors"],
         data_files={"collection": args.docs, "topics": args.queries, "candidates": args.run},
     )

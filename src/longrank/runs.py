@@ -4,12 +4,12 @@ so that lexical baselines, interpolation and the report use it without importing
 
 from __future__ import annotations
 
-from longrank.io import Run
+from longrank.io import Run, in_order
 
 
 def top_candidates(candidates: Run, qid: str, depth: int) -> list[str]:
     """A query's top ``depth`` documents by descending score, ties by document id."""
-    return [d for d, _ in sorted(candidates.get(qid, {}).items(), key=lambda kv: (-kv[1], kv[0]))[:depth]]
+    return in_order(candidates.get(qid, {}))[:depth]
 
 
 def with_tail(reranked: Run, first_stage: Run, qids: list[str]) -> Run:

@@ -82,7 +82,8 @@ def _bucket_shares(doc_lengths: Sequence[float], edges: np.ndarray) -> np.ndarra
 
 
 def top_k(run: Mapping[str, Mapping[str, float]], k: int) -> dict[str, list[str]]:
-    return {q: [d for d, _ in sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))[:k]] for q, docs in run.items()}
+    # ties in the run's own order (a run read from its file: its rank column), as reranked ties are written
+    return {q: [d for d, _ in sorted(docs.items(), key=lambda kv: -kv[1])[:k]] for q, docs in run.items()}
 
 
 def uniform_region_share(

@@ -101,10 +101,17 @@ def save_weights(model: torch.nn.Module, path: str | Path, manifest: bool = True
         write_manifest(path)
 
 
-def load_weights(model: torch.nn.Module, path: str | Path, require_manifest: bool = False) -> None:
+def load_weights(
+    model: torch.nn.Module, path: str | Path, require_manifest: bool = False, vocabulary_rows: int | None = None
+) -> None:
     """Load safetensors weights into ``model``. Anything else (a pickled ``torch.save`` file, a truncated
     file) is refused without being unpickled; so are weights of another model class or of other shapes, and a file
-    its manifest, where it has one, does not vouch for."""
+    its manifest, where it has one, does not vouch for.
+
+    ``vocabulary_rows``: ``model`` was built over a larger vocabulary than it was trained on (an export's pre-trained
+    words after the trained ones, :mod:`longrank.api`): a saved tensor of that many rows whose model tensor has more
+    rows and the same other sizes fills the first rows; the rows after keep the model's own initial values (the
+    embedding's are overwritten with the pre-trained vectors by the caller)."""
     path = Path(path)
     verify_weights(path, require_manifest)
     try:
@@ -121,6 +128,8 @@ def load_weights(model: torch.nn.Module, path: str | Path, require_manifest: boo
             f"checkpoint {path} holds a {saved_class} model's weights; the config builds a {_model_class(model)}"
         )
     own = model.state_dict()
+    if vocabulary_rows is not None:
+        state = {k: _grown(v, own.get(k), vocabulary_rows) for k, v in state.items()}
     resized = [
         f"{k} {tuple(state[k].shape)} vs {tuple(own[k].shape)}"
         for k in own
@@ -137,6 +146,22 @@ def load_weights(model: torch.nn.Module, path: str | Path, require_manifest: boo
         raise InputError(
             f"checkpoint {path} does not fit the configured model: missing {missing[:5]}, unexpected {unexpected[:5]}"
         )
+
+
+def _grown(saved: torch.Tensor, own: torch.Tensor | None, rows: int) -> torch.Tensor:
+    """``saved`` (``rows`` vocabulary rows) over the first rows of the model's larger ``own`` tensor; any other
+    tensor as it was saved (a shape that differs otherwise is refused by the caller)."""
+    if (
+        own is None
+        or saved.dim() == 0
+        or saved.shape[0] != rows
+        or own.shape[0] <= rows
+        or saved.shape[1:] != own.shape[1:]
+    ):
+        return saved
+    grown = own.detach().clone().to(saved.dtype)
+    grown[:rows] = saved
+    return grown
 
 
 def load_model(
