@@ -32,9 +32,12 @@ def resolved(combo: tuple[str, ...]) -> dict:
 
 
 def outside_whitelist(config: dict) -> dict[str, object]:
-    """The resolved config's leaves but the whitelisted ones, also where resolved_models repeats a model's keys."""
+    """The resolved config's leaves but the whitelisted ones, also where resolved_models repeats a model's keys, and
+    but the sizes the config stage derives from whitelisted ones (a model's document budget: its lengths)."""
     out = {}
     for key, value in flat(config).items():
+        if re.fullmatch(r"resolved_models\.[^.]+\.capabilities\.document_budget", key):
+            continue
         as_entry = re.sub(r"^resolved_models\.([^.]+)\.(?:architecture\.)?", r"models.\1.", key)
         if pattern_of(key) is None and pattern_of(as_entry) is None:
             out[key] = value
