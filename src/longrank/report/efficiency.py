@@ -7,7 +7,7 @@ import pandas as pd
 from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
-from longrank.report.inputs import PRIMARY
+from longrank.report.inputs import PRIMARY, no_model_reason
 from longrank.outputs import SPREAD_LIMIT, BenchTable
 from longrank.tables import Cell, fmt
 
@@ -38,11 +38,28 @@ def timed_table(bench: BenchTable) -> tuple[list[str], list[list[Cell]]]:
     return headers, table
 
 
+def absent_benches(inp) -> list[str]:
+    """Why a paper-figure bench an enabled model asks for has no table here: its ``enabled: false`` key."""
+    wanted = {
+        spec["capabilities"]["speed_bench"]
+        for m, spec in inp.resolved.items()
+        if m in inp.models and spec["capabilities"].get("speed_bench")
+    }
+    titles = {"mores_speed": "MORES's speed table (Table 4)", "mir_speed": "MIR against BERT-MaxP (Fig. 5)"}
+    return [
+        f"{titles[bench]}: {bench}.enabled: false"
+        for bench in sorted(wanted & set(titles))
+        if not (inp.config.get(bench) or {}).get("enabled", True)
+    ]
+
+
 def section(ctx: Context) -> Section:
     inp, cmp = ctx.inp, ctx.cmp
     sec = Section("Efficiency")
     if not inp.benches:
-        sec.note("Skipped: no bench stage runs in this configuration.")
+        sec.not_run(no_model_reason(inp, "is benched (bench/{model}.json times every enabled model but MIR's)"))
+    for why in absent_benches(inp):
+        sec.not_run(why)
     for b in inp.benches:
         headers, rows = timed_table(b)
         if rows:

@@ -96,6 +96,23 @@ def rerank_depth(inp, system: str) -> int:
     return int((inp.models.get(system) or {}).get("rerank_depth") or inp.config.get("rerank_depth") or 100)
 
 
+def measure_missing(inp, measures) -> str:
+    """Why a section of the primary measure did not run: evaluation.measures lacks it."""
+    configured = (inp.config.get("evaluation") or {}).get("measures") or list(measures)
+    return f"evaluation.measures has no {PRIMARY} (it has {', '.join(map(str, configured)) or 'none'})"
+
+
+def no_model_reason(inp, what: str) -> str:
+    """Why no enabled model ``what`` (re-ranks candidates, trains, ...): none configured, or every entry is
+    ``enabled: false``."""
+    every = list((inp.config.get("models") or {}).keys())
+    if not every:
+        return f"no model that {what}: the config's models: is empty"
+    if not inp.models:
+        return f"no model that {what}: every entry of models: has enabled: false ({', '.join(every)})"
+    return f"no enabled model {what} (enabled: {', '.join(inp.models)})"
+
+
 class Inputs:
     """Everything the report reads, from the files its manifest names (read once, when first asked for)."""
 

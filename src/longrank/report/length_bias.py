@@ -6,6 +6,7 @@ from longrank.evaluate.lengths import length_distributions
 from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
+from longrank.report.inputs import no_model_reason
 
 
 def section(ctx: Context) -> Section:
@@ -15,7 +16,7 @@ def section(ctx: Context) -> Section:
     rerankers = [s for s in systems if inp.is_reranker(s)]
     cands = inp.candidates()
     if not rerankers:
-        return sec.note("Skipped: no re-ranker in this configuration.")
+        return sec.not_run(no_model_reason(inp, "re-ranks candidates"))
     runs = {s: inp.run(s) for s in rerankers}
     baseline = inp.default_first_stage
     runs[baseline] = cands  # the first stage's own ranking, for reference

@@ -13,7 +13,7 @@ from __future__ import annotations
 from longrank.evaluate.lengths import relevant_median_length
 from longrank.report.context import Context
 from longrank.report.html import Section
-from longrank.report.inputs import PRIMARY, first_stages
+from longrank.report.inputs import PRIMARY, first_stages, no_model_reason
 from longrank.report.verdicts import pair_row, verdict
 from longrank.tables import Cell, fmt, fmt_p
 
@@ -46,15 +46,15 @@ def changed_keys(name: str, ref: str, models: dict, resolved: dict) -> str:
     return ", ".join(f"{k}: {a.get(k)}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)) or "(same entry)"
 
 
-def section(ctx: Context) -> Section | None:
+def section(ctx: Context) -> Section:
     inp, cmp = ctx.inp, ctx.cmp
     configured = mir_models(inp.models, inp.resolved)
     names = [m for m in configured if m in cmp.systems]
-    if not configured:
-        return None
     sec = Section("MIR: ablations and query groups")
+    if not configured:
+        return sec.not_run(no_model_reason(inp, "reads a MIR graph set (an entry of type mir)"))
     if not names:
-        return sec.note("Skipped: no evaluated mir model yet.")
+        return sec.not_run(f"{', '.join(configured)} not among the compared systems (compare/table.csv)")
     ref = reference(inp.models, names)
     measures = [m for m in ABLATION_MEASURES if m in cmp.measures]
     means = {m: cmp.means(m) for m in measures}
@@ -96,9 +96,18 @@ def _length_against_throughput(ctx: Context, sec: Section) -> None:
     cmp = ctx.cmp
     speed = next((b for b in ctx.inp.benches if b.side_by_side and b.timed_entries), None)
     if speed is None:
+        enabled = (ctx.inp.config.get("mir_speed") or {}).get("enabled", True)
+        sec.not_run(
+            "effectiveness against throughput side by side (MIR Fig. 5): "
+            + ("mir_speed.enabled: false" if not enabled else "no bench/mir.speed.json among the report's inputs")
+        )
         return
     timed = {n: t for n, t in speed.timed_entries.items() if n in cmp.systems and n in speed.docs_per_ms}
     if not timed:
+        sec.not_run(
+            "effectiveness against throughput side by side (MIR Fig. 5): none of the entries mir_speed timed "
+            f"({', '.join(speed.timed_entries) or 'none'}) is among the compared systems"
+        )
         return
     means, rate = cmp.means(PRIMARY), speed.docs_per_ms
     rows = [

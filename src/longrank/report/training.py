@@ -12,7 +12,7 @@ from longrank.outputs import TrainSummary
 from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
-from longrank.report.inputs import PRIMARY
+from longrank.report.inputs import PRIMARY, no_model_reason
 from longrank.report.verdicts import is_zero_shot, pair_row, verdict
 from longrank.runs import mean_measure
 from longrank.tables import Cell, fmt, fmt_p, read_table
@@ -33,7 +33,11 @@ def section(ctx: Context) -> Section:
         if fold_index == 0:
             _dev_curves(ctx, sec, [m for m in trained if m not in floors and m in summaries], dev_refs)
     if not rows:
-        return sec.note("Skipped: no model in this configuration trains.")
+        return sec.not_run(
+            no_model_reason(inp, "trains")
+            if not inp.models
+            else "no enabled model trains weights of its own: " + "; ".join(map(untrained_reason, inp.models.items()))
+        )
     _pretraining(ctx, sec, trained)
     vs = f" vs {floors[0]}" if floors else ""
     sec.howto(
@@ -57,6 +61,16 @@ def section(ctx: Context) -> Section:
         rows,
     )
     return sec
+
+
+def untrained_reason(item: tuple[str, dict]) -> str:
+    """Why an enabled entry has no training row: the config key that says so."""
+    name, spec = item
+    if spec.get("checkpoint_of"):
+        return f"{name} has checkpoint_of: {spec['checkpoint_of']}"
+    if is_zero_shot(spec):
+        return f"{name} has train.steps: 0 (zero-shot)"
+    return f"{name} has no training summary among the report's inputs"
 
 
 def _fold_rows(
