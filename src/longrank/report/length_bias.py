@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import statistics
+
 from longrank.evaluate.lengths import length_distributions
 from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
-from longrank.report.inputs import no_model_reason
+from longrank.report.inputs import no_model_reason, stage_label
 
 
 def section(ctx: Context) -> Section:
@@ -25,7 +28,10 @@ def section(ctx: Context) -> Section:
     depths = [(inp.models.get(s) or {}).get("rerank_depth") or inp.config.get("rerank_depth") or 100 for s in rerankers]
     depth = max(1, min(30, min(depths) // 2))
     dist = length_distributions(cands, inp.qrels, runs, inp.lengths, inp.evaluated_qids, depth=depth)
-    png = plots.length_bias_plot(dist, rerankers, ctx.fig_dir / "fig_length_bias.png", depth=depth, baseline=baseline)
+    why = functools.partial(panel_reason, inp, runs, depth, baseline)
+    plot = plots.length_bias_plot(
+        dist, rerankers, ctx.fig_dir / "fig_length_bias.png", depth=depth, baseline=baseline, why=why
+    )
     sec.text(
         "Length buckets are deciles of the collection's document lengths (equal numbers of documents), so "
         "the share of relevant candidates in a bucket is proportional to P(rel | length) and the share of a "
@@ -33,5 +39,44 @@ def section(ctx: Context) -> Section:
         f"right means the model under-retrieves long documents. (Top {depth}: half the shallowest rerank depth, "
         "since reranking the top n cannot change which documents are in it.)"
     )
-    sec.image(png, f"Relevance vs retrieval (top {depth}) by document length, per re-ranker (TKL Fig. 1 style).")
+    sec.image(
+        plot.path,
+        f"Relevance vs retrieval (top {depth}) by document length, per re-ranker (TKL Fig. 1 style).",
+        plot.note,
+    )
     return sec
+
+
+def panel_reason(inp, runs: dict, depth: int, baseline: str, kind: str, model: str) -> str:
+    """Why ``model``'s panel is empty, repeats another's, or draws its first stage's curve: the test queries on which
+    its first stage handed it no more than ``depth`` candidates (its top ``depth`` there is the whole list, whatever
+    it scores), else whether its top ``depth`` holds the same documents as the first stage's on every query."""
+    qids = list(inp.evaluated_qids)
+    stage = inp.stage_of(model)
+    cands = inp.candidates(stage) or {}
+    run = runs.get(model) or {}
+    if kind == "empty":
+        scored = sum(1 for q in qids if run.get(q))
+        return f"its run ranks documents for {scored} of the {len(qids)} test queries"
+    counts = [len(cands.get(q, {})) for q in qids]
+    short = sum(1 for n in counts if n <= depth)
+    label = stage_label(stage) if stage else "the first stage"
+    lists = (
+        f"{label} returned at most {depth} candidates for {short} of the {len(qids)} test queries (median "
+        f"{statistics.median(counts) if counts else 0:g}, top_k {top_k_of(inp, stage)}): there the top {depth} is the "
+        "whole candidate list, whatever the model scores"
+    )
+    same = sum(1 for q in qids if set(top(run, q, depth)) == set(top(cands, q, depth)))
+    kept = f"the model's top {depth} holds the same documents as {label}'s on {same} of the {len(qids)} test queries"
+    if short == len(qids):
+        return f"fewer candidates than the plot's depth: {lists}"
+    return f"{lists}; elsewhere {kept.replace('the model', model)}" if short else kept.replace("the model", model)
+
+
+def top(run: dict, qid: str, depth: int) -> list[str]:
+    docs = run.get(qid) or {}
+    return [d for d, _ in sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]]
+
+
+def top_k_of(inp, stage: str | None) -> str:
+    return str((inp.first_stages.get(stage) or {}).get("top_k", "?")) if stage else "?"

@@ -31,11 +31,12 @@ def section(ctx: Context) -> Section:
         model: region_positions(path, inp.run(model), inp.evaluated_qids, top_docs=10)
         for model, path in details.items()
     }
-    png = plots.region_plot(positions, ctx.fig_dir / "fig_regions.png")
+    plot = plots.region_plot(positions, ctx.fig_dir / "fig_regions.png")
     sec.image(
-        png,
+        plot.path,
         "Start offsets of the rank-1, -2 and -3 regions over each test query's top-10 documents "
         "(log-log; dotted line at token 500).",
+        plot.note,
     )
     rows = []
     for model, pos in positions.items():
