@@ -36,7 +36,7 @@ from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import annotation, cut_text, load_pipeline
 from longrank.graphs.build import build_record, fit_tfidf, graph_settings, stride
 from longrank.io import InputError, json_object
-from longrank.outputs import BenchTable
+from longrank.outputs import BenchTable, Rate
 from longrank.models.bert_ranker import BertRanker
 from longrank.models.modules.encoders import DEFAULT_ENCODER, load_encoder, load_tokenizer
 from longrank.models.registry import architecture_params, build_model, capabilities, constructor_defaults
@@ -196,6 +196,11 @@ def measure(
         rows=rows,
         notes=_notes(graphs, batch, settings["repeats"], device),
         docs_per_ms={entry: by_length[a["tokens"]][rates[a["model"]]] for entry, a in alike.items()},
+        # the passes behind each entry's docs/ms: the timing of its model at its length, batch documents a pass
+        rates={
+            entry: Rate(batch, timings[lengths.index(a["tokens"])][f"{a['model']} ms/batch"])
+            for entry, a in alike.items()
+        },
         side_by_side=True,
         timed_entries=alike,
         device=str(device),

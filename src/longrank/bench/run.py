@@ -47,7 +47,7 @@ from longrank.data.corpus import Corpus
 from longrank.data.words import tokenize
 from longrank.io import InputError
 from longrank.bench.timing import MIN_REPEATS, check_repeats, time_alternating, time_region
-from longrank.outputs import BenchTable, Timing
+from longrank.outputs import BenchTable, Rate, Timing
 from longrank.models.checkpoint import load_model
 from longrank.runtime import resolve_device
 
@@ -105,6 +105,10 @@ def run(args: argparse.Namespace) -> None:
         rows=rows,
         notes=_notes(args, job["device"], measured, max_len, packing),
         docs_per_ms={args.model: reference["docs_per_ms"]} if reference else {},
+        # the timed passes behind docs_per_ms (batch_size documents each), so the report prints its range
+        rates={args.model: Rate(args.batch_size, Timing.from_json(reference["timing"]))}
+        if reference and "timing" in reference
+        else {},
         device=job["device"],
         timings=timings,
         extra=extra,

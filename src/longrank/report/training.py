@@ -56,7 +56,7 @@ def section(ctx: Context) -> Section:
             f"Δ dev{vs}",
             f"Test {PRIMARY}",
             f"Δ test{vs}",
-            "Seconds",
+            "Training time (s)",
         ],
         rows,
     )
@@ -105,10 +105,19 @@ def _fold_rows(
                 Cell(f"{summary.best_dev_ndcg10 - floor_dev:+.4f}" if floor_dev is not None else "–"),
                 Cell(fmt(test) if test is not None else "–"),
                 Cell(f"{test - floor_test:+.4f}" if test is not None and floor_test is not None else "–"),
-                Cell(fmt(summary.seconds, 0) if summary.seconds is not None else "–"),
+                Cell(train_time(summary)),
             ]
         )
     return rows
+
+
+def train_time(summary: TrainSummary) -> str:
+    """Seconds of one training run and its seconds per step (dev evaluations included); a run is timed once, so
+    the cell says "1 run" rather than give a spread it does not have."""
+    if summary.seconds is None:
+        return "–"
+    per_step = f", {summary.seconds / summary.steps_run:.3g} s/step" if summary.steps_run else ""
+    return f"{fmt(summary.seconds, 0)} (1 run{per_step})"
 
 
 def _dev_curves(ctx: Context, sec: Section, models: list[str], dev_refs: dict) -> None:
@@ -148,7 +157,7 @@ def _pretraining(ctx: Context, sec: Section, trained: list[str]) -> None:
             "Steps run",
             "Best step",
             f"Best pseudo-dev {PRIMARY}",
-            "Seconds",
+            "Training time (s)",
         ],
         rows,
     )
@@ -178,7 +187,7 @@ def _pretraining_rows(inp, trained: list[str]) -> tuple[list[list], dict]:
                 summary.steps_run,
                 summary.best_step,
                 Cell(fmt(summary.best_dev_ndcg10)),
-                Cell(fmt(summary.seconds, 0) if summary.seconds is not None else "–"),
+                Cell(train_time(summary)),
             ]
         )
         log_path = path.with_name("training_log.tsv")
