@@ -57,7 +57,11 @@ def section(ctx: Context) -> Section:
     inp, cmp = ctx.inp, ctx.cmp
     sec = Section("Efficiency")
     if not inp.benches:
-        sec.not_run(no_model_reason(inp, "is benched (bench/{model}.json times every enabled model but MIR's)"))
+        sec.not_run(
+            no_model_reason(inp, "is benched")
+            if not inp.models
+            else f"no bench JSON among the report's inputs (bench/{{model}}.json of {', '.join(inp.models)})"
+        )
     for why in absent_benches(inp):
         sec.not_run(why)
     for b in inp.benches:

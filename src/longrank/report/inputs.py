@@ -102,15 +102,15 @@ def measure_missing(inp, measures) -> str:
     return f"evaluation.measures has no {PRIMARY} (it has {', '.join(map(str, configured)) or 'none'})"
 
 
-def no_model_reason(inp, what: str) -> str:
+def no_model_reason(inp, what: str, hint: str = "") -> str:
     """Why no enabled model ``what`` (re-ranks candidates, trains, ...): none configured, or every entry is
-    ``enabled: false``."""
+    ``enabled: false``, or (``hint``) what an entry would need."""
     every = list((inp.config.get("models") or {}).keys())
     if not every:
         return f"no model that {what}: the config's models: is empty"
     if not inp.models:
         return f"no model that {what}: every entry of models: has enabled: false ({', '.join(every)})"
-    return f"no enabled model {what} (enabled: {', '.join(inp.models)})"
+    return f"no enabled model {what}" + (f" ({hint})" if hint else "") + f"; enabled: {', '.join(inp.models)}"
 
 
 class Inputs:

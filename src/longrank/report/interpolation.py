@@ -21,6 +21,9 @@ def section(ctx: Context) -> Section:
             no_model_reason(inp, "is interpolated")
             if not inp.models
             else f"every enabled model has interpolate: false ({', '.join(inp.models)})"
+            if not any(spec.get("interpolate", True) for spec in inp.models.values())
+            else "no runs/{model}+{first stage}.interpolation.json among the report's inputs (models with "
+            f"interpolate: true: {', '.join(m for m, spec in inp.models.items() if spec.get('interpolate', True))})"
         )
     rows = []
     for model, _, info in found:

@@ -58,19 +58,23 @@ def panel_reason(inp, runs: dict, depth: int, baseline: str, kind: str, model: s
     if kind == "empty":
         scored = sum(1 for q in qids if run.get(q))
         return f"its run ranks documents for {scored} of the {len(qids)} test queries"
-    counts = [len(cands.get(q, {})) for q in qids]
-    short = sum(1 for n in counts if n <= depth)
+    n, counts = len(qids), [len(cands.get(q, {})) for q in qids]
+    short = sum(1 for c in counts if c <= depth)
     label = stage_label(stage) if stage else "the first stage"
-    lists = (
-        f"{label} returned at most {depth} candidates for {short} of the {len(qids)} test queries (median "
-        f"{statistics.median(counts) if counts else 0:g}, top_k {top_k_of(inp, stage)}): there the top {depth} is the "
-        "whole candidate list, whatever the model scores"
-    )
+    returned = f"median {statistics.median(counts) if counts else 0:g} candidates, top_k {top_k_of(inp, stage)}"
     same = sum(1 for q in qids if set(top(run, q, depth)) == set(top(cands, q, depth)))
-    kept = f"the model's top {depth} holds the same documents as {label}'s on {same} of the {len(qids)} test queries"
-    if short == len(qids):
-        return f"fewer candidates than the plot's depth: {lists}"
-    return f"{lists}; elsewhere {kept.replace('the model', model)}" if short else kept.replace("the model", model)
+    kept = f"{model}'s top {depth} holds the same documents as {label}'s on {same} of the {n} test queries"
+    if short == n:
+        return (
+            f"{label} returned no more candidates than the plot's depth ({depth}) on all {n} test queries "
+            f"({returned}), so a model's top {depth} is the whole candidate list, whatever it scores"
+        )
+    if short:
+        return (
+            f"{label} returned no more than {depth} candidates on {short} of the {n} test queries ({returned}), where "
+            f"a model's top {depth} is the whole candidate list; elsewhere {kept}"
+        )
+    return f"{kept} (it reorders them, but the plot counts which documents are in the top {depth})"
 
 
 def top(run: dict, qid: str, depth: int) -> list[str]:

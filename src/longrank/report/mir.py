@@ -52,7 +52,7 @@ def section(ctx: Context) -> Section:
     names = [m for m in configured if m in cmp.systems]
     sec = Section("MIR: ablations and query groups")
     if not configured:
-        return sec.not_run(no_model_reason(inp, "reads a MIR graph set (an entry of type mir)"))
+        return sec.not_run(no_model_reason(inp, "reads a MIR graph set", "an entry of type mir does"))
     if not names:
         return sec.not_run(f"{', '.join(configured)} not among the compared systems (compare/table.csv)")
     ref = reference(inp.models, names)

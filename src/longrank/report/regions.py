@@ -23,9 +23,7 @@ def section(ctx: Context) -> Section:
         return sec.not_run(
             f"the details files of {', '.join(tkl)} hold no region positions (runs/<model>.details.jsonl is empty)"
             if tkl
-            else no_model_reason(
-                inp, "writes region positions (only TKL's scores come with them: no enabled entry of type tkl)"
-            )
+            else no_model_reason(inp, "writes region positions", "only TKL's scores come with them")
         )
     positions = {
         model: region_positions(path, inp.run(model), inp.evaluated_qids, top_docs=10)
