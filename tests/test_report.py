@@ -142,6 +142,40 @@ def test_every_timing_the_report_shows_carries_its_spread_or_says_one_run(workfl
 
 
 @e2e
+def test_the_length_bias_figure_names_every_pair_of_panels_that_plot_the_same_documents(workflow_run):
+    """Two re-rankers whose top k (the figure's depth) holds the same documents on every evaluated test query draw the
+    same curve: the caption's note must name them, with a reason; panels that differ carry no note."""
+    from longrank.evaluate.lengths import top_k
+    from longrank.evaluate.metrics import evaluable_queries, read_folds, test_queries
+    from longrank.io import read_qrels, read_run
+
+    results, md = results_of(workflow_run), report_md(workflow_run)
+    section = section_of(md, "Probability of relevance")
+    depth = int(section.split("(top ", 1)[1].split(")", 1)[0])
+    qrels = read_qrels(results / "data" / "qrels.txt")
+    qids = evaluable_queries(qrels, test_queries(read_folds(results / "data" / "folds.json")))[0]
+    systems = pd.read_csv(results / "compare" / "table.csv")["system"].unique()
+    stages = set(read_json(results / "config.json")["first_stages"])
+    panels = [s for s in systems if s not in stages and "+" not in s]  # the figure's: the re-rankers of the main table
+    tops = {
+        s: top_k({q: d for q, d in read_run(results / "runs" / f"{s}.run").items() if q in qids}, depth) for s in panels
+    }
+    same = [
+        (a, b)
+        for i, a in enumerate(panels)
+        for b in panels[i + 1 :]
+        if all(set(tops[a].get(q, [])) == set(tops[b].get(q, [])) for q in qids)
+    ]
+    note = section.split("**Note:** ", 1)[1].split("\n", 1)[0] if "**Note:** " in section else ""
+    for a, b in same:
+        assert f"{a} and {b}" in note or any(f"{a} and " in n and b in n for n in note.split("; ")), (a, b, note)
+    if note:
+        assert all(": " in part for part in note.split("; ")), note  # each with its reason
+    else:
+        assert not same
+
+
+@e2e
 def test_the_sanity_table_reads_each_trained_model_against_the_count_over_the_words_it_reads(workflow_run):
     """Each trained model's own floor (the sanity stage's run over the words it reads, at its depth, on its first
     stage), evaluated, and compared with its model only (rule compare_floors: a Holm family of its own), fills that

@@ -216,11 +216,15 @@ class Rate(Record):
 
     def describe(self, scale: float = 1.0, digits: int = 2) -> str:
         """``2.31 (1.90–2.52, n=5)``, or ``2.31 (1 run)``: the figure with its range over the passes, ``scale`` times
-        docs/ms (1000: docs/s)."""
-        figure = f"{scale * self.median:,.{digits}f}"
+        docs/ms (1000: docs/s); ``digits`` decimals from 10 up, three significant digits below."""
+
+        def num(v: float) -> str:  # three significant digits below 10 (0.0123 docs/ms), else ``digits`` decimals
+            return f"{v:#.3g}" if abs(v) < 10 else f"{v:,.{digits}f}"
+
+        figure = num(scale * self.median)
         if self.runs == 1:
             return f"{figure} (1 run)"
-        return f"{figure} ({scale * self.low:,.{digits}f}–{scale * self.high:,.{digits}f}, n={self.runs})"
+        return f"{figure} ({num(scale * self.low)}–{num(scale * self.high)}, n={self.runs})"
 
 
 @dataclass

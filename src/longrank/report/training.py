@@ -116,8 +116,9 @@ def train_time(summary: TrainSummary) -> str:
     the cell says "1 run" rather than give a spread it does not have."""
     if summary.seconds is None:
         return "–"
-    per_step = f", {summary.seconds / summary.steps_run:.3g} s/step" if summary.steps_run else ""
-    return f"{fmt(summary.seconds, 0)} (1 run{per_step})"
+    per_step = f", {summary.seconds / summary.steps_run:#.2g} s/step" if summary.steps_run else ""
+    seconds = f"{summary.seconds:,.0f}" if summary.seconds >= 10 else f"{summary.seconds:#.2g}"
+    return f"{seconds} (1 run{per_step})"
 
 
 def _dev_curves(ctx: Context, sec: Section, models: list[str], dev_refs: dict) -> None:
