@@ -150,11 +150,12 @@ def section(ctx: Context) -> Section:
         )
     measured = [r for r in data.get("rows") or [] if not r.get("skipped")]
     if measured:
-        png = plots.attention_scaling_plot(measured, skipped, ctx.fig_dir / "fig_attention_scaling.png", LABELS)
+        plot = plots.attention_scaling_plot(measured, skipped, ctx.fig_dir / "fig_attention_scaling.png", LABELS)
         sec.image(
-            png,
+            plot.path,
             "Peak training memory (left) and forward+backward time (right) against sequence length, log-log: "
             "a slope of 1 is linear growth, 2 quadratic (dotted guides). Skipped configurations are listed in the legend.",
+            plot.note,
         )
     if data.get("method"):
         sec.note(str(data["method"]))

@@ -300,7 +300,7 @@ def training_plot(
 
 def attention_scaling_plot(
     measured: Sequence[Mapping], skipped: Sequence[Mapping], path, labels: Mapping[str, str]
-) -> Path:
+) -> Plot:
     """NDRM Fig. 2 brought up to date: peak training memory (left) and forward+backward time (right) against
     sequence length, one curve per attention (rows of bench/attention_scaling.json). Log-log axes, so growth
     as n^k is a straight line of slope k; dotted guides of slope 1 and 2 start at the smallest length's lowest
@@ -333,4 +333,16 @@ def attention_scaling_plot(
         ax.legend(fontsize=7, frameon=False)
     axes[0].set_title("Memory by length")
     axes[1].set_title("Time by length")
-    return _save(fig, path)
+    drawn = {
+        title: [float(r[key]) if r[key] and r[key] > 0 else np.nan for r in measured]
+        for title, key in (("peak memory", "peak_mb"), ("time", "seconds"))
+    }
+
+    def why(kind: str, title: str) -> str:
+        return (
+            "no measured configuration has a positive value (each was skipped, or measured 0)"
+            if kind == "empty"
+            else ""
+        )
+
+    return Plot(_save(fig, path), panel_check(drawn, None, why))
