@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from longrank.bench.run import MemoryProbe, bench_queries
-from longrank.bench.timing import MIN_REPEATS, synchronizer, time_alternating
+from longrank.bench.timing import MIN_REPEATS, median_of, synchronizer, time_alternating
 from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import annotation, cut_text, load_pipeline
 from longrank.graphs.build import build_record, fit_tfidf, graph_settings, stride
@@ -302,11 +302,17 @@ def _notes(graphs: BenchGraphs, batch: int, repeats: int, device) -> str:
     }
     return (
         f"Device {device}, {torch.get_num_threads()} CPU threads, batches of {batch} documents cut from the "
-        f"collection's text, forward only, after a warm-up forward each, median of {repeats} timed batches "
+        f"collection's text, forward only, after a warm-up forward each, {median_of(repeats, 'timed batches', 'timed batch')} "
         f"(spread beside it) with MIR and MaxP alternating, synchronised on CUDA. MaxP "
         f"reads the same {graphs.config['window']}-token windows every {stride(graphs.config)} tokens. Graph "
-        f"construction (spaCy annotation + pivots + graphs) took {graphs.ms_per_document:.1f} ms per document (median "
-        f"of {len(graphs.seconds)}; {nodes['passage']:.1f} passage, {nodes['sentence']:.1f} sentence and "
+        f"construction (spaCy annotation + pivots + graphs) took {graphs.ms_per_document:.1f} ms per document ("
+        + (
+            "one document, 1 run"
+            if len(graphs.seconds) == 1
+            else f"median of {len(graphs.seconds)} documents, {1000 * min(graphs.seconds):.1f}–"
+            f"{1000 * max(graphs.seconds):.1f} ms"
+        )
+        + f"; {nodes['passage']:.1f} passage, {nodes['sentence']:.1f} sentence and "
         f"{nodes['token']:.1f} token nodes on average, entities only: PRF term pivots need the collection's "
         f"pseudo-query runs); it runs once per collection, not per query."
     )

@@ -46,7 +46,7 @@ import torch
 from longrank.data.corpus import Corpus
 from longrank.data.words import tokenize
 from longrank.io import InputError
-from longrank.bench.timing import MIN_REPEATS, check_repeats, time_alternating, time_region
+from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_alternating, time_region
 from longrank.outputs import BenchTable, Rate, Timing
 from longrank.models.checkpoint import load_model
 from longrank.runtime import resolve_device
@@ -175,7 +175,7 @@ def _notes(args: argparse.Namespace, device: str, measured: list[dict], max_len,
     memory_method = measured[0]["memory_method"] if measured else ""
     notes = (
         f"Device {device} ({measured[0]['device_name'] if measured else ''}), {torch.get_num_threads()} CPU threads. "
-        f"Forward only, no gradient, after {args.warmup} warm-up forward(s); median of {args.repeats} timed batches "
+        f"Forward only, no gradient, after {args.warmup} warm-up forward(s); {median_of(args.repeats, 'timed batches', 'timed batch')} "
         f"of {args.batch_size} documents cut from the collection's text (its spread beside it). Peak memory: "
         f"{memory_method} Lengths beyond the model's max_doc_len ({max_len}) are truncated by the model; 'effective "
         f"length' is what it scored, in the model's unit (words for the word-embedding models, WordPiece tokens for "
