@@ -82,6 +82,8 @@ def section(ctx: Context) -> Section:
             )
     rates, passes = inp.docs_per_ms, inp.rates
     if not rates:
+        if inp.benches:
+            sec.not_run("effectiveness against throughput: none of these benches gives a docs/ms figure")
         return sec
     if PRIMARY not in cmp.measures:
         return sec.not_run(f"effectiveness against throughput: {measure_missing(inp, cmp.measures)}")
