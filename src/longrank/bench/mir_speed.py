@@ -303,7 +303,7 @@ def _notes(graphs: BenchGraphs, batch: int, repeats: int, device) -> str:
     return (
         f"Device {device}, {torch.get_num_threads()} CPU threads, batches of {batch} documents cut from the "
         f"collection's text, forward only, after a warm-up forward each, {median_of(repeats, 'timed batches', 'timed batch')} "
-        f"(spread beside it) with MIR and MaxP alternating, synchronised on CUDA. MaxP "
+        f"with MIR and MaxP alternating, synchronised on CUDA. MaxP "
         f"reads the same {graphs.config['window']}-token windows every {stride(graphs.config)} tokens. Graph "
         f"construction (spaCy annotation + pivots + graphs) took {graphs.ms_per_document:.1f} ms per document ("
         + (

@@ -305,7 +305,7 @@ def _notes(args, device: torch.device, shapes: dict) -> list[str]:
     return [
         f"Time to rank {args.target} candidates for one query of {args.query_len} tokens; {args.candidates} candidates were "
         f"timed per variant and the time extrapolated linearly to {args.target} ({median_of(args.repeats, 'passes', 'pass')} after "
-        f"{args.warmup} warm-up pass(es), the variants alternating; its spread beside it; batch {args.batch_size}, "
+        f"{args.warmup} warm-up pass(es), the variants alternating; batch {args.batch_size}, "
         f"{torch.get_num_threads()} torch threads, device {device}).",
         "Speed-up: BERT ranker time / variant time, measured in the same process. FLOP ratio: the same ratio of online "
         "floating-point operations (module docstring), a yardstick rather than a ceiling: a speed-up can exceed it "

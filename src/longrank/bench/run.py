@@ -176,7 +176,7 @@ def _notes(args: argparse.Namespace, device: str, measured: list[dict], max_len,
     notes = (
         f"Device {device} ({measured[0]['device_name'] if measured else ''}), {torch.get_num_threads()} CPU threads. "
         f"Forward only, no gradient, after {args.warmup} warm-up forward(s); {median_of(args.repeats, 'timed batches', 'timed batch')} "
-        f"of {args.batch_size} documents cut from the collection's text (its spread beside it). Peak memory: "
+        f"of {args.batch_size} documents cut from the collection's text. Peak memory: "
         f"{memory_method} Lengths beyond the model's max_doc_len ({max_len}) are truncated by the model; 'effective "
         f"length' is what it scored, in the model's unit (words for the word-embedding models, WordPiece tokens for "
         f"the encoders)."
