@@ -160,7 +160,7 @@ def test_summary_ratios_and_straight_line_fit():
     assert linear_fit([1.0, 1.0], [2.0, 3.0]) is None
 
 
-def test_section_names_each_comparison_and_is_left_out_without_the_file(tmp_path):
+def test_section_names_each_comparison_and_says_why_it_did_not_run_without_the_file(tmp_path):
     from types import SimpleNamespace
 
     from longrank.outputs import AttentionScaling
@@ -168,9 +168,11 @@ def test_section_names_each_comparison_and_is_left_out_without_the_file(tmp_path
     from longrank.report.context import Context
 
     manifest = SimpleNamespace(attention_scaling=None)  # the report's manifest names no such file
-    ctx = Context(SimpleNamespace(manifest=manifest), None, tmp_path / "fig")
+    config = {"attention_scaling": {"enabled": False}}
+    ctx = Context(SimpleNamespace(manifest=manifest, config=config), None, tmp_path / "fig")
     ctx.fig_dir.mkdir()
-    assert attention_scaling.section(ctx) is None
+    off = attention_scaling.section(ctx)
+    assert not off.ran and off.blocks[0].text.startswith("Not run: attention_scaling.enabled: false")
     manifest.attention_scaling = tmp_path / "attention_scaling.json"
     AttentionScaling(title="hand-made", **hand_made()).write(manifest.attention_scaling)
     sec = attention_scaling.section(ctx)

@@ -11,6 +11,7 @@ from longrank.cli import main
 from longrank.io import read_json
 from longrank.models.registry import build_model
 from longrank.models.checkpoint import save_weights
+from longrank.outputs import Rate
 from test_tk_tkl import write_tiny_corpus
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
@@ -61,6 +62,10 @@ def test_bench_knrm_reports_every_length_and_the_configured_one(tmp_path, corpus
     assert rows[300][2] == 100 and rows[50][2] == 50  # truncated lengths are recorded as effective
     assert all(row[3] > 0 and row[4] > 0 and row[5] >= 0 for row in result["rows"])
     assert result["docs_per_ms"]["knrm"] == rows[100][3]
+    # the passes behind that figure: batch_size documents each, as many as --repeats, their median the figure
+    rate = Rate.from_json(result["rates"]["knrm"])
+    assert rate.docs == 4 and rate.runs == 2 and rate.median == pytest.approx(rows[100][3])
+    assert rate.low <= rate.median <= rate.high
     assert "packing" not in result
 
 

@@ -258,7 +258,7 @@ def test_a_collection_no_paper_reports_on_is_one_line(dataset):
         context(dataset, {"tkl": {"type": "tkl"}}, {"bm25": {"method": "bm25"}}, [("tkl", "nDCG@10", 0.6, 0.5, 0.7)])
     )
     assert [b.kind for b in sec.blocks] == ["note"]
-    assert sec.blocks[0].text.startswith("The papers report no figure on ")
+    assert sec.blocks[0].text.startswith("Not run: the papers report no figure on ")
 
 
 def test_the_section_reads_the_compare_stages_own_outputs(tmp_path):

@@ -83,7 +83,7 @@ def test_every_section_the_run_has_data_for_shows_it(workflow_run):
         "Training: dev curves",
         "Provenance",
     ):
-        assert "Skipped" not in section_of(md, title), title
+        assert "Not run:" not in section_of(md, title), title
     assert "Too few test queries" not in md  # ~80 test queries: a difference can be significant
     results = results_of(workflow_run)
     # training: a row per trained model and fold, with the numbers its train_summary.json holds
@@ -95,6 +95,84 @@ def test_every_section_the_run_has_data_for_shows_it(workflow_run):
         assert title in md, title
     assert "Effectiveness and throughput measured side by side" in md
     assert md_rows(section_of(md, "Positions of the top-3 regions"), "\n")["tkl"][2] != "0"
+
+
+@e2e
+def test_the_sections_the_run_has_no_data_for_say_which_key_switched_them_off(workflow_run):
+    md = report_md(workflow_run)
+    for title, why in (
+        ("Non-inferiority", "evaluation.noninferiority_reference: null"),
+        ("vs maximum document length", "no two enabled model entries differ in max_doc_len only"),
+        ("Attention scaling", "attention_scaling.enabled: false"),
+    ):
+        assert f"*Not run: {why}" in section_of(md, title), title
+    assert "Skipped" not in md
+
+
+@e2e
+def test_every_timing_the_report_shows_carries_its_spread_or_says_one_run(workflow_run):
+    """The e2e config times one pass (bench.repeats, mir_speed.repeats: 1): every docs/ms, latency and training time
+    says "1 run", from the passes the bench stages wrote beside each figure."""
+    from longrank.outputs import BenchTable
+    from longrank.report.effectiveness import RATE_HEADER
+
+    results, md = results_of(workflow_run), report_md(workflow_run)
+    benches = [BenchTable.read(p) for p in sorted((results / "bench").glob("*.json")) if "attention" not in p.name]
+    rated = {name: b for b in benches for name in b.rates}
+    assert "knrm" in rated and "mir" in rated  # the generic bench and MIR's side-by-side one
+    for b in benches:
+        assert set(b.rates) == set(b.docs_per_ms)  # every figure with the passes behind it
+        assert all(r.runs == 1 and r.docs > 0 for r in b.rates.values())
+    effectiveness = section_of(md, "Effectiveness")
+    header = md_header(effectiveness, "\n")
+    rows = md_rows(effectiveness, "\n")
+    col = header.index(RATE_HEADER)
+    # mir.speed.json's figure wins over a separate bench of the same entry (inputs.throughput)
+    for system in rated:
+        if system in rows:
+            expected = next(b for b in sorted(benches, key=lambda b: -b.side_by_side) if system in b.rates)
+            assert rows[system][col] == expected.rates[system].describe() and rows[system][col].endswith("(1 run)")
+    assert "1 run (no spread)" in section_of(md, "Efficiency")
+    side = md_rows(md, "Effectiveness and throughput measured side by side")
+    assert side and all(row[3].endswith("(1 run)") for row in side.values())
+    training = md_rows(section_of(md, "Training: dev curves"), "Training keeps the weights")
+    assert training["knrm"][-1].split(" ", 1)[1].startswith("(1 run, ") and "s/step" in training["knrm"][-1]
+    stages = section_of(md, "First stages compared")
+    assert "(1 run)" in stages
+
+
+@e2e
+def test_the_length_bias_figure_names_every_pair_of_panels_that_plot_the_same_documents(workflow_run):
+    """Two re-rankers whose top k (the figure's depth) holds the same documents on every evaluated test query draw the
+    same curve: the caption's note must name them, with a reason; panels that differ carry no note."""
+    from longrank.evaluate.lengths import top_k
+    from longrank.evaluate.metrics import evaluable_queries, read_folds, test_queries
+    from longrank.io import read_qrels, read_run
+
+    results, md = results_of(workflow_run), report_md(workflow_run)
+    section = section_of(md, "Probability of relevance")
+    depth = int(section.split("(top ", 1)[1].split(")", 1)[0])
+    qrels = read_qrels(results / "data" / "qrels.txt")
+    qids = evaluable_queries(qrels, test_queries(read_folds(results / "data" / "folds.json")))[0]
+    systems = pd.read_csv(results / "compare" / "table.csv")["system"].unique()
+    stages = set(read_json(results / "config.json")["first_stages"])
+    panels = [s for s in systems if s not in stages and "+" not in s]  # the figure's: the re-rankers of the main table
+    tops = {
+        s: top_k({q: d for q, d in read_run(results / "runs" / f"{s}.run").items() if q in qids}, depth) for s in panels
+    }
+    same = [
+        (a, b)
+        for i, a in enumerate(panels)
+        for b in panels[i + 1 :]
+        if all(set(tops[a].get(q, [])) == set(tops[b].get(q, [])) for q in qids)
+    ]
+    note = section.split("**Note:** ", 1)[1].split("\n", 1)[0] if "**Note:** " in section else ""
+    for a, b in same:
+        assert f"{a} and {b}" in note or any(f"{a} and " in n and b in n for n in note.split("; ")), (a, b, note)
+    if note:
+        assert all(": " in part for part in note.split("; ")), note  # each with its reason
+    else:
+        assert not same
 
 
 @e2e
@@ -149,10 +227,19 @@ def test_a_model_removed_from_the_config_is_gone_from_the_report(workflow_run, t
     snakemake(workdir, "report", "--configfile", str(E2E_CONFIG), str(overlay))
     assert (results_of(workdir) / "runs" / f"{removed}.run").exists()  # still there, not read
     md = report_md(workdir)
-    before_config = md.split("```", 1)[0]  # the resolved config (provenance) still lists it, enabled: false
+    before_config = md.split("<details>", 1)[0]
     assert removed not in before_config
     assert "knrm" in before_config  # the other models stay
-    assert json.loads(md.split("```", 2)[1])["models"][removed]["enabled"] is False
+    # the folded config holds the models that ran only; its summary counts and names the disabled entries
+    summary, folded = md.split("<summary>", 1)[1].split("</summary>", 1)
+    config = json.loads(folded.split("```", 2)[1])
+    assert removed not in config["models"] and removed not in config["resolved_models"] and "knrm" in config["models"]
+    disabled = [
+        m for m, e in read_json(results_of(workdir) / "config.json")["models"].items() if e.get("enabled") is False
+    ]
+    assert (
+        removed in disabled and f"{len(disabled)} disabled model entries left out (" in summary and removed in summary
+    )
 
 
 def write_evals(out_dir, n_queries: int, systems: int = 3):

@@ -170,9 +170,61 @@ class Timing(Record):
         return self.spread > SPREAD_LIMIT
 
     def describe(self) -> str:
-        """The spread as the report prints it: min and max relative to the median, and the IQR."""
+        """The spread as the report prints it: min and max relative to the median, and the IQR; "1 run" for one timed
+        pass, which has no spread to give (its figure is one draw, not a median)."""
+        if len(self.seconds) == 1:
+            return "1 run (no spread)"
         low, high = self.min_s / self.median_s - 1, self.max_s / self.median_s - 1
         return f"{low:+.0%} / {high:+.0%}, IQR {self.iqr:.0%} (n={len(self.seconds)})"
+
+
+@dataclass
+class Rate(Record):
+    """The timed passes behind one docs/ms figure: ``docs`` documents scored in each pass, and the passes. Its median
+    is the figure (docs / median ms); the slowest and fastest passes give its range."""
+
+    docs: int
+    timing: Timing
+
+    def __post_init__(self):
+        if not isinstance(self.timing, Timing):
+            self.timing = Timing.from_json(self.timing, "rate")
+
+    def to_json(self) -> dict:
+        return {"docs": self.docs, "timing": self.timing.to_json()}
+
+    def per_ms(self, seconds: float) -> float:
+        return self.docs / (1000 * seconds) if seconds > 0 else float("inf")
+
+    @property
+    def median(self) -> float:
+        return self.per_ms(self.timing.median_s)
+
+    @property
+    def low(self) -> float:
+        """docs/ms of the slowest pass."""
+        return self.per_ms(self.timing.max_s)
+
+    @property
+    def high(self) -> float:
+        """docs/ms of the fastest pass."""
+        return self.per_ms(self.timing.min_s)
+
+    @property
+    def runs(self) -> int:
+        return len(self.timing.seconds)
+
+    def describe(self, scale: float = 1.0, digits: int = 2) -> str:
+        """``2.31 (1.90–2.52, n=5)``, or ``2.31 (1 run)``: the figure with its range over the passes, ``scale`` times
+        docs/ms (1000: docs/s); ``digits`` decimals from 10 up, three significant digits below."""
+
+        def num(v: float) -> str:  # three significant digits below 10 (0.0123 docs/ms), else ``digits`` decimals
+            return f"{v:#.3g}" if abs(v) < 10 else f"{v:,.{digits}f}"
+
+        figure = num(scale * self.median)
+        if self.runs == 1:
+            return f"{figure} (1 run)"
+        return f"{figure} ({num(scale * self.low)}–{num(scale * self.high)}, n={self.runs})"
 
 
 @dataclass
@@ -184,6 +236,8 @@ class BenchTable(Record):
     rows: list[list]
     notes: str
     docs_per_ms: dict[str, float] = field(default_factory=dict)  # system -> documents re-ranked per millisecond
+    # system -> the timed passes behind its docs_per_ms (one per key of docs_per_ms): the report prints its range
+    rates: dict[str, Rate] = field(default_factory=dict)
     side_by_side: bool = False  # measured alternating in one process (mir_speed): preferred over a separate bench
     timed_entries: dict[str, dict] = field(default_factory=dict)  # mir_speed: entry -> {model: MIR | MaxP, tokens}
     device: str = ""
@@ -197,9 +251,17 @@ class BenchTable(Record):
             {col: t if isinstance(t, Timing) else Timing.from_json(t, f"{self.title}, {col}") for col, t in row.items()}
             for row in self.timings
         ]
+        self.rates = {
+            name: r if isinstance(r, Rate) else Rate.from_json(r, f"{self.title}, rate of {name}")
+            for name, r in self.rates.items()
+        }
 
     def to_json(self) -> dict:
-        return {**super().to_json(), "timings": [{col: t.to_json() for col, t in row.items()} for row in self.timings]}
+        return {
+            **super().to_json(),
+            "timings": [{col: t.to_json() for col, t in row.items()} for row in self.timings],
+            "rates": {name: r.to_json() for name, r in self.rates.items()},
+        }
 
     def check(self, where: str) -> None:
         bad = next((row for row in self.rows if len(row) != len(self.columns)), None)
@@ -210,6 +272,9 @@ class BenchTable(Record):
         unknown = sorted({col for row in self.timings for col in row} - set(self.columns))
         if unknown:
             raise InputError(f"{where}{self.title!r}: timings for columns it does not have: {unknown}")
+        stray = sorted(set(self.rates) - set(self.docs_per_ms))
+        if stray:
+            raise InputError(f"{where}{self.title!r}: rates of systems without a docs_per_ms: {stray}")
 
 
 @dataclass

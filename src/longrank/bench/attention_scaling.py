@@ -41,7 +41,7 @@ import signal
 import torch
 
 from longrank.bench.fresh import measure_in_fresh_process
-from longrank.bench.timing import MIN_REPEATS, check_repeats, time_region
+from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_region
 from longrank.io import InputError
 from longrank.outputs import AttentionScaling, Timing
 from longrank.runtime import resolve_device
@@ -193,7 +193,7 @@ def _method(args: argparse.Namespace, device, info: dict) -> str:
     return (
         f"{args.layers} ConformerLayers (hidden {args.hidden}, {args.heads} heads, the layer's defaults otherwise) "
         f"in training mode, batch {args.batch_size}, float32, on {device} ({info.get('device_name', '?')}, "
-        f"{info.get('threads', '?')} threads). Time: median of {args.repeats} forward+backward steps after "
+        f"{info.get('threads', '?')} threads). Time: {median_of(args.repeats, 'forward+backward steps', 'forward+backward step')} after "
         f"{args.warmup} warm-up step(s), each synchronised on CUDA (its spread, max - min and IQR, in each row's "
         f"timing), one fresh process per configuration. Peak memory: {info.get('memory_method', '?')} "
         f"Configurations estimated above {args.max_memory_gb:g} GB are skipped, not run."

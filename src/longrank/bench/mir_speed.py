@@ -31,12 +31,12 @@ from dataclasses import dataclass
 import torch
 
 from longrank.bench.run import MemoryProbe, bench_queries
-from longrank.bench.timing import MIN_REPEATS, synchronizer, time_alternating
+from longrank.bench.timing import MIN_REPEATS, median_of, synchronizer, time_alternating
 from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import annotation, cut_text, load_pipeline
 from longrank.graphs.build import build_record, fit_tfidf, graph_settings, stride
 from longrank.io import InputError, json_object
-from longrank.outputs import BenchTable
+from longrank.outputs import BenchTable, Rate
 from longrank.models.bert_ranker import BertRanker
 from longrank.models.modules.encoders import DEFAULT_ENCODER, load_encoder, load_tokenizer
 from longrank.models.registry import architecture_params, build_model, capabilities, constructor_defaults
@@ -196,6 +196,11 @@ def measure(
         rows=rows,
         notes=_notes(graphs, batch, settings["repeats"], device),
         docs_per_ms={entry: by_length[a["tokens"]][rates[a["model"]]] for entry, a in alike.items()},
+        # the passes behind each entry's docs/ms: the timing of its model at its length, batch documents a pass
+        rates={
+            entry: Rate(batch, timings[lengths.index(a["tokens"])][f"{a['model']} ms/batch"])
+            for entry, a in alike.items()
+        },
         side_by_side=True,
         timed_entries=alike,
         device=str(device),
@@ -297,11 +302,17 @@ def _notes(graphs: BenchGraphs, batch: int, repeats: int, device) -> str:
     }
     return (
         f"Device {device}, {torch.get_num_threads()} CPU threads, batches of {batch} documents cut from the "
-        f"collection's text, forward only, after a warm-up forward each, median of {repeats} timed batches "
-        f"(spread beside it) with MIR and MaxP alternating, synchronised on CUDA. MaxP "
+        f"collection's text, forward only, after a warm-up forward each, {median_of(repeats, 'timed batches', 'timed batch')} "
+        f"with MIR and MaxP alternating, synchronised on CUDA. MaxP "
         f"reads the same {graphs.config['window']}-token windows every {stride(graphs.config)} tokens. Graph "
-        f"construction (spaCy annotation + pivots + graphs) took {graphs.ms_per_document:.1f} ms per document (median "
-        f"of {len(graphs.seconds)}; {nodes['passage']:.1f} passage, {nodes['sentence']:.1f} sentence and "
+        f"construction (spaCy annotation + pivots + graphs) took {graphs.ms_per_document:.1f} ms per document ("
+        + (
+            "one document, 1 run"
+            if len(graphs.seconds) == 1
+            else f"median of {len(graphs.seconds)} documents, {1000 * min(graphs.seconds):.1f}–"
+            f"{1000 * max(graphs.seconds):.1f} ms"
+        )
+        + f"; {nodes['passage']:.1f} passage, {nodes['sentence']:.1f} sentence and "
         f"{nodes['token']:.1f} token nodes on average, entities only: PRF term pivots need the collection's "
         f"pseudo-query runs); it runs once per collection, not per query."
     )

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from longrank.bench.timing import MIN_REPEATS, check_repeats, time_alternating
+from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_alternating
 from longrank.outputs import BenchTable, Timing
 from longrank.models.modules.encoders import (
     DEFAULT_ENCODER,
@@ -304,8 +304,8 @@ def _notes(args, device: torch.device, shapes: dict) -> list[str]:
     """What the table measured and how, one sentence each."""
     return [
         f"Time to rank {args.target} candidates for one query of {args.query_len} tokens; {args.candidates} candidates were "
-        f"timed per variant and the time extrapolated linearly to {args.target} (median of {args.repeats} passes after "
-        f"{args.warmup} warm-up pass(es), the variants alternating; its spread beside it; batch {args.batch_size}, "
+        f"timed per variant and the time extrapolated linearly to {args.target} ({median_of(args.repeats, 'passes', 'pass')} after "
+        f"{args.warmup} warm-up pass(es), the variants alternating; batch {args.batch_size}, "
         f"{torch.get_num_threads()} torch threads, device {device}).",
         "Speed-up: BERT ranker time / variant time, measured in the same process. FLOP ratio: the same ratio of online "
         "floating-point operations (module docstring), a yardstick rather than a ceiling: a speed-up can exceed it "

@@ -45,8 +45,8 @@ from longrank.data.corpus import Corpus
 from longrank.data.words import tokenize
 from longrank.io import InputError
 from longrank.bench.fresh import measure_in_fresh_process
-from longrank.bench.timing import MIN_REPEATS, check_repeats, time_alternating, time_region
-from longrank.outputs import BenchTable, Timing
+from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_alternating, time_region
+from longrank.outputs import BenchTable, Rate, Timing
 from longrank.models.checkpoint import load_model
 from longrank.runtime import resolve_device
 
@@ -104,6 +104,10 @@ def run(args: argparse.Namespace) -> None:
         rows=rows,
         notes=_notes(args, job["device"], measured, max_len, packing),
         docs_per_ms={args.model: reference["docs_per_ms"]} if reference else {},
+        # the timed passes behind docs_per_ms (batch_size documents each), so the report prints its range
+        rates={args.model: Rate(args.batch_size, Timing.from_json(reference["timing"]))}
+        if reference and "timing" in reference
+        else {},
         device=job["device"],
         timings=timings,
         extra=extra,
@@ -170,8 +174,8 @@ def _notes(args: argparse.Namespace, device: str, measured: list[dict], max_len,
     memory_method = measured[0]["memory_method"] if measured else ""
     notes = (
         f"Device {device} ({measured[0]['device_name'] if measured else ''}), {torch.get_num_threads()} CPU threads. "
-        f"Forward only, no gradient, after {args.warmup} warm-up forward(s); median of {args.repeats} timed batches "
-        f"of {args.batch_size} documents cut from the collection's text (its spread beside it). Peak memory: "
+        f"Forward only, no gradient, after {args.warmup} warm-up forward(s); {median_of(args.repeats, 'timed batches', 'timed batch')} "
+        f"of {args.batch_size} documents cut from the collection's text. Peak memory: "
         f"{memory_method} Lengths beyond the model's max_doc_len ({max_len}) are truncated by the model; 'effective "
         f"length' is what it scored, in the model's unit (words for the word-embedding models, WordPiece tokens for "
         f"the encoders)."

@@ -16,6 +16,12 @@ from longrank.outputs import Timing
 MIN_REPEATS = 5
 
 
+def median_of(repeats: int, passes: str, one: str) -> str:
+    """How a bench's notes name its figure: "median of 5 timed batches (spread beside it)", or for one pass "one timed
+    batch (1 run, no spread)": a single pass is one draw, not a median."""
+    return f"median of {repeats} {passes} (spread beside it)" if repeats != 1 else f"one {one} (1 run, no spread)"
+
+
 def synchronizer(device: torch.device | str) -> Callable[[], None]:
     """A barrier that waits for ``device``'s queued work (CUDA), or does nothing (CPU: calls are synchronous)."""
     device = torch.device(device)

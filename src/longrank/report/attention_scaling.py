@@ -122,14 +122,14 @@ def _measure_cells(data: dict, key: str, digits: int) -> tuple[list[str], list[l
     return ["length"] + [LABELS[a] for a in attentions], table
 
 
-def section(ctx: Context) -> Section | None:
+def section(ctx: Context) -> Section:
     path = ctx.inp.manifest.attention_scaling
+    sec = Section("Attention scaling: memory and time by sequence length")
     if path is None:
-        return None
+        return sec.not_run(not_run_reason(ctx.inp))
     data = AttentionScaling.read(path).to_json()
     s = summarise(data)
     cfg = data.get("config") or {}
-    sec = Section("Attention scaling: memory and time by sequence length")
     _describe(sec, data, cfg)
     _headlines(sec, s)
     headers, rows = _measure_cells(data, "peak_mb", 0)
@@ -141,7 +141,7 @@ def section(ctx: Context) -> Section | None:
     skipped = [r for r in data.get("rows") or [] if r.get("skipped")]
     if skipped:
         sec.note(
-            "Skipped: "
+            "Not measured: "
             + "; ".join(
                 f"{LABELS.get(r['attention'], r['attention'])} at {int(r['length']):,} ({r.get('reason')})"
                 for r in skipped
@@ -150,15 +150,33 @@ def section(ctx: Context) -> Section | None:
         )
     measured = [r for r in data.get("rows") or [] if not r.get("skipped")]
     if measured:
-        png = plots.attention_scaling_plot(measured, skipped, ctx.fig_dir / "fig_attention_scaling.png", LABELS)
+        plot = plots.attention_scaling_plot(measured, skipped, ctx.fig_dir / "fig_attention_scaling.png", LABELS)
         sec.image(
-            png,
+            plot.path,
             "Peak training memory (left) and forward+backward time (right) against sequence length, log-log: "
             "a slope of 1 is linear growth, 2 quadratic (dotted guides). Skipped configurations are listed in the legend.",
+            plot.note,
         )
     if data.get("method"):
         sec.note(str(data["method"]))
     return sec
+
+
+def not_run_reason(inp) -> str:
+    """Why the stage did not run (workflow/rules/attention_scaling.smk): its switch, or no enabled model asks for it."""
+    if not (inp.config.get("attention_scaling") or {}).get("enabled", False):
+        return (
+            "attention_scaling.enabled: false (the default: it takes minutes per length on a CPU; "
+            "config/studies/ndrm.yaml and config/trec-dl.yaml set it)"
+        )
+    askers = [
+        m
+        for m, spec in inp.resolved.items()
+        if m in inp.models and spec["capabilities"].get("speed_bench") == "attention_scaling"
+    ]
+    if not askers:
+        return "no enabled model asks for it (an NDRM entry: its class's speed_bench is attention_scaling)"
+    return "no bench/attention_scaling.json among the report's inputs"
 
 
 def _describe(sec: Section, data: dict, cfg: dict) -> None:

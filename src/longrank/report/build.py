@@ -5,7 +5,7 @@ the papers' published figures the reproduction section sets beside the measured 
 table row each comes from).
 Each section is a module of this package that computes its numbers and its fragment (``section(ctx) -> Section``);
 this module gathers the inputs and puts the sections in order. A section the configuration gives no data (no
-TKL model: no region positions) is kept with a one-line note saying so, or left out.
+TKL model: no region positions) is kept with a one-line note saying why (``Section.not_run``).
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ from longrank.report.manifest import Manifest
 
 log = logging.getLogger(__name__)
 
-# The report's sections, in order. A section may return None to be left out (attention_scaling: only when its
-# optional stage ran). The papers' published figures follow the confidence intervals they are read against.
+# The report's sections, in order. Every one is shown: one that has nothing to show says why (Section.not_run: the
+# config key that switched it off, or the input that is missing). The papers' published figures follow the
+# confidence intervals they are read against.
 SECTIONS = [
     effectiveness,
     first_stages,
@@ -89,7 +90,7 @@ def build(manifest: Manifest, out_dir: Path, n_length_buckets: int = 4, title: s
     cmp = load_comparison(inp)
     copy_tables(inp, cmp, out_dir)
     ctx = Context(inp, cmp, fig_dir, n_length_buckets)
-    sections = [s for s in (module.section(ctx) for module in SECTIONS) if s is not None]
+    sections = [module.section(ctx) for module in SECTIONS]
     write_text(out_dir / "index.html", render_html(title, sections))
     write_text(out_dir / "report.md", render_markdown(title, sections))
     return sections
@@ -101,10 +102,10 @@ def run(args: argparse.Namespace) -> None:
     except (ValueError, TypeError) as err:
         raise InputError(f"--manifest: {err}") from None
     sections = build(manifest, Path(args.out_dir), args.length_buckets, args.title)
-    skipped = [s.title for s in sections if s.blocks and all(b.kind == "note" for b in s.blocks)]
+    skipped = [s.title for s in sections if not s.ran]
     log.info(
         "report written to %s (%d sections%s)",
         args.out_dir,
         len(sections),
-        f"; skipped: {', '.join(skipped)}" if skipped else "",
+        f"; not run, each saying why: {', '.join(skipped)}" if skipped else "",
     )

@@ -45,17 +45,18 @@ def section(ctx: Context) -> Section:
     return sec
 
 
+# docs/ms with the range of its timed passes (slowest–fastest), or "1 run" where the bench timed one
+RATE_HEADER = "Docs/ms (median; slowest–fastest pass)"
+
+
 def _systems_table(sec: Section, ctx: Context, weights, expected) -> None:
     """The systems' table with significance letters, document budgets, speeds, interpolation weights and the
     random-order reference rows."""
     inp, cmp = ctx.inp, ctx.cmp
     systems = cmp.systems
     rates = inp.docs_per_ms
-    extra_cols = ["Max doc len"] + (["Docs/ms"] if rates else [])
-    extra = {
-        s: {"Max doc len": inp.max_doc_len(s) or "–", "Docs/ms": fmt(rates[s], 2) if s in rates else "–"}
-        for s in systems
-    }
+    extra_cols = ["Max doc len"] + ([RATE_HEADER] if rates else [])
+    extra = {s: {"Max doc len": inp.max_doc_len(s) or "–", RATE_HEADER: inp.rate_cell(s)} for s in systems}
     extra_cols += sanity.weight_column(weights, extra)  # "w (dev)" beside every model+{first stage} row
     headers, rows = effectiveness_rows(cmp.table, systems, cmp.measures, extra, extra_cols)
     rows += sanity.random_order_rows(expected, headers, cmp.primary)  # reference rows: the nDCG@10 column only

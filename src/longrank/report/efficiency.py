@@ -7,7 +7,7 @@ import pandas as pd
 from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
-from longrank.report.inputs import PRIMARY
+from longrank.report.inputs import PRIMARY, measure_missing, no_model_reason
 from longrank.outputs import SPREAD_LIMIT, BenchTable
 from longrank.tables import Cell, fmt
 
@@ -38,11 +38,32 @@ def timed_table(bench: BenchTable) -> tuple[list[str], list[list[Cell]]]:
     return headers, table
 
 
+def absent_benches(inp) -> list[str]:
+    """Why a paper-figure bench an enabled model asks for has no table here: its ``enabled: false`` key."""
+    wanted = {
+        spec["capabilities"]["speed_bench"]
+        for m, spec in inp.resolved.items()
+        if m in inp.models and spec["capabilities"].get("speed_bench")
+    }
+    titles = {"mores_speed": "MORES's speed table (Table 4)", "mir_speed": "MIR against BERT-MaxP (Fig. 5)"}
+    return [
+        f"{titles[bench]}: {bench}.enabled: false"
+        for bench in sorted(wanted & set(titles))
+        if not (inp.config.get(bench) or {}).get("enabled", True)
+    ]
+
+
 def section(ctx: Context) -> Section:
     inp, cmp = ctx.inp, ctx.cmp
     sec = Section("Efficiency")
     if not inp.benches:
-        sec.note("Skipped: no bench stage runs in this configuration.")
+        sec.not_run(
+            no_model_reason(inp, "is benched")
+            if not inp.models
+            else f"no bench JSON among the report's inputs (bench/{{model}}.json of {', '.join(inp.models)})"
+        )
+    for why in absent_benches(inp):
+        sec.not_run(why)
     for b in inp.benches:
         headers, rows = timed_table(b)
         if rows:
@@ -59,17 +80,44 @@ def section(ctx: Context) -> Section:
                 )
                 + ". Their medians are one draw from a wide range (a shared or busy machine): read them as approximate."
             )
-    rates = inp.docs_per_ms
-    if rates and PRIMARY in cmp.measures:
-        prim = cmp.table[cmp.table.measure == PRIMARY].set_index("system")
-        eff = pd.DataFrame(
-            [
-                {"system": s, "docs_per_ms": v, "mean": float(prim.loc[s, "mean"])}
-                for s, v in rates.items()
-                if s in prim.index
-            ]
-        )
-        if len(eff):
-            png = plots.efficiency_plot(eff, ctx.fig_dir / "fig_efficiency.png", PRIMARY)
-            sec.image(png, f"{PRIMARY} against throughput (documents re-ranked per second; MIR Fig. 5 style).")
+    rates, passes = inp.docs_per_ms, inp.rates
+    if not rates:
+        if inp.benches:
+            sec.not_run("effectiveness against throughput: none of these benches gives a docs/ms figure")
+        return sec
+    if PRIMARY not in cmp.measures:
+        return sec.not_run(f"effectiveness against throughput: {measure_missing(inp, cmp.measures)}")
+    prim = cmp.table[cmp.table.measure == PRIMARY].set_index("system")
+    eff = pd.DataFrame(
+        [
+            {
+                "system": s,
+                "docs_per_ms": v,
+                "low": passes[s].low if s in passes else v,
+                "high": passes[s].high if s in passes else v,
+                "runs": passes[s].runs if s in passes else 0,
+                "mean": float(prim.loc[s, "mean"]),
+            }
+            for s, v in rates.items()
+            if s in prim.index
+        ]
+    )
+    if not len(eff):
+        return sec.not_run(f"effectiveness against throughput: no benched system ({', '.join(rates)}) was compared")
+    png = plots.efficiency_plot(eff, ctx.fig_dir / "fig_efficiency.png", PRIMARY)
+    sec.image(
+        png, f"{PRIMARY} against throughput (documents re-ranked per second; MIR Fig. 5 style). " + spread_caption(eff)
+    )
     return sec
+
+
+def spread_caption(eff: pd.DataFrame) -> str:
+    """What the horizontal bars are, and which points stand on one timed pass (no bar: not a precise figure)."""
+    once = list(eff.loc[eff["runs"] == 1, "system"])
+    unknown = list(eff.loc[eff["runs"] == 0, "system"])
+    parts = ["Each point is the median over the bench's timed passes; its bar spans the slowest to the fastest pass."]
+    if once:
+        parts.append(f"Timed in 1 run, so no spread to show: {', '.join(once)}.")
+    if unknown:
+        parts.append(f"Spread not recorded (a bench JSON without its passes): {', '.join(unknown)}.")
+    return " ".join(parts)

@@ -46,11 +46,25 @@ def costs(inp, stages) -> dict[str, list]:
         # bm25 times its indexing (index_seconds); a model's impact index its per-fold build (build_seconds)
         build = st.get("build_seconds", st.get("index_seconds"))
         out[stage] = [
-            num(st.get("query_ms_per_query"), digits=3),
+            once(num(st.get("query_ms_per_query"), digits=3)),
             num(st.get("index_bytes"), 1e-6),
-            num(build, digits=1),
+            build_cell(build, [f["build_seconds"] for f in st.get("per_fold") or [] if "build_seconds" in f]),
         ]
     return out
+
+
+def once(cell: Cell) -> Cell:
+    """A timing measured in one run (one pass over the queries, one indexing): said beside it, not a spread."""
+    return Cell(f"{cell.text} (1 run)") if cell.text != "–" else cell
+
+
+def build_cell(seconds, per_fold: list[float]) -> Cell:
+    """Build time: a model's impact index is built once per fold, so its mean has the folds' range beside it."""
+    if not isinstance(seconds, (int, float)):
+        return Cell("–")
+    if len(per_fold) > 1:
+        return Cell(f"{seconds:,.1f} (mean; {min(per_fold):,.1f}–{max(per_fold):,.1f} over {len(per_fold)} folds)")
+    return Cell(f"{seconds:,.1f} (1 run)")
 
 
 COST_NOTE = (
@@ -58,7 +72,8 @@ COST_NOTE = (
     "divided by their number; a model: scoring and cutting each query's ranking from its impact index). Index "
     "size: the index in memory, 10⁶ bytes (a model's impact index: the sparse arrays of one fold's index). Build "
     "time: indexing the collection (a model: building one fold's impact index from its trained weights, "
-    "training not included). – : not measured."
+    "training not included). Latency and build time are each one run (one pass over the queries, one indexing), so they "
+    "carry no spread; an index built per fold gives the folds' range. – : not measured."
 )
 
 

@@ -20,17 +20,19 @@ thead th{border-bottom:2px solid #444;background:#f5f5f5}
 sup{color:#0a5;font-weight:600}
 .note{color:#666;font-style:italic}.warning{background:#fff4e5;border-left:4px solid #e80;padding:.5em 1em}.howto{background:#f4f8ff;border-left:4px solid #48c;padding:.5em 1em}
 img{max-width:100%;border:1px solid #eee}pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:.85em}
-figcaption{color:#555;font-size:.9em}
+figcaption{color:#555;font-size:.9em}.figure-note{color:#844;font-size:.9em;margin:.2em 0 0}
+details{margin:.8em 0}summary{cursor:pointer;color:#333}
 """
 
 
 @dataclass
 class Block:
-    kind: str  # text | note | warning | howto | table | image | code
-    text: str = ""
+    kind: str  # text | note | warning | howto | table | image | code | details
+    text: str = ""  # an image's caption, a details block's one-line summary
     headers: Sequence[str] = ()
     rows: Sequence[Sequence] = ()
     path: Path | None = None
+    body: str = ""  # a details block's folded text (pre-formatted); an image's note on an empty or repeated panel
 
 
 @dataclass
@@ -45,6 +47,19 @@ class Section:
     def note(self, text: str) -> "Section":
         self.blocks.append(Block("note", text))
         return self
+
+    def not_run(self, why: str) -> "Section":
+        """The section (or a part of it) has nothing to show: ``why`` names the config key that switched it off or the
+        input that is missing (``attention_scaling.enabled: false``), never just "skipped"."""
+        if not why.strip():
+            raise ValueError(f"section {self.title!r}: a part that did not run must say why")
+        self.blocks.append(Block("note", f"Not run: {why.rstrip('.')}."))
+        return self
+
+    @property
+    def ran(self) -> bool:
+        """Whether the section shows anything beyond notes saying why it did not run."""
+        return not all(b.kind == "note" and b.text.startswith("Not run:") for b in self.blocks)
 
     def warning(self, text: str | None) -> "Section":
         """A caveat that changes how everything below it reads (none: nothing is added)."""
@@ -67,8 +82,14 @@ class Section:
         self.blocks.append(Block("table", caption, headers, rows))
         return self
 
-    def image(self, path: Path, caption: str = "") -> "Section":
-        self.blocks.append(Block("image", caption, path=Path(path)))
+    def image(self, path: Path, caption: str = "", panel_note: str = "") -> "Section":
+        """A figure; ``panel_note`` says which of its panels are empty or repeat another, and why (plots.py's checks)."""
+        self.blocks.append(Block("image", caption, body=panel_note, path=Path(path)))
+        return self
+
+    def details(self, summary: str, body: str) -> "Section":
+        """Pre-formatted ``body`` folded under a one-line ``summary`` (HTML ``<details>``, collapsed)."""
+        self.blocks.append(Block("details", summary, body=body))
         return self
 
     def code(self, text: str) -> "Section":
@@ -103,9 +124,15 @@ def render_html(title: str, sections: Sequence[Section]) -> str:
                 out.append(to_html(b.headers, b.rows))
             elif b.kind == "image":
                 data = base64.b64encode(b.path.read_bytes()).decode("ascii")
+                note = f'<p class="figure-note"><b>Note:</b> {html.escape(b.body)}</p>' if b.body else ""
                 out.append(
                     f'<figure><img alt="{html.escape(b.path.name)}" src="data:image/png;base64,{data}">'
-                    f"<figcaption>{html.escape(b.text)}</figcaption></figure>"
+                    f"<figcaption>{html.escape(b.text)}{note}</figcaption></figure>"
+                )
+            elif b.kind == "details":
+                out.append(
+                    f"<details><summary>{html.escape(b.text)}</summary>"
+                    f"<pre>{html.escape(b.body, quote=False)}</pre></details>"
                 )
             elif b.kind == "code":
                 out.append(f"<pre>{html.escape(b.text, quote=False)}</pre>")
@@ -132,6 +159,20 @@ def render_markdown(title: str, sections: Sequence[Section]) -> str:
                 out += [to_markdown(b.headers, b.rows)]
             elif b.kind == "image":
                 out += [f"![{b.text}]({b.path.parent.name}/{b.path.name})", "", f"*{b.text}*", ""]
+                if b.body:
+                    out += [f"**Note:** {b.body}", ""]
+            elif b.kind == "details":  # folded where the Markdown renderer knows <details> (GitHub, GitLab)
+                out += [
+                    "<details>",
+                    f"<summary>{html.escape(b.text)}</summary>",
+                    "",
+                    "```",
+                    b.body,
+                    "```",
+                    "",
+                    "</details>",
+                    "",
+                ]
             elif b.kind == "code":
                 out += ["```", b.text, "```", ""]
     return "\n".join(out) + "\n"

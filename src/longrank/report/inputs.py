@@ -18,7 +18,7 @@ from typing import Mapping
 from longrank.evaluate.lengths import read_doc_lengths
 from longrank.evaluate.metrics import evaluable_queries, read_folds, test_queries
 from longrank.io import read_json, read_qrels, read_run
-from longrank.outputs import BenchTable, Interpolation
+from longrank.outputs import BenchTable, Interpolation, Rate
 from longrank.report.manifest import Manifest
 from longrank.retrieval.sanity import Floor
 
@@ -96,6 +96,23 @@ def rerank_depth(inp, system: str) -> int:
     return int((inp.models.get(system) or {}).get("rerank_depth") or inp.config.get("rerank_depth") or 100)
 
 
+def measure_missing(inp, measures) -> str:
+    """Why a section of the primary measure did not run: evaluation.measures lacks it."""
+    configured = (inp.config.get("evaluation") or {}).get("measures") or list(measures)
+    return f"evaluation.measures has no {PRIMARY} (it has {', '.join(map(str, configured)) or 'none'})"
+
+
+def no_model_reason(inp, what: str, hint: str = "") -> str:
+    """Why no enabled model ``what`` (re-ranks candidates, trains, ...): none configured, or every entry is
+    ``enabled: false``, or (``hint``) what an entry would need."""
+    every = list((inp.config.get("models") or {}).keys())
+    if not every:
+        return f"no model that {what}: the config's models: is empty"
+    if not inp.models:
+        return f"no model that {what}: every entry of models: has enabled: false ({', '.join(every)})"
+    return f"no enabled model {what}" + (f" ({hint})" if hint else "") + f"; enabled: {', '.join(inp.models)}"
+
+
 class Inputs:
     """Everything the report reads, from the files its manifest names (read once, when first asked for)."""
 
@@ -159,6 +176,28 @@ class Inputs:
     @property
     def docs_per_ms(self) -> dict[str, float]:
         return throughput(self.benches)
+
+    @property
+    def rates(self) -> dict[str, Rate]:
+        """System -> the timed passes behind its docs/ms, from the bench that gives ``docs_per_ms`` its figure."""
+        ordered = sorted(self.benches, key=lambda bench: bench.side_by_side)
+        found: dict[str, Rate] = {}
+        for b in ordered:
+            for name in b.docs_per_ms:
+                found.pop(name, None)  # a later bench's figure replaces an earlier one's, its passes too
+                if name in b.rates:
+                    found[name] = b.rates[name]
+        return found
+
+    def rate_cell(self, system: str, scale: float = 1.0, digits: int = 2) -> str:
+        """docs/ms (``scale`` 1000: docs/s) of ``system`` with its range over the timed passes, or "1 run"; a bench
+        JSON without its passes (written before they were kept) says so rather than look precise."""
+        rates, figures = self.rates, self.docs_per_ms
+        if system in rates:
+            return rates[system].describe(scale, digits)
+        if system in figures:
+            return f"{scale * figures[system]:,.{digits}f} (spread not recorded)"
+        return "–"
 
 
 def throughput(benches: list[BenchTable]) -> dict[str, float]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from longrank.report.context import Context
 from longrank.report.html import Section
-from longrank.report.inputs import interpolations, model_stage, stage_label
+from longrank.report.inputs import interpolations, model_stage, no_model_reason, stage_label
 from longrank.tables import Cell, fmt
 
 
@@ -17,7 +17,14 @@ def section(ctx: Context) -> Section:
         f"Interpolation with {stage_label(one) if one else 'the first stage'} (weights chosen on dev queries)"
     )
     if not found:
-        return sec.note("No model is interpolated with its first stage in this configuration (interpolate: false).")
+        return sec.not_run(
+            no_model_reason(inp, "is interpolated")
+            if not inp.models
+            else f"every enabled model has interpolate: false ({', '.join(inp.models)})"
+            if not any(spec.get("interpolate", True) for spec in inp.models.values())
+            else "no runs/{model}+{first stage}.interpolation.json among the report's inputs (models with "
+            f"interpolate: true: {', '.join(m for m, spec in inp.models.items() if spec.get('interpolate', True))})"
+        )
     rows = []
     for model, _, info in found:
         # per fold: the weight chosen on its dev queries and the dev nDCG@10 there; the mean over folds

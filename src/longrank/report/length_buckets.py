@@ -6,14 +6,14 @@ from longrank.evaluate.lengths import ndcg_by_bucket, query_length_buckets, rele
 from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
-from longrank.report.inputs import PRIMARY
+from longrank.report.inputs import PRIMARY, measure_missing
 
 
 def section(ctx: Context) -> Section:
     inp, frames = ctx.inp, ctx.cmp.frames
     sec = Section(f"{PRIMARY} by document-length bucket")
     if PRIMARY not in next(iter(frames.values())).columns:
-        return sec.note(f"Skipped: the evaluation measures have no {PRIMARY}.")
+        return sec.not_run(measure_missing(inp, list(next(iter(frames.values())).columns)))
     qids = list(next(iter(frames.values())).index)
     med = relevant_median_length(inp.qrels, inp.lengths, qids)
     buckets = query_length_buckets(med, ctx.n_length_buckets)

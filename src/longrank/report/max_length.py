@@ -61,7 +61,10 @@ def section(ctx: Context) -> Section:
     sec = Section(f"{PRIMARY} vs maximum document length")
     pts, prim = sweep_points(ctx)
     if pts.empty:
-        return sec.note("Skipped: no two models in config.json differ in max_doc_len only.")
+        return sec.not_run(
+            "no two enabled model entries differ in max_doc_len only (a length sweep is entries of one type whose "
+            "resolved settings are the same but for max_doc_len, e.g. tkl at 200 and at 2,000 words)"
+        )
     stage = ctx.inp.default_first_stage
     base = float(prim.loc[stage, "mean"]) if stage in prim.index else None
     png = plots.maxlen_plot(

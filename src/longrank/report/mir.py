@@ -13,7 +13,7 @@ from __future__ import annotations
 from longrank.evaluate.lengths import relevant_median_length
 from longrank.report.context import Context
 from longrank.report.html import Section
-from longrank.report.inputs import PRIMARY, first_stages
+from longrank.report.inputs import PRIMARY, first_stages, no_model_reason
 from longrank.report.verdicts import pair_row, verdict
 from longrank.tables import Cell, fmt, fmt_p
 
@@ -46,15 +46,15 @@ def changed_keys(name: str, ref: str, models: dict, resolved: dict) -> str:
     return ", ".join(f"{k}: {a.get(k)}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)) or "(same entry)"
 
 
-def section(ctx: Context) -> Section | None:
+def section(ctx: Context) -> Section:
     inp, cmp = ctx.inp, ctx.cmp
     configured = mir_models(inp.models, inp.resolved)
     names = [m for m in configured if m in cmp.systems]
-    if not configured:
-        return None
     sec = Section("MIR: ablations and query groups")
+    if not configured:
+        return sec.not_run(no_model_reason(inp, "reads a MIR graph set", "an entry of type mir does"))
     if not names:
-        return sec.note("Skipped: no evaluated mir model yet.")
+        return sec.not_run(f"{', '.join(configured)} not among the compared systems (compare/table.csv)")
     ref = reference(inp.models, names)
     measures = [m for m in ABLATION_MEASURES if m in cmp.measures]
     means = {m: cmp.means(m) for m in measures}
@@ -89,6 +89,25 @@ def section(ctx: Context) -> Section | None:
     return sec
 
 
+def rate_text(bench, name: str) -> str:
+    """Documents/s of ``name`` in ``bench`` with its range over the timed passes ("1 run" for one pass)."""
+    if name in bench.rates:
+        return bench.rates[name].describe(1000, 1)
+    return f"{fmt(1000 * bench.docs_per_ms[name], 3)} (spread not recorded)"
+
+
+def ratio_text(bench, a: str, b: str) -> str:
+    """Throughput of ``a`` over ``b``: the ratio of their medians, and the range the passes allow (a's slowest over
+    b's fastest, a's fastest over b's slowest); "1 run" where either was timed once."""
+    figure = f"{bench.docs_per_ms[a] / bench.docs_per_ms[b]:.2f}"
+    ra, rb = bench.rates.get(a), bench.rates.get(b)
+    if ra is None or rb is None:
+        return f"{figure} (spread not recorded)"
+    if ra.runs == 1 or rb.runs == 1:
+        return f"{figure} (1 run)"
+    return f"{figure} ({ra.low / rb.high:.2f}–{ra.high / rb.low:.2f}, n={min(ra.runs, rb.runs)})"
+
+
 def _length_against_throughput(ctx: Context, sec: Section) -> None:
     """Fig. 5's claim as numbers: every entry the side-by-side speed measurement timed (MIR at its lengths, BERT-MaxP
     over the same windows), then each MIR entry against each MaxP entry: the difference in the primary measure with
@@ -96,17 +115,26 @@ def _length_against_throughput(ctx: Context, sec: Section) -> None:
     cmp = ctx.cmp
     speed = next((b for b in ctx.inp.benches if b.side_by_side and b.timed_entries), None)
     if speed is None:
+        enabled = (ctx.inp.config.get("mir_speed") or {}).get("enabled", True)
+        sec.not_run(
+            "effectiveness against throughput side by side (MIR Fig. 5): "
+            + ("mir_speed.enabled: false" if not enabled else "no bench/mir.speed.json among the report's inputs")
+        )
         return
     timed = {n: t for n, t in speed.timed_entries.items() if n in cmp.systems and n in speed.docs_per_ms}
     if not timed:
+        sec.not_run(
+            "effectiveness against throughput side by side (MIR Fig. 5): none of the entries mir_speed timed "
+            f"({', '.join(speed.timed_entries) or 'none'}) is among the compared systems"
+        )
         return
-    means, rate = cmp.means(PRIMARY), speed.docs_per_ms
+    means = cmp.means(PRIMARY)
     rows = [
-        [n, t["model"], t["tokens"], Cell(fmt(1000 * rate[n], 3)), Cell(fmt(float(means[n])))]
+        [n, t["model"], t["tokens"], Cell(rate_text(speed, n)), Cell(fmt(float(means[n])))]
         for n, t in sorted(timed.items(), key=lambda item: (item[1]["model"], item[1]["tokens"]))
     ]
     sec.table(
-        ["Model", "Reads", "Tokens", "Documents/s", PRIMARY],
+        ["Model", "Reads", "Tokens", "Documents/s (median; slowest–fastest pass)", PRIMARY],
         rows,
         caption=f"Effectiveness and throughput measured side by side (MIR Fig. 5; {speed.device}).",
     )
@@ -122,12 +150,19 @@ def _length_against_throughput(ctx: Context, sec: Section) -> None:
                         Cell(fmt_p(pair[2])),
                         Cell(fmt_p(pair[1])),
                         Cell(verdict(pair[0], pair[1], maxp, cmp.alpha)),
-                        Cell(f"{rate[mir] / rate[maxp]:.2f}"),
+                        Cell(ratio_text(speed, mir, maxp)),
                     ]
                 )
     if pairs:
         sec.table(
-            ["MIR vs MaxP (tokens)", f"Δ {PRIMARY}", "p (Wilcoxon)", "p (Holm)", "Verdict", "Throughput ratio"],
+            [
+                "MIR vs MaxP (tokens)",
+                f"Δ {PRIMARY}",
+                "p (Wilcoxon)",
+                "p (Holm)",
+                "Verdict",
+                "Throughput ratio (median; extremes of the passes)",
+            ],
             pairs,
             caption="The paper's claim: MIR reading fewer tokens ranks better than MaxP reading more, at a throughput "
             "ratio above 1.",

@@ -11,7 +11,10 @@ def section(ctx: Context) -> Section:
     sec = Section("Non-inferiority")
     ni = ctx.cmp.noninferiority
     if ni is None or ni.empty:
-        return sec.note("Skipped: compare was run without --reference, so no non-inferiority test.")
+        return sec.not_run(
+            "evaluation.noninferiority_reference: null (name a system there, e.g. bm25, to test every system's "
+            "non-inferiority to it at evaluation.margins)"
+        )
     ref = ni["reference"].iloc[0]
     sec.howto(
         f"MORES-style test (Gao et al. 2020, §4.1): for margin δ (a fraction of {ref}'s mean), a one-sided "

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
 
 import matplotlib
 
@@ -36,6 +37,52 @@ def _save(fig, path: str | os.PathLike) -> Path:
         fig.savefig(tmp, format="png")
     plt.close(fig)
     return path
+
+
+@dataclass
+class Plot:
+    """A written figure and what its caption must add: which panels are empty or repeat another, and why."""
+
+    path: Path
+    note: str = ""
+
+
+def panel_check(
+    series: Mapping[str, Sequence[float]],
+    reference: Sequence[float] | None = None,
+    why: Callable[[str, str], str] | None = None,
+) -> str:
+    """A caption note on the panels of a figure, one panel per name of ``series`` (what the panel plots): each empty
+    one (no finite value, or nothing but zeros), each group of panels that plot the same values, and each panel equal
+    to ``reference`` (a line every panel draws, e.g. the first stage's). ``why(kind, name)`` gives the reason
+    (``kind``: empty, repeated or reference); without one the note says only what is so. "" when every panel differs."""
+    why = why or (lambda kind, name: "")
+    values = {n: np.asarray(v, dtype=float) for n, v in series.items()}
+    empty = [n for n, v in values.items() if not np.isfinite(v).any() or not np.nansum(np.abs(v)) > 0]
+    drawn = {n: v for n, v in values.items() if n not in empty}
+    groups: list[list[str]] = []
+    for n, v in drawn.items():
+        for group in groups:
+            if _same(drawn[group[0]], v):
+                group.append(n)
+                break
+        else:
+            groups.append([n])
+    same_ref = [n for n, v in drawn.items() if reference is not None and _same(np.asarray(reference, float), v)]
+    parts = [f"the panel of {n} is empty" + _because(why("empty", n)) for n in empty]
+    for group in (g for g in groups if len(g) > 1):
+        parts.append(f"the panels of {' and '.join(group)} are identical" + _because(why("repeated", group[0])))
+    for n in same_ref:
+        parts.append(f"in the panel of {n} the model's curve is the reference curve" + _because(why("reference", n)))
+    return "; ".join(parts)[:1].upper() + "; ".join(parts)[1:] + "." if parts else ""
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool(np.allclose(a, b, equal_nan=True))
+
+
+def _because(reason: str) -> str:
+    return f": {reason}" if reason else ""
 
 
 def _colors(names: Sequence[str]) -> dict[str, tuple]:
@@ -98,9 +145,16 @@ def length_bucket_plot(by_bucket: pd.DataFrame, systems: Sequence[str], path, me
 
 
 def length_bias_plot(
-    dist: pd.DataFrame, models: Sequence[str], path, depth: int = 30, baseline: str | None = None
-) -> Path:
-    """TKL Fig. 1: share of relevant vs retrieved-in-top-``depth`` documents per length bucket, one panel per model."""
+    dist: pd.DataFrame,
+    models: Sequence[str],
+    path,
+    depth: int = 30,
+    baseline: str | None = None,
+    why: Callable[[str, str], str] | None = None,
+) -> Plot:
+    """TKL Fig. 1: share of relevant vs retrieved-in-top-``depth`` documents per length bucket, one panel per model.
+    The note names the panels that are empty or plot the same curve as another panel or as ``baseline`` (``why``
+    says why: ``panel_check``)."""
     n = len(models)
     cols = min(3, n)
     rows = math.ceil(n / cols)
@@ -121,7 +175,9 @@ def length_bias_plot(
     for ax in axes[:, 0]:
         ax.set_ylabel("share of documents in bucket")
     fig.suptitle("Relevance vs retrieval by document length (TKL Fig. 1 style)")
-    return _save(fig, path)
+    reference = dist[baseline] if baseline and baseline in dist.columns else None
+    note = panel_check({m: dist[m] for m in models}, reference, why)
+    return Plot(_save(fig, path), note)
 
 
 def maxlen_plot(
@@ -156,8 +212,9 @@ def maxlen_plot(
     return _save(fig, path)
 
 
-def region_plot(positions: Mapping[str, Mapping[int, Sequence[int]]], path) -> Path:
-    """TKL Fig. 3: histogram (log-log) of region start offsets, rank-1..3 regions separately, one panel per model."""
+def region_plot(positions: Mapping[str, Mapping[int, Sequence[int]]], path) -> Plot:
+    """TKL Fig. 3: histogram (log-log) of region start offsets, rank-1..3 regions separately, one panel per model.
+    The note names an empty panel (no region of the model among the documents counted) and panels that repeat."""
     models = list(positions)
     fig, axes = plt.subplots(1, len(models), figsize=(5.0 * len(models), 3.6), squeeze=False)
     for ax, model in zip(axes.flat, models):
@@ -174,14 +231,33 @@ def region_plot(positions: Mapping[str, Mapping[int, Sequence[int]]], path) -> P
         ax.set_ylabel("regions (log scale)")
         ax.set_title(f"{model}: positions of the top-3 regions")
         ax.legend(fontsize=7, frameon=False)
-    return _save(fig, path)
+
+    def why(kind: str, model: str) -> str:
+        if kind == "empty":
+            return "none of its scored documents among those counted has a region position in its details file"
+        return "the models' top-3 regions start at the same offsets"
+
+    counts = {m: _region_histogram(positions[m]) for m in models}
+    return Plot(_save(fig, path), panel_check(counts, None, why))
+
+
+def _region_histogram(by_rank: Mapping[int, Sequence[int]]) -> list[float]:
+    """The panel's data as one comparable series: each rank's count of regions per start offset."""
+    return [float(len(ps)) for ps in by_rank.values()] + [
+        float(p) for _, ps in sorted(by_rank.items()) for p in sorted(ps)
+    ]
 
 
 def efficiency_plot(points: pd.DataFrame, path, measure: str = "nDCG@10") -> Path:
-    """MIR Fig. 5 style: effectiveness vs throughput (drawn in docs/s, log x). ``points``: system, docs_per_ms, mean."""
+    """MIR Fig. 5 style: effectiveness vs throughput (drawn in docs/s, log x). ``points``: system, docs_per_ms, mean,
+    and optionally low and high (docs/ms of the slowest and fastest timed pass: a horizontal bar)."""
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
     colors = _colors(list(points["system"]))
     for _, r in points.iterrows():  # documents per second: the neural rerankers' rates read as whole numbers
+        if "low" in r and "high" in r and r["high"] > r["low"]:
+            x = 1000 * r["docs_per_ms"]
+            xerr = [[x - 1000 * r["low"]], [1000 * r["high"] - x]]
+            ax.errorbar(x, r["mean"], xerr=xerr, fmt="none", ecolor=colors[r["system"]], capsize=3, lw=1, zorder=2)
         ax.scatter(1000 * r["docs_per_ms"], r["mean"], s=40, color=colors[r["system"]], zorder=3)
         ax.annotate(
             r["system"], (1000 * r["docs_per_ms"], r["mean"]), textcoords="offset points", xytext=(5, 3), fontsize=8
@@ -224,7 +300,7 @@ def training_plot(
 
 def attention_scaling_plot(
     measured: Sequence[Mapping], skipped: Sequence[Mapping], path, labels: Mapping[str, str]
-) -> Path:
+) -> Plot:
     """NDRM Fig. 2 brought up to date: peak training memory (left) and forward+backward time (right) against
     sequence length, one curve per attention (rows of bench/attention_scaling.json). Log-log axes, so growth
     as n^k is a straight line of slope k; dotted guides of slope 1 and 2 start at the smallest length's lowest
@@ -257,4 +333,16 @@ def attention_scaling_plot(
         ax.legend(fontsize=7, frameon=False)
     axes[0].set_title("Memory by length")
     axes[1].set_title("Time by length")
-    return _save(fig, path)
+    drawn = {
+        title: [float(r[key]) if r[key] and r[key] > 0 else np.nan for r in measured]
+        for title, key in (("peak memory", "peak_mb"), ("time", "seconds"))
+    }
+
+    def why(kind: str, title: str) -> str:
+        return (
+            "no measured configuration has a positive value (each was skipped, or measured 0)"
+            if kind == "empty"
+            else ""
+        )
+
+    return Plot(_save(fig, path), panel_check(drawn, None, why))

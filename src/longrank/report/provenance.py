@@ -38,8 +38,68 @@ def section(ctx: Context) -> Section:
     )
     sec.text("Seeds (the same config and seeds give byte-identical run files on the same machine): " + seeds(inp) + ".")
     sec.table(["Package", "Version"], versions)
-    sec.code(json.dumps(inp.config, indent=2, sort_keys=True))
+    config, summary = ran_config(inp)
+    sec.details(summary, compact_json(config))
     return sec
+
+
+def compact_json(value, depth: int = 0, levels: int = 3) -> str:
+    """JSON with the first ``levels`` levels of mappings one key a line and anything deeper on its key's line (a
+    model's ``train`` settings, its resolved architecture): the config a reader scans, about a tenth of the lines of
+    indented JSON, and still JSON."""
+    if not isinstance(value, dict) or not value or depth >= levels:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    pad = "  " * (depth + 1)
+    items = ",\n".join(
+        f"{pad}{json.dumps(k, ensure_ascii=False)}: {compact_json(v, depth + 1, levels)}"
+        for k, v in sorted(value.items())
+    )
+    return "{\n" + items + "\n" + "  " * depth + "}"
+
+
+def models_that_ran(inp) -> list[str]:
+    """The enabled model entries present in this run: a run file, a training or a first stage of theirs is among
+    the files the rule named (an enabled entry always is; a disabled one never)."""
+    named = set(inp.manifest.runs) | set(inp.manifest.training) | set(inp.manifest.details)
+    stage_models = {spec.get("model") for spec in inp.first_stages.values() if spec.get("method") == "model"}
+    return [m for m in inp.models if m in named or m in stage_models]
+
+
+def names(items: list[str], shown: int = 6) -> str:
+    """``a, b, c`` or ``a, b, c, … and 4 more``: a list in one line."""
+    return ", ".join(items[:shown]) + (f", … and {len(items) - shown} more" if len(items) > shown else "")
+
+
+def ran_config(inp) -> tuple[dict, str]:
+    """The resolved config (config.json) with only the model entries that ran, and the one-line summary above it
+    naming how many entries were left out: a disabled entry (``enabled: false``, e.g. the default config's papers'
+    variants that an overlay switched off) changes nothing in this run, and would fill most of the page."""
+    ran = models_that_ran(inp)
+    every = list((inp.config.get("models") or {}).keys())
+    disabled = [m for m in every if m not in inp.models]
+    unused = [m for m in inp.models if m not in ran]
+    config = {
+        **inp.config,
+        "models": {m: inp.config["models"][m] for m in every if m in ran},
+        **(
+            {"resolved_models": {m: v for m, v in inp.config["resolved_models"].items() if m in ran}}
+            if "resolved_models" in inp.config
+            else {}
+        ),
+    }
+    left_out = []
+    if disabled:
+        left_out.append(
+            f"{len(disabled)} disabled model entr{'y' if len(disabled) == 1 else 'ies'} left out ({names(disabled)})"
+        )
+    if unused:
+        left_out.append(f"{len(unused)} enabled but absent from this run left out ({names(unused)})")
+    summary = (
+        f"Resolved config ({inp.manifest.config}): the {len(ran)} model entr{'y' if len(ran) == 1 else 'ies'} that ran"
+        + (f"; {'; '.join(left_out)}" if left_out else "")
+        + " (click to unfold)."
+    )
+    return config, summary
 
 
 def relevance(applied: dict) -> str:

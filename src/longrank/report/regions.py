@@ -9,6 +9,7 @@ from longrank.evaluate.lengths import region_positions, uniform_region_share
 from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
+from longrank.report.inputs import no_model_reason
 from longrank.tables import Cell
 
 
@@ -18,16 +19,22 @@ def section(ctx: Context) -> Section:
     # Every rerank writes a details file; only models that explain their scores (TKL) fill it.
     details = {model: Path(p) for model, p in inp.manifest.details.items() if Path(p).stat().st_size > 0}
     if not details:
-        return sec.note("Skipped: no configured model writes region positions (TKL does).")
+        tkl = [m for m, spec in inp.models.items() if spec.get("type") == "tkl"]
+        return sec.not_run(
+            f"the details files of {', '.join(tkl)} hold no region positions (runs/<model>.details.jsonl is empty)"
+            if tkl
+            else no_model_reason(inp, "writes region positions", "only TKL's scores come with them")
+        )
     positions = {
         model: region_positions(path, inp.run(model), inp.evaluated_qids, top_docs=10)
         for model, path in details.items()
     }
-    png = plots.region_plot(positions, ctx.fig_dir / "fig_regions.png")
+    plot = plots.region_plot(positions, ctx.fig_dir / "fig_regions.png")
     sec.image(
-        png,
+        plot.path,
         "Start offsets of the rank-1, -2 and -3 regions over each test query's top-10 documents "
         "(log-log; dotted line at token 500).",
+        plot.note,
     )
     rows = []
     for model, pos in positions.items():

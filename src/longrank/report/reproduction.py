@@ -170,16 +170,16 @@ def section(ctx: Context) -> Section:
     name = dataset.get("name") if isinstance(dataset, dict) else dataset
     figures = on_collection(published(), dataset)
     if not figures:
-        return sec.note(
-            f"The papers report no figure on {name}: nothing to set beside this run's (published.yaml "
-            "lists their TREC DL 2019 and 2020 document ranking figures)."
+        return sec.not_run(
+            f"the papers report no figure on {name}, so there is nothing to set beside this run's (published.yaml "
+            "lists their TREC DL 2019 and 2020 document ranking figures)"
         )
     present = set(inp.models) | set(first_stages(inp.config))
     shown = [f for f in figures if f.system in present]
     absent = sorted({f.system for f in figures} - present)
     if not shown:
-        return sec.note(
-            f"The papers' figures on {name} are for the entries {', '.join(absent)}, none of which this run configures."
+        return sec.not_run(
+            f"the papers' figures on {name} are for the entries {', '.join(absent)}, none of which this run configures"
         )
     measures = list((inp.config.get("evaluation") or {}).get("measures") or cmp.measures)  # as configured
     _explain(sec, cmp, shown)

@@ -12,7 +12,7 @@ from longrank.outputs import TrainSummary
 from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
-from longrank.report.inputs import PRIMARY
+from longrank.report.inputs import PRIMARY, no_model_reason
 from longrank.report.verdicts import is_zero_shot, pair_row, verdict
 from longrank.runs import mean_measure
 from longrank.tables import Cell, fmt, fmt_p, read_table
@@ -33,7 +33,11 @@ def section(ctx: Context) -> Section:
         if fold_index == 0:
             _dev_curves(ctx, sec, [m for m in trained if m not in floors and m in summaries], dev_refs)
     if not rows:
-        return sec.note("Skipped: no model in this configuration trains.")
+        return sec.not_run(
+            no_model_reason(inp, "trains")
+            if not inp.models
+            else "no enabled model trains weights of its own: " + "; ".join(map(untrained_reason, inp.models.items()))
+        )
     _pretraining(ctx, sec, trained)
     vs = f" vs {floors[0]}" if floors else ""
     sec.howto(
@@ -52,11 +56,21 @@ def section(ctx: Context) -> Section:
             f"Δ dev{vs}",
             f"Test {PRIMARY}",
             f"Δ test{vs}",
-            "Seconds",
+            "Training time (s)",
         ],
         rows,
     )
     return sec
+
+
+def untrained_reason(item: tuple[str, dict]) -> str:
+    """Why an enabled entry has no training row: the config key that says so."""
+    name, spec = item
+    if spec.get("checkpoint_of"):
+        return f"{name} has checkpoint_of: {spec['checkpoint_of']}"
+    if is_zero_shot(spec):
+        return f"{name} has train.steps: 0 (zero-shot)"
+    return f"{name} has no training summary among the report's inputs"
 
 
 def _fold_rows(
@@ -91,10 +105,20 @@ def _fold_rows(
                 Cell(f"{summary.best_dev_ndcg10 - floor_dev:+.4f}" if floor_dev is not None else "–"),
                 Cell(fmt(test) if test is not None else "–"),
                 Cell(f"{test - floor_test:+.4f}" if test is not None and floor_test is not None else "–"),
-                Cell(fmt(summary.seconds, 0) if summary.seconds is not None else "–"),
+                Cell(train_time(summary)),
             ]
         )
     return rows
+
+
+def train_time(summary: TrainSummary) -> str:
+    """Seconds of one training run and its seconds per step (dev evaluations included); a run is timed once, so
+    the cell says "1 run" rather than give a spread it does not have."""
+    if summary.seconds is None:
+        return "–"
+    per_step = f", {summary.seconds / summary.steps_run:#.2g} s/step" if summary.steps_run else ""
+    seconds = f"{summary.seconds:,.0f}" if summary.seconds >= 10 else f"{summary.seconds:#.2g}"
+    return f"{seconds} (1 run{per_step})"
 
 
 def _dev_curves(ctx: Context, sec: Section, models: list[str], dev_refs: dict) -> None:
@@ -134,7 +158,7 @@ def _pretraining(ctx: Context, sec: Section, trained: list[str]) -> None:
             "Steps run",
             "Best step",
             f"Best pseudo-dev {PRIMARY}",
-            "Seconds",
+            "Training time (s)",
         ],
         rows,
     )
@@ -164,7 +188,7 @@ def _pretraining_rows(inp, trained: list[str]) -> tuple[list[list], dict]:
                 summary.steps_run,
                 summary.best_step,
                 Cell(fmt(summary.best_dev_ndcg10)),
-                Cell(fmt(summary.seconds, 0) if summary.seconds is not None else "–"),
+                Cell(train_time(summary)),
             ]
         )
         log_path = path.with_name("training_log.tsv")
