@@ -105,9 +105,16 @@ def _gz(path: Path, text: str) -> None:
         out.write(text.encode("utf8"))
 
 
-def _body(rnd: random.Random, length: int, topic_rates: dict[str, float]) -> list[str]:
-    """``length`` words: filler, random content words and each topic word at its rate (occurrences per 100 words)."""
+def _body(rnd: random.Random, length: int, topic_rates: dict[str, float], distinct: bool = False) -> list[str]:
+    """``length`` words: filler, random content words and each topic word at its rate (occurrences per 100 words).
+    ``distinct``: the topic words at distinct positions, so that none overwrites another (each is there at least
+    once); without it a later word may overwrite an earlier one, as the default collection always had."""
     words = [rnd.choice(FILLER) if rnd.random() < 0.9 else rnd.choice(CONTENT) for _ in range(length)]
+    if distinct:
+        planted = [w for w, rate in topic_rates.items() for _ in range(max(1, round(length * rate / 100)))]
+        for position, word in zip(rnd.sample(range(length), len(planted)), planted):
+            words[position] = word
+        return words
     for word, rate in topic_rates.items():
         for _ in range(max(1, round(length * rate / 100))):
             words[rnd.randrange(length)] = word
@@ -175,7 +182,7 @@ def make(
         doc_id = next(doc_ids)
         title = " ".join(title_words + rnd.sample(CONTENT, 2)).capitalize()
         url = f"http://www.{rnd.choice(CONTENT)}{rnd.choice(CONTENT)}.com/{'-'.join(rnd.sample(CONTENT, 2))}.html"
-        docs[doc_id] = (url, title, _body(rnd, length(), topic_rates))
+        docs[doc_id] = (url, title, _body(rnd, length(), topic_rates, distinct=learnability))
         return doc_id
 
     def query(n_words: int = 3) -> str:
