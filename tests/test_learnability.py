@@ -1,7 +1,7 @@
 """The learnability study's collection (tests/collections/msmarco-mini/make.py --learnability,
 docs/studies/learnability.md): deterministic, its associated ("hidden") words in no query but in the relevant
 documents and in no judged non-relevant one, the same documents and test queries at every training-set size; and
-config/studies/learnability.yaml resolves to the five models it studies (tests/test_config_matrix.py dry-runs it, from
+config/studies/learnability.yaml resolves to the five models it studies and its NDRM3 ablation (tests/test_config_matrix.py dry-runs it, from
 its header, with every other overlay)."""
 
 from __future__ import annotations
@@ -78,10 +78,10 @@ def test_the_training_query_pool_keeps_documents_and_test_queries(tmp_path):
     assert read(tmp_path / "large/msmarco-document/train/queries.tsv.gz").startswith(first)
 
 
-def test_the_config_trains_the_five_models_on_the_generated_collection():
+def test_the_config_trains_the_studied_models_on_the_generated_collection():
     config = validate_config(merged(("config/studies/learnability.yaml",)))
     assert config["dataset"]["id"].startswith("msmarco-document/") and config["dataset"]["train_id"]
     enabled = {name for name, entry in config["models"].items() if entry.get("enabled", True)}
     assert enabled <= set(resolved_models(config["models"]))
-    assert enabled == {"knrm", "tk", "tkl", "ndrm3", "bert_firstp"}
+    assert enabled == {"knrm", "tk", "tkl", "ndrm3", "bert_firstp", "ndrm3_glove"}
     assert list(config["first_stages"]) == ["bm25"]
