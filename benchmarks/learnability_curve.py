@@ -12,7 +12,9 @@ import argparse
 import json
 from pathlib import Path
 
-from longrank.io import read_run, read_qrels
+from scipy.stats import wilcoxon
+
+from longrank.io import read_qrels, read_run
 from longrank.report.sanity import expected_random_ndcg
 from longrank.runs import top_candidates
 from longrank.tables import read_table
@@ -37,32 +39,49 @@ def random_order(results: Path, k: int) -> float:
     return sum(values) / len(values)
 
 
+def cell(value: dict, pvalue: dict, size: int, system: str) -> str:
+    """The mean, and where the system is not BM25 or a random order, its p against BM25 (bold under 0.05)."""
+    if (size, system) not in value:
+        return "(not run)"
+    text = f"{value[(size, system)]:.3f}"
+    p = pvalue[(size, system)]
+    if system != "bm25" and p == p:
+        text += f" (p {p:.2g})"
+        if p < 0.05:
+            text = f"**{text}**"
+    return text
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", action="append", required=True, help="SIZE=WORKDIR of one training-set size")
     parser.add_argument("--out", required=True, help="path without suffix for the .tsv and .png")
     args = parser.parse_args()
     sizes = {int(s): Path(w) / "results" / "learnability" for s, w in (r.split("=", 1) for r in args.run)}
-    rows = []  # size, system, mean nDCG@10, test queries
+    rows = []  # size, system, mean nDCG@10, test queries, Wilcoxon p against BM25 (two-sided, paired, uncorrected)
     for size, results in sorted(sizes.items()):
+        bm25 = read_table(results / "eval" / "bm25.tsv", sep="\t").set_index("query_id")["nDCG@10"]
         for system in ["bm25", "query_term_matches", *MODELS, *(f"{m}+bm25" for m in MODELS)]:
             path = results / "eval" / f"{system}.tsv"
             if path.exists():  # a system not run at this size is left out
-                values = read_table(path, sep="\t")["nDCG@10"]
-                rows.append((size, system, float(values.mean()), len(values)))
+                values = read_table(path, sep="\t").set_index("query_id")["nDCG@10"]
+                differ = (values - bm25.loc[values.index]).abs().sum() > 0
+                p = float(wilcoxon(values, bm25.loc[values.index]).pvalue) if differ else 1.0
+                rows.append((size, system, float(values.mean()), len(values), p))
         for k in (10, 20):
-            rows.append((size, f"random_top{k}", random_order(results, k), rows[0][3]))
+            rows.append((size, f"random_top{k}", random_order(results, k), rows[0][3], float("nan")))
     out = Path(args.out)
     out.with_suffix(".tsv").write_text(
-        "training_queries\tsystem\tnDCG@10\ttest_queries\n"
-        + "".join(f"{s}\t{n}\t{m:.4f}\t{q}\n" for s, n, m, q in rows)
+        "training_queries\tsystem\tnDCG@10\ttest_queries\twilcoxon_p_vs_bm25\n"
+        + "".join(f"{s}\t{n}\t{m:.4f}\t{q}\t{p:.2g}\n" for s, n, m, q, p in rows)
     )
-    value = {(s, n): m for s, n, m, _ in rows}
+    value = {(s, n): m for s, n, m, _, _ in rows}
+    pvalue = {(s, n): p for s, n, _, _, p in rows}
     ordered = sorted(sizes)
     print("| system | " + " | ".join(f"{s:,} queries" for s in ordered) + " |")
     print("|---|" + "---|" * len(ordered))
     for system in ["bm25", "random_top10", "random_top20", "query_term_matches", *MODELS, *(f"{m}+bm25" for m in MODELS)]:
-        cells = [f"{value[(s, system)]:.3f}" if (s, system) in value else "" for s in ordered]
+        cells = [cell(value, pvalue, s, system) for s in ordered]
         print(f"| {system} | " + " | ".join(cells) + " |")
 
     import matplotlib
