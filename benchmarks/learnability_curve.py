@@ -100,7 +100,7 @@ def main() -> None:
     ax.set_xlabel("training queries")
     ax.set_ylabel("nDCG@10 (100 test queries)")
     ax.set_title("Learnability: relevance in words no query has")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="lower right", ncol=2)
     fig.tight_layout()
     fig.savefig(out.with_suffix(".png"))
 
