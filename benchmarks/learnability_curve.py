@@ -80,7 +80,14 @@ def main() -> None:
     ordered = sorted(sizes)
     print("| system | " + " | ".join(f"{s:,} queries" for s in ordered) + " |")
     print("|---|" + "---|" * len(ordered))
-    for system in ["bm25", "random_top10", "random_top20", "query_term_matches", *MODELS, *(f"{m}+bm25" for m in MODELS)]:
+    for system in [
+        "bm25",
+        "random_top10",
+        "random_top20",
+        "query_term_matches",
+        *MODELS,
+        *(f"{m}+bm25" for m in MODELS),
+    ]:
         cells = [cell(value, pvalue, s, system) for s in ordered]
         print(f"| {system} | " + " | ".join(cells) + " |")
 

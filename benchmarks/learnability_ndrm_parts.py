@@ -31,8 +31,11 @@ def main(results: Path, name: str) -> None:
     test = corpus.folds[0]["test"]
     qrels = [q for q in ir_measures.read_trec_qrels(str(results / "data" / "qrels.txt")) if q.query_id in set(test)]
     whole = NDRM._combine
-    parts = {"whole": whole, "latent": lambda self, latent, explicit, mask: latent,
-             "explicit": lambda self, latent, explicit, mask: explicit}
+    parts = {
+        "whole": whole,
+        "latent": lambda self, latent, explicit, mask: latent,
+        "explicit": lambda self, latent, explicit, mask: explicit,
+    }
     for part, combine in parts.items():
         NDRM._combine = combine
         run = score_candidates(model, corpus, candidates, test, 20, 32, desc=part)

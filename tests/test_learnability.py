@@ -20,8 +20,11 @@ SMALL = dict(learnability=True, train_queries=20, train_pool=40, dev_queries=10,
 
 def files(home: Path) -> dict[str, str]:
     root = home / "msmarco-document"
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def read(path: Path) -> str:

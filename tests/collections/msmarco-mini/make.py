@@ -223,7 +223,10 @@ def make(
     # TREC DL: 50 / 54 released queries, 43 / 45 judged by NIST with 0-3 over several documents each
     released = {"trec-dl-2019": (50, 43), "trec-dl-2020": (54, 45)}
     if judged_queries is not None:
-        released = {"trec-dl-2019": (judged_queries + 7, judged_queries), "trec-dl-2020": (judged_queries + 9, judged_queries)}
+        released = {
+            "trec-dl-2019": (judged_queries + 7, judged_queries),
+            "trec-dl-2020": (judged_queries + 9, judged_queries),
+        }
     test_queries: dict[str, list[str]] = {}
     for name, (n_released, n_judged) in released.items():
         test_queries[name] = [query() for _ in range(n_released)]
