@@ -13,6 +13,7 @@ import yaml
 
 from conftest import REPO, snakemake
 from longrank.config import SCHEMA_PATH, validate_config
+from longrank.io import InputError
 from longrank.config_files import configfiles
 from test_config_matrix import COMBINATIONS, CONFIG, combo_id, merged_config
 
@@ -41,14 +42,22 @@ def _update(base: dict, new: dict) -> None:
             base[key] = value
 
 
-def described(name: str) -> dict:
-    return yaml.safe_load((CONFIG / "datasets" / f"{name}.yaml").read_text())
+def inline_block(combo: tuple[str, ...]) -> dict | None:
+    """The dataset block a config of ``combo`` writes itself (the last one), if any (config/studies/learnability.yaml)."""
+    blocks = [yaml.safe_load((REPO / f).read_text()).get("dataset") for f in combo]
+    return next((dict(b) for b in reversed(blocks) if isinstance(b, dict)), None)
+
+
+def described(name: str, combo: tuple[str, ...] = ()) -> dict:
+    """The description the run's ``dataset`` resolves to: a shipped one by name, or the block a config writes."""
+    path = CONFIG / "datasets" / f"{name}.yaml"
+    return yaml.safe_load(path.read_text()) if path.exists() else inline_block(combo)
 
 
 @pytest.mark.parametrize("combo", COMBINATIONS, ids=combo_id)
 def test_each_combination_resolves_to_exactly_its_collections_description(combo):
     dataset = validate_config(merged_config(combo), SCHEMA)["dataset"]
-    own = described(dataset["name"])
+    own = described(dataset["name"], combo)
     own["gains"] = {str(g): v for g, v in (own.get("gains") or {}).items()}
     assert dataset == {**SCHEMA_DEFAULTS, **own}, (
         f"{combo}: keys from elsewhere: {set(dataset) - set(own) - set(SCHEMA_DEFAULTS)}"
@@ -81,7 +90,11 @@ def test_irled_has_its_own_keys_only(combo):
 
 @pytest.mark.parametrize(
     "combo",
-    [c for c in COMBINATIONS if not c or c[0] not in ("config/irled.yaml", "config/trec-dl.yaml")],
+    [
+        c
+        for c in COMBINATIONS
+        if not c or (c[0] not in ("config/irled.yaml", "config/trec-dl.yaml") and not inline_block(c))
+    ],
     ids=combo_id,
 )
 def test_cranfield_keeps_its_reversed_map_on_purpose(combo):
@@ -98,9 +111,19 @@ def test_cranfield_keeps_its_reversed_map_on_purpose(combo):
     "base", [(), ("config/irled.yaml",), TREC_DL_2019, ("config/irled.yaml", "config/studies/mir.yaml")], ids=combo_id
 )
 def test_a_users_own_collection_gets_none_of_the_base_configs_dataset_keys(base):
+    # Over TREC DL's models the collection has MS MARCO's fields: NDRM's entries read a url field before them
+    # (models.<ndrm>.doc_fields); a collection without title and body is refused by that key (the test below).
+    mine = {**MINE, "doc_fields": ["title", "body"]} if base == TREC_DL_2019 else MINE
     config = merged_config(base)
-    _update(config, {"dataset": dict(MINE)})
-    assert validate_config(config, SCHEMA)["dataset"] == {**SCHEMA_DEFAULTS, **MINE}
+    _update(config, {"dataset": dict(mine)})
+    assert validate_config(config, SCHEMA)["dataset"] == {**SCHEMA_DEFAULTS, **mine}
+
+
+def test_trec_dl_over_a_collection_of_other_fields_names_ndrms_key():
+    config = merged_config(TREC_DL_2019)
+    _update(config, {"dataset": {**MINE, "doc_fields": ["title", "text"]}})
+    with pytest.raises(InputError, match=r"models\.ndrm\d\.doc_fields: \['url', 'title', 'body'\] must hold"):
+        validate_config(config, SCHEMA)
 
 
 def test_a_description_file_of_the_users_own_is_read_whole(tmp_path, monkeypatch):

@@ -52,7 +52,10 @@ def test_the_config_check_names_the_key():
 @pytest.fixture
 def prepared(tmp_path):
     docs, queries, qrels = synthetic_collection(n_queries=3, docs_per_query=3)
-    records = {d: {"title": f"about {t.split()[5]}", "body": t, "url": f"https://www.site.org/{d}/Wing-Lift"} for d, t in docs.items()}
+    records = {
+        d: {"title": f"about {t.split()[5]}", "body": t, "url": f"https://www.site.org/{d}/Wing-Lift"}
+        for d, t in docs.items()
+    }
     (tmp_path / "src").mkdir()
     dataset = write_local_collection(tmp_path / "src", docs, queries, qrels)
     with open(dataset["docs"], "w") as f:  # jsonl with fields: the collection reads title and body
@@ -90,13 +93,17 @@ def test_a_field_the_documents_lack_is_an_error_naming_the_key(prepared, tmp_pat
     with pytest.raises(InputError, match=r"models.ndrm1.doc_fields: 'anchor' is not a field.*they have"):
         write_field(dataset, "anchor", tmp_path / "anchor", "models.ndrm1.doc_fields")
     with pytest.raises(InputError, match="cranfield.*they have"):  # ir_datasets: its document class, no download
-        write_field({"source": "ir_datasets", "id": "cranfield", "doc_fields": ["title", "text"]}, "url", tmp_path / "u")
+        write_field(
+            {"source": "ir_datasets", "id": "cranfield", "doc_fields": ["title", "text"]}, "url", tmp_path / "u"
+        )
     with pytest.raises(InputError, match="doc_fields.*none of"):  # a model asking for a field nobody wrote
         build_model({**NDRM, "doc_fields": ["url", "title", "body"]}, corpus)
 
 
 def test_a_store_of_another_field_order_is_refused(prepared):
     _, corpus, records = prepared
-    write_field_store(field_dir(corpus.dir, "url"), "url", ((d, r["url"]) for d, r in records.items()), ["title", "body"])
+    write_field_store(
+        field_dir(corpus.dir, "url"), "url", ((d, r["url"]) for d, r in records.items()), ["title", "body"]
+    )
     with pytest.raises(InputError, match="one block"):
         DocumentFields(corpus.dir, ["title", "url", "body"])

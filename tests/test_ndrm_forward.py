@@ -60,7 +60,12 @@ OFFICIAL = {
     "unknown_query_words": "scored",
 }
 #: this project's defaults for the four forward settings (the default config's NDRM)
-PROJECT = {"position_layout": "concat", "pad_row": "zero", "words_without_vectors": "own_row", "unknown_query_words": "masked"}
+PROJECT = {
+    "position_layout": "concat",
+    "pad_row": "zero",
+    "words_without_vectors": "own_row",
+    "unknown_query_words": "masked",
+}
 NO_VECTOR = "case"  # a query word of every query, left out of the vector file: their UNK, a row of its own here
 UNKNOWN = "zyzzogeton"  # in no query or document: outside both vocabularies
 
@@ -162,7 +167,10 @@ def _their_idf(corpus, analyze) -> dict[str, float]:
     dropped (an unknown word has IDF there but TF 0 in every document, so it adds nothing on either side)."""
     docs = [set(analyze(t)) for t in corpus.docs.values()]
     terms = {w for q in _queries(corpus) for w in analyze(q)[:MAX_Q]}
-    idf = {t: max(math.log((len(docs) - sum(t in d for d in docs) + 0.5) / (sum(t in d for d in docs) + 0.5)), 0) for t in terms}
+    idf = {
+        t: max(math.log((len(docs) - sum(t in d for d in docs) + 0.5) / (sum(t in d for d in docs) + 0.5)), 0)
+        for t in terms
+    }
     return {t: v for t, v in idf.items() if v > 0}
 
 

@@ -116,7 +116,7 @@ def test_a_section_that_did_not_run_names_the_key_that_switched_it_off(tiny_data
         "non-inferiority": (noninferiority.section(ctx), "evaluation.noninferiority_reference: null"),
         "efficiency": (efficiency.section(ctx), "mores_speed.enabled: false"),
         "MIR": (mir.section(ctx), "mir not among the compared systems"),
-        "regions": (regions.section(ctx), "the details files of tkl hold no region positions"),
+        "regions": (regions.section(ctx), "hold no region positions (runs/<model>.details.jsonl is empty"),
         "length sweep": (max_length.section(ctx), "no two enabled model entries differ in max_doc_len only"),
         "training": (training.section(ctx), "knrm has no training summary among the report's inputs"),
     }

@@ -175,7 +175,9 @@ class DocumentFields:
         """``docs`` (the collection's text of ``doc_ids``) with the model's other fields around each."""
         out = []
         for doc_id, text in zip(doc_ids, docs, strict=True):
-            parts = [self._field(f, doc_id) for f in self.before] + [text] + [self._field(f, doc_id) for f in self.after]
+            parts = (
+                [self._field(f, doc_id) for f in self.before] + [text] + [self._field(f, doc_id) for f in self.after]
+            )
             out.append("\n".join(p for p in parts if p))
         return out
 

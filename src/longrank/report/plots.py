@@ -17,6 +17,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from longrank.io import atomic_path  # noqa: E402
+from longrank.report.panels import panel_check  # noqa: E402,F401 (the figures' caption notes)
 
 plt.rcParams.update(
     {
@@ -45,44 +46,6 @@ class Plot:
 
     path: Path
     note: str = ""
-
-
-def panel_check(
-    series: Mapping[str, Sequence[float]],
-    reference: Sequence[float] | None = None,
-    why: Callable[[str, str], str] | None = None,
-) -> str:
-    """A caption note on the panels of a figure, one panel per name of ``series`` (what the panel plots): each empty
-    one (no finite value, or nothing but zeros), each group of panels that plot the same values, and each panel equal
-    to ``reference`` (a line every panel draws, e.g. the first stage's). ``why(kind, name)`` gives the reason
-    (``kind``: empty, repeated or reference); without one the note says only what is so. "" when every panel differs."""
-    why = why or (lambda kind, name: "")
-    values = {n: np.asarray(v, dtype=float) for n, v in series.items()}
-    empty = [n for n, v in values.items() if not np.isfinite(v).any() or not np.nansum(np.abs(v)) > 0]
-    drawn = {n: v for n, v in values.items() if n not in empty}
-    groups: list[list[str]] = []
-    for n, v in drawn.items():
-        for group in groups:
-            if _same(drawn[group[0]], v):
-                group.append(n)
-                break
-        else:
-            groups.append([n])
-    same_ref = [n for n, v in drawn.items() if reference is not None and _same(np.asarray(reference, float), v)]
-    parts = [f"the panel of {n} is empty" + _because(why("empty", n)) for n in empty]
-    for group in (g for g in groups if len(g) > 1):
-        parts.append(f"the panels of {' and '.join(group)} are identical" + _because(why("repeated", group[0])))
-    for n in same_ref:
-        parts.append(f"in the panel of {n} the model's curve is the reference curve" + _because(why("reference", n)))
-    return "; ".join(parts)[:1].upper() + "; ".join(parts)[1:] + "." if parts else ""
-
-
-def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    return a.shape == b.shape and bool(np.allclose(a, b, equal_nan=True))
-
-
-def _because(reason: str) -> str:
-    return f": {reason}" if reason else ""
 
 
 def _colors(names: Sequence[str]) -> dict[str, tuple]:
@@ -210,42 +173,6 @@ def maxlen_plot(
     ax.set_title(f"{measure} vs maximum document length")
     ax.legend(frameon=False)
     return _save(fig, path)
-
-
-def region_plot(positions: Mapping[str, Mapping[int, Sequence[int]]], path) -> Plot:
-    """TKL Fig. 3: histogram (log-log) of region start offsets, rank-1..3 regions separately, one panel per model.
-    The note names an empty panel (no region of the model among the documents counted) and panels that repeat."""
-    models = list(positions)
-    fig, axes = plt.subplots(1, len(models), figsize=(5.0 * len(models), 3.6), squeeze=False)
-    for ax, model in zip(axes.flat, models):
-        allpos = [p for ps in positions[model].values() for p in ps]
-        top = max(allpos) + 2 if allpos else 10
-        bins = np.logspace(0, math.log10(top), 30)
-        for r, ps in sorted(positions[model].items()):
-            if ps:
-                ax.hist(np.asarray(ps) + 1, bins=bins, histtype="step", lw=1.5, label=f"rank-{r} region (n={len(ps)})")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.axvline(501, color="0.5", ls=":", lw=1)
-        ax.set_xlabel("region start (token offset + 1, log scale)")
-        ax.set_ylabel("regions (log scale)")
-        ax.set_title(f"{model}: positions of the top-3 regions")
-        ax.legend(fontsize=7, frameon=False)
-
-    def why(kind: str, model: str) -> str:
-        if kind == "empty":
-            return "none of its scored documents among those counted has a region position in its details file"
-        return "the models' top-3 regions start at the same offsets"
-
-    counts = {m: _region_histogram(positions[m]) for m in models}
-    return Plot(_save(fig, path), panel_check(counts, None, why))
-
-
-def _region_histogram(by_rank: Mapping[int, Sequence[int]]) -> list[float]:
-    """The panel's data as one comparable series: each rank's count of regions per start offset."""
-    return [float(len(ps)) for ps in by_rank.values()] + [
-        float(p) for _, ps in sorted(by_rank.items()) for p in sorted(ps)
-    ]
 
 
 def efficiency_plot(points: pd.DataFrame, path, measure: str = "nDCG@10") -> Path:
