@@ -1,4 +1,4 @@
-"""Code is an input (issue 39, class 2): a digest of the code a stage runs, so that a change to what a model computes
+"""Code is an input: a digest of the code a stage runs, so that a change to what a model computes
 retrains it and reruns its reranking, and a change to a comment or a docstring does not.
 
 What is digested: the stage's entry module and the model's module (``longrank.models.registry.MODEL_TYPES``), and

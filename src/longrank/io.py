@@ -96,7 +96,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode's control characters (
 
 
 def id_problem(identifier) -> str | None:
-    """Why ``identifier`` cannot be a document or query id, or None: the one id check of every stage (issue 39),
+    """Why ``identifier`` cannot be a document or query id, or None: the one id check of every stage,
     for the ids a reader reads (``check_id``), the ones a run file brings (``read_run``), the ones an ir_datasets
     collection gives (the docstore) and the ones written (``write_run``). An id is a column of TREC run and qrels
     files, so it must be non-empty and without whitespace ("d 1" would read back as two columns); a control

@@ -1,4 +1,4 @@
-"""Names that become paths, and the check that no stage's output is one of its inputs (issue 39, class 1).
+"""Names that become paths, and the check that no stage's output is one of its inputs.
 
 Every name a config gives that the workflow turns into a path (the dataset's: ``results/<name>/``; a model's:
 ``models/<name>/``, ``runs/<name>.run``; a first stage's: ``candidates/<name>.run``, its hdct or pisa index; a

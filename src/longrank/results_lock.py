@@ -1,4 +1,4 @@
-"""Results owned by one workflow (issue 39): a lock on ``results/<dataset>`` itself, and a record of which config made it.
+"""Results owned by one workflow: a lock on ``results/<dataset>`` itself, and a record of which config made it.
 
 Snakemake locks and records its outputs in the working directory's ``.snakemake/``, not beside the outputs. Two
 checkouts whose ``results/`` is one folder (a symlink, a shared file system) therefore neither see each other's lock

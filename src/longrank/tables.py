@@ -18,7 +18,7 @@ import pandas as pd
 
 # Columns whose values are names, never numbers or missing values: ids (query_id, doc_id), systems and measures,
 # letters. Read as written: pandas would read the query id 'NA', 'nan' or 'null' as a missing value and '001' as
-# the number 1 (issue 39: a query id 'NA' crashed compare after every model had trained).
+# the number 1 (a query id 'NA' would crash compare after every model had trained).
 NAME_COLUMNS = ("query_id", "doc_id", "system", "system_a", "system_b", "reference", "measure", "letter", "better_than")
 
 

@@ -1,4 +1,4 @@
-# NDRM paper Fig. 2 brought up to date (issue 12): peak training memory and forward+backward time of one
+# NDRM paper Fig. 2 brought up to date: peak training memory and forward+backward time of one
 # Conformer stack with materialised, fused (SDPA) and separable attention by sequence length. It reads nothing
 # from the collection (random inputs), so one run's table serves every dataset. Runs when an NDRM model is
 # configured (as mores_speed with MORES); `enabled: false` leaves it out.

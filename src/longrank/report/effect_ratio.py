@@ -1,4 +1,4 @@
-"""Reproduction measured as IR measures it (issue 38): the Effect Ratio and the Delta Relative Improvement of Breuer
+"""Reproduction measured as IR measures it: the Effect Ratio and the Delta Relative Improvement of Breuer
 et al., "How to Measure the Reproducibility of System-oriented IR Experiments" (SIGIR 2020), for each baseline ->
 improved pair a paper's table gives (published.yaml's ``pairs``), computed by the authors' ``repro-eval`` package.
 

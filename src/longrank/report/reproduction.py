@@ -1,4 +1,4 @@
-"""Section "Published figures": the papers' own numbers beside the reproduced ones (issue 27).
+"""Section "Published figures": the papers' own numbers beside the reproduced ones.
 
 The figures live in ``published.yaml`` beside this module (package data), each with the config entry that claims
 the paper's setting and the text of the paper it comes from (tests/test_published_figures.py finds it there). A
