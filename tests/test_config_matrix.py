@@ -55,9 +55,24 @@ def documented_combinations() -> dict[tuple[str, ...], str]:
 # The default alone, each runnable overlay over its stated bases (a base only, config/trec-dl.yaml, runs under the
 # overlays over it), then each documented combination; each a `--configfile` line merged over config/config.yaml.
 DOCUMENTED = documented_combinations()
+
+
+def with_a_year(files: tuple[str, ...]) -> tuple[str, ...]:
+    """An overlay over config/trec-dl.yaml runs with a year between (its header's second line says so): alone,
+    config/trec-dl.yaml's models would run on the default collection, whose fields NDRM's full-scale entries refuse."""
+    if "config/trec-dl.yaml" not in files or any(f.startswith("config/trec-dl-20") for f in files):
+        return files
+    at = files.index("config/trec-dl.yaml") + 1
+    return (*files[:at], "config/trec-dl-2019.yaml", *files[at:])
+
+
 COMBINATIONS: list[tuple[str, ...]] = list(
     dict.fromkeys(
-        [(), *(configfiles(path) for path, overlay in OVERLAYS.items() if not overlay.base_only), *DOCUMENTED]
+        [
+            (),
+            *(with_a_year(configfiles(path)) for path, overlay in OVERLAYS.items() if not overlay.base_only),
+            *DOCUMENTED,
+        ]
     )
 )
 
