@@ -128,17 +128,76 @@ def test_with_every_set_corrupt_training_starts_afresh(base, caplog):
 
 
 def test_a_finished_state_with_truncated_best_weights_is_never_copied_out(base, caplog):
-    """The finding: the job reran (its output gone), the finished state's best weights truncated. The newest set is
-    moved aside, and steps 17-24 are trained again from the set of step 16 to the same model."""
+    """The finding: the job reran (its output gone), the finished state's best weights truncated. The finished set,
+    the only one a finished training keeps, is moved aside, and training starts afresh to the same model."""
     caplog.set_level(logging.INFO)
     run = copy_of(base, "reference", "finished_truncated")
     (run / "model.safetensors").unlink()
-    newest = sets_newest_first(run / "train_state")[0]
+    (newest,) = sets_newest_first(run / "train_state")
     assert newest.name == "step-000000024"
     damage(newest / "best.safetensors", "truncated")
     out = train(base, run.name)
-    assert messages(caplog, "checkpoint set") and messages(caplog, "resuming knrm fold 0 at step 16")
+    assert messages(caplog, "checkpoint set") and not messages(caplog, "resuming")
+    assert messages(caplog, "knrm fold 0 step 8/24")  # trained again
     assert out.read_bytes() == (base / "reference" / "model.safetensors").read_bytes()
+
+
+def test_a_finished_training_keeps_only_what_copying_its_model_out_needs(base):
+    """No finished training resumes, so its state is one set of the best weights, their dev run and the position
+    (most of a resumable state, the last weights and the optimiser's moments, and the older set are gone)."""
+    (final,) = sets_newest_first(base / "reference" / "train_state")
+    assert sorted(p.name for p in final.iterdir()) == sorted(
+        ["best.safetensors", "best_dev.run", "position.json", "manifest.json"]
+    )
+    assert train_checkpoint.is_finished(final) and not train_checkpoint.set_problems(final)
+    assert final.joinpath("best.safetensors").read_bytes() == (base / "reference" / "model.safetensors").read_bytes()
+
+
+def test_a_rerun_of_a_finished_training_copies_its_model_out_without_training(base, caplog):
+    """``snakemake -R train`` (or a changed ``train.processes``) deletes the outputs and runs the job again: the same
+    model and dev run come back from the finished state, and no step is trained."""
+    caplog.set_level(logging.INFO)
+    run = copy_of(base, "reference", "rerun_finished")
+    for name in ("model.safetensors", "model.manifest.json", "dev.run", "train_summary.json", "training_log.tsv"):
+        (run / name).unlink()
+    out = train(base, run.name)
+    assert messages(caplog, "resuming knrm fold 0 at step 24") and not messages(caplog, "knrm fold 0 step")
+    for name in ("model.safetensors", "dev.run", "training_log.tsv"):
+        assert (run / name).read_bytes() == (base / "reference" / name).read_bytes(), name
+    assert out.read_bytes() == (base / "reference" / "model.safetensors").read_bytes()
+
+
+def test_a_kill_while_a_finished_state_is_reduced_leaves_it_usable(base, caplog):
+    """Killed after the finished manifest replaced the old one but before the files it drops were deleted: the set
+    verifies, the model is copied out of it, and the leftovers go when the state is reduced again."""
+    caplog.set_level(logging.INFO)
+    run = copy_of(base, "killed", "killed_in_finish")
+    state = run / "train_state"
+    original = Path.unlink
+
+    def dies_deleting(path, *args, **kwargs):
+        if path.name == "optimizer.json":
+            raise KeyboardInterrupt("simulated kill")
+        original(path, *args, **kwargs)
+
+    shutil.copytree(base / "reference" / "train_state" / "step-000000024", state / "step-000000024")
+    full = state / "step-000000016"
+    for name in ("last.safetensors", "optimizer.safetensors", "optimizer.json"):  # as the set had them unfinished
+        shutil.copyfile(full / name, state / "step-000000024" / name)
+    Path.unlink = dies_deleting
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train_checkpoint.finish_state(state)
+    finally:
+        Path.unlink = original
+    (final,) = sets_newest_first(state)
+    assert (final / "optimizer.json").exists() and not train_checkpoint.set_problems(final)
+    out = train(base, run.name)
+    assert messages(caplog, "resuming knrm fold 0 at step 24") and not messages(caplog, "knrm fold 0 step")
+    assert out.read_bytes() == (base / "reference" / "model.safetensors").read_bytes()
+    assert sorted(p.name for p in final.iterdir()) == sorted(
+        ["best.safetensors", "best_dev.run", "position.json", "manifest.json"]
+    )
 
 
 def test_a_set_a_kill_left_half_written_is_never_read(base, caplog):

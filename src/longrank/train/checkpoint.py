@@ -10,6 +10,13 @@ does not belong together. Loading verifies the newest set against its manifest; 
 (``*.corrupt-<time>``, with a warning) and the one before it is tried, and with none left training starts afresh.
 The two newest sets are kept, so a corrupt one has a good one to fall back to.
 
+A finished training keeps one set, reduced to what copying the model out again needs (``finish_state``): the best
+weights, their dev run and the position, with a manifest marked ``finished``. Nothing resumes from it (its training
+is over), but a rerun of the same training (``snakemake -R train``, a changed ``train.processes``) copies the model out
+of it instead of training again. The weights, optimiser moments and the older set a resume needs are deleted: they
+are most of the state (Adam keeps two moments per weight; MIR's rehearsal state was 889 MB, a full-scale run's
+~20 GB) and no finished training reads them.
+
 Model weights themselves (and loading a trained model) are :mod:`longrank.models.checkpoint`'s."""
 
 from __future__ import annotations
@@ -81,6 +88,30 @@ def newest_good_set(state_dir: Path) -> Path | None:
             return set_dir
         move_aside(set_dir, problems)
     return None
+
+
+def is_finished(set_dir: Path) -> bool:
+    """Whether the (verified) set is a finished training's: best weights and position only, nothing to resume."""
+    return bool(json.loads((set_dir / MANIFEST).read_text()).get("finished"))
+
+
+def finish_state(state_dir: Path) -> None:
+    """Reduce a finished training's state to its newest set's best weights, dev run and position (the set's own
+    records, so nothing is rehashed), marked finished; every older set goes. Safe to repeat after a kill: the
+    manifest is replaced whole first, and the files it no longer lists are deleted after."""
+    newest, *older = sets_newest_first(state_dir)
+    for old in older:
+        shutil.rmtree(old)
+    manifest = json.loads((newest / MANIFEST).read_text())
+    kept = {name: manifest["files"][name] for name in (*BEST_FILES, "position.json")}
+    tmp = newest / f".{MANIFEST}.tmp"
+    write_json(tmp, {"files": kept, "finished": True})
+    _fsync_file(tmp)
+    tmp.replace(newest / MANIFEST)
+    _fsync_dir(newest)
+    for path in newest.iterdir():
+        if path.name not in kept and path.name != MANIFEST:
+            path.unlink()
 
 
 def read_position(set_dir: Path) -> TrainingPosition:
@@ -179,7 +210,10 @@ def _carry_best(previous: Path, directory: Path) -> dict:
 
 
 def load_training_state(set_dir: Path, model, optimizer, scheduler) -> TrainingPosition:
-    """Load a (verified) set's weights, optimiser and scheduler state; returns its position."""
+    """Load a (verified) set's weights, optimiser and scheduler state; returns its position. A finished set has
+    none: its position alone says the training is over, and the model is then copied out of it."""
+    if is_finished(set_dir):
+        return read_position(set_dir)
     load_weights(model, set_dir / "last.safetensors")
     tensors = load_file(str(set_dir / "optimizer.safetensors"))
     meta = json.loads((set_dir / "optimizer.json").read_text())

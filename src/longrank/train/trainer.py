@@ -19,8 +19,14 @@ from longrank.outputs import TrainSummary
 from longrank.precision import AUTOCAST_DTYPES
 from longrank.progress import progress, to_console
 from longrank.train.batches import TrainingBatches, step_seed
-from longrank.train.checkpoint import clear_state, export_best, load_training_state, save_training_state
-from longrank.train.checkpoint import sets_newest_first
+from longrank.train.checkpoint import (
+    clear_state,
+    export_best,
+    finish_state,
+    load_training_state,
+    save_training_state,
+    sets_newest_first,
+)
 from longrank.train.fingerprint import fingerprint_of, keep_only_a_fitting_state, training_inputs
 from longrank.train.job import TrainingJob, keep_untrained, prepare
 from longrank.train.losses import with_negative_pairs
@@ -264,6 +270,7 @@ class Trainer:
         ).write(out_dir / "train_summary.json")
         # the kept model's dev scores: rerank chooses the interpolation weight on them
         export_best(final_set, job.out, out_dir / "dev.run")  # verified against the set's manifest; whole or absent
+        finish_state(job.state_dir)  # the model is out: what only a resume reads goes
 
 
 def _with_batch_norm_across(job: TrainingJob, model):
