@@ -81,6 +81,7 @@ def test_every_section_the_run_has_data_for_shows_it(workflow_run):
         "Efficiency",
         "Interpolation with",
         "Training: dev curves",
+        "Experiment log",
         "Provenance",
     ):
         assert "Not run:" not in section_of(md, title), title

@@ -117,6 +117,7 @@ def test_changing_one_model_reruns_only_that_model(planned):
     assert jobs.get("sanity") == 1
     assert "data" not in jobs and "candidates" not in jobs
     assert jobs.get("compare") == 1 and jobs.get("compare_floors") == 1 and jobs.get("build_report") == 1
+    assert jobs.get("history") == 1  # knrm's new setting joins its history; no other model's is touched
 
 
 def test_changing_one_first_stage_reruns_only_what_reranks_it(workflow_run, planned):

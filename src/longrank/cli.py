@@ -70,6 +70,10 @@ STAGES = {
         "mix a reranked run with its first stage, the weight chosen on dev queries",
     ),
     "evaluate": ("longrank.evaluate.evaluate", "per-query measures of a run through ir-measures"),
+    "history": (
+        "longrank.history",
+        "keep a model's results of its current setting (settings, runs, evaluations, weights) in its history",
+    ),
     "compare": (
         "longrank.evaluate.compare",
         "significance tests, confidence intervals and non-inferiority across systems",

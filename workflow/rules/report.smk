@@ -43,6 +43,7 @@ REPORT_MANIFEST = Manifest(
     training={m: [f"{R}/models/{m}/fold{fold}/train_summary.json" for fold in FOLDS] for m in _TRAINED},
     pretraining={m: f"{R}/models/{m}/pretrained/train_summary.json" for m in _PRETRAINED},
     pseudo_queries={pseudo_queries_of(m): f"{R}/pseudo_queries/{pseudo_queries_of(m)}" for m in _PRETRAINED},
+    history={m: f"{R}/history/{m}/latest.json" for m in MODELS},
 )
 
 

@@ -22,6 +22,7 @@ from longrank.report import (
     effectiveness,
     efficiency,
     first_stages,
+    history,
     interpolation,
     length_bias,
     length_buckets,
@@ -60,6 +61,7 @@ SECTIONS = [
     noninferiority,
     interpolation,
     training,
+    history,
     provenance,
 ]
 

@@ -37,6 +37,8 @@ class Manifest:
     training: dict[str, list[str]] = field(default_factory=dict)
     pretraining: dict[str, str] = field(default_factory=dict)  # model -> its pre-training's train_summary.json
     pseudo_queries: dict[str, str] = field(default_factory=dict)  # pseudo-query set -> its folder (stats.json inside)
+    # model -> history/<model>/latest.json (rule history); the experiment log reads the entries kept beside it
+    history: dict[str, str] = field(default_factory=dict)
 
     def files(self) -> list[str]:
         """Every path in the manifest: the rule's inputs."""

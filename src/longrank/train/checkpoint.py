@@ -35,7 +35,7 @@ from safetensors.torch import load_file, save_file
 
 from longrank.io import write_json
 from longrank.models.checkpoint import check_records, file_record, load_weights, save_weights, write_manifest
-from longrank.train.position import TrainingPosition
+from longrank.train.position import PositionShapeError, TrainingPosition
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +112,20 @@ def finish_state(state_dir: Path) -> None:
     for path in newest.iterdir():
         if path.name not in kept and path.name != MANIFEST:
             path.unlink()
+
+
+def find_finished_set(history: Path, fold_name: str, fingerprint: str) -> Path | None:
+    """A finished set kept in a model's history (``history/<settings hash>/<fold_name>/train_state/step-*``) that
+    verifies and was made from exactly these inputs (``fingerprint``), or None."""
+    for set_dir in sorted(history.glob(f"*/{fold_name}/train_state/step-*")):
+        if set_problems(set_dir) or not is_finished(set_dir):
+            continue
+        try:
+            if read_position(set_dir).fingerprint == fingerprint:
+                return set_dir
+        except PositionShapeError:
+            continue
+    return None
 
 
 def read_position(set_dir: Path) -> TrainingPosition:

@@ -38,6 +38,7 @@ class TrainingJob:
     out: Path
     collection_artifacts: Path | None = None
     init: Path | None = None
+    history: Path | None = None  # the model's history folder (longrank.history): finished states of earlier settings
     rank: int = 0
     world: int = 1
 

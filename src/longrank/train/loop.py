@@ -74,6 +74,11 @@ def add_arguments(parser):
     parser.add_argument(
         "--out", required=True, help="the trained weights (model.safetensors); its folder holds logs and state"
     )
+    parser.add_argument(
+        "--history",
+        help="the model's history folder (results/<name>/history/<model>): a finished training of the same inputs "
+        "kept there is copied back instead of training again",
+    )
 
 
 def run(args):
@@ -110,6 +115,7 @@ def run(args):
         Path(args.out),
         args.collection_artifacts,
         args.init,
+        args.history,
     )
 
 
@@ -145,7 +151,11 @@ def _cli_arguments(args) -> list[str]:
     ]
     if args.collection_artifacts is not None:
         argv += ["--collection-artifacts", str(args.collection_artifacts)]
-    for flag, value in (("--pretrain-queries", args.pretrain_queries), ("--init", args.init)):
+    for flag, value in (
+        ("--pretrain-queries", args.pretrain_queries),
+        ("--init", args.init),
+        ("--history", args.history),
+    ):
         if value:
             argv += [flag, str(value)]
     return argv
@@ -180,6 +190,7 @@ def train(
     out: Path,
     collection_artifacts: str | Path | None = None,
     init: str | Path | None = None,
+    history: str | Path | None = None,
 ) -> None:
     """Train in this process, or as one of the processes torchrun (or ``run``'s own launch for ``train.processes``)
     started: then in the process group the launcher's environment describes, torn down at the end or on error."""
@@ -203,6 +214,7 @@ def train(
         out,
         collection_artifacts,
         init,
+        history=Path(history) if history else None,
     )
     if env is None or env[2] == 1 or not settings.steps:  # steps: 0 trains nothing: rank 0 alone writes the outputs
         if env is None or env[0] == 0:

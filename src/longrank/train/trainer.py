@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import shutil
 import time
 
 import torch
@@ -22,8 +23,10 @@ from longrank.train.batches import TrainingBatches, step_seed
 from longrank.train.checkpoint import (
     clear_state,
     export_best,
+    find_finished_set,
     finish_state,
     load_training_state,
+    newest_good_set,
     save_training_state,
     sets_newest_first,
 )
@@ -104,6 +107,8 @@ class Trainer:
             )
             fingerprint = fingerprint_of(inputs)
             keep_only_a_fitting_state(job.state_dir, inputs, fingerprint)
+            if job.history is not None and newest_good_set(job.state_dir) is None:
+                self._restore_from_history(fingerprint)
         if job.world > 1:
             dist.barrier()
         newest = next(iter(sets_newest_first(job.state_dir)), None)
@@ -129,6 +134,22 @@ class Trainer:
                 position.best_dev_ndcg10,
             )
         self.position = position
+
+    def _restore_from_history(self, fingerprint: str) -> None:
+        """Going back to a setting trained before: its finished state, kept in the model's history, is copied back
+        (and the model then copied out of it), if it was made from exactly these inputs."""
+        job = self.job
+        kept = find_finished_set(job.history, job.out.parent.name, fingerprint)
+        if kept is None:
+            return
+        clear_state(job.state_dir)
+        shutil.copytree(kept, job.state_dir / kept.name)
+        log.info(
+            "restoring %s fold %d from its history (%s): trained before from the same inputs, so not trained again",
+            job.name,
+            job.fold_index,
+            kept.relative_to(job.history).parts[0],
+        )
 
     def batches(self):
         """This rank's batches from the position's step on. Sampling, reading the documents and tokenising run in

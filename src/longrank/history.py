@@ -1,0 +1,134 @@
+"""Stage ``history``: keep a model's results of every setting it ran with, so that changing a setting overwrites
+nothing for good.
+
+A model's outputs (weights, runs, evaluations) live at fixed paths under ``results/<name>/`` and the next setting's
+job replaces them. After each evaluation, this stage copies them into ``results/<name>/history/<model>/<settings
+hash>/``: ``settings.json`` (the model's config entry, the first stage it reranks, its code digests, when and from
+which commit), its systems' per-query evaluations and runs (the model's and its interpolation's), each fold's
+training summary, and, with ``history.weights``, each fold's finished training state (the best weights, their dev run
+and the position, a few hundred MB for a BERT-base model). The settings hash is of the settings alone: a rerun with
+the same settings replaces its entry. ``history.keep`` entries per model are kept (the newest by archive time; the
+current one always), so the disk a model's history takes is bounded by ``keep`` times its entry's size.
+
+Two readers: the report's experiment log (``report/history.py``: every kept setting's scores beside today's, with
+what changed), and training (``--history``): going back to a kept setting copies its finished state back, and the
+model comes out of it without a training step (``train/checkpoint.py``'s ``find_finished_set``, the same
+fingerprint check a resume makes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+from longrank.evaluate.metrics import read_eval_tsv
+from longrank.io import InputError, json_object, read_json, replace_directory, write_json
+from longrank.provenance import source
+
+log = logging.getLogger(__name__)
+
+SETTINGS = "settings.json"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="the model's name in the config")
+    parser.add_argument(
+        "--settings", required=True, help="the model's settings as JSON (entry, first stage, code digests)"
+    )
+    parser.add_argument("--systems", nargs="+", required=True, help="the model's systems (itself, its interpolation)")
+    parser.add_argument("--evals", nargs="+", required=True, help="eval/<system>.tsv, in --systems' order")
+    parser.add_argument("--runs", nargs="+", required=True, help="the systems' run files, in --systems' order")
+    parser.add_argument("--summaries", nargs="*", default=[], help="each fold's train_summary.json (trained models)")
+    parser.add_argument("--keep", type=int, required=True, help="entries kept per model (history.keep)")
+    parser.add_argument("--weights", choices=["true", "false"], required=True, help="keep the finished states")
+    parser.add_argument("--out", required=True, help="results/<name>/history/<model>/latest.json")
+
+
+def settings_hash(settings: dict) -> str:
+    """The first 12 hex digits of the settings' SHA-256 (canonical JSON): an entry's folder name."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def entries(model_dir: Path) -> list[Path]:
+    """A model's kept entries, newest archived first (their settings.json's ``archived`` time)."""
+    found = (
+        [p for p in model_dir.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / SETTINGS).is_file()]
+        if model_dir.is_dir()
+        else []
+    )
+    return sorted(found, key=lambda p: read_json(p / SETTINGS)["archived"], reverse=True)
+
+
+def run(args: argparse.Namespace) -> None:
+    settings = json_object(args.settings, "--settings")
+    if not (len(args.systems) == len(args.evals) == len(args.runs)):
+        raise InputError("--systems, --evals and --runs must name the same number of files, in the same order")
+    if args.keep < 1:
+        raise InputError(f"history.keep is {args.keep}; expected at least 1 (the current setting's entry)")
+    out = Path(args.out)
+    model_dir = out.parent
+    digest = settings_hash(settings)
+    entry = model_dir / digest
+    staged = model_dir / f".partial-{digest}"
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir(parents=True)
+    scores = {}
+    for system, eval_path, run_path in zip(args.systems, args.evals, args.runs):
+        frame = read_eval_tsv(eval_path)
+        scores[system] = {measure: float(frame[measure].mean()) for measure in frame.columns}
+        (staged / "eval").mkdir(exist_ok=True)
+        (staged / "runs").mkdir(exist_ok=True)
+        shutil.copyfile(eval_path, staged / "eval" / f"{system}.tsv")
+        shutil.copyfile(run_path, staged / "runs" / f"{system}.run")
+    kept_states = []
+    for summary in map(Path, args.summaries):
+        fold_dir = staged / summary.parent.name  # fold<k>
+        fold_dir.mkdir()
+        shutil.copyfile(summary, fold_dir / "train_summary.json")
+        state = _finished_set(summary.parent / "train_state")
+        if args.weights == "true" and state is not None:
+            shutil.copytree(state, fold_dir / "train_state" / state.name)
+            kept_states.append(summary.parent.name)
+    write_json(
+        staged / SETTINGS,
+        {
+            "model": args.model,
+            "hash": digest,
+            "settings": settings,
+            "scores": scores,
+            "archived": datetime.now(timezone.utc).isoformat(),  # UTC, to the microsecond: sorts as it reads
+            "source": source(),
+            "weights": kept_states,
+        },
+    )
+    replace_directory(staged, entry)
+    dropped = [p.name for p in entries(model_dir)[args.keep :] if p != entry]
+    for name in dropped:
+        shutil.rmtree(model_dir / name)
+    kept = [p.name for p in entries(model_dir)]
+    size = sum(f.stat().st_size for name in kept for f in (model_dir / name).rglob("*") if f.is_file())
+    write_json(out, {"model": args.model, "current": digest, "kept": kept, "keep": args.keep, "bytes": size})
+    log.info(
+        "history of %s: setting %s archived (%d kept, %.1f MB%s)",
+        args.model,
+        digest,
+        len(kept),
+        size / 1e6,
+        f"; dropped the oldest: {', '.join(dropped)}" if dropped else "",
+    )
+
+
+def _finished_set(state_dir: Path) -> Path | None:
+    """A training's finished checkpoint set, when it left one that verifies (a zero-shot model leaves none)."""
+    # here, not at the top: the checkpoint module imports torch, which this stage needs only for this
+    from longrank.train.checkpoint import is_finished, set_problems, sets_newest_first
+
+    newest = next(iter(sets_newest_first(state_dir)), None)
+    if newest is None or set_problems(newest) or not is_finished(newest):
+        return None
+    return newest
