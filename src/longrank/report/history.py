@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from longrank.history import SETTINGS, entries
 from longrank.io import read_json
 from longrank.report.context import Context
 from longrank.report.html import Section
@@ -23,13 +22,12 @@ def section(ctx: Context) -> Section:
         return sec.not_run("no model is configured, so no model has a history (rule history)")
     rows, sizes = [], []
     for model, pointer in latest.items():
-        kept = entries(Path(ctx.inp.manifest.history[model]).parent)
-        current = next((read_json(e / SETTINGS) for e in kept if e.name == pointer["current"]), None)
-        if current is None:
-            continue
-        for entry in kept:
-            archived = read_json(entry / SETTINGS)
-            rows.append(_row(model, archived, current))
+        # the entries kept, newest first, as the history stage listed them (it wrote latest.json last)
+        kept = [
+            read_json(Path(ctx.inp.manifest.history[model]).parent / name / "settings.json") for name in pointer["kept"]
+        ]
+        current = next(k for k in kept if k["hash"] == pointer["current"])
+        rows += [_row(model, archived, current) for archived in kept]
         sizes.append(f"{model} {pointer['bytes'] / 1e6:.1f} MB ({len(kept)} of at most {pointer['keep']})")
     earlier = sum(1 for r in rows if r[1] != "today")
     sec.howto(
