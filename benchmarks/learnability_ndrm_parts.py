@@ -2,7 +2,9 @@
 from its latent (Conformer-Kernel) part alone and from its explicit (BM25-like) part alone, scored directly from its
 trained weights over BM25's top 20 (the whole score equals the workflow's run, which reads the impact index).
 
-    PYTHONPATH=src python benchmarks/learnability_ndrm_parts.py <workdir>/results/learnability ndrm3_glove
+    PYTHONPATH=src python benchmarks/learnability_ndrm_parts.py <workdir>/results/learnability ndrm3_glove [overlay.yaml ...]
+
+(the overlays: further config files the run was given after config/studies/learnability.yaml, for an entry of theirs)
 """
 
 import sys
@@ -21,8 +23,8 @@ from longrank.models.ndrm import NDRM
 from longrank.scoring import score_candidates
 
 
-def main(results: Path, name: str) -> None:
-    models = validate_config(merged(("config/studies/learnability.yaml",)))["models"]
+def main(results: Path, name: str, overlays: list[str]) -> None:
+    models = validate_config(merged(("config/studies/learnability.yaml", *overlays)))["models"]
     resolve_likes(models)
     corpus = Corpus(results / "data")
     candidates = read_run(results / "candidates" / "bm25.run")
@@ -45,4 +47,4 @@ def main(results: Path, name: str) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2])
+    main(Path(sys.argv[1]), sys.argv[2], sys.argv[3:])

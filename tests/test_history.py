@@ -72,6 +72,8 @@ def test_each_setting_keeps_its_results_and_going_back_copies_the_weights_back(t
     assert 0 < ndcg <= 1 and (entry / "runs" / "knrm.run").exists() and (entry / "eval" / "knrm.tsv").exists()
     (kept,) = sets_newest_first(entry / "fold0" / "train_state")
     assert is_finished(kept) and (kept / "best.safetensors").read_bytes() == weights
+    (current,) = sets_newest_first(tiny_data / "results" / "models" / "knrm" / "fold0" / "train_state")
+    assert (kept / "best.safetensors").stat().st_ino == (current / "best.safetensors").stat().st_ino  # no 2nd copy
 
     second = run_setting(tiny_data, with_lr(0.05))
     assert second["current"] != first["current"] and second["kept"] == [second["current"], first["current"]]

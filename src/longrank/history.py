@@ -6,7 +6,8 @@ job replaces them. After each evaluation, this stage copies them into ``results/
 hash>/``: ``settings.json`` (the model's config entry, the first stage it reranks, its code digests, when and from
 which commit), its systems' per-query evaluations and runs (the model's and its interpolation's), each fold's
 training summary, and, with ``history.weights``, each fold's finished training state (the best weights, their dev run
-and the position, a few hundred MB for a BERT-base model). The settings hash is of the settings alone: a rerun with
+and the position, a few hundred MB for a BERT-base model; hard-linked, so the current setting's costs no second
+copy). The settings hash is of the settings alone: a rerun with
 the same settings replaces its entry. ``history.keep`` entries per model are kept (the newest by archive time; the
 current one always), so the disk a model's history takes is bounded by ``keep`` times its entry's size.
 
@@ -22,6 +23,7 @@ import argparse
 import hashlib
 import json
 import logging
+import os
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
@@ -92,7 +94,7 @@ def run(args: argparse.Namespace) -> None:
         shutil.copyfile(summary, fold_dir / "train_summary.json")
         state = _finished_set(summary.parent / "train_state")
         if args.weights == "true" and state is not None:
-            shutil.copytree(state, fold_dir / "train_state" / state.name)
+            shutil.copytree(state, fold_dir / "train_state" / state.name, copy_function=_link_or_copy)
             kept_states.append(summary.parent.name)
     write_json(
         staged / SETTINGS,
@@ -121,6 +123,16 @@ def run(args: argparse.Namespace) -> None:
         size / 1e6,
         f"; dropped the oldest: {', '.join(dropped)}" if dropped else "",
     )
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    """A hard link where the file system allows one: a finished set's files are never written in place (a new set is
+    a new folder, a finished one only loses files), so the history's entry and the model's current state share their
+    blocks until a new setting's training clears the state, and the current setting costs no second copy."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def _finished_set(state_dir: Path) -> Path | None:
