@@ -81,3 +81,33 @@ def test_a_dead_row_is_reported(paper_settings, monkeypatch):
     assert len(dead) == 2, dead
     assert "tk overlap is dead: 10 -> 21" in dead[0]
     assert "(config) mir_graphs.mir.prf_terms is dead" in dead[1]  # the window row stays live
+
+
+def _dotted(entry: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in entry.items():
+        out.update(_dotted(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return out
+
+
+@pytest.mark.parametrize("year", ["2019", "2020"])
+def test_no_key_of_a_cpu_entry_reaches_a_full_scale_entry_of_the_same_name(year):
+    """config/trec-dl.yaml lays itself over config/config.yaml, whose entries of the same names are CPU recipes: a key
+    the full-scale entry leaves out would silently take the CPU value (config.yaml's ndrm3 once gave the full-scale
+    NDRM3 its window scorer's CPU rate, 0.05, beside the authors' 1e-4). Every key of a resolved full-scale entry must
+    be set in the full-scale config itself; a model default is the constructor's, never the CPU entry's."""
+    import yaml
+
+    from longrank.config_files import merged
+
+    resolved = merged(("config/trec-dl.yaml", f"config/trec-dl-{year}.yaml"))["models"]
+    own = {
+        **yaml.safe_load((REPO / "config" / "trec-dl.yaml").read_text())["models"],
+        **(yaml.safe_load((REPO / "config" / f"trec-dl-{year}.yaml").read_text()) or {}).get("models", {}),
+    }
+    leaked = {
+        name: sorted(set(_dotted(entry)) - set(_dotted(own.get(name, {}))))
+        for name, entry in resolved.items()
+        if entry.get("enabled", True)
+    }
+    assert not {name: keys for name, keys in leaked.items() if keys}, "keys a CPU entry gave a full-scale one"
