@@ -348,3 +348,27 @@ def check_downloads():
         print(f"Note: {note}", file=sys.stderr)
     if problems:
         raise WorkflowError("missing downloads, before any job runs:\n" + "\n".join(problems))
+
+
+# rule history (workflow/rules/history.smk)
+def model_systems(model):
+    """A model's systems of the comparison: itself, and its interpolation with its first stage."""
+    return [model] + ([f"{model}+{first_stage_of(model)}"] if config["models"][model]["interpolate"] else [])
+
+
+def history_summaries(wildcards):
+    """Each fold's training summary, for a model that trains its own weights (checkpoint_of shares another's)."""
+    model = wildcards.model
+    return [f"{R}/models/{model}/fold{fold}/train_summary.json" for fold in FOLDS] if weights_of(model) == model else []
+
+
+def history_settings(model):
+    """What an entry of the model's history is of: its config entry, the candidates it reranks and the code that
+    trains and scores it (a changed model file is a new setting, as it retrains)."""
+    return as_json(
+        {
+            "entry": config["models"][model],
+            "first_stage": config["first_stages"][first_stage_of(model)],
+            "code": {"train": code_of("train", weights_of(model)), "rerank": code_of("rerank", model)},
+        }
+    )
