@@ -7,7 +7,6 @@ only makes things smaller (tests/rehearsal.py's whitelist), so whatever runs her
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 
@@ -74,15 +73,10 @@ def msmarco():
     return IR_DATASETS_HOME
 
 
-# The two runs (134 jobs each, every full-scale model trained) take about 13 minutes a year on the 2-core machine and
-# write about 5 GB a year (the encoders' training states); .ci/run leaves them out (the checks below are skipped, saying
-# so) until they fit its time and disk; LONGRANK_REHEARSAL=1 runs them (docs/studies/trec-dl-rehearsal.md). The
-# overlay's whitelist (above), its DAG against the full-scale one (test_config_matrix.py) and the SLURM resources of
-# every job (test_slurm_profile.py) run everywhere.
-rehearse = pytest.mark.skipif(
-    os.environ.get("LONGRANK_REHEARSAL") != "1",
-    reason="the full rehearsal runs with LONGRANK_REHEARSAL=1 (two 134-job runs, ~13 min and ~5 GB each)",
-)
+# The two runs (134 jobs each, every full-scale model trained) take about 10 minutes of the 2-core machine a year and
+# leave ~2.1 GB a year (a finished training keeps only its best weights: train/checkpoint.py's finish_state); they run
+# in .ci/run. The overlay's whitelist (above), its DAG against the full-scale one (test_config_matrix.py) and the SLURM
+# resources of every job (test_slurm_profile.py) are checked without them.
 
 
 @pytest.fixture(scope="module", params=YEARS)
@@ -97,7 +91,6 @@ def run(request, msmarco, tmp_path_factory):
     return {"year": year, "results": results, "full": resolved(full_scale(year))}
 
 
-@rehearse
 def test_the_report_is_built_from_the_msmarco_loaders(run):
     results = run["results"]
     assert (results / "report" / "index.html").stat().st_size > 0
@@ -108,7 +101,6 @@ def test_the_report_is_built_from_the_msmarco_loaders(run):
     assert "missing_judged_documents" not in stats or stats["missing_judged_documents"] == {}
 
 
-@rehearse
 def test_every_full_scale_model_has_a_row(run):
     report = (run["results"] / "report" / "report.md").read_text()
     models = [m for m, e in run["full"]["models"].items() if e.get("enabled", True)]
@@ -122,7 +114,6 @@ def test_every_full_scale_model_has_a_row(run):
         assert test <= {line.split()[0] for line in run_file.read_text().splitlines()}, m
 
 
-@rehearse
 def test_the_published_figures_stand_beside_measured_values(run):
     report = (run["results"] / "report" / "report.md").read_text()
     section = report.split("Published figures beside the reproduced ones", 1)[1].split("\n## ", 1)[0]
@@ -135,7 +126,6 @@ def test_the_published_figures_stand_beside_measured_values(run):
         assert re.fullmatch(r"\d\.\d+ \[\d\.\d+, \d\.\d+\]", row[5]), f"{fig.system} {fig.measure}: measured {row[5]!r}"
 
 
-@rehearse
 def test_every_first_stage_produces_a_run(run):
     stages = {s["name"]: s["method"] for s in run["full"]["first_stages"].values()}
     assert {"scoreddocs", "pisa", "model"} <= set(stages.values()), stages
@@ -148,7 +138,6 @@ def test_every_first_stage_produces_a_run(run):
         assert min(len(ranked[q]) for q in test) >= 50, name
 
 
-@rehearse
 def test_the_resolved_config_is_the_full_scale_one_outside_the_whitelist(run):
     config = json.loads((run["results"] / "config.json").read_text())
     full = outside_whitelist(run["full"])
