@@ -146,7 +146,7 @@ def test_the_workflow_keeps_a_changed_models_results_and_the_report_logs_them(wo
     second = read_json(history / "latest.json")
     assert second["kept"] == [second["current"], first]
     md = (results / "report" / "report.md").read_text()
-    log = md.split("## Experiment log", 1)[1].split("\n## ", 1)[0]
+    log = md.split("Experiment log: earlier settings", 1)[1].split("\n## ", 1)[0]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in log.splitlines() if line.startswith("| knrm |")]
     earlier = next(r for r in rows if r[1] == first)
     assert f"{first_ndcg:.4f}" == earlier[3] and f"entry.train.lr: {lr} → {lr * 2}" in earlier[5]
