@@ -146,19 +146,13 @@ def test_pretraining_then_zero_supervised_steps_is_the_pretrained_model(tiny_dat
 def test_the_train_command_pretrains_from_the_cli(tiny_data):
     pseudo_dir = build(tiny_data)
     out = tiny_data / "cli" / "pretrained" / "model.safetensors"
-    args = argparse.Namespace(
-        model="knrm",
-        model_config=json.dumps(KNRM),
-        data=str(tiny_data / "data"),
-        candidates=str(pseudo_dir / "candidates.run"),
-        fold=0,
-        rerank_depth=20,
-        device="cpu",
-        collection_artifacts=None,
-        pretrain_queries=str(pseudo_dir),
-        init=None,
-        out=str(out),
-    )
+    parser = argparse.ArgumentParser()
+    loop.add_arguments(parser)  # the command's own parser: every option it has, with its default
+    args = parser.parse_args(
+        ["--model", "knrm", "--model-config", json.dumps(KNRM), "--data", str(tiny_data / "data"),
+         "--candidates", str(pseudo_dir / "candidates.run"), "--rerank-depth", "20", "--device", "cpu",
+         "--pretrain-queries", str(pseudo_dir), "--out", str(out)]
+    )  # fmt: skip
     loop.run(args)
     summary = read_json(out.parent / "train_summary.json")
     assert summary["hyperparameters"]["steps"] == 8 and summary["hyperparameters"]["positives"] == "judged"
