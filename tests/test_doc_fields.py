@@ -107,3 +107,21 @@ def test_a_store_of_another_field_order_is_refused(prepared):
     )
     with pytest.raises(InputError, match="one block"):
         DocumentFields(corpus.dir, ["title", "url", "body"])
+
+
+@pytest.mark.slow
+def test_the_field_store_is_written_after_the_data_stage(tmp_path):
+    """The data stage replaces results/<name>/data whole, so a field store written under it must come after it: the
+    TREC DL rehearsal once ran doc_field first, the data stage then deleted the URL store, and NDRM2's training found
+    it missing. A dry run for the store alone plans the data job before it."""
+    import re
+
+    from conftest import REPO, snakemake
+
+    (tmp_path / "config").symlink_to(REPO / "config")
+    done = snakemake(
+        tmp_path, "-n", "--configfile", "config/trec-dl.yaml", "config/trec-dl-2019.yaml", "--",
+        "results/trec-dl-2019/data/fields/url/docs.jsonl",
+    )  # fmt: skip
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", done.stdout + done.stderr, re.M))
+    assert counts.get("doc_field") == "1" and counts.get("data") == "1", done.stdout[-2000:]

@@ -23,6 +23,10 @@ rule doc_field:
     """One document field a model's `doc_fields` names beyond `dataset.doc_fields` (NDRM's URL), as a document store
     of its own beside the prepared data (src/longrank/data/fields.py); only jobs of such a model read it, so a config
     whose models read the collection's text alone never runs it."""
+    input:
+        # after the data stage, which replaces results/<name>/data whole: a store written before it (or before it
+        # runs again) would be deleted with the folder while Snakemake counts it as made
+        prepared=DATA["stats.json"],
     output:
         docs=f"{R}/data/fields/{{field}}/docs.jsonl",
         meta=f"{R}/data/fields/{{field}}/field.json",
