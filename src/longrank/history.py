@@ -80,11 +80,11 @@ def run(args: argparse.Namespace) -> None:
     shutil.rmtree(staged, ignore_errors=True)
     staged.mkdir(parents=True)
     scores = {}
+    (staged / "eval").mkdir()
+    (staged / "runs").mkdir()
     for system, eval_path, run_path in zip(args.systems, args.evals, args.runs):
         frame = read_eval_tsv(eval_path)
         scores[system] = {measure: float(frame[measure].mean()) for measure in frame.columns}
-        (staged / "eval").mkdir(exist_ok=True)
-        (staged / "runs").mkdir(exist_ok=True)
         shutil.copyfile(eval_path, staged / "eval" / f"{system}.tsv")
         shutil.copyfile(run_path, staged / "runs" / f"{system}.run")
     kept_states = []

@@ -26,7 +26,6 @@ from longrank.train.checkpoint import (
     find_finished_set,
     finish_state,
     load_training_state,
-    newest_good_set,
     save_training_state,
     sets_newest_first,
 )
@@ -107,7 +106,8 @@ class Trainer:
             )
             fingerprint = fingerprint_of(inputs)
             keep_only_a_fitting_state(job.state_dir, inputs, fingerprint)
-            if job.history is not None and newest_good_set(job.state_dir) is None:
+            # what is left was verified and fits (keep_only_a_fitting_state): no set left is no rehash of one
+            if job.history is not None and not sets_newest_first(job.state_dir):
                 self._restore_from_history(fingerprint)
         if job.world > 1:
             dist.barrier()
