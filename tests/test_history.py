@@ -46,7 +46,7 @@ def run_setting(tiny_data, entry: dict, keep: int = 5) -> dict:
     corpus = Corpus(tiny_data / "data")
     loop.train(
         "knrm", entry, corpus, read_run(tiny_data / "bm25.run"), 0, 30, torch.device("cpu"), out,
-        history=results / "history" / "knrm",
+        reuse_from=results,
     )  # fmt: skip
     rerank("knrm", entry, corpus, read_run(tiny_data / "bm25.run"), [str(out)], 10, 16, torch.device("cpu"),
            results / "runs")  # fmt: skip
@@ -83,7 +83,8 @@ def test_each_setting_keeps_its_results_and_going_back_copies_the_weights_back(t
     caplog.set_level(logging.INFO)
     third = run_setting(tiny_data, with_lr(0.01))  # back to the first setting
     assert third["current"] == first["current"] and len(third["kept"]) == 2  # its entry replaced, not added
-    assert any("restoring knrm fold 0 from its history" in r.getMessage() for r in caplog.records)
+    restored = f"restoring knrm fold 0 from {history / first['current'] / 'fold0'}: trained before"
+    assert any(r.getMessage().startswith(restored) for r in caplog.records)
     assert not any(r.getMessage().startswith("knrm fold 0 step") for r in caplog.records)  # no step trained
     assert (tiny_data / "results" / "models" / "knrm" / "fold0" / "model.safetensors").read_bytes() == weights
     assert read_json(history / third["current"] / "settings.json")["scores"]["knrm"]["nDCG@10"] == ndcg
@@ -103,15 +104,47 @@ def test_history_keeps_at_most_keep_settings_and_always_the_current_one(tiny_dat
 def test_a_state_left_by_other_inputs_is_never_restored(tiny_data, caplog):
     """The history's finished state is copied back only for the same fingerprint: other candidates, other model."""
     run_setting(tiny_data, with_lr(0.01))
-    history = tiny_data / "results" / "history" / "knrm"
     shutil.rmtree(tiny_data / "results" / "models" / "knrm" / "fold0" / "train_state")
     caplog.set_level(logging.INFO)
     out = tiny_data / "elsewhere" / "model.safetensors"
     loop.train(
         "knrm", KNRM, Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run"), 0, 20, torch.device("cpu"), out,
-        history=history,
+        reuse_from=tiny_data / "results",
     )  # fmt: skip  # rerank depth 20, not 30: other inputs
     assert not any("restoring" in r.getMessage() for r in caplog.records)
+    assert any(r.getMessage().startswith("knrm fold 0 step 8/16") for r in caplog.records)
+
+
+def test_another_collections_training_of_the_same_inputs_is_copied_not_trained_again(tiny_data, caplog):
+    """The other TREC DL year: another results folder trains on the same documents, queries, judgments and candidates
+    with the same settings and code, so its finished training is copied (history.across_collections: the train
+    rule's --reuse-from is the folder of results folders); with only its own folder to look in, it trains."""
+    results = tiny_data / "results"
+    corpus, candidates = Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run")
+
+    def train(name: str, reuse_from: Path) -> Path:
+        out = results / name / "models" / "knrm" / "fold0" / "model.safetensors"
+        loop.train("knrm", KNRM, corpus, candidates, 0, 30, torch.device("cpu"), out, reuse_from=reuse_from)
+        return out
+
+    first = train("trec-dl-2019", results)
+    caplog.set_level(logging.INFO)
+    second = train("trec-dl-2020", results)
+    source = first.parent
+    assert any(r.getMessage().startswith(f"restoring knrm fold 0 from {source}: ") for r in caplog.records)
+    assert not any(r.getMessage().startswith("knrm fold 0 step") for r in caplog.records)  # no step trained
+    assert second.read_bytes() == first.read_bytes()
+    assert (second.parent / "dev.run").read_bytes() == (first.parent / "dev.run").read_bytes()
+    summary = read_json(second.parent / "train_summary.json")
+    assert summary["restored_from"] == str(source) and summary["steps_run"] == 16
+    assert summary["seconds"] >= read_json(first.parent / "train_summary.json")["seconds"] * 0.5  # that training's
+    (copied,) = sets_newest_first(second.parent / "train_state")
+    (kept,) = sets_newest_first(first.parent / "train_state")
+    assert (copied / "best.safetensors").stat().st_ino == (kept / "best.safetensors").stat().st_ino  # linked
+
+    caplog.clear()
+    train("own-folder-only", results / "own-folder-only")  # history.across_collections: false
+    assert not any(r.getMessage().startswith("restoring") for r in caplog.records)
     assert any(r.getMessage().startswith("knrm fold 0 step 8/16") for r in caplog.records)
 
 
@@ -154,6 +187,7 @@ def test_the_workflow_keeps_a_changed_models_results_and_the_report_logs_them(wo
 
     snakemake(workdir, "report", "--configfile", str(E2E_CONFIG))  # back to the first setting
     assert read_json(history / "latest.json")["current"] == first
-    assert "restoring knrm fold 0 from its history" in (results / "logs" / "train_knrm_fold0.log").read_text()
+    restored = f"restoring knrm fold 0 from results/cranfield/history/knrm/{first}/fold0: trained before"
+    assert restored in (results / "logs" / "train_knrm_fold0.log").read_text()
     model = Path("models") / "knrm" / "fold0" / "model.safetensors"
     assert (results / model).read_bytes() == (workflow_run / "results" / "cranfield" / model).read_bytes()

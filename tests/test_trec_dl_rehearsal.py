@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -79,15 +80,22 @@ def msmarco():
 # resources of every job (test_slurm_profile.py) are checked without them.
 
 
-@pytest.fixture(scope="module", params=YEARS)
-def run(request, msmarco, tmp_path_factory):
-    year = request.param
-    workdir = tmp_path_factory.mktemp(f"rehearsal{year}")
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory):
+    """One working directory for both years, as a researcher's checkout: results/trec-dl-2019 and -2020 side by side,
+    so the second year copies the first one's finished trainings (history.across_collections)."""
+    workdir = tmp_path_factory.mktemp("rehearsal")
     (workdir / "config").symlink_to(REPO / "config")
+    return workdir
+
+
+@pytest.fixture(scope="module", params=YEARS)
+def run(request, msmarco, checkout):
+    year = request.param
     started = time.monotonic()
-    snakemake(workdir, "report", "--configfile", *rehearsal(year))
+    snakemake(checkout, "report", "--configfile", *rehearsal(year))
     print(f"rehearsal {year}: {time.monotonic() - started:.0f} s")
-    results = workdir / "results" / f"trec-dl-{year}"
+    results = checkout / "results" / f"trec-dl-{year}"
     return {"year": year, "results": results, "full": resolved(full_scale(year))}
 
 
@@ -144,3 +152,22 @@ def test_the_resolved_config_is_the_full_scale_one_outside_the_whitelist(run):
     mine = outside_whitelist(config)
     differ = {k: (full.get(k), mine.get(k)) for k in full.keys() | mine.keys() if full.get(k) != mine.get(k)}
     assert not differ, f"the rehearsal differs from the full-scale run outside the size keys: {differ}"
+
+
+def test_the_second_year_copies_the_first_years_trainings(run):
+    """The years train on the same documents, training and dev queries: 2020 copies 2019's finished trainings (the
+    training fingerprint matches) rather than training each model again, and its models are 2019's to the byte."""
+    restored = {}
+    for log in sorted((run["results"] / "logs").glob("train_*_fold0.log")):
+        model = log.name.removeprefix("train_").removesuffix("_fold0.log")
+        found = re.search(r"restoring \S+ fold 0 from (\S+): trained before", log.read_text())
+        restored[model] = found.group(1) if found else None
+    assert restored, "no training log"
+    if run["year"] == YEARS[0]:
+        assert not any(restored.values()), restored
+        return
+    first = run["results"].parent / f"trec-dl-{YEARS[0]}"
+    assert restored == {m: f"results/{first.name}/models/{m}/fold0" for m in restored}, restored
+    for model in restored:
+        weights = Path("models") / model / "fold0" / "model.safetensors"
+        assert (run["results"] / weights).read_bytes() == (first / weights).read_bytes(), model

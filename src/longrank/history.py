@@ -23,13 +23,12 @@ import argparse
 import hashlib
 import json
 import logging
-import os
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
 from longrank.evaluate.metrics import read_eval_tsv
-from longrank.io import InputError, json_object, read_json, replace_directory, write_json
+from longrank.io import InputError, json_object, link_or_copy, read_json, replace_directory, write_json
 from longrank.provenance import source
 
 log = logging.getLogger(__name__)
@@ -94,7 +93,7 @@ def run(args: argparse.Namespace) -> None:
         shutil.copyfile(summary, fold_dir / "train_summary.json")
         state = _finished_set(summary.parent / "train_state")
         if args.weights == "true" and state is not None:
-            shutil.copytree(state, fold_dir / "train_state" / state.name, copy_function=_link_or_copy)
+            shutil.copytree(state, fold_dir / "train_state" / state.name, copy_function=link_or_copy)
             kept_states.append(summary.parent.name)
     write_json(
         staged / SETTINGS,
@@ -123,16 +122,6 @@ def run(args: argparse.Namespace) -> None:
         size / 1e6,
         f"; dropped the oldest: {', '.join(dropped)}" if dropped else "",
     )
-
-
-def _link_or_copy(source: str, target: str) -> None:
-    """A hard link where the file system allows one: a finished set's files are never written in place (a new set is
-    a new folder, a finished one only loses files), so the history's entry and the model's current state share their
-    blocks until a new setting's training clears the state, and the current setting costs no second copy."""
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
 
 
 def _finished_set(state_dir: Path) -> Path | None:

@@ -612,3 +612,13 @@ def replace_directory(new: Path, out: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
         else:
             old.unlink()
+
+
+def link_or_copy(source: str, target: str) -> None:
+    """A hard link where the file system allows one, else a copy (``shutil.copytree``'s ``copy_function``): for a
+    finished checkpoint set, whose files are never written in place (a new set is a new folder, a finished one only
+    loses files), so two folders holding the same set share its blocks."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)

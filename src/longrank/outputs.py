@@ -123,6 +123,9 @@ class TrainSummary(Record):
     trainable_parameters: int | None = None
     hyperparameters: dict = field(default_factory=dict)
     note: str = ""
+    # not trained here: the folder of the finished training of the same inputs it was copied from (seconds: that
+    # training's)
+    restored_from: str = ""
 
 
 # A timing whose spread (max - min) exceeds this fraction of its median is flagged in the report: its median is

@@ -30,8 +30,9 @@ rule train:
         artifacts=lambda wc, input: ["--collection-artifacts", *input.artifacts] if input.artifacts else [],
         init=lambda wc, input: ["--init", *input.pretrained] if input.pretrained else [],
         pretrain_queries=[],
-        # a setting trained before comes back from the model's history (rule history) instead of training again
-        history=lambda wc: ["--history", f"{R}/history/{wc.model}"],
+        # a training finished before from exactly these inputs is copied, not trained again: an earlier setting's
+        # (rule history) and, with history.across_collections, another results folder's (the other TREC DL year)
+        reuse=["--reuse-from", "results" if config["history"]["across_collections"] else R],
         fold=lambda wc: wc.fold,
         rerank_depth=config["rerank_depth"],
         data=data_dir,
@@ -40,7 +41,7 @@ rule train:
         "OMP_NUM_THREADS={threads:q} python -m longrank train --model {wildcards.model:q} --model-config {params.model:q}"
         " --data {params.data:q} {params.pretrain_queries:q} --candidates {params.candidates:q} {params.artifacts:q}"
         " {params.init:q} --fold {params.fold:q} --rerank-depth {params.rerank_depth:q} --device {params.device:q}"
-        " {params.history:q} --out {output.model:q} 2> {log:q}"
+        " {params.reuse:q} --out {output.model:q} 2> {log:q}"
 
 
 # train.pretrain: the model trained on a pseudo-query set (rule pseudo_queries) before its supervised training,
@@ -63,6 +64,6 @@ use rule train as pretrain with:
     params:
         candidates=lambda wc, input: os.path.join(input.pseudo_queries, "candidates.run"),
         init=[],
-        history=[],
+        reuse=[],
         pretrain_queries=lambda wc, input: ["--pretrain-queries", input.pseudo_queries],
         fold=0,

@@ -114,10 +114,17 @@ def finish_state(state_dir: Path) -> None:
             path.unlink()
 
 
-def find_finished_set(history: Path, fold_name: str, fingerprint: str) -> Path | None:
-    """A finished set kept in a model's history (``history/<settings hash>/<fold_name>/train_state/step-*``) that
-    verifies and was made from exactly these inputs (``fingerprint``), or None."""
-    for set_dir in sorted(history.glob(f"*/{fold_name}/train_state/step-*")):
+def kept_finished_sets(results: Path, model: str, fold_name: str) -> list[Path]:
+    """Where finished trainings of ``model``'s fold ``fold_name`` are kept under ``results``: a results folder's
+    ``models/<model>/<fold>/train_state`` and its history's entries (``history/<model>/<settings hash>/<fold>/``), and
+    when ``results`` is the folder of results folders, each one's (another collection's: the other TREC DL year)."""
+    patterns = (f"models/{model}/{fold_name}/train_state/step-*", f"history/{model}/*/{fold_name}/train_state/step-*")
+    return sorted({found for prefix in ("", "*/") for pattern in patterns for found in results.glob(prefix + pattern)})
+
+
+def find_finished_set(sets: list[Path], fingerprint: str) -> Path | None:
+    """The first of ``sets`` that verifies, is finished and was made from exactly these inputs (``fingerprint``)."""
+    for set_dir in sets:
         if set_problems(set_dir) or not is_finished(set_dir):
             continue
         try:

@@ -38,7 +38,9 @@ class TrainingJob:
     out: Path
     collection_artifacts: Path | None = None
     init: Path | None = None
-    history: Path | None = None  # the model's history folder (longrank.history): finished states of earlier settings
+    # where finished trainings of the same inputs are looked for (train.checkpoint.kept_finished_sets): a results
+    # folder (its models and history) or the folder of results folders; None: nowhere
+    reuse_from: Path | None = None
     rank: int = 0
     world: int = 1
 

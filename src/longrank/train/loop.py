@@ -75,9 +75,9 @@ def add_arguments(parser):
         "--out", required=True, help="the trained weights (model.safetensors); its folder holds logs and state"
     )
     parser.add_argument(
-        "--history",
-        help="the model's history folder (results/<name>/history/<model>): a finished training of the same inputs "
-        "kept there is copied back instead of training again",
+        "--reuse-from",
+        help="a results folder (results/<name>), or the folder of them (results): a finished training of exactly "
+        "these inputs kept there (the model's state, its history, another collection's) is copied, not trained again",
     )
 
 
@@ -115,7 +115,7 @@ def run(args):
         Path(args.out),
         args.collection_artifacts,
         args.init,
-        args.history,
+        args.reuse_from,
     )
 
 
@@ -154,7 +154,7 @@ def _cli_arguments(args) -> list[str]:
     for flag, value in (
         ("--pretrain-queries", args.pretrain_queries),
         ("--init", args.init),
-        ("--history", args.history),
+        ("--reuse-from", args.reuse_from),
     ):
         if value:
             argv += [flag, str(value)]
@@ -190,7 +190,7 @@ def train(
     out: Path,
     collection_artifacts: str | Path | None = None,
     init: str | Path | None = None,
-    history: str | Path | None = None,
+    reuse_from: str | Path | None = None,
 ) -> None:
     """Train in this process, or as one of the processes torchrun (or ``run``'s own launch for ``train.processes``)
     started: then in the process group the launcher's environment describes, torn down at the end or on error."""
@@ -214,7 +214,7 @@ def train(
         out,
         collection_artifacts,
         init,
-        history=Path(history) if history else None,
+        reuse_from=Path(reuse_from) if reuse_from else None,
     )
     if env is None or env[2] == 1 or not settings.steps:  # steps: 0 trains nothing: rank 0 alone writes the outputs
         if env is None or env[0] == 0:

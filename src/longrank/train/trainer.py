@@ -10,12 +10,13 @@ import functools
 import logging
 import shutil
 import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from longrank.io import InputError, write_run, write_text
+from longrank.io import InputError, link_or_copy, write_run, write_text
 from longrank.outputs import TrainSummary
 from longrank.precision import AUTOCAST_DTYPES
 from longrank.progress import progress, to_console
@@ -24,6 +25,7 @@ from longrank.train.checkpoint import (
     clear_state,
     export_best,
     find_finished_set,
+    kept_finished_sets,
     finish_state,
     load_training_state,
     save_training_state,
@@ -84,6 +86,7 @@ class Trainer:
         self.forward = self.model  # DistributedDataParallel's wrapper once resumed, on several processes
         self.position = TrainingPosition()
         self.started = time.time()
+        self.restored_from: Path | None = None  # the folder a finished training was copied from (_restore_finished)
 
     def resume(self, built: dict[str, str]) -> None:
         """Load the newest checkpoint set made for exactly this training problem, or start a fresh position. Rank 0
@@ -107,8 +110,8 @@ class Trainer:
             fingerprint = fingerprint_of(inputs)
             keep_only_a_fitting_state(job.state_dir, inputs, fingerprint)
             # what is left was verified and fits (keep_only_a_fitting_state): no set left is no rehash of one
-            if job.history is not None and not sets_newest_first(job.state_dir):
-                self._restore_from_history(fingerprint)
+            if job.reuse_from is not None and not sets_newest_first(job.state_dir):
+                self._restore_finished(fingerprint)
         if job.world > 1:
             dist.barrier()
         newest = next(iter(sets_newest_first(job.state_dir)), None)
@@ -135,20 +138,23 @@ class Trainer:
             )
         self.position = position
 
-    def _restore_from_history(self, fingerprint: str) -> None:
-        """Going back to a setting trained before: its finished state, kept in the model's history, is copied back
-        (and the model then copied out of it), if it was made from exactly these inputs."""
+    def _restore_finished(self, fingerprint: str) -> None:
+        """A training finished before from exactly these inputs (``fingerprint``: the documents, queries, judgments,
+        candidates, settings, initial weights and code) is copied, not trained again: an earlier setting's, kept in
+        the model's history, or with ``job.reuse_from`` the folder of results folders, another collection's (the
+        other TREC DL year: the same training and dev queries over the same documents)."""
         job = self.job
-        kept = find_finished_set(job.history, job.out.parent.name, fingerprint)
+        kept = find_finished_set(kept_finished_sets(job.reuse_from, job.name, job.out.parent.name), fingerprint)
         if kept is None:
             return
         clear_state(job.state_dir)
-        shutil.copytree(kept, job.state_dir / kept.name)
+        shutil.copytree(kept, job.state_dir / kept.name, copy_function=link_or_copy)
+        self.restored_from = kept.parent.parent
         log.info(
-            "restoring %s fold %d from its history (%s): trained before from the same inputs, so not trained again",
+            "restoring %s fold %d from %s: trained before from exactly these inputs, so not trained again",
             job.name,
             job.fold_index,
-            kept.relative_to(job.history).parts[0],
+            self.restored_from,
         )
 
     def batches(self):
@@ -288,6 +294,7 @@ class Trainer:
             parameters=sum(p.numel() for p in self.model.parameters()),
             trainable_parameters=sum(p.numel() for p in self.params),
             hyperparameters=self.settings.as_dict(),
+            restored_from=str(self.restored_from or ""),
         ).write(out_dir / "train_summary.json")
         # the kept model's dev scores: rerank chooses the interpolation weight on them
         export_best(final_set, job.out, out_dir / "dev.run")  # verified against the set's manifest; whole or absent
