@@ -9,6 +9,7 @@ import json
 import pytest
 
 from longrank.config import validate_config
+from longrank.data import word2vec
 from longrank.data.corpus import Corpus
 from longrank.data.fields import DocumentFields, field_dir, split_fields, write_field, write_field_store
 from longrank.data.prepare import prepare
@@ -86,6 +87,54 @@ def test_ndrm_reads_the_url_before_the_collections_text(prepared):
     pairs = model.score_pairs(["wing lift"], [doc_id], [corpus.docs[doc_id]])
     terms = model.term_scores(model.query_terms("wing lift"), [doc_id], [corpus.docs[doc_id]])
     assert pairs.item() == pytest.approx(terms.sum().item(), abs=1e-4)
+
+
+def test_word2vec_reads_the_url_and_the_training_queries_as_the_authors_fasttext(prepared):
+    """word2vec.doc_fields / training_queries (the CK authors' fastText reads URL, title and body and the training
+    queries): the URL's words get vectors and document frequencies, the training queries' words vectors only, and no
+    dev or test query's text reaches them."""
+    dataset, corpus, records = prepared
+    write_field(dataset, "url", field_dir(corpus.dir, "url"))
+    keys = {"dim": 4, "min_count": 1, "epochs": 1, "processing": "ck"}
+    out = corpus.dir / "w2v" / "word2vec.txt"
+
+    def vectors_and_df(**extra) -> tuple[set[str], dict[str, int], dict]:
+        out.parent.mkdir(exist_ok=True)
+        word2vec.build(corpus.dir / "docs.jsonl", out, **keys, **extra)
+        words = {line.split(" ", 1)[0] for line in out.read_text().splitlines()[1:]}
+        table = (out.parent / word2vec.DOC_FREQ_FILE).read_text().splitlines()[1:]  # under its header
+        df = {w: int(n) for w, n in (line.split("\t") for line in table)}
+        return words, df, json.loads((out.parent / word2vec.META_FILE).read_text())
+
+    plain, plain_df, _ = vectors_and_df()
+    assert "site" not in plain and "org" not in plain  # the URL's own words: no document text has them
+    words, df, meta = vectors_and_df(doc_fields=["url", "title", "body"])
+    assert {"site", "org"} <= words and df["site"] == len(records) and "site" not in plain_df
+    assert meta["doc_fields"] == ["url", "title", "body"] and meta["training_queries"] == 0
+
+    analyze = analyzer("ck")
+    queries, fold = corpus.queries, corpus.folds[0]
+    corpus.queries.update({q: f"{queries[q]} trainonly{i}" for i, q in enumerate(fold["train"])})
+    corpus.queries.update({q: f"{queries[q]} heldout{i}" for i, q in enumerate(fold["dev"] + fold["test"])})
+    (corpus.dir / "queries.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in corpus.queries.items()))
+    words, df, meta = vectors_and_df(training_queries=True)
+    trained = {w for q in fold["train"] for w in analyze(corpus.queries[q])}
+    assert {f"trainonly{i}" for i in range(len(fold["train"]))} <= words <= plain | trained
+    assert not any(w.startswith("heldout") for w in words)
+    assert not any(w.startswith("trainonly") for w in df) and meta["training_queries"] == len(fold["train"])
+
+
+def test_word2vec_training_queries_needs_one_split():
+    knrm = {"knrm": {"type": "knrm"}}
+    config = {"dataset": "cranfield", "models": knrm, "word2vec": {"training_queries": True}}
+    config["splits"] = {"method": "kfold", "k": 5}
+    with pytest.raises(InputError, match="word2vec.training_queries: splits.method is kfold"):
+        validate_config(config)
+    config["splits"] = {"method": "holdout"}
+    assert validate_config(config)["word2vec"]["training_queries"] is True
+    bad = {"dataset": "cranfield", "models": knrm, "word2vec": {"doc_fields": ["title", "url", "text"]}}
+    with pytest.raises(InputError, match="word2vec.doc_fields.*one block"):
+        validate_config(bad)
 
 
 def test_a_field_the_documents_lack_is_an_error_naming_the_key(prepared, tmp_path):

@@ -18,6 +18,7 @@ from longrank.config_checks import (
     check_measures,
     check_model_keys,
     check_noninferiority_reference,
+    check_word2vec_queries,
     resolve_first_stages,
 )
 from longrank.data.grades import check_gain_order, integer_grades
@@ -59,6 +60,7 @@ def validate_config(
     fill_defaults(config, schema_path)
     check_model_keys(config["models"])
     check_model_fields(config)
+    check_word2vec_queries(config)
     check_gain_order(config["dataset"])
     check_measures(config.get("evaluation", {}).get("measures", []))
     resolve_first_stages(config)

@@ -41,6 +41,19 @@ def check_input_files(config: dict) -> None:
             raise InputError(f"config key {key}: {err}") from None
 
 
+def check_word2vec_queries(config: dict) -> None:
+    """word2vec.training_queries reads one split's training queries: with k folds every query is some fold's test
+    query, and the vectors are built once per collection."""
+    splits, dataset = config["splits"], config["dataset"]
+    own_dev = dataset.get("dev_id") or dataset.get("dev_queries")  # then splits does not apply: one split
+    if config["word2vec"].get("training_queries") and splits["method"] == "kfold" and not own_dev:
+        raise InputError(
+            f"word2vec.training_queries: splits.method is kfold ({splits.get('k')} folds), where every query is a test "
+            "query of some fold and the vectors are built once per collection; use splits.method: holdout, or leave "
+            "training_queries out"
+        )
+
+
 def check_measures(names) -> None:
     """Every configured measure through ir-measures' own parser, when the workflow is parsed (an unknown name
     used to fail only in evaluate, after the data and first stages ran), with trec_eval's spelling translated."""

@@ -261,17 +261,23 @@ def model_embeddings(wildcards):
     return ([WORD2VEC] if entry.get("embeddings") == "word2vec" else []) + fields
 
 
+def word2vec_field_stores(wildcards):
+    """The stores of the fields word2vec.doc_fields reads beyond dataset.doc_fields (rule doc_field)."""
+    fields = extra_fields(config["word2vec"].get("doc_fields"), config["dataset"].get("doc_fields"))
+    return [doc_field_store(f) for f in fields]
+
+
 def doc_field_store(field):
     return f"{R}/data/fields/{field}/docs.jsonl"
 
 
-def doc_field_models(wildcards):
-    """The model entries that read document field ``wildcards.field`` (named in the stage's errors)."""
-    return ",".join(
-        name
-        for name, entry in config["models"].items()
-        if wildcards.field in extra_fields(entry.get("doc_fields"), config["dataset"].get("doc_fields"))
-    )
+def doc_field_readers(wildcards):
+    """The config keys that read document field ``wildcards.field`` (named in the stage's errors): model entries'
+    doc_fields and word2vec's."""
+    collection = config["dataset"].get("doc_fields")
+    readers = {f"models.{name}.doc_fields": entry.get("doc_fields") for name, entry in config["models"].items()}
+    readers["word2vec.doc_fields"] = config["word2vec"].get("doc_fields")
+    return ",".join(key for key, fields in readers.items() if wildcards.field in extra_fields(fields, collection))
 
 
 def pseudo_queries_of(model):

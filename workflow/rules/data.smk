@@ -38,8 +38,8 @@ rule doc_field:
         mem_mb=4000,
     params:
         dataset=as_json(config["dataset"]),
-        models=doc_field_models,
+        readers=doc_field_readers,
         out_dir=lambda wc, output: os.path.dirname(output.docs),
     shell:
         "python -m longrank doc_field --dataset {params.dataset:q} --field {wildcards.field:q}"
-        " --models {params.models:q} --out-dir {params.out_dir:q} 2> {log:q}"
+        " --readers {params.readers:q} --out-dir {params.out_dir:q} 2> {log:q}"

@@ -4,6 +4,8 @@ rule word2vec:
     processed terms' document frequencies and the keys it was built with (a model checks the processing)."""
     input:
         docs=DATA["docs.jsonl"],
+        fields=word2vec_field_stores,
+        queries=[DATA["queries.tsv"], DATA["folds.json"]] if config["word2vec"]["training_queries"] else [],
     output:
         vectors=WORD2VEC,
         doc_freq=f"{R}/data/word2vec_doc_freq.tsv",
@@ -25,7 +27,12 @@ rule word2vec:
         processing=config["word2vec"]["processing"],
         sample=config["word2vec"]["sample"],
         alpha=config["word2vec"]["alpha"],
+        doc_fields=lambda wc: (
+            ["--doc-fields", as_json(config["word2vec"]["doc_fields"])] if config["word2vec"].get("doc_fields") else []
+        ),
+        training_queries=["--training-queries"] if config["word2vec"]["training_queries"] else [],
     shell:
         "python -m longrank word2vec --docs {input.docs:q} --dim {params.dim:q} --window {params.window:q} --epochs {params.epochs:q}"
         " --min-count {params.min_count:q} --seed {params.seed:q} --architecture {params.architecture:q}"
-        " --processing {params.processing:q} --sample {params.sample:q} --alpha {params.alpha:q} --out {output.vectors:q} 2> {log:q}"
+        " --processing {params.processing:q} --sample {params.sample:q} --alpha {params.alpha:q} {params.doc_fields:q}"
+        " {params.training_queries:q} --out {output.vectors:q} 2> {log:q}"

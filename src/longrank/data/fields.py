@@ -63,14 +63,16 @@ def model_doc_fields(config: dict, model: str) -> list[str] | None:
 
 
 def check_model_fields(config: dict) -> None:
-    """Config check: each model entry's ``doc_fields`` holds ``dataset.doc_fields`` as one block (which must then be
-    set: the fields beyond it are what the ``doc_field`` stage reads)."""
+    """Config check: each model entry's ``doc_fields`` (and word2vec's) holds ``dataset.doc_fields`` as one block
+    (which must then be set: the fields beyond it are what the ``doc_field`` stage reads)."""
     collection = config.get("dataset", {}).get("doc_fields")
-    for name, entry in (config.get("models") or {}).items():
-        fields = entry.get("doc_fields")
+    readers = {
+        f"models.{name}.doc_fields": entry.get("doc_fields") for name, entry in (config.get("models") or {}).items()
+    }
+    readers["word2vec.doc_fields"] = (config.get("word2vec") or {}).get("doc_fields")
+    for where, fields in readers.items():
         if fields is None:
             continue
-        where = f"models.{name}.doc_fields"
         if not isinstance(fields, list) or not fields or not all(isinstance(f, str) and f for f in fields):
             raise InputError(f"{where}: expected a non-empty list of field names, got {fields!r}")
         if not collection:
@@ -190,10 +192,12 @@ class DocumentFields:
 def add_arguments(parser):
     parser.add_argument("--dataset", required=True, help="the config's dataset, as JSON")
     parser.add_argument("--field", required=True, help="the document field to write (one a model's doc_fields names)")
-    parser.add_argument("--models", default="", help="the model entries asking for it (named in errors)")
+    parser.add_argument(
+        "--readers", default="", help="the config keys asking for it, comma-separated (named in errors)"
+    )
     parser.add_argument("--out-dir", required=True, help="results/{dataset}/data/fields/<field>")
 
 
 def run(args):
-    where = ", ".join(f"models.{m}.doc_fields" for m in args.models.split(",") if m) or "models.<name>.doc_fields"
+    where = args.readers.replace(",", ", ") or "models.<name>.doc_fields"
     write_field(json.loads(args.dataset), args.field, args.out_dir, where)

@@ -24,8 +24,13 @@ Choices, stated:
 - Text: ``data/docs.jsonl``, processed as ``processing`` says (``longrank.data.words.analyzer``): ``words``, as the
   word models tokenise (``longrank.data.words.tokenize``: lower-cased ``\\w+`` runs), so every vector's key is a
   key of the models' vocabulary; ``ck``, the Conformer-Kernel authors' processing (their stop words removed,
-  Krovetz stems), for NDRM's ``text_processing: ck``. The authors also train on the training queries; here the
-  documents alone (no query text of any split reaches the vectors). A document is one sentence; longer
+  Krovetz stems), for NDRM's ``text_processing: ck``. ``doc_fields`` reads a document as a model entry's
+  ``doc_fields`` does (``data.fields.DocumentFields``: the URL before the collection's title and body, as the
+  authors' fastText and IDF table read it); the document frequencies count those fields. ``training_queries``
+  adds the training queries' text, a sentence each, after the documents (the authors' fastText reads MS MARCO's
+  training queries too): vectors only, no document frequency, and never a dev or test query, so one split only
+  (the config check refuses it with k folds, where every query is some fold's test query). A document is one
+  sentence; longer
   ones are cut into pieces of gensim's ``MAX_WORDS_IN_BATCH`` (10,000) words, because gensim silently drops the
   words of a sentence beyond that.
 - Deterministic: one worker thread and a seed (gensim seeds its vectors from ``seed`` and draws negatives from
@@ -66,11 +71,14 @@ ARCHITECTURES = {"cbow": 0, "skipgram": 1}
 class DocumentSentences:
     """The collection's documents as token lists, read again on every pass (gensim iterates once to build the
     vocabulary and once per epoch), so memory holds one document at a time. The first pass also counts each
-    term's document frequency (``doc_freq``, with the document count under ``words._NUM_DOCS``)."""
+    term's document frequency (``doc_freq``, with the document count under ``words._NUM_DOCS``). ``fields`` (a
+    ``data.fields.DocumentFields``) puts a document's other fields around its text; ``queries``, texts read after
+    the documents on every pass and counted in no document frequency."""
 
-    def __init__(self, docs_path: Path, max_words: int, processing: str = "words"):
+    def __init__(self, docs_path: Path, max_words: int, processing: str = "words", fields=None, queries=()):
         self.docs_path, self.max_words = Path(docs_path), max_words
         self.analyze = analyzer(processing)
+        self.fields, self.queries = fields, list(queries)
         self.doc_freq: Counter | None = None
 
     def __iter__(self) -> Iterator[list[str]]:
@@ -80,14 +88,21 @@ class DocumentSentences:
         df: Counter = Counter()
         with open(self.docs_path, encoding="utf-8") as f:
             for line in f:
-                tokens = self.analyze(json.loads(line)["text"])
+                doc = json.loads(line)
+                text = self.fields.texts([doc["doc_id"]], [doc["text"]])[0] if self.fields else doc["text"]
+                tokens = self.analyze(text)
                 if counting:
                     df.update(set(tokens))
                     df[_NUM_DOCS] += 1
-                for start in range(0, len(tokens), self.max_words):
-                    yield tokens[start : start + self.max_words]
+                yield from self._pieces(tokens)
+        for query in self.queries:
+            yield from self._pieces(self.analyze(query))
         if counting:
             self.doc_freq = df
+
+    def _pieces(self, tokens: list[str]) -> Iterator[list[str]]:
+        for start in range(0, len(tokens), self.max_words):
+            yield tokens[start : start + self.max_words]
 
 
 def train_word2vec(
@@ -173,22 +188,37 @@ def write_word2vec_text(path: Path, words: list[str], vectors: np.ndarray) -> No
             f.write(word + " " + " ".join(f"{v:.7g}" for v in row.tolist()) + "\n")
 
 
-def build(docs_path: Path, out: Path, **keys) -> None:
+def build(
+    docs_path: Path, out: Path, doc_fields: list[str] | None = None, training_queries: bool = False, **keys
+) -> None:
+    """The stage: vectors of ``docs_path``'s documents (read through ``doc_fields`` when given) and, with
+    ``training_queries``, of the training queries of the prepared data beside it; their files beside ``out``."""
     if not Path(docs_path).is_file():
         raise InputError(f"word2vec: {docs_path} not found (the data stage writes it)")
     from gensim.models.word2vec import MAX_WORDS_IN_BATCH
 
+    from longrank.data.fields import DocumentFields
     from longrank.data.words import _NUM_DOCS
 
+    data = Path(docs_path).parent
+    fields = DocumentFields(data, doc_fields, "word2vec.doc_fields") if doc_fields else None
+    queries = training_query_texts(data) if training_queries else []
     started = time.perf_counter()
-    sentences = DocumentSentences(Path(docs_path), MAX_WORDS_IN_BATCH, keys.get("processing", "words"))
+    sentences = DocumentSentences(Path(docs_path), MAX_WORDS_IN_BATCH, keys.get("processing", "words"), fields, queries)
     words, vectors = in_out_vectors(train_word2vec(Path(docs_path), sentences=sentences, **keys))
     write_word2vec_text(Path(out), words, vectors)
     num_docs = sentences.doc_freq[_NUM_DOCS]
     write_doc_freq(Path(out).parent / DOC_FREQ_FILE, sentences.doc_freq)
     write_json(
         Path(out).parent / META_FILE,
-        {**keys, "num_docs": num_docs, "words": len(words), "width": int(vectors.shape[1])},
+        {
+            **keys,
+            "doc_fields": doc_fields,
+            "training_queries": len(queries),
+            "num_docs": num_docs,
+            "words": len(words),
+            "width": int(vectors.shape[1]),
+        },
     )
     log.info(
         "word2vec: wrote %d vectors of %d values (IN ‖ OUT) to %s in %.1f s",
@@ -197,6 +227,20 @@ def build(docs_path: Path, out: Path, **keys) -> None:
         out,
         time.perf_counter() - started,
     )
+
+
+def training_query_texts(data: Path) -> list[str]:
+    """The texts of the one split's training queries (``folds.json``: the config check allows training_queries with
+    one fold only), in the order the split lists them."""
+    from longrank.data.corpus import Corpus
+
+    corpus = Corpus(data)
+    if len(corpus.folds) != 1:
+        raise InputError(
+            f"word2vec.training_queries: {data / 'folds.json'} holds {len(corpus.folds)} folds; the vectors are built "
+            "once per collection, so only one split's training queries can be read (every query is some fold's test)"
+        )
+    return [corpus.queries[q] for q in corpus.folds[0]["train"]]
 
 
 def add_arguments(parser):
@@ -236,6 +280,15 @@ def add_arguments(parser):
         "--sample", type=float, default=defaults["sample"], help="down-sampling threshold of frequent words"
     )
     parser.add_argument("--alpha", type=float, default=defaults["alpha"], help="initial learning rate")
+    parser.add_argument(
+        "--doc-fields",
+        type=json.loads,
+        default=None,
+        help="the fields a document is read as (JSON list, a model's doc_fields; null: docs.jsonl's text)",
+    )
+    parser.add_argument(
+        "--training-queries", action="store_true", help="train on the training queries' text too (after the documents)"
+    )
     parser.add_argument("--out", required=True, help=f"results/{{dataset}}/data/{FILE_NAME}")
 
 
@@ -247,6 +300,8 @@ def run(args):
     build(
         Path(args.docs),
         Path(args.out),
+        doc_fields=args.doc_fields,
+        training_queries=args.training_queries,
         dim=args.dim,
         window=args.window,
         epochs=args.epochs,
