@@ -8,20 +8,28 @@ from __future__ import annotations
 
 import fnmatch
 import importlib.util
+import json
+import re
 from pathlib import Path
 
 from conftest import REPO
+from longrank.config import resolved_models, validate_config
+from longrank.config_files import merged
 
 REHEARSAL = "config/studies/trec-dl-rehearsal.yaml"
-YEARS = ("2019", "2020")
+PASSAGE_REHEARSAL = "config/studies/trec-dl-passage-rehearsal.yaml"
+YEARS = ("2019", "2020")  # the document runs
+PASSAGE = "passage"  # MORES's passage run (config/trec-dl-passage.yaml)
+RUNS = (*YEARS, PASSAGE)
 
 
-def full_scale(year: str) -> tuple[str, ...]:
-    return ("config/trec-dl.yaml", f"config/trec-dl-{year}.yaml")
+def full_scale(run: str) -> tuple[str, ...]:
+    """A full-scale run's config files: a TREC DL year's over the documents, or the passage run's."""
+    return ("config/trec-dl-passage.yaml",) if run == PASSAGE else ("config/trec-dl.yaml", f"config/trec-dl-{run}.yaml")
 
 
-def rehearsal(year: str) -> tuple[str, ...]:
-    return (*full_scale(year), REHEARSAL)
+def rehearsal(run: str) -> tuple[str, ...]:
+    return (*full_scale(run), PASSAGE_REHEARSAL if run == PASSAGE else REHEARSAL)
 
 
 MODEL_SIZES = (
@@ -94,3 +102,28 @@ def generator():
 
 def make_msmarco(home: Path, **sizes) -> dict[str, int]:
     return generator().make(home, **sizes)
+
+
+def make_msmarco_passages(home: Path) -> dict[str, int]:
+    return generator().make_passages(home)
+
+
+def resolved(combo: tuple[str, ...]) -> dict:
+    """The config as the run's config.json holds it (rule resolved_config: the validated config and its models as
+    their jobs read them), through JSON as the rule writes it."""
+    config = validate_config(merged(combo))
+    config["resolved_models"] = resolved_models(config["models"])
+    return json.loads(json.dumps(config))
+
+
+def outside_whitelist(config: dict) -> dict[str, object]:
+    """The resolved config's leaves but the whitelisted ones, also where resolved_models repeats a model's keys, and
+    but the sizes the config stage derives from whitelisted ones (a model's document budget: its lengths)."""
+    out = {}
+    for key, value in flat(config).items():
+        if re.fullmatch(r"resolved_models\.[^.]+\.capabilities\.document_budget", key):
+            continue
+        as_entry = re.sub(r"^resolved_models\.([^.]+)\.(?:architecture\.)?", r"models.\1.", key)
+        if pattern_of(key) is None and pattern_of(as_entry) is None:
+            out[key] = value
+    return out

@@ -90,21 +90,24 @@ def _dotted(entry: dict, prefix: str = "") -> dict:
     return out
 
 
-@pytest.mark.parametrize("year", ["2019", "2020"])
-def test_no_key_of_a_cpu_entry_reaches_a_full_scale_entry_of_the_same_name(year):
-    """config/trec-dl.yaml lays itself over config/config.yaml, whose entries of the same names are CPU recipes: a key
-    the full-scale entry leaves out would silently take the CPU value (config.yaml's ndrm3 once gave the full-scale
-    NDRM3 its window scorer's CPU rate, 0.05, beside the authors' 1e-4). Every key of a resolved full-scale entry must
-    be set in the full-scale config itself; a model default is the constructor's, never the CPU entry's."""
+@pytest.mark.parametrize(
+    "files",
+    [("trec-dl.yaml", "trec-dl-2019.yaml"), ("trec-dl.yaml", "trec-dl-2020.yaml"), ("trec-dl-passage.yaml",)],
+)
+def test_no_key_of_a_cpu_entry_reaches_a_full_scale_entry_of_the_same_name(files):
+    """The full-scale configs lay themselves over config/config.yaml, whose entries of the same names are CPU recipes:
+    a key the full-scale entry leaves out would silently take the CPU value (config.yaml's ndrm3 once gave the
+    full-scale NDRM3 its window scorer's CPU rate, 0.05, beside the authors' 1e-4; its bert_firstp and mores their CPU
+    rerank depth of 20 beside MORES's 1,000). Every key of a resolved full-scale entry must be set in the full-scale
+    config itself; a model default is the constructor's, never the CPU entry's."""
     import yaml
 
     from longrank.config_files import merged
 
-    resolved = merged(("config/trec-dl.yaml", f"config/trec-dl-{year}.yaml"))["models"]
-    own = {
-        **yaml.safe_load((REPO / "config" / "trec-dl.yaml").read_text())["models"],
-        **(yaml.safe_load((REPO / "config" / f"trec-dl-{year}.yaml").read_text()) or {}).get("models", {}),
-    }
+    resolved = merged(tuple(f"config/{name}" for name in files))["models"]
+    own = {}
+    for name in files:
+        own.update((yaml.safe_load((REPO / "config" / name).read_text()) or {}).get("models", {}))
     leaked = {
         name: sorted(set(_dotted(entry)) - set(_dotted(own.get(name, {}))))
         for name, entry in resolved.items()

@@ -15,45 +15,37 @@ import pytest
 import yaml
 
 from conftest import IR_DATASETS_HOME, REPO, snakemake
-from longrank.config import resolved_models, validate_config
+from longrank.config import validate_config
 from longrank.config_files import merged
 from longrank.report.reproduction import on_collection, published
-from rehearsal import REHEARSAL, STAND_INS, YEARS, flat, full_scale, make_msmarco, pattern_of, rehearsal
+from rehearsal import (
+    PASSAGE,
+    STAND_INS,
+    YEARS,
+    flat,
+    full_scale,
+    make_msmarco,
+    outside_whitelist,
+    pattern_of,
+    rehearsal,
+    resolved,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
-def resolved(combo: tuple[str, ...]) -> dict:
-    """The config as the run's config.json holds it (rule resolved_config: the validated config and its models as
-    their jobs read them), through JSON as the rule writes it."""
-    config = validate_config(merged(combo))
-    config["resolved_models"] = resolved_models(config["models"])
-    return json.loads(json.dumps(config))
-
-
-def outside_whitelist(config: dict) -> dict[str, object]:
-    """The resolved config's leaves but the whitelisted ones, also where resolved_models repeats a model's keys, and
-    but the sizes the config stage derives from whitelisted ones (a model's document budget: its lengths)."""
-    out = {}
-    for key, value in flat(config).items():
-        if re.fullmatch(r"resolved_models\.[^.]+\.capabilities\.document_budget", key):
-            continue
-        as_entry = re.sub(r"^resolved_models\.([^.]+)\.(?:architecture\.)?", r"models.\1.", key)
-        if pattern_of(key) is None and pattern_of(as_entry) is None:
-            out[key] = value
-    return out
-
-
 # ---- the overlay: size keys only, each smaller (no run needed) -----------------------------------------------------
-def test_the_overlay_sets_only_size_keys_each_smaller_than_the_full_scale_value():
-    own = flat(yaml.safe_load((REPO / REHEARSAL).read_text()))
-    full = flat(validate_config(merged(full_scale("2019"))))
+@pytest.mark.parametrize("full_run", [YEARS[0], PASSAGE])
+def test_the_overlay_sets_only_size_keys_each_smaller_than_the_full_scale_value(full_run):
+    overlay = rehearsal(full_run)[-1]
+    own = flat(yaml.safe_load((REPO / overlay).read_text()))
+    full = flat(validate_config(merged(full_scale(full_run))))
     assert own, "the overlay sets nothing"
     for key, value in own.items():
         if key.startswith("first_stages.") and full.get(key) == value:
             continue  # the list is restated whole to shrink one entry: an entry's unchanged keys change nothing
         pattern = pattern_of(key)
-        assert pattern is not None, f"{REHEARSAL}: {key} is not a size key (tests/rehearsal.py's whitelist)"
+        assert pattern is not None, f"{overlay}: {key} is not a size key (tests/rehearsal.py's whitelist)"
         if pattern in STAND_INS:
             assert value in STAND_INS[pattern], f"{key}: {value!r} is no CPU stand-in"
             assert full[key] not in ("word2vec", *STAND_INS[pattern]), f"{key}: {full[key]!r} is no download"

@@ -336,17 +336,105 @@ def make(
     return {"docs": len(docs) - len(left_out), **counts}
 
 
+PASSAGE_NAME = "msmarco-passage"
+
+
+def make_passages(
+    ir_datasets_home: Path,
+    *,
+    train_queries: int = 200,
+    dev_queries: int = 110,
+    background_passages: int = 600,
+    median_words: int = 50,
+    seed: int = 0,
+) -> dict[str, int]:
+    """MS MARCO *passage* ranking under ``ir_datasets_home/msmarco-passage`` (ir_datasets 0.6.3:
+    ``ir_datasets/datasets/msmarco_passage.py``), for MORES's setting (§4.1): ``collection.tsv`` (numeric passage ids,
+    ``pid<TAB>text``, log-normal lengths around ``median_words``, MS MARCO's ~55), ``irds_version.txt`` (else
+    ir_datasets' migrator deletes the collection), ``train/`` and ``dev/small/`` queries with one relevant passage
+    each, ``trec-dl-2019/`` with 200 released queries of which 43 are judged 0-3 over six passages each, and each
+    subset's top-1000 list as ir_datasets caches it (``ms.run``: ``qid<TAB>pid``, no score, best first). Relevance
+    is learnable as the documents': a query is three topic words, its relevant passages use them."""
+    rnd = random.Random(seed)
+    root = Path(ir_datasets_home) / PASSAGE_NAME
+    passage_ids = iter(str(n) for n in rnd.sample(range(0, 8_841_823), 50_000))
+    query_ids = iter(str(n) for n in rnd.sample(range(1_000, 1_200_000), 10_000))
+    passages: dict[str, list[str]] = {}
+    topics: dict[str, list[str]] = {}
+
+    def passage(topic_rates: dict[str, float]) -> str:
+        pid = next(passage_ids)
+        length = max(10, min(200, round(rnd.lognormvariate(math.log(median_words), 0.4))))
+        passages[pid] = _body(rnd, length, topic_rates, distinct=True)
+        return pid
+
+    def query() -> str:
+        qid = next(query_ids)
+        topics[qid] = rnd.sample(CONTENT, 3)
+        return qid
+
+    def graded(qid: str, grade: int) -> str:
+        topic = topics[qid]
+        if grade == 0:
+            return passage({rnd.choice(topic): 3.0})
+        words = topic if grade >= 2 else rnd.sample(topic, 2)
+        return passage({w: {3: 6.0, 2: 4.0, 1: 3.0}[grade] for w in words})
+
+    sets: dict[str, dict[str, dict[str, int]]] = {}
+    for name, count in (("train", train_queries), ("dev/small", dev_queries)):
+        sets[name] = {}
+        for _ in range(count):
+            qid = query()
+            sets[name][qid] = {graded(qid, 3): 1}
+    released = [query() for _ in range(200)]
+    sets["trec-dl-2019"] = {qid: {graded(qid, g): g for g in [3, 2, 1, 1, 0, 0]} for qid in released[:43]}
+    for _ in range(background_passages):
+        passage({w: 3.0 for w in rnd.sample(CONTENT, 3)})
+
+    tf = {p: Counter(words) for p, words in passages.items()}
+    df = Counter(w for counts in tf.values() for w in counts)
+
+    def top1000(qid: str) -> list[str]:
+        scores = {
+            p: sum(math.log1p(counts[w]) * math.log(len(passages) / df[w]) for w in topics[qid] if w in counts)
+            + rnd.random() * 0.5
+            for p, counts in tf.items()
+        }
+        return [p for p, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:1000]]
+
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "irds_version.txt").write_text("v2")
+    (root / "collection.tsv").write_text("".join(f"{p}\t{' '.join(words)}\n" for p, words in sorted(passages.items())))
+    runs = {"train": "train", "dev/small": "dev", "trec-dl-2019": "trec-dl-2019"}
+    for name, judged in sets.items():
+        qids = released if name == "trec-dl-2019" else list(judged)
+        (root / name).mkdir(parents=True, exist_ok=True)
+        (root / name / "queries.tsv").write_text(
+            "".join(f"{q}\t{' '.join(rnd.sample(QUESTION, 2) + topics[q])}\n" for q in qids)
+        )
+        iteration = "Q0" if name == "trec-dl-2019" else "0"
+        (root / name / "qrels").write_text(
+            "".join(f"{q} {iteration} {p} {g}\n" for q, grades in judged.items() for p, g in grades.items())
+        )
+        (root / runs[name] / "ms.run").write_text("".join(f"{q}\t{p}\n" for q in qids for p in top1000(q)))
+    return {"passages": len(passages), **{f"{name} queries": len(judged) for name, judged in sets.items()}}
+
+
 def main(argv: list[str]) -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("home", nargs="?", default=os.environ.get("IR_DATASETS_HOME", "~/.ir_datasets"))
     parser.add_argument("--learnability", action="store_true", help="relevance partly in associated words no query has")
+    parser.add_argument("--passages", action="store_true", help="MS MARCO passage ranking (MORES's setting) instead")
     parser.add_argument("--train-queries", type=int, default=200, help="training queries written (default 200)")
     parser.add_argument("--train-pool", type=int, help="training queries whose documents are made (default: as many)")
     parser.add_argument("--judged-queries", type=int, help="judged queries per TREC DL year (default 43 / 45)")
     parser.add_argument("--median-words", type=int, help="median body length (default 600; 150 with --learnability)")
     args = parser.parse_args(argv)
+    if args.passages:
+        print(make_passages(Path(args.home).expanduser()))
+        return
     counts = make(
         Path(args.home).expanduser(),
         learnability=args.learnability,
