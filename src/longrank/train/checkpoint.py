@@ -119,7 +119,8 @@ def kept_finished_sets(results: Path, model: str, fold_name: str) -> list[Path]:
     ``models/<model>/<fold>/train_state`` and its history's entries (``history/<model>/<settings hash>/<fold>/``), and
     when ``results`` is the folder of results folders, each one's (another collection's: the other TREC DL year)."""
     patterns = (f"models/{model}/{fold_name}/train_state/step-*", f"history/{model}/*/{fold_name}/train_state/step-*")
-    return sorted({found for prefix in ("", "*/") for pattern in patterns for found in results.glob(prefix + pattern)})
+    # a model's current state before its history's copies of it (the log names the folder it came from)
+    return [found for pattern in patterns for prefix in ("", "*/") for found in sorted(results.glob(prefix + pattern))]
 
 
 def find_finished_set(sets: list[Path], fingerprint: str) -> Path | None:
