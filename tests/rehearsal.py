@@ -127,3 +127,20 @@ def outside_whitelist(config: dict) -> dict[str, object]:
         if pattern_of(key) is None and pattern_of(as_entry) is None:
             out[key] = value
     return out
+
+
+def published_figures_beside_measured(results: Path, full: dict) -> set[str]:
+    """Check that the report's published-figures section sets each figure the full-scale config claims beside a
+    measured mean and its 95% CI; return the systems the figures are of."""
+    from longrank.report.reproduction import on_collection, published
+
+    report = (results / "report" / "report.md").read_text()
+    section = report.split("Published figures beside the reproduced ones", 1)[1].split("\n## ", 1)[0]
+    figures = [f for f in on_collection(published(), full["dataset"]) if f.system in full["models"]]
+    assert figures, "the full-scale config claims no published figure"
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in section.splitlines() if line.startswith("|")]
+    for fig in figures:
+        row = next((r for r in rows if r[0] == fig.system and fig.printed in r), None)
+        assert row is not None, f"{fig.system} {fig.measure} {fig.printed}: no row"
+        assert re.fullmatch(r"\d\.\d+ \[\d\.\d+, \d\.\d+\]", row[5]), f"{fig.system} {fig.measure}: measured {row[5]!r}"
+    return {f.system for f in figures}

@@ -8,14 +8,20 @@ makes things smaller (tests/rehearsal.py's whitelist, checked in test_trec_dl_re
 from __future__ import annotations
 
 import json
-import re
 import time
 
 import pytest
 
 from conftest import IR_DATASETS_HOME, REPO, snakemake
-from longrank.report.reproduction import on_collection, published
-from rehearsal import PASSAGE, full_scale, make_msmarco_passages, outside_whitelist, rehearsal, resolved
+from rehearsal import (
+    PASSAGE,
+    full_scale,
+    make_msmarco_passages,
+    outside_whitelist,
+    published_figures_beside_measured,
+    rehearsal,
+    resolved,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -60,15 +66,8 @@ def test_bm25_retrieves_up_to_a_thousand_passages_and_every_model_reranks_every_
 
 
 def test_mores_table_2_stands_beside_measured_values(run):
-    report = (run["results"] / "report" / "report.md").read_text()
-    section = report.split("Published figures beside the reproduced ones", 1)[1].split("\n## ", 1)[0]
-    figures = [f for f in on_collection(published(), run["full"]["dataset"]) if f.system in run["full"]["models"]]
-    assert {f.system for f in figures} == {"bert_firstp", "mores", "mores_1ib", "mores_3ib", "mores_4ib"}
-    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in section.splitlines() if line.startswith("|")]
-    for fig in figures:
-        row = next((r for r in rows if r[0] == fig.system and fig.printed in r), None)
-        assert row is not None, f"{fig.system} {fig.measure} {fig.printed}: no row"
-        assert re.fullmatch(r"\d\.\d+ \[\d\.\d+, \d\.\d+\]", row[5]), f"{fig.system} {fig.measure}: measured {row[5]!r}"
+    systems = published_figures_beside_measured(run["results"], run["full"])
+    assert systems == {"bert_firstp", "mores", "mores_1ib", "mores_3ib", "mores_4ib"}
 
 
 def test_the_resolved_config_is_the_full_scale_one_outside_the_whitelist(run):

@@ -17,7 +17,6 @@ import yaml
 from conftest import IR_DATASETS_HOME, REPO, snakemake
 from longrank.config import validate_config
 from longrank.config_files import merged
-from longrank.report.reproduction import on_collection, published
 from rehearsal import (
     PASSAGE,
     STAND_INS,
@@ -27,6 +26,7 @@ from rehearsal import (
     make_msmarco,
     outside_whitelist,
     pattern_of,
+    published_figures_beside_measured,
     rehearsal,
     resolved,
 )
@@ -115,15 +115,7 @@ def test_every_full_scale_model_has_a_row(run):
 
 
 def test_the_published_figures_stand_beside_measured_values(run):
-    report = (run["results"] / "report" / "report.md").read_text()
-    section = report.split("Published figures beside the reproduced ones", 1)[1].split("\n## ", 1)[0]
-    figures = [f for f in on_collection(published(), run["full"]["dataset"]) if f.system in run["full"]["models"]]
-    assert figures, "the full-scale config claims no published figure"
-    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in section.splitlines() if line.startswith("|")]
-    for fig in figures:
-        row = next((r for r in rows if r[0] == fig.system and fig.printed in r), None)
-        assert row is not None, f"{fig.system} {fig.measure} {fig.printed}: no row"
-        assert re.fullmatch(r"\d\.\d+ \[\d\.\d+, \d\.\d+\]", row[5]), f"{fig.system} {fig.measure}: measured {row[5]!r}"
+    published_figures_beside_measured(run["results"], run["full"])
 
 
 def test_every_first_stage_produces_a_run(run):
