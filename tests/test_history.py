@@ -148,6 +148,25 @@ def test_another_collections_training_of_the_same_inputs_is_copied_not_trained_a
     assert any(r.getMessage().startswith("knrm fold 0 step 8/16") for r in caplog.records)
 
 
+def test_an_artifact_directorys_run_records_are_no_training_input(tmp_path):
+    """A graph set rebuilt with the same graphs (the other TREC DL year's: its stats.json has other seconds and paths)
+    is the same training input; a changed graph is another. Found by the rehearsal: MIR alone trained again in 2020."""
+    from longrank.train.fingerprint import _directory_digest
+
+    graphs = tmp_path / "graphs" / "mir"
+    graphs.mkdir(parents=True)
+    (graphs / "graphs.sqlite").write_bytes(b"graphs")
+    (graphs / "settings.json").write_text('{"window": 128}')
+    (graphs / "stats.json").write_text('{"seconds": 6.3, "annotations": "results/trec-dl-2019/annotations"}')
+    (graphs / ".snakemake_timestamp").write_text("")
+    before = _directory_digest(graphs)
+    (graphs / "stats.json").write_text('{"seconds": 9.8, "annotations": "results/trec-dl-2020/annotations"}')
+    (graphs / ".snakemake_timestamp").write_text("x")
+    assert _directory_digest(graphs) == before
+    (graphs / "graphs.sqlite").write_bytes(b"other graphs")
+    assert _directory_digest(graphs) != before
+
+
 def test_the_log_names_every_changed_key_and_says_code_changed():
     earlier = {"entry": {"train": {"lr": 0.01, "steps": 16}, "max_doc_len": 60}, "code": {"train": "a", "rerank": "b"}}
     today = {"entry": {"train": {"lr": 0.05, "steps": 16}}, "code": {"train": "c", "rerank": "b"}}

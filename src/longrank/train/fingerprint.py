@@ -104,9 +104,18 @@ def _documents_digest(corpus: Corpus) -> str:
     return _digest([sha256_of(path) for path in files])
 
 
+# Files of an artifact directory that describe the run that made it, not what a model reads: a stage's stats.json
+# (its seconds, its input paths: results/<name>/...) and Snakemake's hidden markers. Digesting them made a rebuilt graph
+# set with the same graphs, or the other TREC DL year's, another input, so MIR trained again.
+RUN_RECORDS = ("stats.json",)
+
+
 def _directory_digest(directory: Path) -> str:
-    """Every file under ``directory`` by relative path and content."""
-    files = sorted(p for p in directory.rglob("*") if p.is_file())
+    """Every file under ``directory`` that a model may read, by relative path and content (not ``RUN_RECORDS`` or
+    hidden files)."""
+    files = sorted(
+        p for p in directory.rglob("*") if p.is_file() and p.name not in RUN_RECORDS and not p.name.startswith(".")
+    )
     return _digest([[str(p.relative_to(directory)), sha256_of(p)] for p in files])
 
 
