@@ -33,9 +33,9 @@ def section(ctx: Context) -> Section:
     sec.howto(
         f"Each row is a setting a model ran with: its mean {PRIMARY} (and that of its interpolation with its first "
         "stage) on the test queries of the data it ran on, and how its setting differs from today's. A changed "
-        "setting keeps the earlier one's weights, runs and evaluations in `results/<name>/history/<model>/<settings "
-        "hash>/`; going back to a kept setting copies its weights back instead of training again. "
-        f"`history.keep` bounds each model's entries (history now: {'; '.join(sizes)})."
+        "setting keeps the earlier one's weights, runs and evaluations in results/<name>/history/<model>/<settings "
+        "hash>/; going back to a kept setting copies its weights back instead of training again. "
+        f"The config key history.keep bounds each model's entries (history now: {'; '.join(sizes)})."
     )
     if not earlier:
         sec.note("No model has run with another setting yet in this results folder: each row is today's setting.")
