@@ -148,7 +148,7 @@ def test_the_figures_ship_as_package_data():
 TREC_DL_2019 = {"name": "trec-dl-2019", "source": "ir_datasets", "id": "msmarco-document/trec-dl-2019/judged"}
 
 
-def context(dataset, models: dict, stages: dict, table: list[tuple], n_queries: int = 43):
+def context(dataset, models: dict, stages: dict, table: list[tuple], n_queries: int = 43, rerank_depth: int = 100):
     """A report context with the compare stage's table rows (system, measure, mean, ci_low, ci_high)."""
     frame = pd.DataFrame(table, columns=["system", "measure", "mean", "ci_low", "ci_high"])
     systems = list(dict.fromkeys(frame["system"]))
@@ -168,7 +168,7 @@ def context(dataset, models: dict, stages: dict, table: list[tuple], n_queries: 
         smallest_p_holm=1e-6,
     )
     cmp = Comparison(systems, frame, pd.DataFrame(), None, settings, {})
-    config = {"dataset": dataset, "first_stages": stages, "models": models}
+    config = {"dataset": dataset, "first_stages": stages, "models": models, "rerank_depth": rerank_depth}
     return SimpleNamespace(inp=SimpleNamespace(config=config, models=models, first_stages=stages), cmp=cmp)
 
 
@@ -177,6 +177,19 @@ def rows_of(sec) -> dict[tuple[str, str], list[str]]:
     table = next(b for b in sec.blocks if b.kind == "table")
     cells = [[getattr(c, "text", c) for c in row] for row in table.rows]
     return {(r[0], r[3].split(" ")[0]): r for r in cells}
+
+
+def test_the_papers_own_depth_is_what_a_run_s_depth_is_set_beside():
+    """MORES reranked BM25's top 1,000 passages (published.yaml's candidates: pisa, depth 1000), TKL the track's top
+    100: a run's other depth is named against the paper's own, not against 100 for every paper."""
+    stages = {"bm25": {"method": "pisa"}}
+    models = {"mores": {"type": "mores", "rerank_depth": 10}, "bert_firstp": {"type": "bert_ranker"}}
+    table = [("mores", "nDCG@10", 0.64, 0.59, 0.68), ("bert_firstp", "nDCG@10", 0.66, 0.62, 0.71)]
+    dataset = {"name": "trec-dl-2019-passage", "id": "msmarco-passage/trec-dl-2019/judged"}
+    rows = rows_of(reproduction.section(context(dataset, models, stages, table, rerank_depth=1000)))
+    # the differences are said on a model's first row (RR, Table 2's first TREC column)
+    assert rows[("mores", "RR")][7] == "reranks the top 10; the paper the top 1,000"
+    assert rows[("bert_firstp", "RR")][7] == "–"  # the global depth, 1,000: as the paper
 
 
 def test_the_section_sets_the_figures_beside_the_measured_means():

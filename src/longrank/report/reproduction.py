@@ -56,6 +56,7 @@ class Figure:
     system: str  # that entry: a model, or a first stage
     candidates: str | None  # the first-stage method whose candidates the paper's model reranked (None: a first stage)
     candidates_label: str  # how text names them ("HDCT's top 100")
+    candidates_depth: int | None  # how many of them per query the paper's model reranked
     note: str
     measure: str  # ir-measures name
     column: str  # the paper's column heading
@@ -98,7 +99,8 @@ def load_published(text: str | None = None) -> list[Figure]:
                     config=entry["config"],
                     system=entry["system"],
                     candidates=cand,
-                    candidates_label=doc["candidates"].get(cand, cand) if cand else "",
+                    candidates_label=doc["candidates"][cand]["label"] if cand else "",
+                    candidates_depth=doc["candidates"][cand]["depth"] if cand else None,
                     note=entry.get("note") or "",
                     measure=measure,
                     column=column,
@@ -141,8 +143,8 @@ def differences(inp, fig: Figure) -> list[str]:
         if method != fig.candidates:
             out.append(f"reranks {stage_label(stage)} ({method}); the paper {fig.candidates_label or fig.candidates}")
         depth = rerank_depth(inp, fig.system)
-        if depth != 100:
-            out.append(f"reranks the top {depth}; the paper the top 100")
+        if depth != fig.candidates_depth:
+            out.append(f"reranks the top {depth}; the paper the top {fig.candidates_depth:,}")
     if fig.note:
         out.append(fig.note)
     return out
