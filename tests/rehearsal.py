@@ -18,13 +18,14 @@ from longrank.config_files import merged
 
 REHEARSAL = "config/studies/trec-dl-rehearsal.yaml"
 PASSAGE_REHEARSAL = "config/studies/trec-dl-passage-rehearsal.yaml"
-YEARS = ("2019", "2020")  # the document runs
+YEARS = ("2019", "2020")  # the TREC DL years over the documents
+DEV = "dev"  # MS MARCO document Dev as a test set (config/trec-dl-dev.yaml), a year's sibling over config/trec-dl.yaml
 PASSAGE = "passage"  # MORES's passage run (config/trec-dl-passage.yaml)
 RUNS = (*YEARS, PASSAGE)
 
 
 def full_scale(run: str) -> tuple[str, ...]:
-    """A full-scale run's config files: a TREC DL year's over the documents, or the passage run's."""
+    """A full-scale run's config files: a TREC DL year's (or the Dev run's) over the documents, or the passage run's."""
     return ("config/trec-dl-passage.yaml",) if run == PASSAGE else ("config/trec-dl.yaml", f"config/trec-dl-{run}.yaml")
 
 

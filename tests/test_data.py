@@ -208,6 +208,28 @@ def test_training_and_dev_queries_of_their_own_make_every_judged_query_a_test_qu
         prepare(dataset, {"method": "full"}, {"method": "holdout"}, tmp_path / "clash")
 
 
+def test_a_dev_set_drawn_from_the_collections_own_queries_is_held_out_of_the_test_queries(tmp_path):
+    """MS MARCO Dev as a test set (config/datasets/msmarco-dev.yaml: dev_id equal to id): the 100 choosing queries are
+    the TREC DL years' own sample (same pool, same seed: so their trainings are the same), and every other dev query is
+    a test query, none of them both. Through the real ir_datasets loaders over the synthetic MS MARCO."""
+    from conftest import IR_DATASETS_HOME
+    from rehearsal import make_msmarco
+
+    if not (IR_DATASETS_HOME / "msmarco-document" / "collection.tsv.gz").exists():
+        make_msmarco(IR_DATASETS_HOME)
+    year = {"source": "ir_datasets", "id": "msmarco-document/trec-dl-2019/judged", "doc_fields": ["title", "body"]}
+    year |= {"train_id": "msmarco-document/train", "dev_id": "msmarco-document/dev", "dev_sample": 100, "dev_seed": 0}
+    dev = {**year, "id": "msmarco-document/dev"}
+    for name, dataset in (("year", year), ("dev", dev)):
+        prepare(dataset, {"method": "full"}, {"method": "holdout"}, tmp_path / name)
+    (on_year,), (on_dev,) = Corpus(tmp_path / "year").folds, Corpus(tmp_path / "dev").folds
+    assert on_dev["dev"] == on_year["dev"] and on_dev["train"] == on_year["train"] and len(on_dev["dev"]) == 100
+    assert len(on_dev["test"]) == 10 and not set(on_dev["test"]) & set(on_dev["dev"])  # 110 dev queries in all
+    stats = json.loads((tmp_path / "dev" / "stats.json").read_text())
+    assert stats["query_sets"]["test"] == "every other judged query of the collection"
+    assert stats["folds"] == [{"train": 200, "dev": 100, "test": 10}]
+
+
 def test_excluded_grades_leave_the_qrels_and_every_ranking(tmp_path):
     from longrank.retrieval.candidates import without_excluded
 

@@ -18,6 +18,7 @@ from conftest import IR_DATASETS_HOME, REPO, snakemake
 from longrank.config import validate_config
 from longrank.config_files import merged
 from rehearsal import (
+    DEV,
     PASSAGE,
     STAND_INS,
     YEARS,
@@ -66,9 +67,9 @@ def msmarco():
     return IR_DATASETS_HOME
 
 
-# The two runs (134 jobs each, every full-scale model trained) take about 10 minutes of the 2-core machine a year and
-# leave ~2.1 GB a year (a finished training keeps only its best weights: train/checkpoint.py's finish_state); they run
-# in .ci/run. The overlay's whitelist (above), its DAG against the full-scale one (test_config_matrix.py) and the SLURM
+# The runs (134 jobs each) take about 10 minutes of the 2-core machine for 2019, where every full-scale model trains,
+# and less for 2020 and the Dev run, which copy 2019's trainings; 2019 leaves ~2.1 GB (a finished training keeps only
+# its best weights: train/checkpoint.py's finish_state). They run in .ci/run. The overlay's whitelist (above), its DAG against the full-scale one (test_config_matrix.py) and the SLURM
 # resources of every job (test_slurm_profile.py) are checked without them.
 
 
@@ -81,21 +82,21 @@ def checkout(tmp_path_factory):
     return workdir
 
 
-@pytest.fixture(scope="module", params=YEARS)
+@pytest.fixture(scope="module", params=(*YEARS, DEV))
 def run(request, msmarco, checkout):
     year = request.param
     started = time.monotonic()
     snakemake(checkout, "report", "--configfile", *rehearsal(year))
     print(f"rehearsal {year}: {time.monotonic() - started:.0f} s")
-    results = checkout / "results" / f"trec-dl-{year}"
-    return {"year": year, "results": results, "full": resolved(full_scale(year))}
+    full = resolved(full_scale(year))
+    return {"year": year, "results": checkout / "results" / full["dataset"]["name"], "full": full}
 
 
 def test_the_report_is_built_from_the_msmarco_loaders(run):
     results = run["results"]
     assert (results / "report" / "index.html").stat().st_size > 0
     stats = json.loads((results / "data" / "stats.json").read_text())
-    judged = {"2019": 43, "2020": 45}[run["year"]]
+    judged = {"2019": 43, "2020": 45, DEV: 10}[run["year"]]  # Dev: the 110 dev queries but the 100 that choose
     assert stats["num_evaluable_queries"] == judged
     assert stats["folds"] == [{"train": 200, "dev": 100, "test": judged}]  # dev: dev_sample of the 110
     assert "missing_judged_documents" not in stats or stats["missing_judged_documents"] == {}
@@ -139,8 +140,9 @@ def test_the_resolved_config_is_the_full_scale_one_outside_the_whitelist(run):
 
 
 def test_the_second_year_copies_the_first_years_trainings(run):
-    """The years train on the same documents, training and dev queries: 2020 copies 2019's finished trainings (the
-    training fingerprint matches) rather than training each model again, and its models are 2019's to the byte."""
+    """The years (and the Dev run) train on the same documents, training and dev queries: 2020 and Dev copy 2019's
+    finished trainings (the training fingerprint matches) rather than training each model again, and their models are
+    2019's to the byte."""
     first = run["results"].parent / f"trec-dl-{YEARS[0]}"
     trained = sorted(p.parent.parent.name for p in first.glob("models/*/fold0/train_state"))  # steps: 0 keeps none
     assert len(trained) >= 14, trained

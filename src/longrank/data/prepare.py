@@ -58,10 +58,11 @@ def _query_roles(dataset: dict, splits: dict, own_train: bool, own_dev: bool) ->
         f"of the collection's judged queries (splits: {splits.get('method', 'holdout')}, seed {splits.get('seed', 0)})"
     )
     train = [] if own_dev else [f"the train part {part}"]
+    every = "every other" if query_sets.held_out(dataset, "dev") else "every"  # the dev sample is held out of them
     return {
         "train": " and ".join(train + ([query_sets.source_of(dataset, "train")] if own_train else [])),
         "dev": query_sets.source_of(dataset, "dev") if own_dev else f"the dev part {part}",
-        "test": "every judged query of the collection" if own_dev else f"the test part {part}",
+        "test": f"{every} judged query of the collection" if own_dev else f"the test part {part}",
     }
 
 
@@ -120,6 +121,8 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
         dataset, "train", queries, qrels, docs, lambda g: gain_map.get(g, g)
     )
     dev_only, missing_dev = query_sets.add_query_set(dataset, "dev", queries, qrels, docs, lambda g: gain_map.get(g, g))
+    if query_sets.held_out(dataset, "dev"):  # the collection's own queries: the sample chooses, the rest test
+        evaluated_ids -= dev_only
     if dev_only and not train_only:
         raise InputError(
             "dataset.dev_id / dev_queries: a dev set of its own makes every judged query a test query, so the "

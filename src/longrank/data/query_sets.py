@@ -64,10 +64,17 @@ def missing_documents(key: str, missing: dict[str, dict[str, int]], kept: dict[s
     return record
 
 
+def held_out(dataset: dict, role: str) -> bool:
+    """Whether the ``role`` queries are the collection's own (``dev_id`` equal to ``id``: MS MARCO Dev tested on all
+    but the 100 that choose): its sample is then held out of the test queries, not added beside them."""
+    return bool(dataset.get(f"{role}_id")) and dataset.get(f"{role}_id") == dataset.get("id")
+
+
 def add_query_set(dataset: dict, role: str, queries: dict, qrels: dict, docs, gain_of) -> tuple[set[str], dict]:
     """Add the ``role`` queries (with a judged relevant document in the collection) and their judgments, mapped by
     ``gain_of``; return their ids and what judgments of documents the collection lacks cost (``missing_documents``).
-    Their ids must differ from every query already there."""
+    Their ids must differ from every query already there, unless the set is the collection's own (``held_out``: the
+    caller then takes them out of the test queries)."""
     if not given(dataset, role):
         return set(), missing_documents("", {}, {})
     texts, judged = _load(dataset, role)
@@ -86,8 +93,9 @@ def add_query_set(dataset: dict, role: str, queries: dict, qrels: dict, docs, ga
     key = f"dataset.{role}_id" if dataset.get(f"{role}_id") else f"dataset.{role}_queries"
     if not chosen:
         raise InputError(f"{key}: none of its queries has a relevant judged document in the collection")
+    own = held_out(dataset, role)
     for qid in chosen:
-        if qid in queries:
+        if qid in queries and not own:
             raise InputError(
                 f"{key}: query id {qid!r} is also a query of the collection or of another set; ids must be distinct"
             )
