@@ -60,7 +60,10 @@ DOCUMENTED = documented_combinations()
 def with_a_year(files: tuple[str, ...]) -> tuple[str, ...]:
     """An overlay over config/trec-dl.yaml runs with a year between (its header's second line says so): alone,
     config/trec-dl.yaml's models would run on the default collection, whose fields NDRM's full-scale entries refuse."""
-    if "config/trec-dl.yaml" not in files or any(f.startswith("config/trec-dl-20") for f in files):
+    # a year, or the Dev run (a year's sibling: its own test queries over the same settings)
+    if "config/trec-dl.yaml" not in files or any(
+        f.startswith(("config/trec-dl-20", "config/trec-dl-dev")) for f in files
+    ):
         return files
     at = files.index("config/trec-dl.yaml") + 1
     return (*files[:at], "config/trec-dl-2019.yaml", *files[at:])

@@ -64,16 +64,21 @@ def test_each_combination_resolves_to_exactly_its_collections_description(combo)
     )
 
 
-# a TREC DL run names its year (config/trec-dl.yaml and an overlay over it alone put their settings on Cranfield)
+# a TREC DL run names its year or the Dev run (config/trec-dl.yaml and an overlay over it alone put their settings on
+# Cranfield)
 @pytest.mark.parametrize(
     "combo",
-    [c for c in COMBINATIONS if c[:1] == ("config/trec-dl.yaml",) and any("trec-dl-20" in f for f in c)],
+    [
+        c
+        for c in COMBINATIONS
+        if c[:1] == ("config/trec-dl.yaml",) and any("trec-dl-20" in f or "trec-dl-dev" in f for f in c)
+    ],
     ids=combo_id,
 )
 def test_trec_dl_keeps_nists_grades(combo):
     dataset = validate_config(merged_config(combo), SCHEMA)["dataset"]
     assert dataset["gains"] == {} and dataset["exclude_grades"] == [] and dataset["reverses_grades"] is False
-    assert dataset["doc_fields"] == ["title", "body"] and dataset["id"].startswith("msmarco-document/trec-dl-")
+    assert dataset["doc_fields"] == ["title", "body"] and dataset["id"].startswith("msmarco-document/")
 
 
 @pytest.mark.parametrize("combo", [c for c in COMBINATIONS if c and c[0] == "config/irled.yaml"], ids=combo_id)
@@ -93,7 +98,11 @@ def test_irled_has_its_own_keys_only(combo):
     [
         c
         for c in COMBINATIONS
-        if not c or (c[0] not in ("config/irled.yaml", "config/trec-dl.yaml") and not inline_block(c))
+        if not c
+        or (
+            c[0] not in ("config/irled.yaml", "config/trec-dl.yaml", "config/trec-dl-passage.yaml")
+            and not inline_block(c)
+        )
     ],
     ids=combo_id,
 )

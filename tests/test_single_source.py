@@ -65,8 +65,15 @@ def test_schema_word2vec_defaults_are_the_stages():
     """The word2vec stage's keyword defaults (used from the command line) and the schema's (used by the workflow)."""
     import inspect
 
-    from longrank.data.word2vec import train_word2vec
+    from longrank.data.word2vec import build, train_word2vec
 
-    stage = {k: p.default for k, p in inspect.signature(train_word2vec).parameters.items() if p.default is not p.empty}
-    schema = {k: v["default"] for k, v in SCHEMA["properties"]["word2vec"]["properties"].items()}
+    stage = {
+        k: p.default
+        for function in (train_word2vec, build)  # the vectors' keys, and what the stage reads (training_queries)
+        for k, p in inspect.signature(function).parameters.items()
+        if p.default is not p.empty
+    }
+    keys = SCHEMA["properties"]["word2vec"]["properties"]
+    schema = {k: v["default"] for k, v in keys.items() if "default" in v}  # doc_fields: the collection's, no default
+    assert set(keys) - set(schema) == {"doc_fields"} and stage["doc_fields"] is None
     assert schema == {k: stage[k] for k in schema}
