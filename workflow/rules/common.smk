@@ -12,7 +12,7 @@ from longrank.code_digest import code_digest
 from longrank.train.code import training_code_digest
 from longrank.config import DATASETS, SCHEMA, model_order, validate_config
 from longrank.config_files import check_command_line
-from longrank.data.fields import extra_fields
+from longrank.data.fields import extra_fields, field_readers
 from longrank.console import print_failures
 from longrank.models.modules.encoders import DEFAULT_ENCODER
 from longrank.models.registry import artifact_scopes, capabilities, model_module
@@ -275,9 +275,8 @@ def doc_field_readers(wildcards):
     """The config keys that read document field ``wildcards.field`` (named in the stage's errors): model entries'
     doc_fields and word2vec's."""
     collection = config["dataset"].get("doc_fields")
-    readers = {f"models.{name}.doc_fields": entry.get("doc_fields") for name, entry in config["models"].items()}
-    readers["word2vec.doc_fields"] = config["word2vec"].get("doc_fields")
-    return ",".join(key for key, fields in readers.items() if wildcards.field in extra_fields(fields, collection))
+    readers = field_readers(config).items()
+    return ",".join(key for key, fields in readers if wildcards.field in extra_fields(fields, collection))
 
 
 def pseudo_queries_of(model):

@@ -62,15 +62,21 @@ def model_doc_fields(config: dict, model: str) -> list[str] | None:
     return config["models"][model].get("doc_fields") or config["dataset"].get("doc_fields")
 
 
-def check_model_fields(config: dict) -> None:
-    """Config check: each model entry's ``doc_fields`` (and word2vec's) holds ``dataset.doc_fields`` as one block
-    (which must then be set: the fields beyond it are what the ``doc_field`` stage reads)."""
-    collection = config.get("dataset", {}).get("doc_fields")
+def field_readers(config: dict) -> dict[str, list[str] | None]:
+    """Each config key that names the fields a reader of the documents reads (a model entry's ``doc_fields``,
+    word2vec's), by its dotted name: what the config check checks and the ``doc_field`` job names in its errors."""
     readers = {
         f"models.{name}.doc_fields": entry.get("doc_fields") for name, entry in (config.get("models") or {}).items()
     }
     readers["word2vec.doc_fields"] = (config.get("word2vec") or {}).get("doc_fields")
-    for where, fields in readers.items():
+    return readers
+
+
+def check_model_fields(config: dict) -> None:
+    """Config check: each model entry's ``doc_fields`` (and word2vec's) holds ``dataset.doc_fields`` as one block
+    (which must then be set: the fields beyond it are what the ``doc_field`` stage reads)."""
+    collection = config.get("dataset", {}).get("doc_fields")
+    for where, fields in field_readers(config).items():
         if fields is None:
             continue
         if not isinstance(fields, list) or not fields or not all(isinstance(f, str) and f for f in fields):
