@@ -14,6 +14,7 @@ Everything here works on per-query values of systems evaluated on the same queri
 
 from __future__ import annotations
 
+import functools
 import itertools
 import string
 from typing import Mapping, Sequence
@@ -53,11 +54,26 @@ def _diffs(x, y) -> np.ndarray:
 
 
 def wilcoxon_p(x, y) -> float:
-    """Two-sided Wilcoxon signed-rank p; 1.0 when every paired difference is zero (nothing to test)."""
+    """Two-sided Wilcoxon signed-rank p; 1.0 when every paired difference is zero (nothing to test).
+
+    The test reads only the signed ranks of the differences (zeros kept as zeros), in no order, so the p of
+    the sorted signed ranks is the p of the differences, bit for bit (half-integer ranks sum exactly). Keying
+    scipy's test by them lets the many pairs of a table that share a pattern share one call: below 14
+    queries with ties scipy runs an exact permutation test at ~0.1 s a call, and 36 systems on 10 queries
+    (the MS MARCO Dev rehearsal: 630 pairs × 7 measures) took 321 s uncached.
+    """
     d = _diffs(x, y)
     if d.size == 0 or _all_zero(d):
         return 1.0
-    return float(stats.wilcoxon(x, y, zero_method="wilcox", alternative="two-sided").pvalue)
+    signed_ranks = np.zeros_like(d)
+    nonzero = d != 0
+    signed_ranks[nonzero] = stats.rankdata(np.abs(d[nonzero])) * np.sign(d[nonzero])
+    return _wilcoxon_p_of_signed_ranks(tuple(np.sort(signed_ranks).tolist()))
+
+
+@functools.lru_cache(maxsize=65536)
+def _wilcoxon_p_of_signed_ranks(signed_ranks: tuple[float, ...]) -> float:
+    return float(stats.wilcoxon(np.asarray(signed_ranks), zero_method="wilcox", alternative="two-sided").pvalue)
 
 
 def smallest_wilcoxon_p(n_pairs: int) -> float:
