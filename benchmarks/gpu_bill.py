@@ -1,4 +1,4 @@
-"""The GPU bill of the full-scale recipe (issue 37 item 5): per model of ``config/trec-dl-2019.yaml`` (resolved as the
+"""The GPU bill of the full-scale recipe: per model of ``config/trec-dl-2019.yaml`` (resolved as the
 workflow resolves it), seconds per training step at the recipe's batch, seconds per 1,000 reranked candidates at the
 rerank stage's batch and precision, peak GPU memory of each, and the hours on one GPU that the recipe takes.
 

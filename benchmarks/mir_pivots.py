@@ -1,4 +1,4 @@
-"""MIR's token pivots: how many token nodes and token-graph edges each choice of pivots gives (issue 38, MIR §3.1.2).
+"""MIR's token pivots: how many token nodes and token-graph edges each choice of pivots gives (MIR §3.1.2).
 
 The paper's pivots are TagMe's entities and PRF-weighted words (Eq. 1). TagMe is a web service, so spaCy's named
 entities stand in (docs/paper-settings.md). This builds, with the real ``graphs`` stage, three graph sets beside the

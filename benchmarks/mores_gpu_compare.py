@@ -1,4 +1,4 @@
-"""MORES Table 4 on one GPU, the variants the goals name only (issue 41): the BERT ranker, 2xIB Reuse-S1 and Reuse-S2
+"""MORES Table 4 on one GPU, the variants whose speed-ups the speed page reports: the BERT ranker, 2xIB Reuse-S1 and Reuse-S2
 with the store resident on the GPU, BERT-base dimensions, 512 document tokens, 1,000 candidates in one batch, fp32
 and bf16 in one process (the stores written once), timed by ``longrank mores_speed``'s own functions (the same
 variants, the same alternating timer), plus a ``torch.profiler`` table of a Reuse-S2 pass per precision.

@@ -1,4 +1,4 @@
-"""Untrained lexical floors on the words a model reads (issue 27 item 8).
+"""Untrained lexical floors on the words a model reads.
 
 The report's sanity floors (src/longrank/retrieval/sanity.py, stage ``sanity``) rank a query's top-k first-stage
 candidates by the number of distinct query words (stop words removed): ``query_term_matches`` in the *whole*

@@ -16,7 +16,7 @@ Choices, stated, with the source each default follows (the official code is matc
   ``positions: learned`` makes them trainable (TKL's choice); ``doc_position_offset: 0`` shares them.
   The sinusoids' frequencies (``sinusoids``, ``modules/positions.py``; the paper gives none): ``project``
   (default, 10000^(-2i/d)) or ``official``, matchmaker's table (timescales from 1 to exactly 10^4,
-  10000^(-i/(d/2-1))); at the same weights the two give other scores (issue 27 measured TK scores moving by
+  10000^(-i/(d/2-1))); at the same weights the two give other scores (measured: TK scores move by
   ~1.8 at 50d, ~0.5 at 300d). The full-scale configs use ``official``.
 - Kernels: mu = 1, 0.9, 0.7, ..., -0.9 with sigma 0.1 for *every* kernel (``exact_sigma: 0.1``): the TKL paper
   states "11 kernels from -1 to +1 and standard deviation of 0.1", and after contextualisation the same word
