@@ -9,7 +9,7 @@ from longrank.evaluate.lengths import length_distributions
 from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
-from longrank.report.inputs import no_model_reason, stage_label
+from longrank.report.inputs import no_model_reason, rerank_depth, stage_label
 
 
 def section(ctx: Context) -> Section:
@@ -25,8 +25,7 @@ def section(ctx: Context) -> Section:
     runs[baseline] = cands  # the first stage's own ranking, for reference
     # TKL's Fig. 1 looks at the top 30 of 100 reranked candidates. A model that reranks only its top n
     # leaves the set of its top n unchanged, so look at most at half the shallowest rerank depth.
-    depths = [(inp.models.get(s) or {}).get("rerank_depth") or inp.config.get("rerank_depth") or 100 for s in rerankers]
-    depth = max(1, min(30, min(depths) // 2))
+    depth = max(1, min(30, min(rerank_depth(inp, s) for s in rerankers) // 2))
     dist = length_distributions(cands, inp.qrels, runs, inp.lengths, inp.evaluated_qids, depth=depth)
     why = functools.partial(panel_reason, inp, runs, depth, baseline)
     plot = plots.length_bias_plot(
