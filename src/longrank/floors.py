@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from longrank.model_entries import is_zero_shot, rerank_depth
 from longrank.models.registry import capabilities, constructor_defaults
-from longrank.report.verdicts import is_zero_shot
 from longrank.retrieval.sanity import NAME, Floor
 
 
@@ -42,7 +42,7 @@ def model_floors(config: Mapping) -> dict[str, str]:
         if entry.get("enabled", True) and not is_zero_shot(entry):
             floor = Floor(
                 entry.get("first_stage") or reference.first_stage,
-                int(entry.get("rerank_depth") or config["rerank_depth"]),
+                rerank_depth(entry, config["rerank_depth"]),
                 read_length(config, model),
             )
             out[model] = NAME if floor == reference else floor.name

@@ -17,6 +17,7 @@ from longrank.console import print_failures
 from longrank.models.modules.encoders import DEFAULT_ENCODER
 from longrank.models.registry import artifact_scopes, capabilities, model_module
 from longrank.io import InputError
+from longrank.model_entries import rerank_depth
 from longrank import downloads
 from longrank.names import check_outputs_not_inputs
 from longrank.floors import floor_systems, model_floors

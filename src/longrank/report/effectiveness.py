@@ -8,7 +8,8 @@ from longrank.report import sanity
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import interpolated, stage_label
-from longrank.report.verdicts import is_zero_shot, verdict_rows
+from longrank.model_entries import is_zero_shot
+from longrank.report.verdicts import verdict_rows
 from longrank.tables import LETTER_NOTE, Cell, effectiveness_rows, fmt, fmt_p
 
 VERDICT_HEADERS = ["Mean difference", "p (Wilcoxon, Holm)"]

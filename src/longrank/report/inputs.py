@@ -18,6 +18,7 @@ from typing import Mapping
 from longrank.evaluate.lengths import read_doc_lengths
 from longrank.evaluate.metrics import evaluable_queries, read_folds, test_queries
 from longrank.io import read_json, read_qrels, read_run
+from longrank.model_entries import rerank_depth as entry_rerank_depth
 from longrank.outputs import BenchTable, Interpolation, Rate
 from longrank.report.manifest import Manifest
 from longrank.retrieval.sanity import Floor
@@ -93,7 +94,7 @@ def rerank_depth(inp, system: str) -> int:
     floor = Floor.parse(system)
     if floor is not None:
         return floor.depth
-    return int((inp.models.get(system) or {}).get("rerank_depth") or inp.config.get("rerank_depth") or 100)
+    return entry_rerank_depth(inp.models.get(system), inp.config.get("rerank_depth") or 100)
 
 
 def measure_missing(inp, measures) -> str:

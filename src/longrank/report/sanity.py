@@ -19,7 +19,8 @@ import pandas as pd
 
 from longrank.io import Run
 from longrank.report.inputs import PRIMARY, default_first_stage, first_stages, interpolations, rerank_depth, stage_of
-from longrank.report.verdicts import is_zero_shot, verdict_rows
+from longrank.model_entries import is_zero_shot
+from longrank.report.verdicts import verdict_rows
 from longrank.retrieval.sanity import NAME as SANITY
 from longrank.retrieval.sanity import Floor
 from longrank.runs import top_candidates

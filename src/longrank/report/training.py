@@ -13,7 +13,8 @@ from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import PRIMARY, no_model_reason
-from longrank.report.verdicts import is_zero_shot, pair_row, verdict
+from longrank.model_entries import is_zero_shot
+from longrank.report.verdicts import pair_row, verdict
 from longrank.runs import mean_measure
 from longrank.tables import Cell, fmt, fmt_p, read_table
 

@@ -14,11 +14,6 @@ import pandas as pd
 from longrank.tables import Cell, fmt_p
 
 
-def is_zero_shot(spec: dict | None) -> bool:
-    """An untrained model (``train: {steps: 0}``), e.g. the bi-encoder floor every fine-tuned encoder is read against."""
-    return bool(spec) and not spec.get("checkpoint_of") and (spec.get("train") or {}).get("steps", 1) == 0
-
-
 def pair_row(pairs: pd.DataFrame, measure: str, a: str, b: str):
     """(mean a - b, Holm Wilcoxon p, raw Wilcoxon p) whichever order the pair was stored in."""
     sel = pairs[(pairs.measure == measure) & (pairs.system_a == a) & (pairs.system_b == b)]
