@@ -111,9 +111,40 @@ def test_the_fused_rows_path_scores_as_pytorch_attention_does(tokenizer, tmp_pat
     if device == "cuda":
         del model.reads_rows  # the model's own decision (asserted above)
     fused = scores()
-    # CUDA: the kernel sums in another order than PyTorch's fp32 attention (no TF32 in either)
+    # CUDA: the kernel sums in another order than PyTorch's fp32 attention (3xTF32 in the kernel, no TF32 in PyTorch)
     assert torch.allclose(fused, pytorch, atol=1e-4 if device == "cuda" else 1e-5), (fused - pytorch).abs().max()
     assert pytorch.std() > 1e-3
+
+
+def test_half_weights_held_for_inference_give_autocasts_scores_to_the_bit_and_follow_changed_weights(
+    tokenizer, device
+):
+    """Under bf16 autocast, inference holds the linear layers' weights as bf16 copies (cast once, not per call):
+    the same values autocast casts, so the same bits out. A weight changed in place is read, not its stale copy,
+    and the model's parameters are its own fp32 ones again after each call."""
+    model = small_mores(tokenizer, reuse="s2").to(device)
+    q = {k: v.to(device) for k, v in model.encode_queries([QUERIES[1]] * 3).items()}
+    d = {k: v.to(device) for k, v in model.encode_docs(DOCS).items()}
+    head = model.head.weight
+
+    def held_and_plain():
+        with torch.no_grad(), torch.autocast(torch.device(device).type, dtype=torch.bfloat16):
+            held_query = model.represent_queries(**q)
+            plain_query = model._query_states(q["input_ids"], q["token_type_ids"])
+            kv = model.project_docs(model.represent_docs(**d))
+            held = model.interact(held_query, q["attention_mask"], kv, d["attention_mask"])
+            mask = None if device == "cuda" else q["attention_mask"]  # CUDA drops an all-ones query mask
+            plain = model._interact(plain_query, mask, kv, d["attention_mask"])
+        return held_query, plain_query, held, plain
+
+    held_query, plain_query, held, plain = held_and_plain()
+    assert torch.equal(held_query, plain_query) and torch.equal(held, plain)
+    with torch.no_grad():
+        model.head.weight.mul_(-2.0)
+    _, _, held_after, plain_after = held_and_plain()
+    assert torch.equal(held_after, plain_after) and not torch.equal(held_after, held)
+    assert model.head.weight is head and head.dtype == torch.float32
+    assert all(p.dtype == torch.float32 and isinstance(p, torch.nn.Parameter) for p in model.parameters())
 
 
 def test_store_refuses_other_weights_and_unknown_docs(tokenizer, tmp_path):

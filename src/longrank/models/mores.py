@@ -55,6 +55,7 @@ from longrank.io import InputError
 from longrank.models.base import Ranker, config_keys
 from longrank.models.modules.cuda_graphs import GraphCache
 from longrank.models.modules.doc_attention import DocRows, attend_rows, kernel_available
+from longrank.models.modules.half_weights import held_half
 from longrank.models.modules.encoders import encoder_choice, encoder_layers, from_encoder_config, single_inputs
 from longrank.models.mores_store import ReuseStore, write_store
 
@@ -108,14 +109,15 @@ def attend(
     attention, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, key_mask: torch.Tensor
 ) -> torch.Tensor:
     """Multi-head attention of ``x`` over projected ``keys``/``values``, then BERT's output projection and
-    LN(. + x). ``attention`` is a BertAttention (``.self``: query/key/value/dropout, ``.output``: dense/LN)."""
+    LN(. + x). ``attention`` is a BertAttention (``.self``: query/key/value/dropout, ``.output``: dense/LN).
+    ``key_mask`` ``None``: every key is attended."""
     heads = attention.self.num_attention_heads
     split = lambda t: t.view(t.shape[0], t.shape[1], heads, -1).transpose(1, 2)  # noqa: E731
     context = F.scaled_dot_product_attention(
         split(attention.self.query(x)),
         split(keys),
         split(values),
-        attn_mask=key_mask[:, None, None, :].bool(),
+        attn_mask=None if key_mask is None else key_mask[:, None, None, :].bool(),
         dropout_p=attention.self.dropout.p if attention.training else 0.0,
     )
     return attention.output(context.transpose(1, 2).reshape(x.shape), x)
@@ -247,14 +249,15 @@ class MORES(Ranker):
 
     # --- the three modules --------------------------------------------------------------------------
     def represent_queries(self, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
-        if input_ids.device.type == "cuda" and not self.training and not torch.is_grad_enabled():
-            # Inference on CUDA: one query of a few tokens is a hundred tiny kernels, replayed as one CUDA graph.
-            # Without padding the encoder needs no mask (the graph then holds no host-side check of one).
-            if bool(attention_mask.all()):
-                return self._graphs("query", self._query_states)(input_ids, token_type_ids)
-        return self.query_module(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-        ).last_hidden_state
+        with held_half([self.query_module], input_ids.device) as weights:
+            if input_ids.device.type == "cuda" and not self.training and not torch.is_grad_enabled():
+                # Inference on CUDA: one query of a few tokens is a hundred tiny kernels, replayed as one CUDA graph.
+                # Without padding the encoder needs no mask (the graph then holds no host-side check of one).
+                if bool(attention_mask.all()):
+                    return self._graphs("query", self._query_states)(input_ids, token_type_ids, key=(weights,))
+            return self.query_module(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     def _query_states(self, input_ids, token_type_ids) -> torch.Tensor:
         return self.query_module(input_ids=input_ids, token_type_ids=token_type_ids).last_hidden_state
@@ -267,9 +270,10 @@ class MORES(Ranker):
         return caches[name]
 
     def represent_docs(self, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
-        return self.document_module(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-        ).last_hidden_state
+        with held_half([self.document_module], input_ids.device):
+            return self.document_module(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     def project_docs(self, doc: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [ib.project_document(doc) for ib in self.interaction_blocks]
@@ -297,15 +301,18 @@ class MORES(Ranker):
     def interact(
         self, query: torch.Tensor, query_mask, doc_kv: list[tuple[torch.Tensor, torch.Tensor]] | DocRows, doc_mask
     ) -> torch.Tensor:
-        if isinstance(doc_kv, DocRows) and doc_kv.resident and query.device.type == "cuda":
-            # A resident store: the blocks' kernels replayed as one CUDA graph that reads the store in place (the
-            # same tensor on every call: its address is part of the graph's key; the candidates' rows are inputs).
-            self._resident_rows = doc_kv
-            key = (doc_kv.table.data_ptr(), tuple(doc_kv.key_cols), tuple(doc_kv.value_cols))
-            return self._graphs("interact", self._interact_resident)(
-                query, query_mask, doc_kv.starts, doc_kv.lengths, key=key
-            )
-        return self._interact(query, query_mask, doc_kv, doc_mask)
+        if query.device.type == "cuda" and not torch.is_grad_enabled() and bool(query_mask.all()):
+            query_mask = None  # no query padding: the query self-attention takes SDPA's unmasked (flash) kernel
+        with held_half([self.interaction_blocks, self.head], query.device) as weights:
+            if isinstance(doc_kv, DocRows) and doc_kv.resident and query.device.type == "cuda":
+                # A resident store: the blocks' kernels replayed as one CUDA graph that reads the store in place (the
+                # same tensor on every call: its address is part of the graph's key; the candidates' rows are inputs).
+                self._resident_rows = doc_kv
+                key = (doc_kv.table.data_ptr(), tuple(doc_kv.key_cols), tuple(doc_kv.value_cols), weights)
+                return self._graphs("interact", self._interact_resident)(
+                    query, query_mask, doc_kv.starts, doc_kv.lengths, key=key
+                )
+            return self._interact(query, query_mask, doc_kv, doc_mask)
 
     def _interact_resident(self, query, query_mask, starts, lengths) -> torch.Tensor:
         rows = self._resident_rows
