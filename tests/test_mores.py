@@ -116,9 +116,7 @@ def test_the_fused_rows_path_scores_as_pytorch_attention_does(tokenizer, tmp_pat
     assert pytorch.std() > 1e-3
 
 
-def test_half_weights_held_for_inference_give_autocasts_scores_to_the_bit_and_follow_changed_weights(
-    tokenizer, device
-):
+def test_half_weights_held_for_inference_give_autocasts_scores_to_the_bit_and_follow_changed_weights(tokenizer, device):
     """Under bf16 autocast, inference holds the linear layers' weights as bf16 copies (cast once, not per call):
     the same values autocast casts, so the same bits out. A weight changed in place is read, not its stale copy,
     and the model's parameters are its own fp32 ones again after each call."""
