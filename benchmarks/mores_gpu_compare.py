@@ -116,7 +116,8 @@ def equivalence(model, stores, rows, query, precision, device) -> dict:
         def score(store, fused, prec, dtype):
             with torch.inference_mode(), autocast(device, prec):
                 q = model.represent_queries(**query).expand(len(read), -1, -1)
-                mask = query["attention_mask"].expand(len(read), -1)
+                mask = query["attention_mask"]  # None on CUDA: the query has no padding
+                mask = None if mask is None else mask.expand(len(read), -1)
                 if not fused:
                     model.reads_rows = lambda _device: False
                 try:

@@ -153,7 +153,7 @@ def _query_inputs(query_ids: list[int], device: torch.device) -> dict:
         "attention_mask": torch.ones(1, len(query_ids), dtype=torch.long),
         "token_type_ids": torch.zeros(1, len(query_ids), dtype=torch.long),
     }
-    return {k: v.to(device) for k, v in query.items()}
+    return MORES.device_query_inputs(query, device)  # as score_pairs passes them (on CUDA: no all-ones mask)
 
 
 def _mores(encoder, tokenizer, blocks: int, args) -> MORES:
@@ -213,7 +213,9 @@ def _mores_variants(model, k: int, query: dict, docs, batches, stores, store_row
                 kv = model.project_rows(doc, mask) if model.reads_rows(device) else model.project_docs(doc)
             else:
                 kv, mask = store.doc_kv(read[b.start : b.stop], model, device, kv_dtype)
-            model.interact(q_rep.expand(len(b), -1, -1), query["attention_mask"].expand(len(b), -1), kv, mask)
+            query_mask = query["attention_mask"]
+            query_mask = None if query_mask is None else query_mask.expand(len(b), -1)
+            model.interact(q_rep.expand(len(b), -1, -1), query_mask, kv, mask)
 
     reads = [("none", "none", None), ("s1", "s1", stores["s1"]), ("s2", "s2", stores["s2"])]
     if device.type == "cuda":

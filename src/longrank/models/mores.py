@@ -248,12 +248,24 @@ class MORES(Ranker):
         return {**{f"q_{k}": v for k, v in q.items()}, **{f"d_{k}": v for k, v in d.items()}}
 
     # --- the three modules --------------------------------------------------------------------------
+    @staticmethod
+    def device_query_inputs(inputs: dict[str, torch.Tensor], device) -> dict:
+        """Tokenised queries on ``device``. On CUDA a mask of all ones, read on the host, becomes ``None``: the
+        query module's CUDA graph and the blocks' query self-attention (SDPA's unmasked kernel) then need no mask,
+        and no device sync asks whether there is padding (on an H100 two such syncs per rerank batch left the
+        GPU idle while Python prepared the next step). On the CPU the mask stays: its scores as they were."""
+        out = {k: v.to(device) for k, v in inputs.items()}
+        if torch.device(device).type == "cuda" and bool(inputs["attention_mask"].all()):
+            out["attention_mask"] = None
+        return out
+
     def represent_queries(self, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
+        """``attention_mask`` ``None``: no padding (see ``device_query_inputs``)."""
         with held_half([self.query_module], input_ids.device) as weights:
             if input_ids.device.type == "cuda" and not self.training and not torch.is_grad_enabled():
                 # Inference on CUDA: one query of a few tokens is a hundred tiny kernels, replayed as one CUDA graph.
                 # Without padding the encoder needs no mask (the graph then holds no host-side check of one).
-                if bool(attention_mask.all()):
+                if attention_mask is None or bool(attention_mask.all()):
                     return self._graphs("query", self._query_states)(input_ids, token_type_ids, key=(weights,))
             return self.query_module(
                 input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
@@ -301,8 +313,6 @@ class MORES(Ranker):
     def interact(
         self, query: torch.Tensor, query_mask, doc_kv: list[tuple[torch.Tensor, torch.Tensor]] | DocRows, doc_mask
     ) -> torch.Tensor:
-        if query.device.type == "cuda" and not torch.is_grad_enabled() and bool(query_mask.all()):
-            query_mask = None  # no query padding: the query self-attention takes SDPA's unmasked (flash) kernel
         with held_half([self.interaction_blocks, self.head], query.device) as weights:
             if isinstance(doc_kv, DocRows) and doc_kv.resident and query.device.type == "cuda":
                 # A resident store: the blocks' kernels replayed as one CUDA graph that reads the store in place (the
@@ -383,13 +393,14 @@ class MORES(Ranker):
         device = self.device
         # The query module runs once per distinct query (Table 1, "Query Representation": once per query).
         distinct = {text: i for i, text in enumerate(dict.fromkeys(queries))}
-        q = {k: v.to(device) for k, v in self.encode_queries(list(distinct)).items()}
-        reps = self.represent_queries(**q)
+        q = self.device_query_inputs(self.encode_queries(list(distinct)), device)
+        reps, mask = self.represent_queries(**q), q["attention_mask"]
         if len(distinct) == 1:  # one query for every candidate (a rerank batch): a view, no copy per candidate
-            query, query_mask = (t.expand(len(queries), *t.shape[1:]) for t in (reps, q["attention_mask"]))
+            query = reps.expand(len(queries), *reps.shape[1:])
+            query_mask = None if mask is None else mask.expand(len(queries), *mask.shape[1:])
         else:
             pick = torch.tensor([distinct[text] for text in queries], device=device)
-            query, query_mask = reps[pick], q["attention_mask"][pick]
+            query, query_mask = reps[pick], None if mask is None else mask[pick]
         if self.store is None:
             d = {k: v.to(device) for k, v in self.encode_docs(docs).items()}
             doc = self.represent_docs(**d)

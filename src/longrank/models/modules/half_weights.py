@@ -26,13 +26,20 @@ HALF_TYPES = (torch.bfloat16, torch.float16)
 
 
 def _linears(modules: list[nn.Module]) -> list[nn.Linear]:
-    seen, out = set(), []
-    for root in modules:
-        for module in root.modules():
-            if isinstance(module, nn.Linear) and id(module) not in seen:  # tied layers: swapped once
-                seen.add(id(module))
-                out.append(module)
-    return out
+    """The linear layers under ``modules``, each once (tied layers), found once per set of modules: walking a
+    BERT's module tree on every call cost more host time than the casts saved GPU time. A layer added later is
+    not swapped (autocast casts it, the same values); one removed is swapped in vain, never read."""
+    found = modules[0].__dict__.setdefault("_held_half_linears", {})
+    key = tuple(id(m) for m in modules)
+    if key not in found:
+        seen, out = set(), []
+        for root in modules:
+            for module in root.modules():
+                if isinstance(module, nn.Linear) and id(module) not in seen:
+                    seen.add(id(module))
+                    out.append(module)
+        found[key] = out
+    return found[key]
 
 
 @contextlib.contextmanager
