@@ -310,6 +310,12 @@ class MORES(Ranker):
             and kernel_available(torch.device(device), attention.attention_head_size, self.max_query_len + 2)
         )
 
+    def reads_store_rows(self, device) -> bool:
+        """Whether inference reads a Reuse-S2 store's rows where they lie (``ReuseStore.doc_kv``): where the fused
+        kernel runs, and on the CPU (one SDPA per candidate over views of its rows, no gathered copy)."""
+        inference = not self.training and not torch.is_grad_enabled()
+        return self.reads_rows(device) or (inference and torch.device(device).type == "cpu")
+
     def interact(
         self, query: torch.Tensor, query_mask, doc_kv: list[tuple[torch.Tensor, torch.Tensor]] | DocRows, doc_mask
     ) -> torch.Tensor:
