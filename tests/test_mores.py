@@ -434,6 +434,13 @@ def test_speed_table_smoke(tmp_path):
     assert table["measurements"][3]["space_mb_per_doc"] == pytest.approx(
         2 * table["measurements"][2]["space_mb_per_doc"]
     )
+    # Extrapolated from 2 timed candidates to 10, a MORES pass's query module counts once, not five times
+    bert, *moreses = table["measurements"]
+    assert bert["query_module_s"] == 0.0 and bert["time_s"] == pytest.approx(bert["timing"]["median_s"] * 10 / 2)
+    for row in moreses:
+        once, pass_s = row["query_module_s"], row["timing"]["median_s"]
+        assert 0.0 < once <= pass_s
+        assert row["time_s"] == pytest.approx(once + (pass_s - once) * 10 / 2)
 
 
 def test_artifacts_stage_builds_the_fold_store_that_rerank_reads(tiny_data):
