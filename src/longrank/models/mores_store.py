@@ -167,6 +167,7 @@ class ReuseStore:
         self.offsets = torch.tensor(meta["offsets"], dtype=torch.long)
         self.lengths = torch.tensor(meta["lengths"], dtype=torch.long)
         self.host_lengths = self.lengths  # stays on the host: a batch's longest document without a device sync
+        self._host_table: torch.Tensor | None = None  # the memory map as a torch table, made on first CPU read
 
     @classmethod
     def open(cls, path, model=None) -> "ReuseStore":
@@ -243,7 +244,8 @@ class ReuseStore:
             # (the query module), and the GPU then idles while Python prepares the blocks (1.5 ms of a 5.9 ms bf16
             # Reuse-S2 pass on an H100, docs/studies/speed.md 7.1)
             rows = rows.pin_memory().to(self.offsets.device, non_blocking=True)
-        rows = rows.to(self.offsets.device)
+        else:
+            rows = rows.to(self.offsets.device)
         offsets, lengths = self.offsets[rows], self.lengths[rows]
         n_blocks, hidden = self.meta["interaction_blocks"], self.meta["hidden_size"]
         fused = model.reads_rows(device)
@@ -278,7 +280,7 @@ class ReuseStore:
             return self.array.view(self.array.shape[0], -1) if _same_device(self.array.device, device) else None
         if torch.device(device).type != "cpu":
             return None
-        if self.__dict__.get("_host_table") is None:
+        if self._host_table is None:
             with warnings.catch_warnings():  # torch warns that the map is read-only: nothing writes through it
                 warnings.simplefilter("ignore", UserWarning)
                 self._host_table = torch.from_numpy(self.array.reshape(self.array.shape[0], -1))
