@@ -93,21 +93,12 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
     return done
 
 
-# One Python process imports Snakemake and every model module (the workflow asks the registry for each model's
-# artifacts at parse time: torch, transformers, ~5 s of CPU) once, then forks one child per dry run, two at a time:
-# a process per dry run would pay those imports every time.
+# One Python process imports Snakemake once, then forks one child per dry run, two at a time: a process per dry run
+# would pay that import every time. (The parse imports no model code: longrank.model_types.)
 DRY_RUNNER = r"""
 import json, os, sys
 
 import snakemake.cli
-
-try:
-    from longrank.models.registry import MODEL_TYPES, model_class
-
-    for model_type in MODEL_TYPES:
-        model_class(model_type)
-except Exception:  # a broken import shows in the dry runs' own output
-    pass
 
 pending, running, codes = json.loads(sys.argv[1]), {}, {}
 while pending or running:

@@ -13,7 +13,8 @@ import re
 from pathlib import Path
 
 from conftest import REPO
-from longrank.config import resolved_models, validate_config
+from longrank.config import validate_config
+from longrank.resolved_config import resolved_models
 from longrank.config_files import merged
 
 REHEARSAL = "config/studies/trec-dl-rehearsal.yaml"

@@ -82,7 +82,7 @@ def test_bench_tkl_compares_packed_and_unpacked_windows(tmp_path, corpus):
 
 
 def test_mir_speed_times_mir_at_other_lengths_and_maxp_over_its_windows_but_not_an_ablation():
-    from longrank.bench.mir_speed import timed_alike
+    from longrank.bench.mir_alike import timed_alike
 
     train = {"steps": 40}
     models = {

@@ -1,7 +1,8 @@
-"""What the workflow, the config checks, the benches and the report ask of a model type, its class declares
-(``Ranker.reads_graph_set``, ``speed_bench``, ``cross_encoder``, ``parameter_groups``, ``document_budget``), and
-nothing outside the model registry compares a ``type:`` name: a new model type is its own file and a line in
-``MODEL_TYPES`` (and the schema's enum of types, which tests/test_single_source.py keeps equal to it)."""
+"""What the workflow, the config checks, the benches and the report ask of a model type is its row of the torch-free
+table ``longrank.model_types`` (``reads_graph_set``, ``speed_bench``, ``cross_encoder``, ``parameter_groups``,
+``document_budget``, ``artifacts``, the architecture defaults), which the registry checks each class against; and
+nothing outside that table and the registry compares a ``type:`` name: a new model type is its own file and a row
+in ``MODEL_TYPES`` (and the schema's enum of types, which tests/test_single_source.py keeps equal to it)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,15 @@ import re
 import pytest
 
 from conftest import REPO
-from longrank.config import resolved_models
-from longrank.models.base import SPEED_BENCHES, Ranker
-from longrank.models.registry import MODEL_TYPES, Capabilities, capabilities, model_class
+from longrank import model_types
+from longrank.io import InputError
+from longrank.model_types import MODEL_TYPES, SPEED_BENCHES, Capabilities, capabilities
+from longrank.models import registry
+from longrank.models.base import Ranker
+from longrank.models.registry import model_class
+from longrank.resolved_config import resolved_models
 
-REGISTRY = REPO / "src/longrank/models/registry.py"
+TABLES = {REPO / "src/longrank/models/registry.py", REPO / "src/longrank/model_types.py"}
 # an entry's type read and compared (entry["type"] == "mir", entry.get("type") in {...}, "mir" != entry["type"]), or
 # a registered type's name compared as a string
 _TYPE_KEY = r"""(\[\s*["']type["']\s*\]|\.get\(\s*["']type["']\s*(,[^)]*)?\))"""
@@ -29,7 +34,7 @@ TYPE_COMPARISONS = [
 
 def sources():
     files = [*sorted((REPO / "src").rglob("*.py")), *sorted((REPO / "workflow").rglob("*.smk")), REPO / "Snakefile"]
-    return [f for f in files if f != REGISTRY]
+    return [f for f in files if f not in TABLES]
 
 
 def test_no_model_type_is_compared_outside_the_registry():
@@ -39,7 +44,7 @@ def test_no_model_type_is_compared_outside_the_registry():
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if any(pattern.search(line) for pattern in TYPE_COMPARISONS)
     ]
-    assert not found, "ask longrank.models.registry.capabilities instead:\n" + "\n".join(found)
+    assert not found, "ask longrank.model_types.capabilities instead:\n" + "\n".join(found)
 
 
 def test_the_scan_finds_what_it_forbids():
@@ -54,9 +59,12 @@ def test_the_scan_finds_what_it_forbids():
 
 
 @pytest.mark.parametrize("model_type", sorted(MODEL_TYPES))
-def test_every_registered_class_declares_its_capabilities(model_type):
+def test_every_registered_class_agrees_with_its_row(model_type):
+    """The row's architecture defaults are the class's signatures', its parameter groups the ones the class maps, its
+    encoder flag the constructor's: the registry would refuse the class otherwise."""
     cls = model_class(model_type)
     assert issubclass(cls, Ranker)
+    assert registry.row_problems(model_type, cls) == []
     declared = capabilities({"type": model_type})
     assert isinstance(declared.reads_graph_set, bool) and isinstance(declared.cross_encoder, bool)
     assert declared.speed_bench in (*SPEED_BENCHES, None)
@@ -109,3 +117,43 @@ def test_an_export_notes_the_fold_artifacts_it_leaves_out():
     assert model_class("mores").export_notes({}) == []  # no reuse: no store
     assert "impact index" in model_class("ndrm").export_notes({})[0]
     assert model_class("knrm").export_notes({}) == []
+
+
+def test_a_row_behind_its_class_stops_the_class_from_loading(monkeypatch):
+    """A default changed in a model's signature and not regenerated into longrank/model_defaults.py: the parse would
+    check and resolve entries against the old one, so the registry refuses the class and names the command."""
+    stale = {**model_types.ARCHITECTURE_DEFAULTS["knrm"], "max_doc_len": 201}
+    monkeypatch.setitem(model_types.ARCHITECTURE_DEFAULTS, "knrm", stale)
+    monkeypatch.setattr(registry, "_CHECKED", set())
+    with pytest.raises(InputError, match="python -m longrank.docgen"):
+        model_class("knrm")
+    wrong_groups = model_types.ModelType(parameter_groups=("scoring",))
+    monkeypatch.setitem(model_types.MODEL_TYPES, "knrm", wrong_groups)
+    assert any(
+        "parameter groups" in p for p in registry.row_problems("knrm", registry._load(registry.IMPLEMENTATIONS["knrm"]))
+    )
+
+
+def test_a_dry_run_of_the_default_config_imports_no_model_code(tmp_path):
+    """The config checks, the floors and the workflow's parse ask the table, never a model class: ``snakemake -n
+    report`` on the default config plans every job and imports neither torch nor transformers, spaCy or
+    scikit-learn."""
+    import subprocess
+    import sys
+
+    from conftest import snakemake_command
+
+    cmd, env = snakemake_command(tmp_path, "-n", "report", "--configfile", str(REPO / "config" / "config.yaml"))
+    probe = (
+        "import json, sys, snakemake.cli\n"
+        "try:\n    snakemake.cli.main(sys.argv[1:])\nexcept SystemExit as done:\n    code = done.code\n"
+        "heavy = sorted(m for m in ('torch', 'transformers', 'spacy', 'sklearn') if m in sys.modules)\n"
+        "print('IMPORTED', json.dumps(heavy), code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *cmd[3:]], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    line = [x for x in done.stdout.splitlines() if x.startswith("IMPORTED")]
+    assert line, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.count("rule train:") >= 7, "the dry run planned no training of every model"
+    assert line[-1] == "IMPORTED [] 0", done.stdout[-3000:] + done.stderr[-3000:]

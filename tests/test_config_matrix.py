@@ -30,7 +30,7 @@ from longrank.config_files import (
     read_overlay,
 )
 from longrank.io import InputError
-from longrank.models.registry import capabilities
+from longrank.model_types import capabilities
 from rehearsal import RUNS, YEARS, full_scale, rehearsal
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')

@@ -72,7 +72,7 @@ def build_results(root: Path, models: dict, dataset: dict | None = None) -> Path
     from longrank import artifacts, interpolate
     from longrank.data.prepare import prepare
     from longrank.evaluate.metrics import per_query, write_eval_tsv
-    from longrank.models.registry import artifact_scopes
+    from longrank.model_types import artifact_scopes
     from longrank.rerank import rerank
     from longrank.retrieval.bm25 import bm25_run
     from longrank.train import loop

@@ -38,7 +38,8 @@ from longrank.data.corpus import Corpus
 from longrank.data.fields import field_dir, model_doc_fields, write_field_store
 from longrank.data.words import OOV, PAD, analyzer, count_doc_freq, write_doc_freq
 from longrank.models.modules.encoders import RANDOM_BERT_BASE, bert_base_config
-from longrank.models.registry import build_model, model_class, on_pretrained_encoder
+from longrank.model_types import model_type
+from longrank.models.registry import build_model, model_class
 from longrank.train.batches import TrainingBatches
 from longrank.train.losses import get_loss, with_negative_pairs
 from longrank.train.optimiser import make_optimizer, parameter_groups
@@ -332,7 +333,7 @@ def test_each_model_builds_at_the_papers_dimensions_and_takes_a_training_step(na
     if entry["type"] == "mir":
         attach_mir_graphs(model, corpus)
     check_dimensions(name, entry, model, corpus)
-    if on_pretrained_encoder(entry["type"]) or entry["type"] == "mir":
+    if model_type(entry["type"]).on_pretrained_encoder or entry["type"] == "mir":
         check_positions(name, model, corpus)
     parameters = sum(p.numel() for p in model.parameters())
     if not TrainSettings.from_entry(name, entry).steps:

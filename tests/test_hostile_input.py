@@ -275,8 +275,8 @@ def test_a_full_disk_is_one_line_naming_the_file_not_a_traceback(tmp_path, monke
 
     monkeypatch.setattr(io, "write_text", full)
     with pytest.raises(SystemExit) as done:
-        cli.main(["config", "--json", '{"models": {}}', "--out", str(tmp_path / "config.json")])
+        cli.main(["resolved_config", "--json", '{"models": {}}', "--out", str(tmp_path / "config.json")])
     assert done.value.code == 2
     err = capsys.readouterr().err
-    assert f"longrank config: error: no space left on the device writing {tmp_path / 'config.json'}" in err
+    assert f"longrank resolved_config: error: no space left on the device writing {tmp_path / 'config.json'}" in err
     assert "Traceback" not in err and not (tmp_path / "config.json").exists()

@@ -11,7 +11,8 @@ import hashlib
 import re
 from pathlib import Path
 
-from longrank.config import resolved_models, validate_config
+from longrank.config import validate_config
+from longrank.resolved_config import resolved_models
 from longrank.config_files import merged
 from rehearsal import generator
 

@@ -387,7 +387,7 @@ def test_models_are_reported_by_family_then_length_whatever_the_config_order():
 
 
 def test_a_length_sweep_joins_entries_that_differ_in_max_doc_len_only():
-    from longrank.config import resolved_models
+    from longrank.resolved_config import resolved_models
 
     entries = {
         "a": {"type": "tkl", "max_doc_len": 2000, "saturation": "embedding", "train": {"steps": 150}},

@@ -40,7 +40,7 @@ DEPTH = 30  # BM25's top_k here; the synthetic queries match about 12 documents 
 
 
 def config_json(tiny_data: Path, overlay: dict) -> Path:
-    """config.json as stage ``config`` writes it: config/config.yaml with ``overlay`` over it, validated as the
+    """config.json as stage ``resolved_config`` writes it: config/config.yaml with ``overlay`` over it, validated as the
     Snakefile validates it, on the tiny collection."""
     src = tiny_data / "src"
     config = merged(())
@@ -58,7 +58,7 @@ def config_json(tiny_data: Path, overlay: dict) -> Path:
         config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) and key != "models" else value
     validate_config(config)
     out = tiny_data / "config.json"
-    main(["config", "--json", json.dumps(config), "--out", str(out)])
+    main(["resolved_config", "--json", json.dumps(config), "--out", str(out)])
     return out
 
 

@@ -28,6 +28,7 @@ from longrank.report.sanity import (
 )
 from longrank.report.verdicts import pair_row, verdict_rows
 from longrank.retrieval import sanity as lexical
+from longrank.retrieval.sanity_floor import Floor
 from longrank.tables import fmt_p
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
@@ -114,15 +115,15 @@ def test_a_floor_counts_only_the_words_a_model_reads():
 
 def test_a_floor_is_named_by_what_it_reads_and_the_name_reads_back():
     floors = [
-        lexical.Floor("bm25", 30, 200),
-        lexical.Floor("bm25", 30, None),
-        lexical.Floor("bm25-top30", 10, None),  # a first stage's name may itself look like a depth
-        lexical.Floor("b_75-x", 5, 7),
+        Floor("bm25", 30, 200),
+        Floor("bm25", 30, None),
+        Floor("bm25-top30", 10, None),  # a first stage's name may itself look like a depth
+        Floor("b_75-x", 5, 7),
     ]
     assert floors[0].name == "query_term_matches@bm25-top30-first200w"
     assert floors[1].name == "query_term_matches@bm25-top30"
-    assert [lexical.Floor.parse(f.name) for f in floors] == floors
-    assert lexical.Floor.parse("query_term_matches") is None and lexical.Floor.parse("tk+bm25") is None
+    assert [Floor.parse(f.name) for f in floors] == floors
+    assert Floor.parse("query_term_matches") is None and Floor.parse("tk+bm25") is None
     assert floors[0].read_arguments() == ["--read-words", "200"] and floors[1].read_arguments() == []
 
 
@@ -174,8 +175,8 @@ def test_each_trained_model_gets_the_floor_of_the_words_it_reads_at_its_depth_on
         "query_term_matches@bm25-top10-first96w",
         "query_term_matches@bm25-top10",
     ]
-    assert systems["query_term_matches"] == lexical.Floor("bm25", 100, None)
-    assert systems["query_term_matches@bm25_b75-top100-first50w"] == lexical.Floor("bm25_b75", 100, 50)
+    assert systems["query_term_matches"] == Floor("bm25", 100, None)
+    assert systems["query_term_matches@bm25_b75-top100-first50w"] == Floor("bm25_b75", 100, 50)
 
 
 def run_stage(module, args: list[str]) -> None:
@@ -199,7 +200,7 @@ def test_the_sanity_section_reads_each_models_own_floor_from_the_stages_runs(tmp
     bm25 = {q: {f"{q}{d}": score for d, score in READ_BM25["q1"].items()} for q in qids}
     write_run(tmp_path / "bm25.run", bm25, "bm25")
     write_run(runs / "tk.run", bm25, "tk")  # a "trained" model that kept BM25's order
-    floor = lexical.Floor("bm25", 3, 4)
+    floor = Floor("bm25", 3, 4)
     for system, args in (("query_term_matches", []), (floor.name, floor.read_arguments())):
         cli = ["--data", str(data), "--candidates", str(tmp_path / "bm25.run"), "--rerank-depth", "3", *args]
         run_stage(lexical, [*cli, "--out", str(runs / f"{system}.run")])
@@ -250,7 +251,7 @@ def test_the_sanity_section_reads_each_models_own_floor_from_the_stages_runs(tmp
 def test_a_floor_that_ranks_as_the_whole_document_count_says_so():
     """Where no candidate holds a query word past the words a model reads, its floor's run is query_term_matches's:
     the table says so beside the floor's name (at parse time the workflow cannot know the documents' lengths)."""
-    floor = lexical.Floor("bm25", 3, 200)
+    floor = Floor("bm25", 3, 200)
     runs = {
         name: lexical.query_term_matches_run({"q1": READ_QUERY}, READ_DOCS, READ_BM25, ["q1"], 3, words)
         for name, words in (("query_term_matches", None), (floor.name, 200))
@@ -279,13 +280,11 @@ def test_a_floor_that_ranks_as_the_whole_document_count_says_so():
 
 def test_the_verdict_names_the_words_a_floor_counts_in():
     inp = SimpleNamespace(resolved={"maxp": {"on_pretrained_encoder": True}, "tk": {"on_pretrained_encoder": False}})
-    assert own_floor_label(inp, "tk", lexical.Floor("bm25", 30, 200)) == (
-        "the count over the 200 words it reads, at depth 30"
-    )
-    assert own_floor_label(inp, "maxp", lexical.Floor("bm25", 10, 224)) == (
+    assert own_floor_label(inp, "tk", Floor("bm25", 30, 200)) == ("the count over the 200 words it reads, at depth 30")
+    assert own_floor_label(inp, "maxp", Floor("bm25", 10, 224)) == (
         "the count over the first 224 words (it reads 224 WordPiece tokens), at depth 10"
     )
-    assert own_floor_label(inp, "mir", lexical.Floor("bm25", 10, None)) == (
+    assert own_floor_label(inp, "mir", Floor("bm25", 10, None)) == (
         "the whole-document count at its depth 10 (it reads whole documents)"
     )
 

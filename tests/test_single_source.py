@@ -9,7 +9,8 @@ import yaml
 
 from longrank.config import SCHEMA_PATH
 from longrank.io import InputError
-from longrank.models.registry import MODEL_TYPES, WORKFLOW_KEYS, build_model, constructor_defaults, model_class
+from longrank.model_types import MODEL_TYPES, WORKFLOW_KEYS
+from longrank.models.registry import build_model, constructor_defaults, model_class
 from longrank.train.losses import LOSSES
 
 from conftest import synthetic_collection, write_local_collection
@@ -32,7 +33,7 @@ def test_every_default_loss_is_implemented(model_type):
 
 
 def test_schema_model_keys_are_workflow_or_architecture_keys():
-    """The schema's keys of a model entry: the workflow's (registry.WORKFLOW_KEYS, never passed to a model)
+    """The schema's keys of a model entry: the workflow's (model_types.WORKFLOW_KEYS, never passed to a model)
     all listed, and every other one an architecture key some model type takes."""
     listed = set(MODEL_ENTRY["properties"])
     assert WORKFLOW_KEYS <= listed, f"workflow keys the schema does not list: {sorted(WORKFLOW_KEYS - listed)}"

@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 from longrank import artifacts
 from longrank.data.corpus import Corpus
 from longrank.io import InputError, read_json, read_run, write_json
+from longrank import model_types
 from longrank.models import registry
 from longrank.models.knrm import KNRM as KNRMModel
 from longrank.interpolate import interpolate
@@ -164,10 +165,6 @@ class LengthKNRM(KNRMModel):
     """KNRM declaring a collection artifact (each document's word count): ``encode`` reads it by document id, so
     scoring fails unless the artifact was attached, and checks it against the text it was given."""
 
-    @classmethod
-    def artifacts(cls, params):
-        return {"lengths": "collection"}
-
     def build_artifacts(self, scope, corpus, doc_ids, out_dir, *, batch_size=32):
         write_json(out_dir / "lengths.json", {d: len(corpus.docs[d].split()) for d in doc_ids})
 
@@ -186,10 +183,24 @@ def artifacts_stage(argv: list[str]) -> None:
     artifacts.run(parser.parse_args(argv))
 
 
-def test_a_collection_artifact_is_built_once_and_attached_in_training_and_reranking(tiny_data, monkeypatch):
-    monkeypatch.setitem(registry.MODEL_TYPES, "length_knrm", f"{__name__}:LengthKNRM")
+@pytest.fixture
+def length_knrm(monkeypatch):
+    """LengthKNRM registered as type ``length_knrm``: its row declares the collection artifact, its defaults KNRM's."""
+    monkeypatch.setitem(
+        model_types.MODEL_TYPES,
+        "length_knrm",
+        model_types.ModelType(
+            parameter_groups=model_types.MODEL_TYPES["knrm"].parameter_groups,
+            artifacts=lambda params: {"lengths": "collection"},
+        ),
+    )
+    monkeypatch.setitem(model_types.ARCHITECTURE_DEFAULTS, "length_knrm", model_types.ARCHITECTURE_DEFAULTS["knrm"])
+    monkeypatch.setitem(registry.IMPLEMENTATIONS, "length_knrm", f"{__name__}:LengthKNRM")
+
+
+def test_a_collection_artifact_is_built_once_and_attached_in_training_and_reranking(tiny_data, length_knrm):
     cfg = {**KNRM, "type": "length_knrm", "train": {**KNRM["train"], "steps": 8}}
-    assert registry.artifact_scopes(cfg) == ["collection"]
+    assert model_types.artifact_scopes(cfg) == ["collection"]
     corpus, candidates = Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run")
     out = tiny_data / "artifacts" / "length_knrm" / "collection"
     common = [
@@ -248,8 +259,9 @@ def test_a_collection_artifact_is_built_once_and_attached_in_training_and_rerank
         )
 
 
-def test_a_failed_artifact_build_leaves_the_earlier_output_and_no_temporary_directory(tiny_data, monkeypatch):
-    monkeypatch.setitem(registry.MODEL_TYPES, "length_knrm", f"{__name__}:LengthKNRM")
+def test_a_failed_artifact_build_leaves_the_earlier_output_and_no_temporary_directory(
+    tiny_data, monkeypatch, length_knrm
+):
     cfg = {**KNRM, "type": "length_knrm"}
     corpus = Corpus(tiny_data / "data")
     out = tiny_data / "artifacts" / "collection"
@@ -274,7 +286,6 @@ def test_a_failed_artifact_build_leaves_the_earlier_output_and_no_temporary_dire
     assert (out / "lengths.json").read_text() == before
     assert sorted(p.name for p in out.parent.iterdir()) == ["collection"]
     monkeypatch.undo()
-    monkeypatch.setitem(registry.MODEL_TYPES, "length_knrm", f"{__name__}:LengthKNRM")
     (out / "stale").write_text("")  # a rebuild replaces the whole directory
     artifacts.build(cfg, corpus, "collection", out, candidates=tiny_data / "bm25.run")
     assert sorted(p.name for p in out.iterdir()) == ["lengths.json"] and sorted(

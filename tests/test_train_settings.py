@@ -100,7 +100,7 @@ def test_a_wrong_key_or_type_is_named(train, message):
 
 
 def test_the_config_stage_resolves_training_keys_from_the_settings():
-    from longrank.config import resolved_models
+    from longrank.resolved_config import resolved_models
 
     resolved = resolved_models({"k": {"type": "knrm", "train": {"steps": 5}}})
     assert resolved["k"]["train"] == {**TrainSettings.defaults(), "steps": 5}

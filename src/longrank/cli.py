@@ -17,7 +17,7 @@ import sys
 from longrank.io import InputError
 
 STAGES = {
-    "config": ("longrank.config", "write the resolved config beside the results"),
+    "resolved_config": ("longrank.resolved_config", "write the resolved config beside the results"),
     "data": ("longrank.data.prepare", "load a collection, formulate queries, split them, write results/{dataset}/data"),
     "word2vec": (
         "longrank.data.word2vec",

@@ -1,7 +1,7 @@
 """Code is an input: a digest of the code a stage runs, so that a change to what a model computes
 retrains it and reruns its reranking, and a change to a comment or a docstring does not.
 
-What is digested: the stage's entry module and the model's module (``longrank.models.registry.MODEL_TYPES``), and
+What is digested: the stage's entry module and the model's module (``longrank.models.registry.IMPLEMENTATIONS``), and
 every module of this package they import, transitively (``import longrank.x``, ``from longrank.x import y``,
 relative imports, at any depth of the code: an import inside a function counts). Not the package's own digest: a
 change to one model, or to the report, would then retrain every model. The registry imports the models by name

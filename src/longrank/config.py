@@ -1,12 +1,12 @@
 """Config validation against the JSON schema (``workflow/schemas/config.schema.yaml``) with messages that name the
-key and the schema rule it broke, defaults filled in from the schema; and stage ``config``, which writes the resolved
-config beside the results it produced (the report prints it)."""
+key and the schema rule it broke, defaults filled in from the schema. Torch-free, as everything the workflow's parse
+imports: it asks the model types' table (``longrank.model_types``), never a model class. Stage ``resolved_config``
+(``longrank.resolved_config``) writes the result beside the results it produced."""
 
 from __future__ import annotations
 
 import copy
 import difflib
-import json
 from pathlib import Path
 
 import yaml
@@ -22,7 +22,8 @@ from longrank.config_checks import (
     resolve_first_stages,
 )
 from longrank.data.grades import check_gain_order, integer_grades
-from longrank.io import InputError, write_json
+from longrank.io import InputError
+from longrank.model_types import MODEL_TYPES, capabilities
 from longrank.names import check_config_names, check_name
 
 # Where this checkout keeps the config schema (Snakemake's layout: workflow/schemas/) and the shipped collection
@@ -202,47 +203,9 @@ def model_order(models: dict) -> list[str]:
     """Enabled models grouped by family (the registry's order: word models, then encoders), then by the
     document length they read, then by name. Snakemake puts a ``--configfile``'s entries before the
     default config's, so config order would shuffle the report's rows between invocations."""
-    from longrank.models.registry import MODEL_TYPES, capabilities
-
     family = {t: i for i, t in enumerate(MODEL_TYPES)}
     enabled = [name for name, entry in models.items() if entry.get("enabled", True)]  # the schema default
     return sorted(
         enabled,
         key=lambda n: (family.get(models[n]["type"], len(family)), capabilities(models[n]).document_budget or 0, n),
     )
-
-
-def add_arguments(parser):
-    parser.add_argument("--json", required=True, help="the resolved config as JSON")
-    parser.add_argument("--out", required=True)
-
-
-# The version of what stage ``config`` writes beside the resolved config (a rule parameter: raise it when the shape of
-# config.json changes, so that results made before rerun the stage rather than give the report an old shape)
-CONFIG_JSON_SHAPE = 3
-
-
-def run(args):
-    config = json.loads(args.json)
-    config["resolved_models"] = resolved_models(config["models"])
-    write_json(args.out, config)
-
-
-def resolved_models(models: dict) -> dict:
-    """Each model entry as its jobs read it, for the report, which imports nothing from models/ or train/: its
-    architecture keys with the model's defaults filled in, its training keys with the loop's, the entry it is
-    ``like`` (if any), whether it is built on a pretrained WordPiece encoder, and its capabilities (what the report
-    asks of its type: longrank.models.registry.Capabilities)."""
-    from longrank.models.registry import architecture_params, capabilities, constructor_defaults, on_pretrained_encoder
-    from longrank.train.settings import TrainSettings
-
-    return {
-        name: {
-            "architecture": {**constructor_defaults(entry["type"]), **architecture_params(entry)},
-            "train": {**TrainSettings.defaults(), **(entry.get("train") or {})},
-            "like": entry.get("like"),
-            "on_pretrained_encoder": on_pretrained_encoder(entry["type"]),
-            "capabilities": capabilities(entry).to_json(),
-        }
-        for name, entry in models.items()
-    }

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from longrank.data.collections import max_file_bytes
 from longrank.io import InputError, check_file_size, check_regular_file
+from longrank.model_types import DEFAULT_ENCODER, architecture_defaults, architecture_params, capabilities
 from longrank.retrieval import bm25, pisa
 from longrank.retrieval.first_stage import parse_first_stage
 
@@ -91,14 +92,14 @@ def _measure_hint(name: str) -> str:
 def check_noninferiority_reference(config: dict, models: list[str]) -> None:
     """``evaluation.noninferiority_reference`` names a system of this run (checked here, not after every model trained);
     ``models`` are the enabled models in the report's order (longrank.config.model_order)."""
-    from longrank.retrieval import sanity
+    from longrank.retrieval import sanity_floor
 
     reference = config.get("evaluation", {}).get("noninferiority_reference")
     if reference is None:
         return
     systems = [
         *config["first_stages"],
-        sanity.NAME,
+        sanity_floor.NAME,
         *models,
         *(f"{m}+{config['models'][m]['first_stage']}" for m in models if config["models"][m].get("interpolate", True)),
     ]
@@ -115,10 +116,8 @@ def check_model_keys(models: dict) -> None:
     """Each model entry's architecture keys must be keys its type takes (the schema cannot know them: they are
     the model's constructor parameters). Checked when the workflow parses the config, not when a training
     job starts an hour later."""
-    from longrank.models.registry import architecture_params, constructor_defaults
-
     for name, entry in models.items():
-        known = set(constructor_defaults(entry["type"]))
+        known = set(architecture_defaults(entry["type"]))
         for key in sorted(set(architecture_params(entry)) - known):
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
@@ -222,9 +221,6 @@ def _check_graph_sets(config: dict) -> None:
                 f"config key mir_graphs.{name}.prf_queries: {prf!r} is not a set under pseudo_queries "
                 f"(configured: {sorted(config.get('pseudo_queries', {}))})"
             )
-    from longrank.models.modules.encoders import DEFAULT_ENCODER
-    from longrank.models.registry import capabilities
-
     for name, entry in config["models"].items():
         graphs = entry.get("graph_set")
         if not capabilities(entry).reads_graph_set:

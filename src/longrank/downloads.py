@@ -11,7 +11,7 @@ import importlib.util
 import os
 from pathlib import Path
 
-from longrank.models.modules.encoders import DEFAULT_ENCODER, RANDOM_BERT_BASE
+from longrank.model_types import DEFAULT_ENCODER, RANDOM_BERT_BASE
 
 GLOVE_PACKAGE = "glove-6b-50d"
 WORD2VEC = "word2vec"

@@ -212,7 +212,8 @@ def _json(obj) -> str:
 def export(results: Path, model: str, fold_index: int, out: Path, pretrained_words: bool = True) -> Path:
     from longrank.data.corpus import Corpus
     from longrank.models.checkpoint import load_model, verify_weights
-    from longrank.models.registry import architecture_params, model_class
+    from longrank.model_types import architecture_params
+    from longrank.models.registry import model_class
 
     config, entry = model_entry(results, model)
     _check_exportable(model, entry)
@@ -255,7 +256,7 @@ def export(results: Path, model: str, fold_index: int, out: Path, pretrained_wor
 
 def _check_exportable(model: str, entry: dict) -> None:
     """An export scores (query, document) texts alone: no graph set, no collection artifacts."""
-    from longrank.models.registry import artifact_scopes, capabilities
+    from longrank.model_types import artifact_scopes, capabilities
 
     kind = entry.get("type")
     if capabilities(entry).reads_graph_set:
@@ -344,7 +345,7 @@ def _write_text_side(tmp: Path, model: str, entry: dict, ranker, corpus=None) ->
         )
     encoder.save_pretrained(tmp / ENCODER_DIR)
     ranker.tokenizer.save_pretrained(tmp / ENCODER_DIR)
-    from longrank.models.modules.encoders import DEFAULT_ENCODER  # with the encoder, as the ranker's own module did
+    from longrank.model_types import DEFAULT_ENCODER
 
     return {"encoder": {"dir": ENCODER_DIR, "trained_from": entry.get("encoder", DEFAULT_ENCODER)}}
 

@@ -1,11 +1,11 @@
 """Which untrained lexical floors (stage ``sanity``, :mod:`longrank.retrieval.sanity`) a config asks for: the
 whole-document count at the global depth, ``query_term_matches``, and per trained model the count over the words it
-reads, at its own depth, on the first stage it reranks (:class:`~longrank.retrieval.sanity.Floor`).
+reads, at its own depth, on the first stage it reranks (:class:`~longrank.retrieval.sanity_floor.Floor`).
 
 The workflow asks this at parse time (workflow/rules/common.smk: ``FLOORS``, ``MODEL_FLOORS``) and hands the report
-each model's floor by its run in the manifest (``read_floors``). It reads the models' entries through
-:func:`longrank.models.registry.capabilities` (their ``document_budget``, defaults filled in), which is why it lives
-outside ``retrieval/`` and ``report/``: neither may import ``models/``.
+each model's floor by its run in the manifest (``read_floors``). It reads the models' entries through the model
+types' table (:func:`longrank.model_types.capabilities`: their ``document_budget``, defaults filled in), torch-free as
+everything the workflow's parse imports.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from longrank.model_entries import is_zero_shot, rerank_depth
-from longrank.models.registry import capabilities, constructor_defaults
-from longrank.retrieval.sanity import NAME, Floor
+from longrank.model_types import architecture_defaults, capabilities
+from longrank.retrieval.sanity_floor import NAME, Floor
 
 
 def global_floor(config: Mapping) -> Floor:
@@ -27,7 +27,7 @@ def read_length(config: Mapping, model: str) -> int | None:
     model's defaults filled in, so an entry that leaves ``max_doc_len`` out is read at its model's default; a model
     reading a graph set (MIR) without a budget of its own reads the set's ``max_doc_tokens``."""
     entry = config["models"][model]
-    budget = capabilities({**constructor_defaults(entry["type"]), **entry}).document_budget
+    budget = capabilities({**architecture_defaults(entry["type"]), **entry}).document_budget
     if budget is None and entry.get("graph_set"):
         return (config.get("mir_graphs") or {}).get(entry["graph_set"], {}).get("max_doc_tokens")
     return budget

@@ -14,8 +14,8 @@ from longrank.config import DATASETS, SCHEMA, model_order, validate_config
 from longrank.config_files import check_command_line
 from longrank.data.fields import extra_fields, field_readers
 from longrank.console import print_failures
-from longrank.models.modules.encoders import DEFAULT_ENCODER
-from longrank.models.registry import artifact_scopes, capabilities, model_module
+from longrank.model_types import DEFAULT_ENCODER, artifact_scopes, capabilities
+from longrank.models.registry import model_module
 from longrank.io import InputError
 from longrank.model_entries import rerank_depth
 from longrank import downloads
@@ -110,13 +110,13 @@ WORD2VEC = f"{R}/data/word2vec.txt"
 
 
 def capability(model):
-    """What a configured model's class declares (longrank.models.registry.Capabilities): the workflow asks it, never
+    """What a configured model's type declares (longrank.model_types.Capabilities): the workflow asks it, never
     the model's type name."""
     return capabilities(config["models"][model])
 
 
 def speed_benched(bench):
-    """The configured models the paper-figure bench ``bench`` times (Ranker.speed_bench)."""
+    """The configured models the paper-figure bench ``bench`` times (longrank.model_types: speed_bench)."""
     return [m for m in MODELS if capability(m).speed_bench == bench]
 
 
@@ -215,7 +215,7 @@ def graph_set_settings(name):
 def mir_speed_alike():
     """The configured entries mir_speed's side-by-side measurement gives a throughput for (MIR at other lengths, MaxP
     over the same windows): as a param, so adding an ablation does not rerun it, adding MIR-1K does."""
-    from longrank.bench.mir_speed import timed_alike
+    from longrank.bench.mir_alike import timed_alike
 
     graph_set = json.loads(graph_set_settings(config["models"][MIR_REFERENCE]["graph_set"]))
     return as_json(timed_alike({m: config["models"][m] for m in MODELS}, MIR_REFERENCE, graph_set))

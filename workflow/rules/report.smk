@@ -1,6 +1,6 @@
 from types import SimpleNamespace
 
-from longrank.config import CONFIG_JSON_SHAPE
+from longrank.resolved_config import CONFIG_JSON_SHAPE
 
 from longrank.report.manifest import COMPARE_FILES as REPORT_COMPARE_FILES
 from longrank.report.manifest import DATA_FILES as REPORT_DATA_FILES
@@ -19,7 +19,7 @@ rule resolved_config:
         # what the stage adds to the config (resolved_models): a new shape reruns it, not only a changed config
         shape=CONFIG_JSON_SHAPE,
     shell:
-        "python -m longrank config --json {params.config:q} --out {output:q} 2> {log:q}"
+        "python -m longrank resolved_config --json {params.config:q} --out {output:q} 2> {log:q}"
 
 
 # The files the report reads, and nothing else: the same object gives the rule its inputs and the report its

@@ -12,7 +12,7 @@ graphs and MaxP ``length`` tokens in the same windows; the two are timed alterna
 drifting machine load hits both alike, and the median of ``repeats`` forwards counts. The ratio MIR/MaxP is of
 throughput (documents per millisecond): above 1 MIR is faster. Peak memory as ``longrank bench`` measures it.
 ``docs_per_ms`` gives the throughput, for the report's effectiveness-vs-throughput plot, of every configured entry
-this measurement stands for (:func:`timed_alike`): the reference MIR entry and those with its architecture at other
+this measurement stands for (:func:`longrank.bench.mir_alike.timed_alike`): the reference MIR entry and those with its architecture at other
 lengths (Fig. 5's MIR-512 / 1K / 2K), each at its own ``max_doc_tokens``, and the BERT-MaxP entries over the same
 windows at theirs. So the plot's MIR and MaxP points come from one side-by-side run (``side_by_side``: the report
 takes them over a separate bench of the same entry).
@@ -34,12 +34,14 @@ from longrank.bench.run import MemoryProbe, bench_queries
 from longrank.bench.timing import MIN_REPEATS, median_of, synchronizer, time_alternating
 from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import annotation, cut_text, load_pipeline
-from longrank.graphs.build import build_record, fit_tfidf, graph_settings, stride
+from longrank.graphs.build import build_record, fit_tfidf
+from longrank.graphs.settings import graph_settings, stride
 from longrank.io import InputError, json_object
 from longrank.outputs import BenchTable, Rate
 from longrank.models.bert_ranker import BertRanker
-from longrank.models.modules.encoders import DEFAULT_ENCODER, load_encoder, load_tokenizer
-from longrank.models.registry import architecture_params, build_model, capabilities, constructor_defaults
+from longrank.models.modules.encoders import load_encoder, load_tokenizer
+from longrank.model_types import architecture_params
+from longrank.models.registry import build_model
 from longrank.runtime import resolve_device
 
 log = logging.getLogger(__name__)
@@ -98,40 +100,6 @@ def run(args: argparse.Namespace) -> None:
         json_object(args.alike, "--alike"),
     )
     result.write(args.out)
-
-
-def timed_alike(models: dict, reference: str, graph_set: dict) -> dict[str, dict]:
-    """The entries whose throughput this measurement gives, each as ``{"model": "MIR" | "MaxP", "tokens": n}``: MIR
-    entries on the reference's graph set with its architecture but perhaps another ``max_doc_tokens``, and BERT-MaxP
-    entries with the graph set's encoder (MIR's: the config checks they agree) over its windows (``passage_len`` =
-    window, ``passage_stride`` = stride). An ablation (another architecture) is not timed as the reference is. Which
-    entries are which, their classes declare: MIR reads a graph set; MaxP is the other ``mir_speed`` model."""
-    ref, settings = models[reference], graph_settings(graph_set)
-
-    def architecture(entry: dict) -> dict:
-        params = {"type": entry["type"], **constructor_defaults(entry["type"]), **architecture_params(entry)}
-        params.pop("max_doc_tokens", None)
-        return params
-
-    alike = {}
-    for name, entry in models.items():
-        declared = capabilities(entry)
-        if (
-            declared.reads_graph_set
-            and entry.get("graph_set") == ref.get("graph_set")
-            and architecture(entry) == architecture(ref)
-        ):
-            alike[name] = {"model": "MIR", "tokens": declared.document_budget or settings["max_doc_tokens"]}
-        elif (
-            declared.speed_bench == "mir_speed"
-            and not declared.reads_graph_set
-            and entry.get("mode") == "maxp"
-            and entry.get("passage_len") == settings["window"]
-            and (entry.get("passage_stride") or entry["passage_len"]) == stride(settings)
-            and entry.get("encoder", DEFAULT_ENCODER) == settings["encoder"]
-        ):
-            alike[name] = {"model": "MaxP", "tokens": declared.document_budget}
-    return alike
 
 
 def bench_documents(corpus: Corpus, tokenizer, n_docs: int, n_tokens: int) -> list[str]:

@@ -13,16 +13,12 @@ from itertools import combinations
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
+from longrank.graphs.settings import stride
 from longrank.io import InputError
 
 # ASCII letters and digits, lower-cased after matching: "lowercase [a-z0-9] runs" whose offsets stay those of
 # the text (lower-casing first can change a string's length: "İ".lower() has two characters)
 _WORD = re.compile(r"[A-Za-z0-9]{2,}")
-
-
-def stride(settings: dict) -> int:
-    """k = round(w·(1-α)) tokens between passage starts."""
-    return round(settings["window"] * (1 - settings["overlap"]))
 
 
 def word_spans(text: str) -> Iterator[tuple[int, int, str]]:

@@ -45,13 +45,6 @@ def config_keys(part: Callable) -> dict[str, Any]:
     }
 
 
-#: where a per-document artifact is built: once from the data, or from one fold's trained weights
-ARTIFACT_SCOPES = ("collection", "fold")
-#: the paper-figure benches a model type can declare (``Ranker.speed_bench``): rules of workflow/rules/bench.smk and
-#: workflow/rules/attention_scaling.smk
-SPEED_BENCHES = ("mores_speed", "mir_speed", "attention_scaling")
-
-
 def split_config(model: str, params: dict[str, Any], *parts: Callable) -> list[dict[str, Any]]:
     """Deal a model's config keys out to the parts that take them (by their signatures), so each default
     lives in one place, the part's signature. A key no part takes is an error naming the key."""
@@ -74,30 +67,11 @@ class Ranker(nn.Module):
     #: (``train.embedding_lr`` -> ``embeddings``, ``train.scoring_lr`` -> ``scoring``)
     parameter_groups: dict[str, tuple[str, ...]] = {}
 
-    # --- capabilities: what the workflow, the config checks, the benches and the report ask of a model type, declared
-    # here so that no code outside models/registry.py compares a ``type:`` name (registry.capabilities collects them;
-    # the config stage writes them into config.json for the report)
-    #: reads each document by id from a graph set under ``mir_graphs`` (MIR): the workflow builds the set, the entry
-    #: must name one, and the generic bench, which cuts synthetic documents, cannot time it
-    reads_graph_set: bool = False
-    #: the paper-figure bench that times this model type: ``mores_speed`` (MORES Table 4), ``mir_speed`` (MIR Fig. 5:
-    #: MIR, and BERT-MaxP over the same windows), ``attention_scaling`` (NDRM Fig. 2); None when none does
-    speed_bench: str | None = None
-    #: query and document tokens attend to each other in a pretrained BERT encoder (the BERT ranker, MORES): the BERT
-    #: rows the report sets beside MIR's
-    cross_encoder: bool = False
-
     @classmethod
     def export_notes(cls, params: dict[str, Any]) -> list[str]:
         """What ``longrank export`` tells the user of a model configured by ``params`` that its ranker directory
         leaves out (a fold artifact the exported model does without)."""
         return []
-
-    @classmethod
-    def document_budget(cls, params: dict[str, Any]) -> int | None:
-        """How much of a document the entry configured by ``params`` (architecture keys) reads, in words or WordPiece
-        tokens: its ``max_doc_len``; None when the entry leaves it out."""
-        return params.get("max_doc_len")
 
     @classmethod
     def from_config(cls, params: dict[str, Any], corpus: "Corpus") -> "Ranker":
@@ -118,12 +92,8 @@ class Ranker(nn.Module):
         return self(**batch)
 
     # --- per-document artifacts (see the module docstring) -------------------------------------------
-    @classmethod
-    def artifacts(cls, params: dict[str, Any]) -> dict[str, str]:
-        """The per-document artifacts the model configured by ``params`` (architecture keys) needs:
-        artifact name -> scope (``collection`` or ``fold``). Most models need none."""
-        return {}
-
+    # What the workflow asks of a model type without building one (its capabilities, document budget, the artifacts
+    # it needs) is its row of the torch-free table longrank.model_types, which the registry checks this class against.
     def build_artifacts(
         self, scope: str, corpus: "Corpus", doc_ids: list[str], out_dir: Path, *, batch_size: int = 32
     ) -> None:

@@ -39,6 +39,7 @@ import torch
 from torch import nn
 
 from longrank.io import InputError
+from longrank.model_types import DEFAULT_MAX_PASSAGES
 from longrank.models.base import Ranker
 from longrank.models.modules.encoders import (
     encoder_choice,
@@ -49,7 +50,6 @@ from longrank.models.modules.encoders import (
 )
 
 
-DEFAULT_MAX_PASSAGES = 16  # MaxP windows of an entry that leaves max_passages out
 COSINE_SCALE = 20.0  # sentence-transformers' MultipleNegativesRankingLoss scale: cosines become logits
 
 
@@ -57,20 +57,6 @@ class BertRanker(Ranker):
     default_loss = "pointwise_bce"
     config_parts = (encoder_choice,)
     parameter_groups = {"scoring": ("head.",)}  # train.scoring_lr: the new score head on a pretrained encoder
-    speed_bench = "mir_speed"  # MaxP entries over MIR's windows are timed beside MIR (bench/mir_speed.py: timed_alike)
-    cross_encoder = True
-
-    @classmethod
-    def document_budget(cls, params):
-        """The passages it reads (FirstP: ``passage_len``; MaxP: ``max_passages`` windows every ``passage_stride``, as
-        ``encode`` cuts them); None for an entry that leaves ``passage_len`` out."""
-        window = params.get("passage_len")
-        if not window:
-            return super().document_budget(params)
-        if params.get("mode") != "maxp":
-            return window
-        stride = params.get("passage_stride") or window
-        return stride * ((params.get("max_passages") or DEFAULT_MAX_PASSAGES) - 1) + window
 
     def __init__(
         self,

@@ -108,14 +108,6 @@ class MIR(Ranker):
     # Cranfield's title pseudo-queries (60 steps of 4, held-out MRR@10 over BM25's top 10; chance 0.29) MIR stayed
     # at chance (0.315) with them in this group and reached 0.471 without (BERT-FirstP: 0.467).
     parameter_groups = {"scoring": ("pool.", "aggregate.", "score.")}
-    # mir_graphs.<set>: passages, pivot tokens and edges per document (workflow/rules/graphs.smk)
-    reads_graph_set = True
-    speed_bench = "mir_speed"
-
-    @classmethod
-    def document_budget(cls, params):
-        """``max_doc_tokens`` (None: the graph set's, which cut the documents)."""
-        return params.get("max_doc_tokens")
 
     def __init__(
         self,
@@ -209,11 +201,6 @@ class MIR(Ranker):
         return from_encoder_config(cls, "mir", params)
 
     # --- the graphs (collection artifact of the graphs stage) -----------------------------------------
-    @classmethod
-    def artifacts(cls, params):
-        """Every MIR needs its graph set (even ``graphs: []``: the nodes the views pool are in it)."""
-        return {"graphs": "collection"}
-
     def build_artifacts(self, scope, corpus, doc_ids, out_dir, *, batch_size: int = 32) -> None:
         raise InputError(
             "mir: the graphs stage builds MIR's graphs (mir_graphs in the config), not the model; "

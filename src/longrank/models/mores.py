@@ -52,6 +52,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from longrank.io import InputError
+from longrank.model_types import mores_store
 from longrank.models.base import Ranker, config_keys
 from longrank.models.modules.cuda_graphs import GraphCache
 from longrank.models.modules.doc_attention import DocRows, attend_rows, kernel_available
@@ -170,8 +171,6 @@ class MORES(Ranker):
     default_loss = "pointwise_bce"
     config_parts = (encoder_choice,)
     parameter_groups = {"scoring": ("head.",)}  # train.scoring_lr: the new score head on a pretrained encoder
-    speed_bench = "mores_speed"
-    cross_encoder = True  # the interaction blocks are BERT layers in which the query attends to the document
 
     def __init__(
         self,
@@ -353,14 +352,8 @@ class MORES(Ranker):
 
     # --- reranking with precomputed documents -------------------------------------------------------
     @classmethod
-    def artifacts(cls, params):
-        """Reuse-S1/S2 need the reuse store, built per fold from that fold's trained weights."""
-        reuse = params.get("reuse", config_keys(cls.__init__)["reuse"])
-        return {"store": "fold"} if reuse in ("s1", "s2") else {}
-
-    @classmethod
     def export_notes(cls, params):
-        if not cls.artifacts(params):
+        if not mores_store(params):
             return []
         reuse = params.get("reuse", config_keys(cls.__init__)["reuse"])
         return [

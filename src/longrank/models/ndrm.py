@@ -146,7 +146,6 @@ class NDRM(Ranker):
     default_loss = "ranknet"
     config_parts = (WordEmbedder, ConformerLayer, ndrm_kernels)
     parameter_groups = {"embeddings": ("embedder.", "markers."), "scoring": ("window_scorer.", "explicit.", "combine.")}
-    speed_bench = "attention_scaling"  # the Conformer's attention by length, materialised / fused / separable
 
     def __init__(
         self,
@@ -278,10 +277,6 @@ class NDRM(Ranker):
         rows = torch.where(has_vector.to(torch.bool), torch.arange(len(has_vector)), torch.tensor(OOV))
         rows[PAD] = OOV if self.pad_row == "unknown" else PAD
         self.latent_row = rows.to(self.latent_row.device)
-
-    @classmethod
-    def artifacts(cls, params):
-        return {"impact_index": "fold"}
 
     @classmethod
     def export_notes(cls, params):

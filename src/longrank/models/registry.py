@@ -1,18 +1,24 @@
-"""Model registry: the ``type:`` of a config entry names one paper model (one file each).
+"""Model registry: loads the class that implements a config entry's ``type:`` (one paper model per file) and builds
+the model an entry describes.
 
-Imports are lazy so that a workflow using only KNRM never imports transformers.
+What the workflow asks of a type without building one is in the torch-free table ``longrank.model_types``; each class
+is checked against its row there the first time it is loaded (``check_row``). Imports are lazy so that a workflow
+using only KNRM never imports transformers.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 from longrank.io import InputError
+from longrank.model_types import MODEL_TYPES, architecture_defaults, architecture_params, model_type
 
-MODEL_TYPES = {
+# The class that implements each type of longrank.model_types (``module:Class``), imported when first asked for: the
+# module's code is an input of the model's training and reranking jobs (``model_module``)
+IMPLEMENTATIONS = {
     "knrm": "longrank.models.knrm:KNRM",
     "tk": "longrank.models.tk:TK",
     "tkl": "longrank.models.tkl:TKL",
@@ -22,39 +28,31 @@ MODEL_TYPES = {
     "bi_encoder": "longrank.models.bi_encoder:BiEncoder",
     "mir": "longrank.models.mir:MIR",
 }
+if set(IMPLEMENTATIONS) != set(MODEL_TYPES):
+    raise ImportError(
+        f"longrank.model_types and the registry list different model types: {set(IMPLEMENTATIONS) ^ set(MODEL_TYPES)}"
+    )
 
-# Keys of a model's config entry that belong to the workflow, not to the model's constructor (``like`` is resolved
-# away when the config is validated: longrank.config.resolve_likes).
-WORKFLOW_KEYS = {
-    "type",
-    "train",
-    "interpolate",
-    "rerank_depth",
-    "enabled",
-    "checkpoint_of",
-    "first_stage",
-    "graph_set",
-    "like",
-}
+REGENERATE = "python -m longrank.docgen"  # writes longrank/model_defaults.py from the classes' signatures
 
 
-def model_module(model_type: str) -> str:
-    """The module that defines model type ``model_type`` (its code is an input of its training and reranking)."""
-    if model_type not in MODEL_TYPES:
-        raise InputError(f"unknown model type {model_type!r}; expected one of {sorted(MODEL_TYPES)}")
-    return MODEL_TYPES[model_type].split(":")[0]
+def model_module(name: str) -> str:
+    """The module that defines model type ``name`` (its code is an input of its training and reranking)."""
+    model_type(name)
+    return IMPLEMENTATIONS[name].split(":")[0]
 
 
-def model_class(model_type: str):
-    try:
-        module_name, class_name = MODEL_TYPES[model_type].split(":")
-    except KeyError:
-        raise InputError(f"unknown model type {model_type!r}; expected one of {sorted(MODEL_TYPES)}") from None
+def model_class(name: str):
+    model_type(name)
+    cls = _load(IMPLEMENTATIONS[name])
+    check_row(name, cls)
+    return cls
+
+
+@lru_cache(maxsize=None)
+def _load(implementation: str):
+    module_name, class_name = implementation.split(":")
     return getattr(importlib.import_module(module_name), class_name)
-
-
-def architecture_params(model_cfg: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in model_cfg.items() if k not in WORKFLOW_KEYS}
 
 
 def build_model(model_cfg: dict[str, Any], corpus):
@@ -62,59 +60,42 @@ def build_model(model_cfg: dict[str, Any], corpus):
     return model_class(model_cfg["type"]).from_config(architecture_params(model_cfg), corpus)
 
 
-def constructor_defaults(model_type: str) -> dict[str, Any]:
-    """The architecture keys a model type falls back to when its config entry leaves them out (its own
-    constructor's and those of the parts it builds from its config, e.g. TK's embedder and Transformer)."""
+def constructor_defaults(name: str) -> dict[str, Any]:
+    """The architecture keys model type ``name`` falls back to when its config entry leaves them out, read from its
+    class: its constructor's and those of the parts it builds from its config (e.g. TK's embedder and Transformer)."""
     from longrank.models.base import config_keys
 
-    cls = model_class(model_type)
+    model_type(name)
+    cls = _load(IMPLEMENTATIONS[name])
     defaults: dict[str, Any] = {}
     for part in (*cls.config_parts, cls.__init__):
         defaults.update(config_keys(part))
     return {**defaults, **cls.part_defaults}
 
 
-def artifact_scopes(model_cfg: dict[str, Any]) -> list[str]:
-    """The sorted scopes (``collection``, ``fold``) of the per-document artifacts a configured model entry
-    needs (``Ranker.artifacts``); the workflow adds an ``artifacts`` job per scope (and per fold)."""
-    from longrank.models.base import ARTIFACT_SCOPES
-
-    declared = model_class(model_cfg["type"]).artifacts(architecture_params(model_cfg))
-    bad = {name: scope for name, scope in declared.items() if scope not in ARTIFACT_SCOPES}
-    if bad:
-        raise InputError(f"{model_cfg['type']}: artifacts {bad} have a scope other than {list(ARTIFACT_SCOPES)}")
-    return sorted(set(declared.values()))
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What the workflow, the config checks, the benches and the report ask of a configured model entry, as its class
-    declares it (``Ranker.reads_graph_set`` and the rest): the one place besides the model's own file that a new model
-    type touches is ``MODEL_TYPES``."""
-
-    reads_graph_set: bool  # MIR: the entry names a graph set under mir_graphs, which the workflow builds
-    speed_bench: str | None  # the paper-figure bench that times it (longrank.models.base.SPEED_BENCHES), if any
-    cross_encoder: bool  # a BERT row the report sets beside MIR's
-    parameter_groups: tuple[str, ...]  # the groups a training key gives their own learning rate
-    document_budget: int | None  # how much of a document the entry reads (words or WordPiece tokens), if it says
-
-    def to_json(self) -> dict[str, Any]:
-        """As the config stage writes it into config.json (the report reads it there)."""
-        return {**asdict(self), "parameter_groups": list(self.parameter_groups)}
+def row_problems(name: str, cls) -> list[str]:
+    """Where the class that implements ``name`` disagrees with its row of longrank.model_types."""
+    row, problems = model_type(name), []
+    if constructor_defaults(name) != architecture_defaults(name):
+        problems.append(f"its architecture defaults are not those of longrank/model_defaults.py ({REGENERATE})")
+    if tuple(sorted(cls.parameter_groups)) != tuple(sorted(row.parameter_groups)):
+        problems.append(
+            f"it maps parameter groups {sorted(cls.parameter_groups)}, its row lists {row.parameter_groups}"
+        )
+    if ("encoder" in inspect.signature(cls.__init__).parameters) != row.on_pretrained_encoder:
+        problems.append(f"its row says on_pretrained_encoder={row.on_pretrained_encoder}, its constructor disagrees")
+    return problems
 
 
-def capabilities(model_cfg: dict[str, Any]) -> Capabilities:
-    """The capabilities of a configured model entry (its type's declarations, its document budget from its keys)."""
-    cls = model_class(model_cfg["type"])
-    return Capabilities(
-        reads_graph_set=cls.reads_graph_set,
-        speed_bench=cls.speed_bench,
-        cross_encoder=cls.cross_encoder,
-        parameter_groups=tuple(sorted(cls.parameter_groups)),
-        document_budget=cls.document_budget(architecture_params(model_cfg)),
-    )
+_CHECKED: set[str] = set()
 
 
-def on_pretrained_encoder(model_type: str) -> bool:
-    """Whether the model is built on a pretrained WordPiece encoder (BERT ranker, MORES, bi-encoder)."""
-    return "encoder" in inspect.signature(model_class(model_type).__init__).parameters
+def check_row(name: str, cls) -> None:
+    if name in _CHECKED:
+        return
+    problems = row_problems(name, cls)
+    if problems:
+        raise InputError(
+            f"model type {name!r} ({cls.__qualname__}) and longrank/model_types.py: " + "; ".join(problems)
+        )
+    _CHECKED.add(name)

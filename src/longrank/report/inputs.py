@@ -21,7 +21,7 @@ from longrank.io import read_json, read_qrels, read_run
 from longrank.model_entries import rerank_depth as entry_rerank_depth
 from longrank.outputs import BenchTable, Interpolation, Rate
 from longrank.report.manifest import Manifest
-from longrank.retrieval.sanity import Floor
+from longrank.retrieval.sanity_floor import Floor
 
 PRIMARY = "nDCG@10"  # the report's primary measure
 

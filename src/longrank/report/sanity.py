@@ -21,8 +21,8 @@ from longrank.io import Run
 from longrank.report.inputs import PRIMARY, default_first_stage, first_stages, interpolations, rerank_depth, stage_of
 from longrank.model_entries import is_zero_shot
 from longrank.report.verdicts import verdict_rows
-from longrank.retrieval.sanity import NAME as SANITY
-from longrank.retrieval.sanity import Floor
+from longrank.retrieval.sanity_floor import NAME as SANITY
+from longrank.retrieval.sanity_floor import Floor
 from longrank.runs import top_candidates
 from longrank.tables import Cell, fmt, read_table
 

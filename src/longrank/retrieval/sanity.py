@@ -10,7 +10,7 @@ Two kinds of floor, one run per distinct (first stage, depth, words read) (:clas
   (the config's global depth). A model below it has learned less than "count the query words".
 - ``query_term_matches@{first stage}-top{depth}-first{words}w``: the count over the first ``words`` words, on the
   candidates a model reranks at its own depth; ``words`` is what the model reads (its ``document_budget``,
-  :func:`longrank.models.registry.capabilities`, the model's defaults filled in). On long documents the
+  :func:`longrank.model_types.capabilities`, the model's defaults filled in). On long documents the
   whole-document count is a length prior (a long document holds more of any 25 words), and the count over the words
   a model reads can be far above it (IRLeD, top 30 of BM25, test nDCG@10: whole document 0.228, TK's first 200
   words 0.278, TKL's first 2,000 0.285; docs/studies/irled-tk-tkl.md): a model below *that* floor did not learn to
@@ -26,8 +26,6 @@ The ``@`` keeps these names apart from any model's or first stage's (the schema 
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -35,39 +33,8 @@ from longrank.data.corpus import Corpus
 from longrank.data.words import query_terms, tokenize
 from longrank.io import InputError, Run, read_run, write_run
 from longrank.provenance import write_run_metadata
+from longrank.retrieval.sanity_floor import NAME
 from longrank.runs import top_candidates, with_tail
-
-NAME = "query_term_matches"  # the whole-document floor at the global depth: its system name in the workflow and report
-
-_FLOOR_NAME = re.compile(rf"^{NAME}@(?P<stage>[A-Za-z0-9_-]+)-top(?P<depth>[0-9]+)(?:-first(?P<words>[0-9]+)w)?$")
-
-
-@dataclass(frozen=True)
-class Floor:
-    """The count of distinct query words over the first ``words`` words of a document (None: all of it), reranking
-    the top ``depth`` candidates of ``first_stage``."""
-
-    first_stage: str
-    depth: int
-    words: int | None
-
-    @property
-    def name(self) -> str:
-        """Its system name when it is not the global floor (:func:`longrank.floors.floor_systems` names that one
-        ``NAME``)."""
-        return f"{NAME}@{self.first_stage}-top{self.depth}" + (f"-first{self.words}w" if self.words else "")
-
-    def read_arguments(self) -> list[str]:
-        """What stage ``sanity`` is told of the words to read (nothing: the whole document)."""
-        return ["--read-words", str(self.words)] if self.words else []
-
-    @classmethod
-    def parse(cls, system: str) -> Floor | None:
-        """The floor a system name of the ``@`` form describes; None for any other name (``NAME`` included)."""
-        m = _FLOOR_NAME.match(system)
-        if m is None:
-            return None
-        return cls(m["stage"], int(m["depth"]), int(m["words"]) if m["words"] else None)
 
 
 def read_words(text: str, words: int | None) -> list[str]:
