@@ -16,6 +16,8 @@ from importlib import resources
 
 from conftest import REPO, SHARED
 from longrank.config import validate_config
+from longrank.model_entries import effective_settings
+from longrank.resolved_config import resolved_models
 from longrank.evaluate import ncg
 from longrank.config_files import configfiles, merged
 from longrank.outputs import CompareSettings
@@ -169,7 +171,13 @@ def context(dataset, models: dict, stages: dict, table: list[tuple], n_queries: 
     )
     cmp = Comparison(systems, frame, pd.DataFrame(), None, settings, {})
     config = {"dataset": dataset, "first_stages": stages, "models": models, "rerank_depth": rerank_depth}
-    return SimpleNamespace(inp=SimpleNamespace(config=config, models=models, first_stages=stages), cmp=cmp)
+    return SimpleNamespace(inp=inputs(config, models, stages), cmp=cmp)
+
+
+def inputs(config: dict, models: dict, stages: dict) -> SimpleNamespace:
+    """The report's inputs of a config, with resolved_models as stage resolved_config writes them."""
+    resolved = resolved_models(models, effective_settings(config))
+    return SimpleNamespace(config=config, models=models, first_stages=stages, resolved=resolved)
 
 
 def rows_of(sec) -> dict[tuple[str, str], list[str]]:
@@ -325,8 +333,9 @@ def test_the_section_reads_the_compare_stages_own_outputs(tmp_path):
         "first_stages": stages,
         "models": models,
         "evaluation": {"measures": ["nDCG@10", "AP@100"]},
+        "rerank_depth": 100,  # the schema's default, which validation fills in
     }
-    ctx = SimpleNamespace(inp=SimpleNamespace(config=config, models=models, first_stages=stages), cmp=cmp)
+    ctx = SimpleNamespace(inp=inputs(config, models, stages), cmp=cmp)
     rows = rows_of(reproduction.section(ctx))
     written = pd.read_csv(files["table"]).set_index(["system", "measure"])
     r = written.loc[("tkl", "nDCG@10")]

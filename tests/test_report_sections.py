@@ -68,6 +68,7 @@ def sanity_run(tiny_data: Path, name: str, words: int | None) -> Path:
     parser = argparse.ArgumentParser()
     sanity.add_arguments(parser)
     argv = ["--data", str(tiny_data / "data"), "--candidates", str(tiny_data / "bm25.run"), "--out", str(out)]
+    argv += ["--rerank-depth", "100"]  # the global floor's: config/config.yaml's rerank_depth
     sanity.run(parser.parse_args(argv + (["--read-words", str(words)] if words else [])))
     return out
 

@@ -45,7 +45,12 @@ def add_arguments(parser):
         help="the model's fold-scope artifacts, one directory per fold "
         "in fold order (e.g. MORES Reuse-S1/S2 stores), when it declares any",
     )
-    parser.add_argument("--rerank-depth", type=int, default=100)
+    parser.add_argument(
+        "--rerank-depth",
+        type=int,
+        required=True,
+        help="first-stage candidates scored per query (the model's effective depth)",
+    )
     parser.add_argument("--batch-size", type=int, default=32, help="candidates per forward")
     parser.add_argument(
         "--precision",
@@ -117,7 +122,6 @@ def rerank(
         raise InputError(
             f"models.{name}: {len(checkpoints)} checkpoints for {len(corpus.folds)} folds; give one per fold, in fold order"
         )
-    depth = model_cfg.get("rerank_depth", depth)
     model_run: Run = {}
     details: list[dict] = []
     for fold_index, checkpoint in enumerate(checkpoints):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from longrank.io import write_json
+from longrank.model_entries import Effective, effective_settings
 from longrank.model_types import architecture_defaults, architecture_params, capabilities, model_type
 from longrank.train.settings import TrainSettings
 
@@ -18,20 +19,21 @@ def add_arguments(parser):
 
 # The version of what this stage writes beside the resolved config (a rule parameter: raise it when the shape of
 # config.json changes, so that results made before rerun the stage rather than give the report an old shape)
-CONFIG_JSON_SHAPE = 3
+CONFIG_JSON_SHAPE = 4
 
 
 def run(args):
     config = json.loads(args.json)
-    config["resolved_models"] = resolved_models(config["models"])
+    config["resolved_models"] = resolved_models(config["models"], effective_settings(config))
     write_json(args.out, config)
 
 
-def resolved_models(models: dict) -> dict:
+def resolved_models(models: dict, effective: dict[str, Effective] | None = None) -> dict:
     """Each model entry as its jobs read it, for the report, which imports nothing from models/ or train/: its
     architecture keys with the model's defaults filled in, its training keys with the loop's, the entry it is
-    ``like`` (if any), whether it is built on a pretrained WordPiece encoder, and its capabilities (what the report
-    asks of its type: longrank.model_types.Capabilities)."""
+    ``like`` (if any), whether it is built on a pretrained WordPiece encoder, its capabilities (what the report
+    asks of its type: longrank.model_types.Capabilities) and, from a whole config, its effective settings (its rerank
+    depth, first stage and the words it reads: longrank.model_entries.Effective)."""
     return {
         name: {
             "architecture": {**architecture_defaults(entry["type"]), **architecture_params(entry)},
@@ -39,6 +41,7 @@ def resolved_models(models: dict) -> dict:
             "like": entry.get("like"),
             "on_pretrained_encoder": model_type(entry["type"]).on_pretrained_encoder,
             "capabilities": capabilities(entry).to_json(),
+            **({"effective": effective[name].to_json()} if effective else {}),
         }
         for name, entry in models.items()
     }

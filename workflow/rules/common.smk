@@ -17,7 +17,7 @@ from longrank.console import print_failures
 from longrank.model_types import DEFAULT_ENCODER, artifact_scopes, capabilities
 from longrank.models.registry import model_module
 from longrank.io import InputError
-from longrank.model_entries import rerank_depth
+from longrank.model_entries import effective_settings
 from longrank import downloads
 from longrank.names import check_outputs_not_inputs
 from longrank.floors import floor_systems, model_floors
@@ -80,6 +80,9 @@ DATA = {
 }
 FOLDS = list(range(config["splits"]["k"] if config["splits"]["method"] == "kfold" else 1))
 MODELS = model_order(config["models"])
+# Each model entry as its jobs read it (rerank depth, first stage, words read), resolved once: the rules pass these
+# values, and no stage works them out again
+EFFECTIVE = effective_settings(config)
 FIRST_STAGES = list(config["first_stages"])  # a mapping once resolved (validate_config), the default first
 # The untrained lexical rerankers (workflow/rules/sanity.smk), sanity rows every trained model must beat: system name
 # -> Floor, query_term_matches (whole documents, global depth) first, then each trained model's own (the words it
@@ -93,7 +96,7 @@ FLOOR_PAIRS = [(m, floor) for m, floor in MODEL_FLOORS.items() if floor != SANIT
 
 
 def first_stage_of(model):
-    return config["models"][model]["first_stage"]
+    return EFFECTIVE[model].first_stage
 
 
 def candidates_of(model):

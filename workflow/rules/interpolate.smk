@@ -13,7 +13,7 @@ rule interpolate:
     conda:
         CONDA_ENV
     params:
-        rerank_depth=lambda wc: rerank_depth(config["models"][wc.model], config["rerank_depth"]),
+        rerank_depth=lambda wc: EFFECTIVE[wc.model].rerank_depth,
         data=data_dir,
     shell:
         "python -m longrank interpolate --model-run {input.model_run:q} --dev-runs {input.dev_runs:q} --candidates {input.candidates:q}"

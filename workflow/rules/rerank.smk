@@ -26,7 +26,7 @@ rule rerank:
         model=model_config,
         # the code that reranks with this model (longrank.code_digest): changed arithmetic reruns it
         code=lambda wc: code_of("rerank", wc.model),
-        rerank_depth=config["rerank_depth"],
+        rerank_depth=lambda wc: EFFECTIVE[wc.model].rerank_depth,
         batch_size=config["rerank"]["batch_size"],
         precision=config["rerank"]["precision"],
         data=data_dir,

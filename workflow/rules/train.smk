@@ -34,7 +34,7 @@ rule train:
         # (rule history) and, with history.across_collections, another results folder's (the other TREC DL year)
         reuse=["--reuse-from", "results" if config["history"]["across_collections"] else R],
         fold=lambda wc: wc.fold,
-        rerank_depth=config["rerank_depth"],
+        rerank_depth=lambda wc: EFFECTIVE[wc.model].rerank_depth,
         data=data_dir,
         device=config["device"],
     shell:

@@ -18,7 +18,6 @@ from typing import Mapping
 from longrank.evaluate.lengths import read_doc_lengths
 from longrank.evaluate.metrics import evaluable_queries, read_folds, test_queries
 from longrank.io import read_json, read_qrels, read_run
-from longrank.model_entries import rerank_depth as entry_rerank_depth
 from longrank.outputs import BenchTable, Interpolation, Rate
 from longrank.report.manifest import Manifest
 from longrank.retrieval.sanity_floor import Floor
@@ -44,8 +43,10 @@ def stage_label(name: str) -> str:
 
 
 def model_stage(inp, model: str) -> str | None:
-    """The first stage a configured model reranks (the default when the entry names none)."""
-    return (inp.models.get(model) or {}).get("first_stage") or default_first_stage(inp.config)
+    """The first stage a configured model reranks (its effective one: config.json's ``resolved_models``)."""
+    if model in inp.resolved:
+        return inp.resolved[model]["effective"]["first_stage"]
+    return default_first_stage(inp.config)
 
 
 def interpolated(inp, model: str) -> str:
@@ -89,12 +90,14 @@ def interpolations(inp) -> list[tuple[str, str, Interpolation]]:
 
 
 def rerank_depth(inp, system: str) -> int:
-    """How many first-stage candidates ``system`` scored: its own rerank_depth (a floor's: its name's), else the global
-    one (schema default 100)."""
+    """How many first-stage candidates ``system`` scored: a model's effective depth (config.json's
+    ``resolved_models``), a floor's from its name, else (a first stage, the global floor) the config's."""
     floor = Floor.parse(system)
     if floor is not None:
         return floor.depth
-    return entry_rerank_depth(inp.models.get(system), inp.config.get("rerank_depth") or 100)
+    if system in inp.resolved:
+        return inp.resolved[system]["effective"]["rerank_depth"]
+    return inp.config["rerank_depth"]
 
 
 def measure_missing(inp, measures) -> str:

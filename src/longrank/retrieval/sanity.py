@@ -99,7 +99,7 @@ def add_arguments(parser):
     parser.add_argument("--data", required=True, help="results/{dataset}/data")
     parser.add_argument("--candidates", required=True, help="the first-stage run")
     parser.add_argument(
-        "--rerank-depth", type=int, default=100, help="candidates reranked per query (default: %(default)s)"
+        "--rerank-depth", type=int, required=True, help="candidates reranked per query (the floor's depth)"
     )
     parser.add_argument(
         "--read-words", type=int, default=None, help="count over a document's first N words (default: all of it)"

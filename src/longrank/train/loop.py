@@ -54,7 +54,9 @@ def add_arguments(parser):
     parser.add_argument("--data", required=True, help="results/{dataset}/data")
     parser.add_argument("--candidates", required=True, help="first-stage run")
     parser.add_argument("--fold", type=int, default=0)
-    parser.add_argument("--rerank-depth", type=int, default=100)
+    parser.add_argument(
+        "--rerank-depth", type=int, required=True, help="dev candidates scored per query (the model's effective depth)"
+    )
     parser.add_argument("--device", default="auto")
     parser.add_argument(
         "--collection-artifacts",
@@ -209,7 +211,7 @@ def train(
         corpus,
         candidates,
         fold_index,
-        model_cfg.get("rerank_depth", depth),
+        depth,
         device,
         out,
         collection_artifacts,
