@@ -254,3 +254,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("e2e"):
             item.add_marker(pytest.mark.slow)
+
+
+def resolved_for_report(config: dict) -> dict:
+    """config.json's ``resolved_models`` of a hand-written config, as stage resolved_config writes it (the report's
+    Inputs.resolved): each entry with its defaults, capabilities and effective settings."""
+    from longrank.model_entries import effective_settings
+    from longrank.resolved_config import resolved_models
+
+    return resolved_models(config["models"], effective_settings(config))

@@ -395,6 +395,8 @@ def test_the_export_command_and_the_standalone_rerank_command(results, exported,
                 "a",
                 "--out-dir",
                 "o",
+                "--rerank-depth",
+                "30",
             ]
         ).model
         == "m"

@@ -6,6 +6,8 @@ import json
 import os
 from types import SimpleNamespace
 
+from conftest import resolved_for_report
+
 import ir_measures
 import numpy as np
 import pandas as pd
@@ -221,10 +223,12 @@ def test_the_sanity_section_reads_each_models_own_floor_from_the_stages_runs(tmp
     assert set(zip(own_pairs.system_a, own_pairs.system_b)) == {("tk", floor.name)}
     assert floor.name not in set(pairs.system_a) | set(pairs.system_b)
 
+    models = {"tk": {"type": "tk", "rerank_depth": 3, "train": {"steps": 5}}}
+    config = {"rerank_depth": 3, "first_stages": {"bm25": {"method": "bm25"}}, "models": models}
     inp = SimpleNamespace(
-        config={"rerank_depth": 3, "first_stages": {"bm25": {"method": "bm25"}}},
-        models={"tk": {"type": "tk", "rerank_depth": 3, "train": {"steps": 5}}},
-        resolved={"tk": {"on_pretrained_encoder": False}},
+        config=config,
+        models=models,
+        resolved=resolved_for_report(config),
         run=lambda system: read_run(paths[system]),
         manifest=SimpleNamespace(
             runs={s: str(p) for s, p in paths.items() if s != floor.name},
@@ -351,13 +355,19 @@ def test_score_correlations_read_only_the_scored_candidates():
 def test_weight_zero_in_every_fold_reads_identical_to_bm25(tmp_path):
     from longrank.outputs import FoldWeight, Interpolation
 
-    config = {"first_stages": {"bm25": {"method": "bm25"}}, "models": {"knrm": {}, "tk": {}}}
+    config = {"first_stages": {"bm25": {"method": "bm25"}}, "models": {"knrm": {"type": "knrm"}, "tk": {"type": "tk"}}}
+    config["rerank_depth"] = 100
     paths = {}
     for system, weights in (("knrm+bm25", [0.0, 0.0]), ("tk+bm25", [0.0, 1.0])):
         folds = [FoldWeight(i, w, {"0.0": 0.1, "1.0": 0.2}) for i, w in enumerate(weights)]
         paths[system] = tmp_path / f"{system}.interpolation.json"
         Interpolation(system, sum(weights) / 2, folds).write(paths[system])
-    inp = SimpleNamespace(config=config, models=config["models"], manifest=SimpleNamespace(interpolations=paths))
+    inp = SimpleNamespace(
+        config=config,
+        models=config["models"],
+        resolved=resolved_for_report(config),
+        manifest=SimpleNamespace(interpolations=paths),
+    )
     weights = interpolation_weights(inp)
     assert weights == {"knrm+bm25": [0.0, 0.0], "tk+bm25": [0.0, 1.0]}
     extra = {"knrm": {"Max doc len": 200}}  # a system that interpolates nothing: "–", never an empty cell
@@ -402,14 +412,16 @@ def test_weight_zero_in_every_fold_reads_identical_to_bm25(tmp_path):
 
 
 def test_sanity_table_flags_trained_models_only():
+    models = {
+        "good": {"type": "knrm", "train": {"steps": 10}},
+        "bad": {"type": "tk", "rerank_depth": 20},
+        "floor": {"type": "bi_encoder", "train": {"steps": 0}},
+    }
+    config = {"rerank_depth": 100, "first_stages": {"bm25": {"method": "bm25"}}, "models": models}
     inp = SimpleNamespace(
-        config={"rerank_depth": 100},
-        models={
-            "good": {"type": "knrm", "train": {"steps": 10}},
-            "bad": {"type": "tk", "rerank_depth": 20},
-            "floor": {"type": "bi_encoder", "train": {"steps": 0}},
-        },
-        resolved={},
+        config=config,
+        models=models,
+        resolved=resolved_for_report(config),
         # good reads whole documents at the global depth: its own floor is query_term_matches; bad's run was not made
         manifest=SimpleNamespace(
             runs={"query_term_matches": "runs/query_term_matches.run"},

@@ -280,12 +280,12 @@ def test_a_failed_artifact_build_leaves_the_earlier_output_and_no_temporary_dire
         (out_dir / "lengths.json").write_text("{")
         raise RuntimeError("killed")
 
-    monkeypatch.setattr(LengthKNRM, "build_artifacts", half_written)
-    with pytest.raises(RuntimeError, match="killed"):
-        artifacts.build(cfg, corpus, "collection", out)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LengthKNRM, "build_artifacts", half_written)
+        with pytest.raises(RuntimeError, match="killed"):
+            artifacts.build(cfg, corpus, "collection", out)
     assert (out / "lengths.json").read_text() == before
     assert sorted(p.name for p in out.parent.iterdir()) == ["collection"]
-    monkeypatch.undo()
     (out / "stale").write_text("")  # a rebuild replaces the whole directory
     artifacts.build(cfg, corpus, "collection", out, candidates=tiny_data / "bm25.run")
     assert sorted(p.name for p in out.iterdir()) == ["lengths.json"] and sorted(
