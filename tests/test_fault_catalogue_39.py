@@ -33,7 +33,8 @@ import pytest
 import yaml
 
 from longrank.code_digest import closure, code_digest, module_path, source_digest
-from longrank.config import SCHEMA_PATH, validate_config
+from longrank.config import validate_config
+from longrank.schema import SCHEMA_PATH
 from longrank.evaluate.metrics import read_eval_tsv, sorted_qids
 from longrank.io import InputError, id_problem, read_run, write_run
 from longrank.names import SAFE_NAME, check_outputs_not_inputs

@@ -30,7 +30,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from longrank.config import SCHEMA_PATH, validate_config
+from longrank.config import validate_config
+from longrank.schema import SCHEMA_PATH
 from longrank.io import InputError, write_run
 
 from conftest import REPO, snakemake_command, synthetic_collection, write_local_collection

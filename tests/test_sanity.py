@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from longrank import floors
-from longrank.config import SCHEMA_PATH, validate_config
+from longrank.config import validate_config
+from longrank.schema import SCHEMA_PATH
 from longrank.io import InputError, read_run, write_json, write_run, write_text
 from longrank.provenance import read_run_metadata
 from longrank.report.diagnostics import score_correlations

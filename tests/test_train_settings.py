@@ -18,7 +18,7 @@ from longrank.train.settings import Pretraining, TrainSettings
 
 def schema_path():
     """The schema the workflow validates against (longrank.config names its one place)."""
-    from longrank.config import SCHEMA_PATH
+    from longrank.schema import SCHEMA_PATH
 
     return SCHEMA_PATH
 

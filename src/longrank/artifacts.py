@@ -24,6 +24,7 @@ from longrank.models.checkpoint import load_model
 from longrank.model_types import ARTIFACT_SCOPES, artifact_scopes
 from longrank.models.registry import build_model
 from longrank.runtime import resolve_device
+from longrank.schema import schema_default
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="collection: from the data; fold: from one fold's weights",
     )
     parser.add_argument("--checkpoint", help="the fold's trained weights (model.safetensors); --scope fold only")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--batch-size", type=int, default=schema_default("rerank.batch_size"))
+    parser.add_argument("--device", default=schema_default("device"))
     parser.add_argument(
         "--out", required=True, help="the artifact directory (artifacts/{model}/collection or .../fold{N})"
     )

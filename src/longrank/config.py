@@ -25,16 +25,8 @@ from longrank.data.grades import check_gain_order, integer_grades
 from longrank.io import InputError
 from longrank.model_types import MODEL_TYPES, capabilities
 from longrank.names import check_config_names, check_name
-
-# Where this checkout keeps the config schema (Snakemake's layout: workflow/schemas/) and the shipped collection
-# descriptions, relative to the repository root. The one place the schema's location is named: the workflow
-# (workflow/rules/common.smk), docgen, docs/ and the tests read it from here.
-SCHEMA = "workflow/schemas/config.schema.yaml"
-DATASETS = "config/datasets"
-# Found from this module's place in the checkout (src/longrank/config.py), as the editable install runs it.
-REPO = Path(__file__).resolve().parents[2]
-SCHEMA_PATH = REPO / SCHEMA
-DATASETS_DIR = REPO / DATASETS
+from longrank.schema import DATASETS_DIR, SCHEMA, SCHEMA_PATH
+from longrank.model_entries import is_enabled
 
 
 def _key(path) -> str:
@@ -204,7 +196,7 @@ def model_order(models: dict) -> list[str]:
     document length they read, then by name. Snakemake puts a ``--configfile``'s entries before the
     default config's, so config order would shuffle the report's rows between invocations."""
     family = {t: i for i, t in enumerate(MODEL_TYPES)}
-    enabled = [name for name, entry in models.items() if entry.get("enabled", True)]  # the schema default
+    enabled = [name for name, entry in models.items() if is_enabled(entry)]  # the schema default
     return sorted(
         enabled,
         key=lambda n: (family.get(models[n]["type"], len(family)), capabilities(models[n]).document_budget or 0, n),

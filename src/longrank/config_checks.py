@@ -13,6 +13,7 @@ from longrank.io import InputError, check_file_size, check_regular_file
 from longrank.model_types import DEFAULT_ENCODER, architecture_defaults, architecture_params, capabilities
 from longrank.retrieval import bm25, pisa
 from longrank.retrieval.first_stage import parse_first_stage
+from longrank.model_entries import interpolates
 
 
 def check_input_files(config: dict) -> None:
@@ -101,7 +102,7 @@ def check_noninferiority_reference(config: dict, models: list[str]) -> None:
         *config["first_stages"],
         sanity_floor.NAME,
         *models,
-        *(f"{m}+{config['models'][m]['first_stage']}" for m in models if config["models"][m].get("interpolate", True)),
+        *(f"{m}+{config['models'][m]['first_stage']}" for m in models if interpolates(config["models"][m])),
     ]
     if reference not in systems:
         close = difflib.get_close_matches(reference, systems, n=1)

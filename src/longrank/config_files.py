@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from longrank.config import DATASETS, REPO
+from longrank.schema import DATASETS, REPO
 from longrank.io import InputError
 
 DEFAULT_CONFIG = "config/config.yaml"

@@ -19,7 +19,7 @@ import pprint
 
 import yaml
 
-from longrank.config import REPO, SCHEMA, SCHEMA_PATH
+from longrank.schema import REPO, SCHEMA, SCHEMA_PATH
 from longrank.train.settings import TrainSettings
 
 PAGE_PATH = REPO / "docs" / "configuration.md"

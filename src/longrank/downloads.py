@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from longrank.model_types import DEFAULT_ENCODER, RANDOM_BERT_BASE
+from longrank.model_entries import is_enabled
 
 GLOVE_PACKAGE = "glove-6b-50d"
 WORD2VEC = "word2vec"
@@ -34,7 +35,7 @@ def wanted(config: dict) -> list[tuple[str, str, str]]:
     out = []
     graph_sets = set()
     for name, entry in config["models"].items():
-        if not entry.get("enabled", True):
+        if not is_enabled(entry):
             continue
         if entry.get("embeddings"):
             out.append((f"models.{name}.embeddings", "embeddings", entry["embeddings"]))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from longrank.model_entries import effective_settings, is_zero_shot
+from longrank.model_entries import effective_settings, is_enabled, is_zero_shot
 from longrank.retrieval.sanity_floor import NAME, Floor
 
 
@@ -27,7 +27,7 @@ def model_floors(config: Mapping) -> dict[str, str]:
     reference, out = global_floor(config), {}
     for model, effective in effective_settings(config).items():
         entry = config["models"][model]
-        if entry.get("enabled", True) and not is_zero_shot(entry):
+        if is_enabled(entry) and not is_zero_shot(entry):
             floor = Floor(effective.first_stage, effective.rerank_depth, effective.words_read)
             out[model] = NAME if floor == reference else floor.name
     return out

@@ -12,6 +12,17 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
 from longrank.model_types import architecture_defaults, capabilities
+from longrank.schema import schema_default
+
+
+def is_enabled(entry: Mapping) -> bool:
+    """Whether the entry runs (``enabled``, the schema's default where a hand-written entry leaves it out)."""
+    return bool(entry.get("enabled", schema_default("models.*.enabled")))
+
+
+def interpolates(entry: Mapping) -> bool:
+    """Whether the entry's scores are also mixed with its first stage's (``interpolate``, the schema's default)."""
+    return bool(entry.get("interpolate", schema_default("models.*.interpolate")))
 
 
 def is_zero_shot(entry: Mapping | None) -> bool:

@@ -24,6 +24,7 @@ from longrank.provenance import write_run_metadata
 from longrank.runs import with_tail
 from longrank.runtime import resolve_device
 from longrank.scoring import score_candidates
+from longrank.schema import schema_default
 
 
 def add_arguments(parser):
@@ -51,14 +52,16 @@ def add_arguments(parser):
         required=True,
         help="first-stage candidates scored per query (the model's effective depth)",
     )
-    parser.add_argument("--batch-size", type=int, default=32, help="candidates per forward")
+    parser.add_argument(
+        "--batch-size", type=int, default=schema_default("rerank.batch_size"), help="candidates per forward"
+    )
     parser.add_argument(
         "--precision",
         choices=sorted(AUTOCAST_DTYPES),
-        default="fp32",
+        default=schema_default("rerank.precision"),
         help="the forward under torch.autocast in bf16 / fp16 (weights stay fp32); fp16 is for GPUs",
     )
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--device", default=schema_default("device"))
     parser.add_argument("--out-dir", required=True, help="results/{dataset}/runs")
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from longrank.io import InputError, id_problem, write_run
 from longrank.provenance import write_run_metadata
+from longrank.schema import schema_default
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--depth", type=int, help="rerank each query's top DEPTH candidates (default: the model's rerank depth)"
     )
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--batch-size", type=int, default=schema_default("rerank.batch_size"))
+    parser.add_argument("--device", default=schema_default("device"))
     parser.add_argument("--tag", help="the run's tag column (default: the model's name)")
     parser.add_argument(
         "--interpolate",

@@ -10,7 +10,8 @@ from pathlib import Path
 from longrank.cli import stage_module
 from longrank.code_digest import code_digest
 from longrank.train.code import training_code_digest
-from longrank.config import DATASETS, SCHEMA, model_order, validate_config
+from longrank.config import model_order, validate_config
+from longrank.schema import DATASETS, SCHEMA
 from longrank.config_files import check_command_line
 from longrank.data.fields import extra_fields, field_readers
 from longrank.console import print_failures

@@ -45,6 +45,7 @@ from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_re
 from longrank.io import InputError
 from longrank.outputs import AttentionScaling, Timing
 from longrank.runtime import resolve_device
+from longrank.schema import schema_default
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +63,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # Defaults are the paper's configuration (Sec. 4: 2 Conformer layers, hidden 256, 32 heads; batch 4 as in
     # the prototype); the lengths span the paper's Fig. 2 up to its 4,000 document terms.
     parser.add_argument(
-        "--lengths", type=int, nargs="+", default=[500, 1000, 2000, 4000], help="sequence lengths (positions)"
+        "--lengths",
+        type=int,
+        nargs="+",
+        default=schema_default("attention_scaling.lengths"),
+        help="sequence lengths (positions)",
     )
     parser.add_argument("--attentions", nargs="+", choices=ATTENTIONS, default=list(ATTENTIONS))
-    parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--heads", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=schema_default("attention_scaling.batch_size"))
+    parser.add_argument("--layers", type=int, default=schema_default("attention_scaling.layers"))
+    parser.add_argument("--hidden", type=int, default=schema_default("attention_scaling.hidden"))
+    parser.add_argument("--heads", type=int, default=schema_default("attention_scaling.heads"))
     parser.add_argument(
         "--repeats", type=int, default=MIN_REPEATS, help="timed forward+backward steps per configuration (median kept)"
     )
@@ -80,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="skip a configuration whose estimated peak memory exceeds this (GB)",
     )
     parser.add_argument("--threads", type=int, default=0, help="torch threads in each child (0: torch's default)")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    parser.add_argument("--device", default=schema_default("device"), help="auto, cpu or cuda[:N]")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, help="output JSON (results/{dataset}/bench/attention_scaling.json)")
 

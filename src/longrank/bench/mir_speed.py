@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from longrank.bench.run import MemoryProbe, bench_queries
-from longrank.bench.timing import MIN_REPEATS, median_of, synchronizer, time_alternating
+from longrank.bench.timing import median_of, synchronizer, time_alternating
 from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import annotation, cut_text, load_pipeline
 from longrank.graphs.build import build_record, fit_tfidf
@@ -43,6 +43,7 @@ from longrank.models.modules.encoders import load_encoder, load_tokenizer
 from longrank.model_types import architecture_params
 from longrank.models.registry import build_model
 from longrank.runtime import resolve_device
+from longrank.schema import schema_default, schema_defaults
 
 log = logging.getLogger(__name__)
 
@@ -74,26 +75,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--settings", default="{}", help="mir_speed settings as JSON: lengths, batch_size, repeats, documents"
     )
     parser.add_argument("--data", required=True, help="results/{dataset}/data")
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--device", default=schema_default("device"))
     parser.add_argument("--out", required=True, help="JSON table {title, columns, rows, notes, docs_per_ms}")
 
 
 def run(args: argparse.Namespace) -> None:
-    settings = {
-        "lengths": [512, 1024, 2048],
-        "batch_size": 2,
-        "repeats": MIN_REPEATS,
-        "documents": 8,
-        "enabled": True,
-        **json_object(args.settings, "--settings"),
-    }
+    settings = {**schema_defaults("mir_speed"), **json_object(args.settings, "--settings")}
     if not settings["lengths"] or min(settings["lengths"]) < 1 or settings["batch_size"] < 1 or settings["repeats"] < 1:
         raise InputError("mir_speed: lengths, batch_size and repeats must be positive")
     result = measure(
         args.model,
         json_object(args.model_config, "--model-config"),
         graph_settings(json_object(args.graph_set, "--graph-set")),
-        json_object(args.annotations, "--annotations").get("max_words", 2048),
+        json_object(args.annotations, "--annotations").get("max_words", schema_default("annotations.max_words")),
         settings,
         Corpus(args.data),
         resolve_device(args.device),

@@ -42,6 +42,7 @@ from longrank.models.mores import MORES
 from longrank.models.mores_store import ReuseStore, token_inputs, write_store
 from longrank.precision import AUTOCAST_DTYPES, autocast
 from longrank.runtime import resolve_device
+from longrank.schema import schema_default
 
 log = logging.getLogger(__name__)
 
@@ -52,16 +53,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--encoder", default=DEFAULT_ENCODER, help="the configured encoder (a model's `encoder:` key)")
     parser.add_argument("--sizes", nargs="+", default=["configured", "bert-base"], choices=["configured", "bert-base"])
     parser.add_argument(
-        "--lengths", nargs="+", type=int, default=[128, 512], help="document lengths in WordPiece tokens"
+        "--lengths",
+        nargs="+",
+        type=int,
+        default=schema_default("mores_speed.lengths"),
+        help="document lengths in WordPiece tokens",
     )
     parser.add_argument("--query-len", type=int, default=16)
-    parser.add_argument("--blocks", nargs="+", type=int, default=[1, 2], help="MORES interaction blocks to time")
+    parser.add_argument(
+        "--blocks",
+        nargs="+",
+        type=int,
+        default=schema_default("mores_speed.blocks"),
+        help="MORES interaction blocks to time",
+    )
     parser.add_argument("--candidates", type=int, default=32, help="candidates actually timed per variant")
     parser.add_argument(
         "--target", type=int, default=1000, help="candidates per query the table reports (extrapolated)"
     )
     parser.add_argument(
-        "--batch-size", type=int, default=16, help="candidates per forward (on a GPU, 128 or more keeps it busy)"
+        "--batch-size",
+        type=int,
+        default=schema_default("mores_speed.batch_size"),
+        help="candidates per forward (on a GPU, 128 or more keeps it busy)",
     )
     parser.add_argument(
         "--repeats", type=int, default=MIN_REPEATS, help="timed passes over the candidates per variant (median kept)"
@@ -70,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--precision",
         choices=sorted(AUTOCAST_DTYPES),
-        default="fp32",
+        default=schema_default("rerank.precision"),
         help="every variant (the BERT ranker too) under this autocast; on a GPU the resident store is held in it",
     )
     parser.add_argument(

@@ -49,6 +49,7 @@ from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_al
 from longrank.outputs import BenchTable, Rate, Timing
 from longrank.models.checkpoint import load_model
 from longrank.runtime import resolve_device
+from longrank.schema import schema_default
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", required=True, help="trained weights (safetensors)")
     parser.add_argument("--data", required=True, help="results/{dataset}/data")
     parser.add_argument("--lengths", type=int, nargs="+", default=[200, 2000, 4000], help="document lengths in words")
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--batch-size", type=int, default=schema_default("bench.batch_size"))
     parser.add_argument(
         "--repeats", type=int, default=MIN_REPEATS, help="timed forwards per measurement (median and spread kept)"
     )
     parser.add_argument("--warmup", type=int, default=1, help="untimed forwards before the timed ones")
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--device", default=schema_default("device"))
     parser.add_argument("--out", required=True, help="output JSON")
 
 

@@ -27,10 +27,11 @@ from longrank.io import (
     read_qrels,
     read_trec_docs,
 )
+from longrank.schema import schema_default
 
 #: dataset.max_file_gb's default (the schema's): a local collection file larger than this is refused before it is
 #: read. MS MARCO's documents are ~22 GB as one .tsv; /dev/zero or a sparse file of a terabyte is not a collection.
-MAX_FILE_GB = 64
+MAX_FILE_GB = schema_default("dataset.max_file_gb")
 
 
 def _stem_suffix(path: Path) -> str:
@@ -184,7 +185,7 @@ def load_local(cfg: dict):
 def read_field(dataset: dict, field: str) -> dict[str, str]:
     """doc id -> the ``field`` of each document (a title), from the configured source collection: its loader,
     reading that one field (pseudo-queries from titles, HDCT's title targets)."""
-    if dataset.get("source", "ir_datasets") == "ir_datasets":
+    if dataset.get("source", schema_default("dataset.source")) == "ir_datasets":
         docs, *_ = load_ir_datasets(dataset["id"], [field], dataset.get("query_field"))
     else:
         docs, *_ = load_local({**dataset, "doc_fields": [field]})

@@ -25,6 +25,7 @@ import json
 from pathlib import Path
 
 from longrank.io import InputError
+from longrank.schema import schema_default
 
 FIELDS_DIR = "fields"
 FIELD_META = "field.json"
@@ -96,7 +97,7 @@ def check_model_fields(config: dict) -> None:
 def source_fields(dataset: dict) -> tuple[list[str], list[str]]:
     """(the fields the collection joins into docs.jsonl, every field its documents have), from its description:
     ir_datasets' document class (no download), or a local file's first record."""
-    if dataset.get("source", "ir_datasets") == "ir_datasets":
+    if dataset.get("source", schema_default("dataset.source")) == "ir_datasets":
         import ir_datasets
 
         from longrank.data.collections import seed_ir_datasets_cache
@@ -136,7 +137,7 @@ def write_field(dataset: dict, field: str, out_dir: str | Path, where: str = "mo
         )
     if field in collection:
         raise InputError(f"{where}: {field!r} is one of the collection's own fields {collection} (docs.jsonl has it)")
-    if dataset.get("source", "ir_datasets") == "ir_datasets":
+    if dataset.get("source", schema_default("dataset.source")) == "ir_datasets":
         docs, *_ = load_ir_datasets(dataset["id"], [field], dataset.get("query_field"))
     else:
         docs, *_ = load_local({**dataset, "doc_fields": [field]})

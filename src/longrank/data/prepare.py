@@ -32,6 +32,7 @@ from longrank.io import (
     write_text,
 )
 from longrank.progress import progress
+from longrank.schema import schema_default, schema_defaults
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +55,7 @@ def _examples(ids, limit=5) -> str:
 
 def _query_roles(dataset: dict, splits: dict, own_train: bool, own_dev: bool) -> dict[str, str]:
     """Which queries trained, chose (dev) and tested, in words: stats.json and the report's provenance."""
-    part = (
-        f"of the collection's judged queries (splits: {splits.get('method', 'holdout')}, seed {splits.get('seed', 0)})"
-    )
+    part = f"of the collection's judged queries (splits: {splits['method']}, seed {splits['seed']})"
     train = [] if own_dev else [f"the train part {part}"]
     every = "every other" if query_sets.held_out(dataset, "dev") else "every"  # the dev sample is held out of them
     return {
@@ -70,6 +69,9 @@ def prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path)
     """Write the data directory, or nothing: every file is made in a staging directory beside ``out_dir`` and
     moved in only when all checks passed. Documents stream from the source to ``docs.jsonl`` and its index
     (``data/docstore.py``); what stays in memory is per document an id and a length, not its text."""
+    # the workflow's config has every default filled in; a hand call may leave some out, which the schema's fill
+    query_formulation = {**schema_defaults("query_formulation"), **query_formulation}
+    splits = {**schema_defaults("splits"), **splits}
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
     try:
@@ -96,7 +98,7 @@ def _keep_others(out_dir: Path, staging: Path) -> None:
 
 
 def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path) -> None:
-    if dataset.get("source", "ir_datasets") == "ir_datasets":
+    if dataset.get("source", schema_default("dataset.source")) == "ir_datasets":
         docs_iter, queries_iter, raw_qrels, qrels_defs, doc_count = load_ir_datasets(
             dataset["id"], dataset.get("doc_fields"), dataset.get("query_field")
         )
@@ -183,7 +185,7 @@ def _check_documents(dataset: dict, lengths: dict[str, int], empty: set[str]) ->
     if empty & lengths.keys():
         raise InputError(f"duplicate document id {_examples(empty & lengths.keys())} in the collection")
     if empty:
-        if dataset.get("empty_documents", "drop") == "error":
+        if dataset.get("empty_documents", schema_default("dataset.empty_documents")) == "error":
             raise InputError(
                 f"{len(empty)} empty documents: {_examples(empty)} (set dataset.empty_documents: drop to skip them)"
             )
@@ -260,10 +262,10 @@ def _relevance(dataset: dict, grades_seen: Counter[int], exclude_grades: set[int
 
 def _formulate(queries: dict[str, str], docs, query_formulation: dict) -> dict[str, str]:
     """The queries as ``query_formulation`` words them; none may come out empty."""
-    formulated = formulate(queries, docs, query_formulation.get("method", "full"), query_formulation.get("n", 25))
+    formulated = formulate(queries, docs, query_formulation["method"], query_formulation["n"])
     empty_queries = [q for q, t in formulated.items() if not t.strip()]
     if empty_queries:
-        method = query_formulation.get("method", "full")
+        method = query_formulation["method"]
         raise InputError(
             f"{len(empty_queries)} queries are empty after query formulation ({method}): {_examples(empty_queries)}; "
             "their text has no term it keeps (tfidf_terms drops stop words and tokens without a letter). "
@@ -304,11 +306,11 @@ def _folds(dataset: dict, splits: dict, train_only, dev_only, evaluable: list[st
         return query_sets.folds_with([], train_only, dev_only, evaluable)
     folds = make_folds(
         evaluable,
-        splits.get("method", "holdout"),
-        splits.get("dev", 0.15),
-        splits.get("test", 0.35),
-        splits.get("k", 5),
-        splits.get("seed", 0),
+        splits["method"],
+        splits["dev"],
+        splits["test"],
+        splits["k"],
+        splits["seed"],
     )
     return query_sets.folds_with(folds, train_only, set(), evaluable)
 

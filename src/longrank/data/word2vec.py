@@ -58,6 +58,7 @@ from collections import Counter
 
 from longrank.data.words import analyzer, write_doc_freq
 from longrank.io import InputError, atomic_path, write_json
+from longrank.schema import schema_default
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +205,13 @@ def build(
     fields = DocumentFields(data, doc_fields, "word2vec.doc_fields") if doc_fields else None
     queries = training_query_texts(data) if training_queries else []
     started = time.perf_counter()
-    sentences = DocumentSentences(Path(docs_path), MAX_WORDS_IN_BATCH, keys.get("processing", "words"), fields, queries)
+    sentences = DocumentSentences(
+        Path(docs_path),
+        MAX_WORDS_IN_BATCH,
+        keys.get("processing", schema_default("word2vec.processing")),
+        fields,
+        queries,
+    )
     words, vectors = in_out_vectors(train_word2vec(Path(docs_path), sentences=sentences, **keys))
     write_word2vec_text(Path(out), words, vectors)
     num_docs = sentences.doc_freq[_NUM_DOCS]

@@ -27,6 +27,7 @@ from longrank.evaluate.significance import compare, compare_pairs, smallest_holm
 from longrank.io import InputError, atomic_path, write_text
 from longrank.outputs import CompareSettings
 from longrank.tables import LETTER_NOTE, effectiveness_rows, to_latex, to_markdown
+from longrank.schema import schema_default
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +40,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--margins",
         nargs="+",
         type=float,
-        default=[0.02, 0.05],
+        default=schema_default("evaluation.margins"),
         help="non-inferiority margins as fractions of the reference mean (default: %(default)s)",
     )
-    parser.add_argument("--alpha", type=float, default=0.05)
-    parser.add_argument("--bootstrap", type=int, default=10000, help="bootstrap resamples (default: %(default)s)")
+    parser.add_argument("--alpha", type=float, default=schema_default("evaluation.alpha"))
+    parser.add_argument(
+        "--bootstrap",
+        type=int,
+        default=schema_default("evaluation.bootstrap"),
+        help="bootstrap resamples (default: %(default)s)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--measures", nargs="+", default=None, help="measures to compare (default: all columns)")
     parser.add_argument(

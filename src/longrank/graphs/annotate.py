@@ -33,10 +33,11 @@ from longrank.progress import progress
 from longrank.data.corpus import Corpus
 from longrank.data.records import Records, RecordWriter
 from longrank.io import InputError, json_object, names_full_disk, read_json, replace_directory, umask_mode, write_json
+from longrank.schema import schema_defaults
 
 log = logging.getLogger(__name__)
 
-DEFAULTS = {"max_words": 2048, "batch_size": 64, "n_process": 1}
+DEFAULTS = schema_defaults("annotations")
 # Neither the parser (sentences) nor the NER reads these: the same spans without them (checked on IRLeD
 # judgments), a third less time.
 EXCLUDED = ["tagger", "attribute_ruler", "lemmatizer"]

@@ -5,21 +5,15 @@ MIR), the graphs stage and the MIR bench when they run."""
 from __future__ import annotations
 
 from longrank.io import InputError
+from longrank.schema import schema_defaults
 
 NUMERIC_LABELS = ("DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL")
 # en_core_web_sm's NER labels (OntoNotes 5) without the numeric ones
 ENTITY_LABELS = ["PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE"]
-DEFAULTS = {
-    "encoder": "minilm",
-    "window": 128,
-    "overlap": 0.25,
-    "max_doc_tokens": 2048,
-    "max_sentence_nodes": 64,
-    "max_token_nodes": 256,
-    "entity_labels": ENTITY_LABELS,
-    "prf_depth": 10,
-    "prf_terms": 10,
-    "p2p_top_k": 5,
+# The schema's defaults (mir_graphs.<set>), and the entity labels, which it leaves to the code; not prf_queries, which
+# the workflow passes to the stage as an input directory, not a setting
+DEFAULTS = {k: v for k, v in schema_defaults("mir_graphs.*").items() if k != "prf_queries"} | {
+    "entity_labels": ENTITY_LABELS
 }
 POSITIVE = ("window", "max_doc_tokens", "prf_depth")
 NON_NEGATIVE = ("max_sentence_nodes", "max_token_nodes", "prf_terms", "p2p_top_k")

@@ -63,6 +63,7 @@ from longrank.models.modules.encoders import load_encoder, load_tokenizer
 from longrank.progress import progress
 from longrank.retrieval.hdct import INDEX, STATS
 from longrank.runtime import resolve_device, seed_everything
+from longrank.schema import schema_default
 
 log = logging.getLogger(__name__)
 
@@ -363,7 +364,7 @@ def add_arguments(parser) -> None:
         "--dataset", help="the config's dataset block as JSON (targets titles reads the titles from it)"
     )
     parser.add_argument("--pseudo-queries", help="targets <set>: the pseudo_queries set's directory")
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--device", default=schema_default("device"))
     parser.add_argument("--out", required=True, help="results/{dataset}/hdct/{first stage name}")
 
 

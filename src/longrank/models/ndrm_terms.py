@@ -13,6 +13,7 @@ from longrank.data import word2vec as word2vec_stage
 from longrank.data.words import PAD, Vocabulary, analyzer
 from longrank.io import InputError, read_tsv_dict
 from longrank.models.modules.word_embedder import WORD2VEC, WordEmbedder, word2vec_path
+from longrank.schema import schema_default
 
 SCALE_EPS = 1e-6  # Eq. 4's ε, in BatchScale and in the denominator
 IDF_FORMULAS = ("smoothed", "clipped")
@@ -101,10 +102,11 @@ def processed_vocabulary(corpus, processing: str, embedder_keys: dict) -> Vocabu
     directory = word2vec_path(corpus.dir).parent
     meta_path = directory / word2vec_stage.META_FILE
     meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-    if meta.get("processing", "words") != processing:
+    trained_on = meta.get("processing", schema_default("word2vec.processing"))
+    if trained_on != processing:
         raise InputError(
             f"ndrm: text_processing: {processing} needs word vectors of {processing} terms, but "
-            f"{directory / word2vec_stage.FILE_NAME} was trained on {meta.get('processing', 'words')!r} terms "
+            f"{directory / word2vec_stage.FILE_NAME} was trained on {trained_on!r} terms "
             f"({meta_path}); set the config's word2vec.processing: {processing} and rerun the word2vec stage"
         )
     return Vocabulary.load(

@@ -10,6 +10,7 @@ from longrank.report.html import Section
 from longrank.report.inputs import PRIMARY, measure_missing, no_model_reason
 from longrank.outputs import SPREAD_LIMIT, BenchTable
 from longrank.tables import Cell, fmt
+from longrank.schema import schema_default
 
 NOISY_MARK = "‡"  # beside a median whose timings spread by more than SPREAD_LIMIT of it
 
@@ -49,7 +50,7 @@ def absent_benches(inp) -> list[str]:
     return [
         f"{titles[bench]}: {bench}.enabled: false"
         for bench in sorted(wanted & set(titles))
-        if not (inp.config.get(bench) or {}).get("enabled", True)
+        if not (inp.config.get(bench) or {}).get("enabled", schema_default(f"{bench}.enabled"))
     ]
 
 

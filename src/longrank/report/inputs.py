@@ -21,6 +21,7 @@ from longrank.io import read_json, read_qrels, read_run
 from longrank.outputs import BenchTable, Interpolation, Rate
 from longrank.report.manifest import Manifest
 from longrank.retrieval.sanity_floor import Floor
+from longrank.model_entries import is_enabled
 
 PRIMARY = "nDCG@10"  # the report's primary measure
 
@@ -124,7 +125,7 @@ class Inputs:
         self.manifest = manifest
         self.config = read_json(manifest.config)
         # A model an earlier config had and this one disables stays out of every section.
-        self.models = {m: spec for m, spec in (self.config.get("models") or {}).items() if spec.get("enabled", True)}
+        self.models = {m: spec for m, spec in (self.config.get("models") or {}).items() if is_enabled(spec)}
         # each entry with its model's and the training loop's defaults filled in, written by the config stage (the
         # report imports nothing from models/ or train/)
         self.resolved = self.config["resolved_models"]

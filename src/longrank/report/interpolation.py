@@ -6,6 +6,7 @@ from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import interpolations, model_stage, no_model_reason, stage_label
 from longrank.tables import Cell, fmt
+from longrank.model_entries import interpolates
 
 
 def section(ctx: Context) -> Section:
@@ -21,9 +22,9 @@ def section(ctx: Context) -> Section:
             no_model_reason(inp, "is interpolated")
             if not inp.models
             else f"every enabled model has interpolate: false ({', '.join(inp.models)})"
-            if not any(spec.get("interpolate", True) for spec in inp.models.values())
+            if not any(interpolates(spec) for spec in inp.models.values())
             else "no runs/{model}+{first stage}.interpolation.json among the report's inputs (models with "
-            f"interpolate: true: {', '.join(m for m, spec in inp.models.items() if spec.get('interpolate', True))})"
+            f"interpolate: true: {', '.join(m for m, spec in inp.models.items() if interpolates(spec))})"
         )
     rows = []
     for model, _, info in found:

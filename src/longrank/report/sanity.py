@@ -19,7 +19,7 @@ import pandas as pd
 
 from longrank.io import Run
 from longrank.report.inputs import PRIMARY, default_first_stage, first_stages, interpolations, rerank_depth, stage_of
-from longrank.model_entries import is_zero_shot
+from longrank.model_entries import is_enabled, is_zero_shot
 from longrank.report.verdicts import verdict_rows
 from longrank.retrieval.sanity_floor import NAME as SANITY
 from longrank.retrieval.sanity_floor import Floor
@@ -34,7 +34,7 @@ def stage_depths(inp) -> dict[str, list[int]]:
     default = default_first_stage(inp.config)
     depths: dict[str, set[int]] = {default: {rerank_depth(inp, "")}} if default else {}
     for m, spec in inp.models.items():
-        if spec.get("enabled", True) and stage_of(inp, m) is not None:
+        if is_enabled(spec) and stage_of(inp, m) is not None:
             depths.setdefault(stage_of(inp, m), set()).add(rerank_depth(inp, m))
     order = list(first_stages(inp.config))
     return {s: sorted(depths[s]) for s in sorted(depths, key=lambda s: order.index(s) if s in order else len(order))}

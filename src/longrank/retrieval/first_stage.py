@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from longrank.io import SCORE_ORDERS, InputError
 from longrank.retrieval.bm25 import METHOD as BM25_METHOD
 from longrank.retrieval.pisa import PisaSettings
+from longrank.schema import schema_default
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ def parse_first_stage(spec: dict, where: str | None = None) -> FirstStage:
     method = spec.get("method")
     if method not in SETTINGS:
         raise InputError(f"config key {where}.method: {method!r} is not one of {sorted(SETTINGS)}")
-    top_k = spec.get("top_k", 100)
+    top_k = spec.get("top_k", schema_default("first_stages.*.top_k"))
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise InputError(f"config key {where}.top_k: {top_k!r} is not a whole number >= 1")
     kind = SETTINGS[method]

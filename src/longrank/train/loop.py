@@ -40,6 +40,7 @@ from longrank.io import InputError, read_run
 from longrank.runtime import distributed_env, init_process_group, launch_processes, process_device, resolve_device
 from longrank.train.settings import TrainSettings
 from longrank.train.trainer import TrainingJob, run_job
+from longrank.schema import schema_default
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--rerank-depth", type=int, required=True, help="dev candidates scored per query (the model's effective depth)"
     )
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--device", default=schema_default("device"))
     parser.add_argument(
         "--collection-artifacts",
         nargs="?",

@@ -56,21 +56,12 @@ from longrank.io import (
     write_run,
     write_text,
 )
+from longrank.schema import schema_defaults
 
 log = logging.getLogger(__name__)
 
 SOURCES = ("titles", "ict", "formulated")
-DEFAULTS = {
-    "source": "ict",
-    "count": 1000,
-    "seed": 0,
-    "query_words": 20,
-    "passage_words": 200,
-    "title_field": "title",
-    "depth": 100,
-    "dev": 0.1,
-    "drop_easy": False,
-}
+DEFAULTS = schema_defaults("pseudo_queries.*")
 
 
 # Not in DEFAULTS: a set without it is configured, and writes its stats, exactly as before the key existed.
@@ -151,8 +142,8 @@ def make_pseudo_queries(
             continue
         queries[f"p{doc_id}"], positives[f"p{doc_id}"] = query, positive
     if cfg["source"] == "formulated":
-        qf = query_formulation or {"method": "full"}
-        queries = formulate(queries, corpus.docs, qf.get("method", "full"), qf.get("n", 25))  # the passages -> queries
+        qf = {**schema_defaults("query_formulation"), **(query_formulation or {})}
+        queries = formulate(queries, corpus.docs, qf["method"], qf["n"])  # the passages -> queries
         queries = {q: t for q, t in queries.items() if t.strip()}
         positives = {q: positives[q] for q in queries}
     return queries, positives, len(shortened & queries.keys())

@@ -1,0 +1,64 @@
+"""The config schema (``workflow/schemas/config.schema.yaml``): where it is, and the defaults it states.
+
+The schema is the one home of every config key's default that it states: validation fills them into the config the
+workflow runs (``longrank.config.fill_defaults``), and a stage, a bench or a command a user types by hand that needs
+one reads it here (``schema_default("rerank.batch_size")``) rather than writing the value a second time
+(tests/test_single_source.py scans src/ for a schema default written as a literal)."""
+
+from __future__ import annotations
+
+import copy
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# Where this checkout keeps the config schema (Snakemake's layout: workflow/schemas/) and the shipped collection
+# descriptions, relative to the repository root. The one place the schema's location is named: the workflow
+# (workflow/rules/common.smk), docgen, docs/ and the tests read it from here.
+SCHEMA = "workflow/schemas/config.schema.yaml"
+DATASETS = "config/datasets"
+# Found from this module's place in the checkout (src/longrank/schema.py), as the editable install runs it.
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA_PATH = REPO / SCHEMA
+DATASETS_DIR = REPO / DATASETS
+
+
+@lru_cache(maxsize=None)
+def _schema() -> dict:
+    with open(SCHEMA_PATH, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def load_schema() -> dict:
+    return copy.deepcopy(_schema())
+
+
+def schema_node(path: str) -> dict:
+    """The schema of the key at ``path``: dotted keys, ``*`` for an entry of a mapping of user-named entries
+    (``mir_graphs.*.window``) or an item of a list (``first_stages.*.top_k``)."""
+    node = _schema()
+    for part in path.split("."):
+        if part == "*":
+            node = node["items"] if "items" in node else node["additionalProperties"]
+        else:
+            node = node["properties"][part]
+    return node
+
+
+def schema_default(path: str) -> Any:
+    """The default the schema states for the key at ``path`` (KeyError naming it when it states none)."""
+    node = schema_node(path)
+    if "default" not in node:
+        raise KeyError(f"the config schema states no default for {path}")
+    return copy.deepcopy(node["default"])
+
+
+def schema_defaults(path: str) -> dict[str, Any]:
+    """The defaults the schema states for the keys of the mapping at ``path`` (``annotations``, ``mir_graphs.*``)."""
+    return {
+        key: copy.deepcopy(node["default"])
+        for key, node in schema_node(path).get("properties", {}).items()
+        if "default" in node
+    }
