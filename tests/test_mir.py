@@ -13,6 +13,7 @@ from longrank.io import InputError, write_json
 from longrank.models.mir import MIR
 from longrank.models.modules.encoders import bert_base_config, load_encoder, load_tokenizer, random_encoder
 from longrank.train.losses import listwise_ce
+from longrank.model_types import artifacts_of
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
 
@@ -419,7 +420,7 @@ def write_graph_set(directory, records, settings) -> None:
 
 
 def test_graphs_are_a_collection_artifact_read_from_the_graph_set(tokenizer, records, settings, tmp_path):
-    assert MIR.artifacts({}) == MIR.artifacts({"graphs": []}) == {"graphs": "collection"}
+    assert artifacts_of({"type": "mir"}) == artifacts_of({"type": "mir", "graphs": []}) == {"graphs": "collection"}
     model = small_mir(tokenizer, records, settings)
     with pytest.raises(InputError, match="graphs stage"):
         model.build_artifacts("collection", None, list(DOCS), tmp_path / "x")

@@ -12,6 +12,7 @@ from longrank.io import InputError, read_json
 from longrank.models.modules.encoders import load_encoder, load_tokenizer, random_encoder
 from longrank.models.mores import MORES
 from longrank.model_types import artifact_scopes
+from longrank.model_types import artifacts_of
 from transformers import BertConfig
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
@@ -55,8 +56,12 @@ def build_store(model, directory, doc_ids=DOC_IDS, **kw) -> dict:
 
 
 def test_reuse_s1_and_s2_declare_a_fold_store_and_no_reuse_nothing():
-    assert MORES.artifacts({"reuse": "s1"}) == MORES.artifacts({"reuse": "s2"}) == {"store": "fold"}
-    assert MORES.artifacts({}) == MORES.artifacts({"reuse": "none"}) == {}
+    assert (
+        artifacts_of({"type": "mores", "reuse": "s1"})
+        == artifacts_of({"type": "mores", "reuse": "s2"})
+        == {"store": "fold"}
+    )
+    assert artifacts_of({"type": "mores"}) == artifacts_of({"type": "mores", "reuse": "none"}) == {}
     assert artifact_scopes({"type": "mores", "reuse": "s2", "train": {"steps": 1}}) == ["fold"]
     assert artifact_scopes({"type": "mores"}) == [] and artifact_scopes({"type": "knrm"}) == []
 

@@ -28,6 +28,7 @@ from longrank.train import loop, trainer
 from longrank.train.losses import ranknet, with_negative_pairs
 from longrank.train.optimiser import parameter_groups
 from longrank.train.settings import TrainSettings
+from longrank.model_types import artifacts_of
 
 from conftest import synthetic_collection, write_local_collection
 
@@ -278,7 +279,7 @@ def test_the_papers_settings_are_the_defaults(corpus):
         build_model({"type": "ndrm", "max_doc_length": 100}, corpus)
     with pytest.raises(InputError, match="variant"):
         build_model({**SMALL, "variant": "ndrm4"}, corpus)
-    assert model_class("ndrm").artifacts({}) == {"impact_index": "fold"}
+    assert artifacts_of({"type": "ndrm"}) == {"impact_index": "fold"}
     assert "sigma" in config_keys(model_class("ndrm").config_parts[2])
 
 

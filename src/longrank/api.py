@@ -19,8 +19,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from longrank.io import InputError, Run, column_ids, read_json, read_ranked_run
+from longrank.schema import schema_default
 
-DEFAULT_BATCH_SIZE = 32
+DEFAULT_BATCH_SIZE = schema_default("rerank.batch_size")  # as the rerank stage scores
 
 
 class UnknownQueryWarning(UserWarning):
@@ -313,7 +314,9 @@ def read_ranking(run) -> tuple[Run, str]:
 class Ranker:
     """A trained LongRank re-ranker loaded from an exported directory."""
 
-    def __init__(self, path: str | os.PathLike, device: str = "auto", batch_size: int = DEFAULT_BATCH_SIZE):
+    def __init__(
+        self, path: str | os.PathLike, device: str = schema_default("device"), batch_size: int = DEFAULT_BATCH_SIZE
+    ):
         import torch
 
         from longrank.export import FORMAT, RANKER_FILE, WEIGHTS
@@ -495,6 +498,8 @@ class Ranker:
         return pd.DataFrame(rows, columns=["qid", "docno", "score", "rank"])
 
 
-def load_ranker(path: str | os.PathLike, device: str = "auto", batch_size: int = DEFAULT_BATCH_SIZE) -> Ranker:
+def load_ranker(
+    path: str | os.PathLike, device: str = schema_default("device"), batch_size: int = DEFAULT_BATCH_SIZE
+) -> Ranker:
     """A ranker from a directory ``longrank export`` wrote (``device``: auto, cpu, cuda[:N])."""
     return Ranker(path, device, batch_size)

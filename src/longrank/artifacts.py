@@ -96,7 +96,7 @@ def build(
     out: Path,
     checkpoint: str | Path | None = None,
     candidates: str | Path | None = None,
-    batch_size: int = 32,
+    batch_size: int = schema_default("rerank.batch_size"),
     device="cpu",
 ) -> None:
     kind = model_cfg.get("type")

@@ -24,6 +24,7 @@ except ImportError as err:  # pragma: no cover - the message is the point
 
 from longrank.api import Ranker, load_ranker, read_docs
 from longrank.io import InputError, column_ids, ranked
+from longrank.schema import schema_default
 
 
 class Reranker(pt.Transformer):
@@ -34,8 +35,8 @@ class Reranker(pt.Transformer):
         path: str | os.PathLike | Ranker,
         docstore: str | os.PathLike | None = None,
         text_field: str = "text",
-        device: str = "auto",
-        batch_size: int = 32,
+        device: str = schema_default("device"),
+        batch_size: int = schema_default("rerank.batch_size"),
     ):
         self.ranker = path if isinstance(path, Ranker) else load_ranker(path, device, batch_size)
         self.docstore, self.text_field = docstore, text_field

@@ -117,7 +117,7 @@ def rerank(
     out_dir: Path,
     collection_artifacts: str | Path | None = None,
     fold_artifacts: list[str | Path] = (),
-    precision: str = "fp32",
+    precision: str = schema_default("rerank.precision"),
     first_stage: str | None = None,
 ) -> None:
     check_artifacts(name, model_cfg, len(checkpoints), collection_artifacts, fold_artifacts)

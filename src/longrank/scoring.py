@@ -12,6 +12,7 @@ from longrank.io import Run
 from longrank.models.base import Ranker
 from longrank.precision import autocast
 from longrank.runs import top_candidates
+from longrank.schema import schema_default
 
 
 @torch.no_grad()
@@ -21,10 +22,10 @@ def score_candidates(
     candidates: Run,
     qids: list[str],
     depth: int,
-    batch_size: int = 32,
+    batch_size: int = schema_default("rerank.batch_size"),
     desc: str = "scoring",
     details: list | None = None,
-    precision: str = "fp32",
+    precision: str = schema_default("rerank.precision"),
 ) -> Run:
     """Model scores of each query's top-``depth`` candidates, the forward under ``precision``'s autocast
     (:mod:`longrank.precision`; scores come back as fp32 floats). If ``details`` is a list and the model can

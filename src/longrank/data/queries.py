@@ -11,9 +11,15 @@ from __future__ import annotations
 import numpy as np
 
 from longrank.io import InputError
+from longrank.schema import schema_default
 
 
-def formulate(queries: dict[str, str], docs: dict[str, str], method: str = "full", n: int = 25) -> dict[str, str]:
+def formulate(
+    queries: dict[str, str],
+    docs: dict[str, str],
+    method: str = schema_default("query_formulation.method"),
+    n: int = schema_default("query_formulation.n"),
+) -> dict[str, str]:
     if method == "full":
         return dict(queries)
     if method == "first_words":

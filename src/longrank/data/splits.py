@@ -6,10 +6,16 @@ from __future__ import annotations
 import numpy as np
 
 from longrank.io import InputError
+from longrank.schema import schema_default
 
 
 def make_folds(
-    query_ids: list[str], method: str = "holdout", dev: float = 0.15, test: float = 0.35, k: int = 5, seed: int = 0
+    query_ids: list[str],
+    method: str = schema_default("splits.method"),
+    dev: float = schema_default("splits.dev"),
+    test: float = schema_default("splits.test"),
+    k: int = schema_default("splits.k"),
+    seed: int = schema_default("splits.seed"),
 ) -> list[dict[str, list[str]]]:
     qids = sorted(query_ids)
     order = np.random.default_rng(seed).permutation(len(qids))

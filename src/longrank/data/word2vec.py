@@ -76,7 +76,14 @@ class DocumentSentences:
     ``data.fields.DocumentFields``) puts a document's other fields around its text; ``queries``, texts read after
     the documents on every pass and counted in no document frequency."""
 
-    def __init__(self, docs_path: Path, max_words: int, processing: str = "words", fields=None, queries=()):
+    def __init__(
+        self,
+        docs_path: Path,
+        max_words: int,
+        processing: str = schema_default("word2vec.processing"),
+        fields=None,
+        queries=(),
+    ):
         self.docs_path, self.max_words = Path(docs_path), max_words
         self.analyze = analyzer(processing)
         self.fields, self.queries = fields, list(queries)
@@ -108,16 +115,16 @@ class DocumentSentences:
 
 def train_word2vec(
     docs_path: Path,
-    dim: int = 100,
-    window: int = 5,
-    epochs: int = 5,
-    min_count: int = 2,
-    seed: int = 0,
+    dim: int = schema_default("word2vec.dim"),
+    window: int = schema_default("word2vec.window"),
+    epochs: int = schema_default("word2vec.epochs"),
+    min_count: int = schema_default("word2vec.min_count"),
+    seed: int = schema_default("word2vec.seed"),
     negative: int = 5,
-    architecture: str = "cbow",
-    processing: str = "words",
-    sample: float = 1e-3,
-    alpha: float = 0.025,
+    architecture: str = schema_default("word2vec.architecture"),
+    processing: str = schema_default("word2vec.processing"),
+    sample: float = schema_default("word2vec.sample"),
+    alpha: float = schema_default("word2vec.alpha"),
     sentences: DocumentSentences | None = None,
 ):
     """A gensim Word2Vec (CBOW or skip-gram) with negative sampling trained on ``docs_path`` (module docstring).
@@ -190,7 +197,11 @@ def write_word2vec_text(path: Path, words: list[str], vectors: np.ndarray) -> No
 
 
 def build(
-    docs_path: Path, out: Path, doc_fields: list[str] | None = None, training_queries: bool = False, **keys
+    docs_path: Path,
+    out: Path,
+    doc_fields: list[str] | None = None,
+    training_queries: bool = schema_default("word2vec.training_queries"),
+    **keys,
 ) -> None:
     """The stage: vectors of ``docs_path``'s documents (read through ``doc_fields`` when given) and, with
     ``training_queries``, of the training queries of the prepared data beside it; their files beside ``out``."""

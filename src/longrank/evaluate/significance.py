@@ -25,6 +25,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from longrank.io import InputError
+from longrank.schema import schema_default
 
 LETTERS = string.ascii_lowercase + string.ascii_uppercase
 
@@ -198,7 +199,7 @@ def compare(
     measures: Sequence[str] | None = None,
     reference: str | None = None,
     margins: Sequence[float] = (0.02, 0.05),
-    alpha: float = 0.05,
+    alpha: float = schema_default("evaluation.alpha"),
     n_resamples: int = 10000,
     seed: int = 0,
 ) -> dict[str, pd.DataFrame]:

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from longrank.io import InputError
+from longrank.schema import schema_default
 
 if TYPE_CHECKING:
     from longrank.data.corpus import Corpus
@@ -95,7 +96,13 @@ class Ranker(nn.Module):
     # What the workflow asks of a model type without building one (its capabilities, document budget, the artifacts
     # it needs) is its row of the torch-free table longrank.model_types, which the registry checks this class against.
     def build_artifacts(
-        self, scope: str, corpus: "Corpus", doc_ids: list[str], out_dir: Path, *, batch_size: int = 32
+        self,
+        scope: str,
+        corpus: "Corpus",
+        doc_ids: list[str],
+        out_dir: Path,
+        *,
+        batch_size: int = schema_default("rerank.batch_size"),
     ) -> None:
         """Write this model's artifacts of ``scope`` for ``doc_ids`` into the (existing, empty) ``out_dir``, on the
         model's device, ``batch_size`` documents at a time where batches matter. For ``fold`` the model holds that

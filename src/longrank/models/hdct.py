@@ -299,7 +299,7 @@ def build(
     out: Path,
     titles: dict[str, str] | None = None,
     pseudo_dir: Path | None = None,
-    device: str = "auto",
+    device: str = schema_default("device"),
 ) -> dict:
     """Train HDCT on the collection's titles or pseudo-queries, weight every document, index: ``out`` gets the
     weights, the index and the stats, or (on failure) stays as it was."""

@@ -97,6 +97,7 @@ from longrank.models.mir_inputs import (
 )
 from longrank.models.modules.graph_layer import GraphLayer
 from longrank.models.modules.node_pooling import init_linear, node_pooling
+from longrank.schema import schema_default
 
 
 class MIR(Ranker):
@@ -201,7 +202,9 @@ class MIR(Ranker):
         return from_encoder_config(cls, "mir", params)
 
     # --- the graphs (collection artifact of the graphs stage) -----------------------------------------
-    def build_artifacts(self, scope, corpus, doc_ids, out_dir, *, batch_size: int = 32) -> None:
+    def build_artifacts(
+        self, scope, corpus, doc_ids, out_dir, *, batch_size: int = schema_default("rerank.batch_size")
+    ) -> None:
         raise InputError(
             "mir: the graphs stage builds MIR's graphs (mir_graphs in the config), not the model; "
             "attach its directory instead"

@@ -59,6 +59,7 @@ from longrank.models.modules.doc_attention import DocRows, attend_rows, kernel_a
 from longrank.models.modules.half_weights import held_half
 from longrank.models.modules.encoders import encoder_choice, encoder_layers, from_encoder_config, single_inputs
 from longrank.models.mores_store import ReuseStore, write_store
+from longrank.schema import schema_default
 
 log = logging.getLogger(__name__)
 
@@ -361,7 +362,9 @@ class MORES(Ranker):
             "model computes them from the text (the same scores)"
         ]
 
-    def build_artifacts(self, scope, corpus, doc_ids, out_dir, *, batch_size: int = 32) -> None:
+    def build_artifacts(
+        self, scope, corpus, doc_ids, out_dir, *, batch_size: int = schema_default("rerank.batch_size")
+    ) -> None:
         """The reuse store of ``doc_ids`` (this model's ``reuse`` setting and weights) in ``out_dir``."""
         if scope != "fold" or self.reuse not in ("s1", "s2"):
             raise InputError(

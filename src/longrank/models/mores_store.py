@@ -30,6 +30,7 @@ import torch
 from longrank.io import InputError, atomic_path, read_json, write_json
 from longrank.models.modules.doc_attention import DocRows
 from longrank.models.modules.encoders import pad
+from longrank.schema import schema_default
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ def write_store(
     out: str | Path,
     reuse: str,
     dtype: str = "float32",
-    batch_size: int = 32,
+    batch_size: int = schema_default("rerank.batch_size"),
     device: torch.device | str = "cpu",
 ) -> dict:
     """Run the document module (and for S2 the IB projections) over ``docs``; write STORE.npy + STORE.json.

@@ -104,6 +104,7 @@ from longrank.models.modules.windowed_kernel_pooling import kernel_pooling as ke
 from longrank.models.modules.word_embedder import WordEmbedder, pretrained_rows
 from longrank.models.ndrm_impact import impact_scores, read_exact_index, write_impact_index
 from longrank.models.ndrm_terms import IDF_FORMULAS, ExplicitMatch, ndrm_idf, ndrm_kernels, processed_embedder
+from longrank.schema import schema_default
 
 VARIANTS = ("ndrm1", "ndrm2", "ndrm3")
 KERNEL_BUDGET = 1 << 24  # elements of one [docs, terms, kernels, length] block when scoring many terms
@@ -440,7 +441,13 @@ class NDRM(Ranker):
             out.append(self._combine(latent, explicit, mask) * self.embedder.query_weights(ids[None], mask))
         return torch.cat(out, dim=1)
 
-    def term_scores(self, terms: list[str], doc_ids: list[str], docs: list[str], batch_size: int = 32) -> torch.Tensor:
+    def term_scores(
+        self,
+        terms: list[str],
+        doc_ids: list[str],
+        docs: list[str],
+        batch_size: int = schema_default("rerank.batch_size"),
+    ) -> torch.Tensor:
         """QTI: s_{t,d} of each single-term query t against each document, in eval mode -> [n_terms, n_docs]
         (CPU float32). For any query, ``score_pairs`` = the sum of these rows over ``query_terms(query)``.
         ``doc_ids`` name ``docs`` (read only for ``doc_fields`` beyond the collection's text)."""
@@ -468,7 +475,7 @@ class NDRM(Ranker):
         return super().score_pairs(queries, doc_ids, docs)
 
     # ---- the impact index (fold artifact; models/ndrm_impact.py) ----------------------------------------
-    def build_artifacts(self, scope, corpus, doc_ids, out_dir, *, batch_size=32):
+    def build_artifacts(self, scope, corpus, doc_ids, out_dir, *, batch_size=schema_default("rerank.batch_size")):
         """Write the impact index of this (fold-trained) model: ``impact.npz`` (scipy.sparse CSR float32,
         [n_terms, n_docs], row t = s_{t,d} − floor_t for the term's top ``impact_depth`` documents, all if
         null) and ``impact.json`` (format, terms, doc_ids, impact_depth, term_floors, build_seconds, and every

@@ -7,6 +7,7 @@ import logging
 import time
 
 from longrank.io import InputError, Run
+from longrank.schema import schema_default
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def bm25_run(
     b: float = 0.4,
     stemmer: str | None = "english",
     stopwords: str | None = "en",
-    top_k: int = 100,
+    top_k: int = schema_default("first_stages.*.top_k"),
     timings: dict | None = None,
 ) -> Run:
     """Retrieve the ``top_k`` documents of every query. Documents that match no query term (score 0)
