@@ -69,10 +69,11 @@ def resolved_entries(config: str) -> tuple[dict, dict]:
     """The enabled model entries of ``config`` and its top-level rerank settings, as the workflow resolves them."""
     from longrank.config import validate_config
     from longrank.config_files import configfiles, merged
+    from longrank.model_entries import is_enabled
 
-    config = validate_config(merged(configfiles(config)))
-    models = {n: e for n, e in config["models"].items() if e.get("enabled", True)}
-    return models, {"rerank_depth": config.get("rerank_depth", 100), "rerank": config.get("rerank", {})}
+    config = validate_config(merged(configfiles(config)))  # every default filled in
+    models = {n: e for n, e in config["models"].items() if is_enabled(e)}
+    return models, {"rerank_depth": config["rerank_depth"], "rerank": config["rerank"]}
 
 
 def synthetic_collection(directory: Path, n_docs: int = 8, seed: int = 0):
@@ -199,6 +200,7 @@ def reset_peak(device) -> None:
 
 
 def bill_model(name: str, entry: dict, top: dict, corpus, data: Path, args, device) -> dict:
+    from longrank.model_entries import rerank_depth
     from longrank.models.registry import build_model
     from longrank.train.settings import TrainSettings
 
@@ -217,7 +219,7 @@ def bill_model(name: str, entry: dict, top: dict, corpus, data: Path, args, devi
         model.use_graphs(graphs["records"], graphs["settings"])
     rows_before = resize_vocabulary(model, args.vocabulary if entry["type"] != "ndrm" else args.ndrm_vocabulary)
     model = model.to(device)
-    depth = entry.get("rerank_depth", top["rerank_depth"])
+    depth = rerank_depth(entry, top["rerank_depth"])
     row = {
         "model": name,
         "type": entry["type"],

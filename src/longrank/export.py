@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 from longrank.io import InputError, names_full_disk, read_json, replace_directory, umask_mode, write_json, write_text
+from longrank.model_entries import rerank_depth
 
 FORMAT = "longrank-ranker/1"
 RANKER_FILE = "ranker.json"
@@ -291,7 +292,7 @@ def _ranker_meta(model: str, entry: dict, config: dict, corpus, fold_index: int,
             "num_docs": corpus.stats.get("num_docs"),
             "first_stage": entry.get("first_stage"),
         },
-        "rerank_depth": entry.get("rerank_depth", config.get("rerank_depth")),
+        "rerank_depth": rerank_depth(entry, config["rerank_depth"]),
         "notes": [],
     }
 
