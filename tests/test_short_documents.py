@@ -151,7 +151,7 @@ def test_hdct_trains_on_the_short_set_and_indexes_every_abstract_whole(short):
 
 def test_hdct_refuses_to_index_a_collection_without_a_term(tmp_path):
     with pytest.raises(InputError, match="first stage hdct: none of the 2 documents keeps an indexable term"):
-        hdct.build_index(["d1", "d2"], [Counter(), Counter()], hdct.settings({}), tmp_path / "index")
+        hdct.build_index(["d1", "d2"], [Counter(), Counter()], 0.9, 0.4, tmp_path / "index")
 
 
 # MIR -----------------------------------------------------------------------------------------------------------

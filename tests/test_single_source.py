@@ -129,13 +129,10 @@ NOT_THE_SCHEMAS = {
     ("src/longrank/data/words.py", "seed"): "the random vectors' seed",
     ("src/longrank/models/modules/encoders.py", "seed"): "a random encoder's seed",
     ("src/longrank/evaluate/significance.py", "seed"): "the bootstrap's seed",
+    # HDCT's batch when it weights a collection's passages: no config key sets it
+    ("src/longrank/models/hdct.py", "batch_size"): "HDCT's weighting batch",
     # generated from the models' signatures: a model entry's encoder, whose default the schema leaves to the model
     ("src/longrank/model_defaults.py", "encoder"): "a model's encoder",
-    # first_stages[] keys of method hdct, which the schema states no default for (HDCT's DEFAULTS are their home)
-    ("src/longrank/models/hdct.py", "encoder"): "HDCT's encoder",
-    ("src/longrank/models/hdct.py", "title_field"): "HDCT's title targets",
-    ("src/longrank/models/hdct.py", "batch_size"): "HDCT's training batch",
-    ("src/longrank/models/hdct.py", "seed"): "HDCT's training seed",
 }
 
 

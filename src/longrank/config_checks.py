@@ -6,13 +6,14 @@ them after the schema."""
 from __future__ import annotations
 
 import difflib
+from dataclasses import fields
 from pathlib import Path
 
 from longrank.data.collections import max_file_bytes
 from longrank.io import InputError, check_file_size, check_regular_file
 from longrank.model_types import DEFAULT_ENCODER, architecture_defaults, architecture_params, capabilities
 from longrank.retrieval import bm25, pisa
-from longrank.retrieval.first_stage import parse_first_stage
+from longrank.retrieval.first_stage import HDCTSettings, parse_first_stage
 from longrank.model_entries import interpolates
 
 
@@ -129,29 +130,12 @@ def check_model_keys(models: dict) -> None:
 
 
 # first_stages[] keys that only one method reads (the schema lists them all, with their types)
-# (hdct's are longrank.models.hdct.KEYS, written out here so that validating a config does not import torch; a test
-# checks they agree)
 METHOD_KEYS = {
     bm25.METHOD: bm25.KEYS,
     pisa.METHOD: pisa.KEYS,
     "run_file": {"path", "scores"},
     "model": {"model"},
-    "hdct": {
-        "encoder",
-        "passage_words",
-        "max_passages",
-        "m",
-        "combine",
-        "targets",
-        "title_field",
-        "steps",
-        "batch_size",
-        "lr",
-        "head_lr",
-        "seed",
-        "k1",
-        "b",
-    },
+    "hdct": {f.name for f in fields(HDCTSettings)},
 }
 
 

@@ -33,6 +33,7 @@ through the encoder, query milliseconds) for the report.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -61,6 +62,7 @@ from longrank.io import (
 from longrank.models.checkpoint import load_weights, save_weights
 from longrank.models.modules.encoders import load_encoder, load_tokenizer
 from longrank.progress import progress
+from longrank.retrieval.first_stage import HDCT_COMBINE, HDCTSettings
 from longrank.retrieval.hdct import INDEX, STATS
 from longrank.runtime import resolve_device, seed_everything
 from longrank.schema import schema_default
@@ -68,25 +70,6 @@ from longrank.schema import schema_default
 log = logging.getLogger(__name__)
 
 METHOD = "hdct"
-COMBINE = ("max", "sum", "decay")
-#: first_stages[] keys of method hdct and their defaults (CPU-sized; the TREC DL configs set the paper's)
-DEFAULTS = {
-    "encoder": "minilm",
-    "passage_words": 100,
-    "max_passages": 20,
-    "m": 100,
-    "combine": "decay",
-    "targets": "titles",
-    "title_field": "title",
-    "steps": 200,
-    "batch_size": 16,
-    "lr": 2e-5,
-    "head_lr": 1e-3,
-    "seed": 0,
-    "k1": 0.9,
-    "b": 0.4,
-}
-KEYS = set(DEFAULTS)
 WEIGHTS = "model.safetensors"
 
 
@@ -147,8 +130,8 @@ def pseudo_frequencies(passages: list[list[tuple[str, float]]], m: int = 100, co
     """A document's pseudo term frequencies from its passages' (term, predicted weight) occurrences: in each passage
     a term counts once, round(m·√w) of its largest w (clipped at 0; below 1 it is not indexed), combined over the
     passages (``max``, ``sum``, or ``decay``: passage i counts 1 / (i + 1)) and truncated to an integer."""
-    if combine not in COMBINE:
-        raise InputError(f"first stage hdct: combine {combine!r} is not one of {list(COMBINE)}")
+    if combine not in HDCT_COMBINE:
+        raise InputError(f"first stage hdct: combine {combine!r} is not one of {list(HDCT_COMBINE)}")
     tf: dict[str, float] = {}
     for i, occurrences in enumerate(passages):
         own: dict[str, int] = {}
@@ -165,19 +148,17 @@ def pseudo_frequencies(passages: list[list[tuple[str, float]]], m: int = 100, co
 
 
 def _queries_of_documents(
-    spec: dict, corpus: Corpus, titles: dict[str, str] | None, pseudo_dir: Path | None
+    spec: HDCTSettings, corpus: Corpus, titles: dict[str, str] | None, pseudo_dir: Path | None
 ) -> dict[str, list[str]]:
-    if spec["targets"] == "titles":
+    if spec.targets == "titles":
         if not titles:
             raise InputError(
-                f"first stage hdct: targets titles, but the collection has no {spec['title_field']!r} field; "
+                f"first stage hdct: targets titles, but the collection has no {spec.title_field!r} field; "
                 "name a pseudo_queries set in targets instead"
             )
         return {d: [t] for d, t in titles.items() if t.strip() and d in corpus.docs}
     if pseudo_dir is None:
-        raise InputError(
-            f"first stage hdct: targets {spec['targets']!r} names a pseudo_queries set; give its directory"
-        )
+        raise InputError(f"first stage hdct: targets {spec.targets!r} names a pseudo_queries set; give its directory")
     queries, qrels = read_tsv_dict(pseudo_dir / "queries.tsv"), read_qrels(pseudo_dir / "qrels.txt")
     out: dict[str, list[str]] = {}
     for qid, judged in qrels.items():
@@ -187,43 +168,43 @@ def _queries_of_documents(
 
 
 def training_examples(
-    spec: dict, corpus: Corpus, queries_of: dict[str, list[str]]
+    spec: HDCTSettings, corpus: Corpus, queries_of: dict[str, list[str]]
 ) -> list[tuple[list[str], list[float]]]:
     """(passage words, targets) of every passage of the documents that have queries; with title targets the
     title's words are taken out of the passage first (title and body repeat each other in many collections)."""
     examples = []
     for doc_id in sorted(queries_of):
         text = corpus.docs[doc_id]
-        if spec["targets"] == "titles":
+        if spec.targets == "titles":
             title_words = tokenize(queries_of[doc_id][0])
             words = tokenize(text)
             for start in [i for i in range(len(words)) if words[i : i + len(title_words)] == title_words][::-1]:
                 del words[start : start + len(title_words)]
             text = " ".join(words)
-        for words in passages_of(text, spec["passage_words"], spec["max_passages"]):
+        for words in passages_of(text, spec.passage_words, spec.max_passages):
             examples.append((words, term_recall(words, queries_of[doc_id])))
     if not examples:
         raise InputError("first stage hdct: no document has a training target")
     return examples
 
 
-def train_model(model: HDCT, examples, spec: dict) -> list[dict]:
+def train_model(model: HDCT, examples, spec: HDCTSettings) -> list[dict]:
     """MSE of the predicted weights against the targets; returns the loss curve (every 50 steps)."""
-    seed_everything(spec["seed"])
+    seed_everything(spec.seed)
     # the new head at its own, higher rate: at the encoder's 2e-5 a freshly initialised head barely moves in a few
     # hundred CPU steps
     optimizer = torch.optim.AdamW(
         [
-            {"params": model.encoder.parameters(), "lr": spec["lr"]},
-            {"params": model.head.parameters(), "lr": spec["head_lr"]},
+            {"params": model.encoder.parameters(), "lr": spec.lr},
+            {"params": model.head.parameters(), "lr": spec.head_lr},
         ]
     )
-    rng = np.random.default_rng(spec["seed"])
+    rng = np.random.default_rng(spec.seed)
     model.train()
     curve, window = [], []
-    for step in progress(range(spec["steps"]), desc="train hdct", unit="step", mininterval=5):
+    for step in progress(range(spec.steps), desc="train hdct", unit="step", mininterval=5):
         batch = [
-            examples[i] for i in rng.choice(len(examples), size=min(spec["batch_size"], len(examples)), replace=False)
+            examples[i] for i in rng.choice(len(examples), size=min(spec.batch_size, len(examples)), replace=False)
         ]
         predicted = model([words for words, _ in batch])
         losses = []
@@ -238,7 +219,7 @@ def train_model(model: HDCT, examples, spec: dict) -> list[dict]:
         loss.backward()
         optimizer.step()
         window.append(loss.item())
-        if (step + 1) % 50 == 0 or step + 1 == spec["steps"]:
+        if (step + 1) % 50 == 0 or step + 1 == spec.steps:
             curve.append({"step": step + 1, "train_loss": sum(window) / len(window)})
             window.clear()
     model.eval()
@@ -247,7 +228,7 @@ def train_model(model: HDCT, examples, spec: dict) -> list[dict]:
 
 @torch.no_grad()
 def document_frequencies(
-    model: HDCT, corpus: Corpus, spec: dict, batch_size: int = 32, chunk: int = 256
+    model: HDCT, corpus: Corpus, spec: HDCTSettings, batch_size: int = 32, chunk: int = 256
 ) -> tuple[list[str], list[Counter]]:
     """Every document's pseudo term frequencies (ids in collection order), ``chunk`` documents' passages at a time."""
     doc_ids = list(corpus.docs)
@@ -255,7 +236,7 @@ def document_frequencies(
     for start in progress(range(0, len(doc_ids), chunk), desc="hdct weights", unit=f"x{chunk} docs", mininterval=5):
         flat, owner = [], []
         for k, doc_id in enumerate(doc_ids[start : start + chunk]):
-            for words in passages_of(corpus.docs[doc_id], spec["passage_words"], spec["max_passages"]):
+            for words in passages_of(corpus.docs[doc_id], spec.passage_words, spec.max_passages):
                 flat.append(words)
                 owner.append(k)
         per_doc: list[list[list[tuple[str, float]]]] = [[] for _ in doc_ids[start : start + chunk]]
@@ -264,11 +245,11 @@ def document_frequencies(
                 flat[i : i + batch_size], model(flat[i : i + batch_size]), owner[i : i + batch_size]
             ):
                 per_doc[k].append([(w, x) for w, x in zip(words, weights.tolist()) if w not in STOP_WORDS])
-        tfs += [pseudo_frequencies(p, spec["m"], spec["combine"]) for p in per_doc]
+        tfs += [pseudo_frequencies(p, spec.m, spec.combine) for p in per_doc]
     return doc_ids, tfs
 
 
-def build_index(doc_ids: list[str], tfs: list[Counter], spec: dict, out: Path) -> None:
+def build_index(doc_ids: list[str], tfs: list[Counter], k1: float, b: float, out: Path) -> None:
     """bm25s over the pseudo-documents (each term repeated tf times), saved with the document ids."""
     import bm25s
 
@@ -278,19 +259,15 @@ def build_index(doc_ids: list[str], tfs: list[Counter], spec: dict, out: Path) -
             "word, or every weight rounded to 0); check the collection's text, or raise m"
         )
     pseudo_documents = [[t for t, f in sorted(tf.items()) for _ in range(f)] for tf in tfs]
-    retriever = bm25s.BM25(k1=spec["k1"], b=spec["b"], method="lucene")
+    retriever = bm25s.BM25(k1=k1, b=b, method="lucene")
     retriever.index(pseudo_documents, show_progress=False)
     retriever.save(str(out))
     (out / "doc_ids.json").write_text(json.dumps(doc_ids), encoding="utf-8")
 
 
-def settings(spec: dict) -> dict:
-    out = {**DEFAULTS, **{k: v for k, v in spec.items() if k in KEYS}}
-    if out["combine"] not in COMBINE:
-        raise InputError(
-            f"first stage {spec.get('name', 'hdct')!r}: combine {out['combine']!r} is not one of {list(COMBINE)}"
-        )
-    return out
+def settings(spec: dict) -> HDCTSettings:
+    """The hdct first stage's settings of a first_stages entry (its other keys, name and top_k, are the workflow's)."""
+    return HDCTSettings.from_spec(spec, f"first_stages.{spec.get('name', 'hdct')}")
 
 
 def build(
@@ -307,9 +284,9 @@ def build(
     device = resolve_device(device)
     started = time.perf_counter()
     examples = training_examples(spec, corpus, _queries_of_documents(spec, corpus, titles, pseudo_dir))
-    seed_everything(spec["seed"])
-    model = HDCT(load_encoder(spec["encoder"]), load_tokenizer(spec["encoder"])).to(device)
-    curve = train_model(model, examples, spec) if spec["steps"] else []
+    seed_everything(spec.seed)
+    model = HDCT(load_encoder(spec.encoder), load_tokenizer(spec.encoder)).to(device)
+    curve = train_model(model, examples, spec) if spec.steps else []
     trained = time.perf_counter()
     doc_ids, tfs = document_frequencies(model, corpus, spec)
     weighted = time.perf_counter()
@@ -318,7 +295,7 @@ def build(
     try:
         with names_full_disk(out, staging):  # a full disk names the output, not the staging name
             save_weights(model, staging / WEIGHTS)
-            build_index(doc_ids, tfs, spec, staging / INDEX)
+            build_index(doc_ids, tfs, spec.k1, spec.b, staging / INDEX)
             indexed = time.perf_counter()
             lengths = [sum(tf.values()) for tf in tfs]
             stats = {
@@ -333,7 +310,7 @@ def build(
                 "distinct_terms_mean": float(np.mean([len(tf) for tf in tfs])),
                 "index_mb": sum(p.stat().st_size for p in (staging / INDEX).rglob("*") if p.is_file()) / 1e6,
                 "device": str(device),
-                "settings": spec,
+                "settings": dataclasses.asdict(spec),
                 "loss_curve": curve,
             }
             write_json(staging / STATS, stats)
@@ -352,7 +329,7 @@ def build(
 
 def load_model(directory: Path, spec: dict) -> HDCT:
     spec = settings(spec)
-    model = HDCT(load_encoder(spec["encoder"]), load_tokenizer(spec["encoder"]))
+    model = HDCT(load_encoder(spec.encoder), load_tokenizer(spec.encoder))
     load_weights(model, directory / WEIGHTS)
     return model.eval()
 
@@ -372,10 +349,10 @@ def run(args) -> None:
     spec = json.loads(args.first_stage)
     full = settings(spec)
     titles = None
-    if full["targets"] == "titles":
+    if full.targets == "titles":
         if not args.dataset:
             raise InputError("hdct: targets titles needs --dataset (the collection to read titles from)")
-        titles = read_field(json.loads(args.dataset), full["title_field"])
+        titles = read_field(json.loads(args.dataset), full.title_field)
     build(
         spec,
         Corpus(args.data),

@@ -4,9 +4,10 @@ retrieval library is imported): validating a config parses every entry."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from longrank.io import SCORE_ORDERS, InputError
+from longrank.model_types import DEFAULT_ENCODER
 from longrank.retrieval.bm25 import METHOD as BM25_METHOD
 from longrank.retrieval.pisa import PisaSettings
 from longrank.schema import schema_default
@@ -36,6 +37,40 @@ class Bm25Settings:
         )
 
 
+#: how HDCT adds up a document's passages' term frequencies
+HDCT_COMBINE = ("max", "sum", "decay")
+
+
+@dataclass(frozen=True)
+class HDCTSettings:
+    """``method: hdct`` (:mod:`longrank.models.hdct`): the encoder that predicts each passage's term weights, how it is
+    trained (on the collection's titles or a pseudo_queries set), how passages' weights make a document's pseudo term
+    frequencies, and BM25 over them. The one home of these defaults, CPU-sized (the TREC DL configs set the paper's);
+    the schema lists the keys and states none."""
+
+    encoder: str = DEFAULT_ENCODER
+    passage_words: int = 100
+    max_passages: int = 20
+    m: int = 100  # the pseudo term frequency of a weight of 1
+    combine: str = "decay"  # how a document's passages' frequencies add up: max, sum, decay (the i-th counts 1/i)
+    targets: str = "titles"  # or the name of a pseudo_queries set
+    title_field: str = "title"
+    steps: int = 200
+    batch_size: int = 16
+    lr: float = 2e-5
+    head_lr: float = 1e-3
+    seed: int = 0
+    k1: float = Bm25Settings.k1
+    b: float = Bm25Settings.b
+
+    @classmethod
+    def from_spec(cls, spec: dict, where: str) -> HDCTSettings:
+        settings = cls(**{f.name: spec[f.name] for f in fields(cls) if f.name in spec})
+        if settings.combine not in HDCT_COMBINE:
+            raise InputError(f"config key {where}.combine: {settings.combine!r} is not one of {list(HDCT_COMBINE)}")
+        return settings
+
+
 @dataclass(frozen=True)
 class RunFileSettings:
     """``method: run_file``: the TREC run the user brings (relative to the working directory), and whether its
@@ -52,15 +87,14 @@ class ModelSettings:
     model: str
 
 
-#: each method's settings type; None: the method has none (scoreddocs) or reads its own keys (hdct's are
-#: longrank.models.hdct.KEYS, read by its stage from the entry)
+#: each method's settings type; None: the method has none (scoreddocs)
 SETTINGS = {
     BM25_METHOD: Bm25Settings,
     "pisa": PisaSettings,
     "run_file": RunFileSettings,
     "model": ModelSettings,
     "scoreddocs": None,
-    "hdct": None,
+    "hdct": HDCTSettings,
 }
 
 
@@ -69,7 +103,7 @@ class FirstStage:
     name: str
     method: str
     top_k: int
-    settings: Bm25Settings | PisaSettings | RunFileSettings | ModelSettings | None
+    settings: Bm25Settings | PisaSettings | RunFileSettings | ModelSettings | HDCTSettings | None
     entry: dict  # the resolved entry as configured: what provenance records and the hdct stage reads
 
 
@@ -87,7 +121,7 @@ def parse_first_stage(spec: dict, where: str | None = None) -> FirstStage:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise InputError(f"config key {where}.top_k: {top_k!r} is not a whole number >= 1")
     kind = SETTINGS[method]
-    if kind in (Bm25Settings, PisaSettings):
+    if kind in (Bm25Settings, PisaSettings, HDCTSettings):
         settings = kind.from_spec(spec, where)
     elif kind is RunFileSettings:
         scores = spec.get("scores", "descending")
