@@ -35,6 +35,7 @@ test), ``candidates.run``, ``overrides.jsonl``, ``stats.json``.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass, fields
 import logging
 import re
 import shutil
@@ -56,32 +57,52 @@ from longrank.io import (
     write_run,
     write_text,
 )
-from longrank.schema import schema_defaults
+from longrank.schema import schema_default, schema_defaults
 
 log = logging.getLogger(__name__)
 
 SOURCES = ("titles", "ict", "formulated")
-DEFAULTS = schema_defaults("pseudo_queries.*")
 
 
-# Not in DEFAULTS: a set without it is configured, and writes its stats, exactly as before the key existed.
-OPTIONAL = ("first_stage",)
+@dataclass(frozen=True)
+class PseudoQuerySettings:
+    """A pseudo-query set (``pseudo_queries.<set>``), its defaults the schema's (the one home of them)."""
+
+    source: str = schema_default("pseudo_queries.*.source")
+    count: int = schema_default("pseudo_queries.*.count")
+    seed: int = schema_default("pseudo_queries.*.seed")
+    query_words: int = schema_default("pseudo_queries.*.query_words")
+    passage_words: int = schema_default("pseudo_queries.*.passage_words")
+    title_field: str = schema_default("pseudo_queries.*.title_field")
+    depth: int = schema_default("pseudo_queries.*.depth")
+    dev: float = schema_default("pseudo_queries.*.dev")
+    drop_easy: bool = schema_default("pseudo_queries.*.drop_easy")
+    # BM25 from this pisa first stage's index (None: bm25s in memory); a set without it is configured, and writes its
+    # stats, exactly as before the key existed
+    first_stage: str | None = None
+
+    def to_json(self) -> dict:
+        """As the set's stats.json records it (``first_stage`` only where the set names one)."""
+        return {k: v for k, v in asdict(self).items() if k != "first_stage" or v is not None}
 
 
-def settings(name: str, cfg: dict) -> dict:
+KEYS = tuple(f.name for f in fields(PseudoQuerySettings))
+
+
+def settings(name: str, cfg: dict) -> PseudoQuerySettings:
     """The set's configuration with defaults, checked: errors name ``pseudo_queries.<name>.<key>``."""
-    unknown = set(cfg) - set(DEFAULTS) - set(OPTIONAL)
+    unknown = set(cfg) - set(KEYS)
     if unknown:
-        expected = sorted([*DEFAULTS, *OPTIONAL])
-        raise InputError(f"pseudo_queries.{name}: unknown keys {sorted(unknown)}; expected some of {expected}")
-    out = {**DEFAULTS, **cfg}
-    if out["source"] not in SOURCES:
-        raise InputError(f"pseudo_queries.{name}.source: {out['source']!r} is not one of {list(SOURCES)}")
+        raise InputError(f"pseudo_queries.{name}: unknown keys {sorted(unknown)}; expected some of {sorted(KEYS)}")
+    out = PseudoQuerySettings(**cfg)
+    if out.source not in SOURCES:
+        raise InputError(f"pseudo_queries.{name}.source: {out.source!r} is not one of {list(SOURCES)}")
     for key in ("count", "query_words", "passage_words", "depth"):
-        if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 1:
-            raise InputError(f"pseudo_queries.{name}.{key}: {out[key]!r} is not a positive integer")
-    if not 0 < out["dev"] < 1:
-        raise InputError(f"pseudo_queries.{name}.dev: {out['dev']!r} is not a fraction between 0 and 1")
+        value = getattr(out, key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InputError(f"pseudo_queries.{name}.{key}: {value!r} is not a positive integer")
+    if not 0 < out.dev < 1:
+        raise InputError(f"pseudo_queries.{name}.dev: {out.dev!r} is not a fraction between 0 and 1")
     return out
 
 
@@ -104,34 +125,37 @@ def _span(words: list[str], length: int, rng: np.random.Generator, short_rng: np
 
 
 def make_pseudo_queries(
-    corpus: Corpus, cfg: dict, titles: dict[str, str] | None = None, query_formulation: dict | None = None
+    corpus: Corpus,
+    cfg: PseudoQuerySettings,
+    titles: dict[str, str] | None = None,
+    query_formulation: dict | None = None,
 ) -> tuple[dict[str, str], dict[str, str], int]:
     """(pseudo-query id -> text, pseudo-query id -> its positive's text without what the query came from, how many
     spans were shortened to half their document), before the filters. Deterministic for a fixed seed. Ids are
     ``p<doc id>``: one per document at most."""
-    rng, short_rng = np.random.default_rng(cfg["seed"]), np.random.default_rng([cfg["seed"], 1])
+    rng, short_rng = np.random.default_rng(cfg.seed), np.random.default_rng([cfg.seed, 1])
     doc_ids = sorted(corpus.docs)
-    if cfg["source"] == "titles":
+    if cfg.source == "titles":
         if not titles:
             raise InputError(
                 f"pseudo_queries: source titles needs document titles; the collection has none in field "
-                f"{cfg['title_field']!r} (set title_field, or use source: ict or formulated)"
+                f"{cfg.title_field!r} (set title_field, or use source: ict or formulated)"
             )
         doc_ids = [d for d in doc_ids if titles.get(d, "").strip()]
     order = rng.permutation(len(doc_ids))
     queries, positives, shortened = {}, {}, set()
     for i in order:
-        if len(queries) >= cfg["count"]:
+        if len(queries) >= cfg.count:
             break
         doc_id = doc_ids[int(i)]
         text = corpus.docs[doc_id]
-        if cfg["source"] == "titles":
+        if cfg.source == "titles":
             title = " ".join(titles[doc_id].split())
             rest = re.sub(r"\s+".join(map(re.escape, title.split())), " ", text, flags=re.IGNORECASE)
             query, positive = title, rest
         else:
             words = text.split()
-            length = cfg["query_words"] if cfg["source"] == "ict" else cfg["passage_words"]
+            length = cfg.query_words if cfg.source == "ict" else cfg.passage_words
             start, end = _span(words, length, rng, short_rng)
             if end == 0:
                 continue
@@ -141,7 +165,7 @@ def make_pseudo_queries(
         if not _normalise(positive) or not _normalise(query):
             continue
         queries[f"p{doc_id}"], positives[f"p{doc_id}"] = query, positive
-    if cfg["source"] == "formulated":
+    if cfg.source == "formulated":
         qf = {**schema_defaults("query_formulation"), **(query_formulation or {})}
         queries = formulate(queries, corpus.docs, qf["method"], qf["n"])  # the passages -> queries
         queries = {q: t for q, t in queries.items() if t.strip()}
@@ -149,9 +173,9 @@ def make_pseudo_queries(
     return queries, positives, len(shortened & queries.keys())
 
 
-def _length_setting(cfg: dict) -> str:
+def _length_setting(cfg: PseudoQuerySettings) -> str:
     """The setting that decides how much of a document a pseudo-query takes."""
-    return {"titles": "title_field", "ict": "query_words", "formulated": "passage_words"}[cfg["source"]]
+    return {"titles": "title_field", "ict": "query_words", "formulated": "passage_words"}[cfg.source]
 
 
 def _median_words(corpus: Corpus) -> str:
@@ -159,14 +183,14 @@ def _median_words(corpus: Corpus) -> str:
     return f"{np.median([len(text.split()) for text in corpus.docs.values()]):g}"
 
 
-def _check_enough(queries: dict[str, str], made: int, corpus: Corpus, name: str, cfg: dict) -> None:
+def _check_enough(queries: dict[str, str], made: int, corpus: Corpus, name: str, cfg: PseudoQuerySettings) -> None:
     """Stop where fewer than two pseudo-queries are left: no train/dev split, nothing to learn term weights from."""
     if len(queries) >= 2:
         return
-    needs = "a title and text beside it" if cfg["source"] == "titles" else "a document of two words or more"
+    needs = "a title and text beside it" if cfg.source == "titles" else "a document of two words or more"
     raise InputError(
         f"pseudo_queries.{name}: {len(queries)} pseudo-queries left of {made} made from "
-        f"{len(corpus.docs)} documents of median {_median_words(corpus)} words (a {cfg['source']} "
+        f"{len(corpus.docs)} documents of median {_median_words(corpus)} words (a {cfg.source} "
         f"pseudo-query needs {needs}, and a query text that is no real query's); check "
         f"pseudo_queries.{name}.{_length_setting(cfg)} against the collection, "
         f"or raise pseudo_queries.{name}.count"
@@ -190,7 +214,7 @@ def without_real_queries(queries: dict[str, str], real: dict[str, str]) -> dict[
 def build(
     corpus: Corpus,
     name: str,
-    cfg: dict,
+    cfg: dict | PseudoQuerySettings,
     out: Path,
     titles: dict[str, str] | None = None,
     query_formulation: dict | None = None,
@@ -200,7 +224,7 @@ def build(
     from longrank.retrieval.bm25 import bm25_run
 
     bm25 = bm25 or (lambda queries, depth: bm25_run(corpus.docs, queries, top_k=depth))
-    cfg = settings(name, cfg)
+    cfg = cfg if isinstance(cfg, PseudoQuerySettings) else settings(name, cfg)
     queries, positives, shortened = make_pseudo_queries(corpus, cfg, titles, query_formulation)
     made = len(queries)
     if shortened:
@@ -209,23 +233,23 @@ def build(
     containing_real = made - len(queries)
     _check_enough(queries, made, corpus, name, cfg)  # before BM25, which cannot rank for no query
     # Candidates from the collection as it is (the positive with its query text inside, as a first stage sees it).
-    run = bm25(queries, cfg["depth"])
+    run = bm25(queries, cfg.depth)
     qrels = {q: {q[1:]: 1} for q in queries}
     easy = [q for q in queries if run.get(q) and max(run[q], key=lambda d: (run[q][d], d)) == q[1:]]
-    if cfg["drop_easy"]:
+    if cfg.drop_easy:
         queries = {q: t for q, t in queries.items() if q not in set(easy)}
     _check_enough(queries, made, corpus, name, cfg)
     ids = sorted(queries)
     fold = _dev_split(ids, cfg)
     stats = {
         "name": name,
-        "source": cfg["source"],
-        "settings": cfg,
+        "source": cfg.source,
+        "settings": cfg.to_json(),
         "made": made,
         "containing_real_query": containing_real,
         "shortened": shortened,
         "positive_ranked_first_by_bm25": len(easy),
-        "dropped_easy": len(easy) if cfg["drop_easy"] else 0,
+        "dropped_easy": len(easy) if cfg.drop_easy else 0,
         "pseudo_queries": len(ids),
         "train": len(fold["train"]),
         "dev": len(fold["dev"]),
@@ -236,25 +260,25 @@ def build(
     log.info(
         "pseudo_queries.%s: %d %s pseudo-queries (%d train, %d dev); %d contained a real query, BM25 ranks the "
         "positive first for %d%s",
-        *(name, len(ids), cfg["source"], len(fold["train"]), len(fold["dev"]), containing_real, len(easy)),
-        " (dropped)" if cfg["drop_easy"] else "",
+        *(name, len(ids), cfg.source, len(fold["train"]), len(fold["dev"]), containing_real, len(easy)),
+        " (dropped)" if cfg.drop_easy else "",
     )
     return stats
 
 
-def _warn_shortened(corpus: Corpus, name: str, cfg: dict, shortened: int) -> None:
+def _warn_shortened(corpus: Corpus, name: str, cfg: PseudoQuerySettings, shortened: int) -> None:
     key = _length_setting(cfg)
     log.warning(
         "pseudo_queries.%s.%s %s: %d of the documents drawn are shorter than twice that (the "
         "collection's median is %s words per document); their spans are half the document",
-        *(name, key, cfg[key], shortened, _median_words(corpus)),
+        *(name, key, getattr(cfg, key), shortened, _median_words(corpus)),
     )
 
 
-def _dev_split(ids: list[str], cfg: dict) -> dict:
+def _dev_split(ids: list[str], cfg: PseudoQuerySettings) -> dict:
     """A seeded share ``dev`` of the pseudo-queries for early stopping, the rest to train on."""
-    rng = np.random.default_rng(cfg["seed"] + 1)
-    dev = set(rng.choice(ids, size=max(1, round(cfg["dev"] * len(ids))), replace=False).tolist())
+    rng = np.random.default_rng(cfg.seed + 1)
+    dev = set(rng.choice(ids, size=max(1, round(cfg.dev * len(ids))), replace=False).tolist())
     return {"train": [q for q in ids if q not in dev], "dev": sorted(dev), "test": []}
 
 
@@ -297,18 +321,18 @@ def add_arguments(parser) -> None:
 def run(args) -> None:
     cfg = settings(args.name, json.loads(args.config))
     titles = None
-    if cfg["source"] == "titles":
+    if cfg.source == "titles":
         if not args.dataset:
             raise InputError("pseudo_queries: source titles needs --dataset (the collection to read titles from)")
-        titles = read_field(json.loads(args.dataset), cfg["title_field"])
+        titles = read_field(json.loads(args.dataset), cfg.title_field)
     qf = json.loads(args.query_formulation) if args.query_formulation else None
     corpus = Corpus(args.data)
     build(corpus, args.name, cfg, Path(args.out), titles, qf, _pisa_bm25(args, cfg, corpus))
 
 
-def _pisa_bm25(args, cfg: dict, corpus: Corpus):
+def _pisa_bm25(args, cfg: PseudoQuerySettings, corpus: Corpus):
     """With ``first_stage``: BM25 from that pisa first stage's index (None: bm25s in memory)."""
-    if not cfg.get("first_stage"):
+    if not cfg.first_stage:
         return None
     from longrank.retrieval import pisa
     from longrank.retrieval.first_stage import parse_first_stage
