@@ -18,12 +18,14 @@ Output directory: ``annotations.sqlite``, table ``annotations(doc_id, record)``,
 
 from __future__ import annotations
 
+
 import logging
 import re
 import shutil
 import tempfile
 import time
 from collections import Counter
+from dataclasses import asdict, dataclass, fields
 from itertools import islice
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -33,11 +35,20 @@ from longrank.progress import progress
 from longrank.data.corpus import Corpus
 from longrank.data.records import Records, RecordWriter
 from longrank.io import InputError, json_object, names_full_disk, read_json, replace_directory, umask_mode, write_json
-from longrank.schema import schema_defaults
+from longrank.schema import schema_default
 
 log = logging.getLogger(__name__)
 
-DEFAULTS = schema_defaults("annotations")
+
+@dataclass(frozen=True)
+class AnnotationSettings:
+    """How documents are annotated (``annotations``), its defaults the schema's (the one home of them)."""
+
+    max_words: int = schema_default("annotations.max_words")  # the cut every offset points into
+    batch_size: int = schema_default("annotations.batch_size")
+    n_process: int = schema_default("annotations.n_process")
+
+
 # Neither the parser (sentences) nor the NER reads these: the same spans without them (checked on IRLeD
 # judgments), a third less time.
 EXCLUDED = ["tagger", "attribute_ruler", "lemmatizer"]
@@ -59,13 +70,14 @@ def read_config(text: str, stage: str) -> dict:
     return json_object(text, f"{stage} --config")
 
 
-def settings(cfg: dict) -> dict:
+def settings(cfg: dict) -> AnnotationSettings:
     """The configuration with defaults, checked: errors name ``annotate.<key>``."""
-    unknown = set(cfg) - set(DEFAULTS)
+    known = [f.name for f in fields(AnnotationSettings)]
+    unknown = set(cfg) - set(known)
     if unknown:
-        raise InputError(f"annotate: unknown keys {sorted(unknown)}; expected some of {sorted(DEFAULTS)}")
-    out = {**DEFAULTS, **cfg}
-    for key, value in out.items():
+        raise InputError(f"annotate: unknown keys {sorted(unknown)}; expected some of {sorted(known)}")
+    out = AnnotationSettings(**cfg)
+    for key, value in asdict(out).items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InputError(f"annotate.{key}: {value!r} is not a positive integer")
     return out
@@ -85,13 +97,13 @@ def annotation(doc) -> dict:
     }
 
 
-def annotate(docs: Iterable[tuple[str, str]], n_docs: int, cfg: dict, out: Path) -> dict:
+def annotate(docs: Iterable[tuple[str, str]], n_docs: int, cfg: AnnotationSettings, out: Path) -> dict:
     """Annotate ``docs`` (``(doc_id, text)`` pairs, streamed) into ``out``, which is replaced only once all
     are written."""
     import spacy
 
     nlp = load_pipeline()
-    texts = ((cut_text(text, cfg["max_words"]), doc_id) for doc_id, text in docs)
+    texts = ((cut_text(text, cfg.max_words), doc_id) for doc_id, text in docs)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     n, sentences, labels = 0, 0, Counter()
@@ -99,7 +111,7 @@ def annotate(docs: Iterable[tuple[str, str]], n_docs: int, cfg: dict, out: Path)
     try:
         with names_full_disk(out, staging):  # a full disk names the output, not the staging name
             with RecordWriter(staging / ANNOTATIONS, "annotations") as writer:
-                parsed = nlp.pipe(texts, as_tuples=True, batch_size=cfg["batch_size"], n_process=cfg["n_process"])
+                parsed = nlp.pipe(texts, as_tuples=True, batch_size=cfg.batch_size, n_process=cfg.n_process)
                 for doc, doc_id in progress(parsed, total=n_docs, desc="annotate", unit="doc", mininterval=5):
                     record = annotation(doc)
                     writer.add(doc_id, record)
@@ -108,7 +120,7 @@ def annotate(docs: Iterable[tuple[str, str]], n_docs: int, cfg: dict, out: Path)
                     labels.update(label for _, _, label, _ in record["entities"])
             seconds = time.perf_counter() - start
             stats = {
-                "settings": cfg,
+                "settings": asdict(cfg),
                 "spacy": spacy.__version__,
                 "pipeline": f"{nlp.meta['name']} {nlp.meta['version']}",
                 "components": nlp.pipe_names,
@@ -135,12 +147,12 @@ def annotate(docs: Iterable[tuple[str, str]], n_docs: int, cfg: dict, out: Path)
     return stats
 
 
-def annotate_texts(texts: Mapping[str, str], cfg: dict) -> dict[str, dict]:
+def annotate_texts(texts: Mapping[str, str], cfg: AnnotationSettings) -> dict[str, dict]:
     """Annotations of a few texts in memory, with an annotation directory's settings: pre-training's positives
     without the text their pseudo-queries came from (``graphs --pretrain-queries``)."""
     nlp = load_pipeline()
-    items = ((cut_text(text, cfg["max_words"]), doc_id) for doc_id, text in texts.items())
-    parsed = nlp.pipe(items, as_tuples=True, batch_size=cfg["batch_size"], n_process=cfg["n_process"])
+    items = ((cut_text(text, cfg.max_words), doc_id) for doc_id, text in texts.items())
+    parsed = nlp.pipe(items, as_tuples=True, batch_size=cfg.batch_size, n_process=cfg.n_process)
     return {
         doc_id: annotation(doc)
         for doc, doc_id in progress(parsed, total=len(texts), desc="annotate", unit="doc", mininterval=5)
@@ -154,8 +166,8 @@ class Annotations(Records):
     def __init__(self, directory: str | Path):
         directory = Path(directory)
         super().__init__(directory / ANNOTATIONS, "annotations", "annotations", "run `longrank annotate` first")
-        self.settings: dict = read_json(directory / "stats.json")["settings"]
-        self.max_words: int = self.settings["max_words"]
+        self.settings = AnnotationSettings(**read_json(directory / "stats.json")["settings"])
+        self.max_words: int = self.settings.max_words
         self.fresh: dict[str, dict] = {}
 
     def reannotate(self, texts: Mapping[str, str]) -> None:
