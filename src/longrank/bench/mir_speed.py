@@ -34,6 +34,7 @@ from longrank.bench.run import MemoryProbe, bench_queries
 from longrank.bench.timing import median_of, synchronizer, time_alternating
 from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import annotation, cut_text, load_pipeline
+from longrank.graphs.annotate import settings as annotation_settings
 from longrank.graphs.build import build_record, fit_tfidf
 from longrank.graphs.settings import graph_settings, stride
 from longrank.io import InputError, json_object
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> None:
         args.model,
         json_object(args.model_config, "--model-config"),
         graph_settings(json_object(args.graph_set, "--graph-set")),
-        json_object(args.annotations, "--annotations").get("max_words", schema_default("annotations.max_words")),
+        annotation_settings(json_object(args.annotations, "--annotations")).max_words,
         settings,
         Corpus(args.data),
         resolve_device(args.device),
