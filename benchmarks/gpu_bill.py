@@ -140,13 +140,13 @@ def mir_records(model, corpus, entry_settings: dict, path: Path | None) -> dict:
 
     settings = build.graph_settings(entry_settings)
     texts = dict(corpus.docs.items())
-    cut = {d: annotate.cut_text(t, settings["max_doc_tokens"]) for d, t in texts.items()}
+    cut = {d: annotate.cut_text(t, settings.max_doc_tokens) for d, t in texts.items()}
     annotations = annotate.annotate_texts(cut, annotate.settings({}))
     vectorizer = build.fit_tfidf(cut.values())
     tok = model.tokenizer
     records = {d: build.build_record(cut[d], annotations[d], [], tok, settings, vectorizer) for d in texts}
     full = {
-        **settings,
+        **settings.to_json(),
         "cls_id": tok.cls_token_id,
         "sep_id": tok.sep_token_id,
         "pad_id": tok.pad_token_id,

@@ -59,12 +59,13 @@ def model_value(entry: dict, key: str):
 
 def config_value(config: dict, path: str):
     """A value of the whole config by dotted path; a MIR graph set's keys with the graphs stage's defaults."""
-    from longrank.graphs.settings import DEFAULTS as GRAPH_DEFAULTS
+    from longrank.data.graph_settings import GraphSetSettings
 
+    graph_defaults = GraphSetSettings().to_json()
     node = config
     for part in path.split("."):
         if not isinstance(node, dict) or part not in node:
-            return GRAPH_DEFAULTS.get(part, MISSING) if path.startswith("mir_graphs.") else MISSING
+            return graph_defaults.get(part, MISSING) if path.startswith("mir_graphs.") else MISSING
         node = node[part]
     return node
 
@@ -100,13 +101,13 @@ def disagreements(table: dict) -> list[str]:
 def _graph_set(config: dict, name: str | None):
     """What the graphs stage reads of a graph set: its settings with the stage's defaults, and with PRF queries
     the pseudo-query set's settings (without them, no PRF setting is read)."""
-    from longrank.graphs.settings import DEFAULTS as GRAPH_DEFAULTS
+    from longrank.data.graph_settings import GraphSetSettings
 
     if name is None:
         return None
     spec = dict((config.get("mir_graphs") or {}).get(name) or {})
     prf = spec.pop("prf_queries", None)
-    read = {**GRAPH_DEFAULTS, **spec}
+    read = {**GraphSetSettings().to_json(), **spec}
     if prf is None:
         read = {k: v for k, v in read.items() if not k.startswith("prf_")}
     else:

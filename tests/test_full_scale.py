@@ -184,7 +184,7 @@ def attach_mir_graphs(model, corpus: Corpus) -> None:
     graph_cfg = {k: v for k, v in merged(configfiles(FULL_SCALE[0]))["mir_graphs"]["mir"].items() if k != "prf_queries"}
     settings = build.graph_settings({**graph_cfg, "encoder": RANDOM_BERT_BASE})
     texts = dict(corpus.docs.items())
-    cut = {d: annotate.cut_text(t, settings["max_doc_tokens"]) for d, t in texts.items()}
+    cut = {d: annotate.cut_text(t, settings.max_doc_tokens) for d, t in texts.items()}
     annotations = annotate.annotate_texts(cut, annotate.settings({}))
     vectorizer = build.fit_tfidf(cut.values())
     tok = model.tokenizer
@@ -192,7 +192,7 @@ def attach_mir_graphs(model, corpus: Corpus) -> None:
     model.use_graphs(
         records,
         {
-            **settings,
+            **settings.to_json(),
             "cls_id": tok.cls_token_id,
             "sep_id": tok.sep_token_id,
             "pad_id": tok.pad_token_id,

@@ -344,7 +344,7 @@ def test_the_graphs_stage_and_the_store_round_trip(tmp_path, tok):
     store = GraphStore(out)
     assert len(store) == 3 and "d2" in store and "d9" not in store and sorted(store) == ["d1", "d2", "d3"]
     assert store.settings == {
-        **graph_settings(SMALL),
+        **graph_settings(SMALL).to_json(),
         "cls_id": tok.cls_token_id,
         "sep_id": tok.sep_token_id,
         "pad_id": tok.pad_token_id,

@@ -4,7 +4,7 @@ an ablation does not rerun the bench and adding MIR-1K does."""
 
 from __future__ import annotations
 
-from longrank.graphs.settings import graph_settings, stride
+from longrank.data.graph_settings import graph_settings
 from longrank.model_types import architecture_defaults, architecture_params, capabilities
 
 
@@ -29,14 +29,14 @@ def timed_alike(models: dict, reference: str, graph_set: dict) -> dict[str, dict
             and entry.get("graph_set") == ref.get("graph_set")
             and architecture(entry) == architecture(ref)
         ):
-            alike[name] = {"model": "MIR", "tokens": declared.document_budget or settings["max_doc_tokens"]}
+            alike[name] = {"model": "MIR", "tokens": declared.document_budget or settings.max_doc_tokens}
         elif (
             declared.speed_bench == "mir_speed"
             and not declared.reads_graph_set
             and entry.get("mode") == "maxp"
-            and entry.get("passage_len") == settings["window"]
-            and (entry.get("passage_stride") or entry["passage_len"]) == stride(settings)
-            and entry.get("encoder", architecture_defaults(entry["type"])["encoder"]) == settings["encoder"]
+            and entry.get("passage_len") == settings.window
+            and (entry.get("passage_stride") or entry["passage_len"]) == settings.stride
+            and entry.get("encoder", architecture_defaults(entry["type"])["encoder"]) == settings.encoder
         ):
             alike[name] = {"model": "MaxP", "tokens": declared.document_budget}
     return alike

@@ -21,6 +21,7 @@ takes them over a separate bench of the same entry).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import logging
 import math
@@ -36,12 +37,12 @@ from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import annotation, cut_text, load_pipeline
 from longrank.graphs.annotate import settings as annotation_settings
 from longrank.graphs.build import build_record, fit_tfidf
-from longrank.graphs.settings import graph_settings, stride
+from longrank.data.graph_settings import GraphSetSettings, graph_settings
 from longrank.io import InputError, json_object
 from longrank.outputs import BenchTable, Rate
 from longrank.models.bert_ranker import BertRanker
 from longrank.models.modules.encoders import load_encoder, load_tokenizer
-from longrank.model_types import architecture_params
+from longrank.model_types import architecture_defaults, architecture_params
 from longrank.models.registry import build_model
 from longrank.runtime import resolve_device
 from longrank.schema import schema_default, schema_defaults
@@ -120,14 +121,14 @@ def bench_documents(corpus: Corpus, tokenizer, n_docs: int, n_tokens: int) -> li
 def measure(
     name: str,
     model_cfg: dict,
-    graph_set: dict,
+    graph_set: GraphSetSettings,
     max_words: int,
     settings: dict,
     corpus: Corpus,
     device,
     alike: dict | None = None,
 ) -> BenchTable:
-    own = architecture_params(model_cfg).get("max_doc_tokens") or graph_set["max_doc_tokens"]
+    own = architecture_params(model_cfg).get("max_doc_tokens") or graph_set.max_doc_tokens
     alike = alike or {name: {"model": "MIR", "tokens": own}}
     # the configured entries' own lengths give their docs/ms in the report
     lengths = sorted(set(settings["lengths"]) | {own} | {a["tokens"] for a in alike.values()})
@@ -179,7 +180,7 @@ class BenchGraphs:
 
     texts: list[str]
     records: dict[str, dict]
-    config: dict  # the graph set's settings at the bench's longest length
+    config: GraphSetSettings  # the graph set's settings at the bench's longest length
     meta: dict  # config and the tokenizer's ids, as a graph set's metadata
     tokenizer: object
     seconds: list[float]  # per document built
@@ -189,13 +190,15 @@ class BenchGraphs:
         return 1000 * statistics.median(self.seconds)
 
 
-def _bench_graphs(graph_set: dict, longest: int, max_words: int, n_graphs: int, corpus: Corpus) -> BenchGraphs:
+def _bench_graphs(
+    graph_set: GraphSetSettings, longest: int, max_words: int, n_graphs: int, corpus: Corpus
+) -> BenchGraphs:
     """``n_graphs`` bench documents of ``longest`` tokens and their graphs: spaCy annotation and the record, per
     document (the tf-idf fit is the collection's, apart). The bench builds its own graphs: the collection's
     max_doc_tokens does not cap them."""
-    tokenizer = load_tokenizer(graph_set["encoder"])
+    tokenizer = load_tokenizer(graph_set.encoder)
     texts = [cut_text(t, max(max_words, 2 * longest)) for t in bench_documents(corpus, tokenizer, n_graphs, longest)]
-    graph_cfg = {**graph_set, "max_doc_tokens": longest}
+    graph_cfg = dataclasses.replace(graph_set, max_doc_tokens=longest)
     nlp = load_pipeline()
     vectorizer = fit_tfidf(texts)
     records, seconds = {}, []
@@ -204,7 +207,7 @@ def _bench_graphs(graph_set: dict, longest: int, max_words: int, n_graphs: int, 
         records[f"bench-{i}"] = build_record(text, annotation(nlp(text)), [], tokenizer, graph_cfg, vectorizer)
         seconds.append(time.perf_counter() - start)
     meta = {
-        **graph_cfg,
+        **graph_cfg.to_json(),
         "cls_id": tokenizer.cls_token_id,
         "sep_id": tokenizer.sep_token_id,
         "pad_id": tokenizer.pad_token_id,
@@ -213,20 +216,22 @@ def _bench_graphs(graph_set: dict, longest: int, max_words: int, n_graphs: int, 
     return BenchGraphs(texts, records, graph_cfg, meta, tokenizer, seconds)
 
 
-def _side_by_side(model_cfg: dict, graph_set: dict, graphs: BenchGraphs, length: int, corpus: Corpus, device) -> dict:
+def _side_by_side(
+    model_cfg: dict, graph_set: GraphSetSettings, graphs: BenchGraphs, length: int, corpus: Corpus, device
+) -> dict:
     """MIR reading ``length`` tokens of the bench graphs, and BERT-MaxP over the same windows, untrained, in eval mode."""
-    longest, step = graphs.config["max_doc_tokens"], stride(graphs.config)
+    longest, step = graphs.config.max_doc_tokens, graphs.config.stride
     mir = build_model({**model_cfg, "max_doc_tokens": min(length, longest)}, corpus)
     mir.use_graphs(graphs.records, graphs.meta)
-    passages = 1 + max(0, math.ceil((min(length, longest) - graphs.config["window"]) / step))
+    passages = 1 + max(0, math.ceil((min(length, longest) - graphs.config.window) / step))
     maxp = BertRanker(
-        load_encoder(graph_set["encoder"]),
+        load_encoder(graph_set.encoder),
         graphs.tokenizer,
         mode="maxp",
-        passage_len=graphs.config["window"],
+        passage_len=graphs.config.window,
         passage_stride=step,
         max_passages=passages,
-        max_query_len=architecture_params(model_cfg).get("max_query_len", 30),
+        max_query_len={**architecture_defaults(model_cfg["type"]), **architecture_params(model_cfg)}["max_query_len"],
     )
     return {"MIR": mir.to(device).eval(), "MaxP": maxp.to(device).eval()}
 
@@ -267,7 +272,7 @@ def _notes(graphs: BenchGraphs, batch: int, repeats: int, device) -> str:
         f"Device {device}, {torch.get_num_threads()} CPU threads, batches of {batch} documents cut from the "
         f"collection's text, forward only, after a warm-up forward each, {median_of(repeats, 'timed batches', 'timed batch')} "
         f"with MIR and MaxP alternating, synchronised on CUDA. MaxP "
-        f"reads the same {graphs.config['window']}-token windows every {stride(graphs.config)} tokens. Graph "
+        f"reads the same {graphs.config.window}-token windows every {graphs.config.stride} tokens. Graph "
         f"construction (spaCy annotation + pivots + graphs) took {graphs.ms_per_document:.1f} ms per document ("
         + (
             "one document, 1 run"

@@ -50,7 +50,7 @@ from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import Annotations, cut_text, read_config
 from longrank.data.records import GRAPHS, SETTINGS, RecordWriter
 from longrank.graphs.record import build_record, fit_tfidf, words
-from longrank.graphs.settings import graph_settings
+from longrank.data.graph_settings import GraphSetSettings, graph_settings
 from longrank.graphs.record import p2p_edges as p2p_edges, passage_windows as passage_windows  # re-exported
 from longrank.io import (
     InputError,
@@ -157,7 +157,7 @@ def build(
     """Write the graph set of ``corpus`` to ``out`` (whole, or nothing: it is made in a staging directory beside
     it) and return its stats."""
     s = graph_settings(cfg)
-    tokenizer = _fast_tokenizer(s["encoder"])
+    tokenizer = _fast_tokenizer(s.encoder)
     docs, max_words = corpus.docs, annotations.max_words
     begin = time.perf_counter()
     vectorizer = fit_tfidf(
@@ -170,9 +170,9 @@ def build(
         prf = prf_words(
             queries,
             run,
-            _ReadTexts(docs, max_words, tokenizer, s["max_doc_tokens"]),
-            s["prf_depth"],
-            s["prf_terms"],
+            _ReadTexts(docs, max_words, tokenizer, s.max_doc_tokens),
+            s.prf_depth,
+            s.prf_terms,
             prf_leave_out,
         )
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -189,7 +189,7 @@ def build(
                 "prf_documents": len(prf),
                 **_size_stats(seconds, counts, s),
             }
-            write_json(staging / SETTINGS, {**s, **_tokenizer_ids(tokenizer)})
+            write_json(staging / SETTINGS, {**s.to_json(), **_tokenizer_ids(tokenizer)})
             write_json(staging / "stats.json", stats)
             staging.chmod(umask_mode(0o777))  # mkdtemp makes it 0700: others in a shared results tree could not read it
             replace_directory(staging, out)
@@ -220,7 +220,7 @@ def _tokenizer_ids(tokenizer) -> dict[str, int]:
 
 
 def _write_records(
-    path: Path, docs, annotations: Annotations, prf: dict, tokenizer, s: dict, vectorizer
+    path: Path, docs, annotations: Annotations, prf: dict, tokenizer, s: GraphSetSettings, vectorizer
 ) -> tuple[list[float], dict[str, list[int]]]:
     """One record per document into ``path``; each record's construction time and, per view and graph, its
     numbers of nodes and edges."""
@@ -245,7 +245,7 @@ def _write_records(
     return seconds, counts
 
 
-def _size_stats(seconds: list[float], counts: dict[str, list[int]], s: dict) -> dict:
+def _size_stats(seconds: list[float], counts: dict[str, list[int]], s: GraphSetSettings) -> dict:
     n = len(seconds)
     return {
         "construction_seconds_per_document": {**_summary(seconds), "max": max(seconds, default=0.0)},
@@ -253,8 +253,8 @@ def _size_stats(seconds: list[float], counts: dict[str, list[int]], s: dict) -> 
         "edges": {view: _summary(counts[view]) for view in ("p2p", "s2s", "t2t")},
         # a capped count is below its cap exactly when the uncapped one is
         "under_cap": {
-            "sentences": float(np.mean([c < s["max_sentence_nodes"] for c in counts["sentences"]])) if n else 1.0,
-            "tokens": float(np.mean([c < s["max_token_nodes"] for c in counts["tokens"]])) if n else 1.0,
+            "sentences": float(np.mean([c < s.max_sentence_nodes for c in counts["sentences"]])) if n else 1.0,
+            "tokens": float(np.mean([c < s.max_token_nodes for c in counts["tokens"]])) if n else 1.0,
         },
     }
 

@@ -13,7 +13,7 @@ from itertools import combinations
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
-from longrank.graphs.settings import stride
+from longrank.data.graph_settings import GraphSetSettings
 from longrank.io import InputError
 
 # ASCII letters and digits, lower-cased after matching: "lowercase [a-z0-9] runs" whose offsets stay those of
@@ -95,21 +95,26 @@ def _check_annotation(text: str, annotation: dict) -> None:
 
 
 def build_record(
-    text: str, annotation: dict, prf_words: list[str], tokenizer, settings: dict, vectorizer: TfidfVectorizer | None
+    text: str,
+    annotation: dict,
+    prf_words: list[str],
+    tokenizer,
+    settings: GraphSetSettings,
+    vectorizer: TfidfVectorizer | None,
 ) -> dict:
     """The graph record of one document. ``text``: the text its ``annotation`` was made from
     (``annotate.cut_text``); ``prf_words``: its PRF words (none without a PRF set: entities only);
     ``settings``: checked by ``graph_settings``; ``vectorizer``: ``fit_tfidf`` on the collection."""
     _check_annotation(text, annotation)
-    ids, starts, ends = _wordpieces(text, tokenizer, settings["max_doc_tokens"])
+    ids, starts, ends = _wordpieces(text, tokenizer, settings.max_doc_tokens)
     n = len(ids)
     read = text[: ends[-1]] if n else ""
-    mentions = _mentions(read, annotation, prf_words, settings["entity_labels"], starts, ends)
+    mentions = _mentions(read, annotation, prf_words, settings.entity_labels, starts, ends)
     passages, sentences, piece_keys, tokens, texts = _cut_passages(
         text, ids, starts, ends, annotation, mentions, tokenizer.sep_token_id, settings
     )
-    sentences = sentences[: settings["max_sentence_nodes"]]
-    tokens = tokens[: settings["max_token_nodes"]]
+    sentences = sentences[: settings.max_sentence_nodes]
+    tokens = tokens[: settings.max_token_nodes]
     by_key: dict[str, list[int]] = defaultdict(list)
     for i, (_, _, key) in enumerate(tokens):
         by_key[key].append(i)
@@ -123,7 +128,7 @@ def build_record(
         "tokens": [[p, pos] for p, pos, _ in tokens],
         "token_keys": [key for _, _, key in tokens],
         "edges": {
-            "p2p": p2p_edges(texts, vectorizer, settings["p2p_top_k"]),
+            "p2p": p2p_edges(texts, vectorizer, settings.p2p_top_k),
             "s2s": _linked(sharing.values()),
             "t2t": _linked(by_key.values()),
         },
@@ -181,9 +186,7 @@ def _cut_passages(
         for t in range(lo, hi):
             keys_at[t].append(key)
     passages, sentences, piece_keys, tokens, texts = [], [], [], [], []
-    for p, (start, end) in enumerate(
-        passage_windows(n, settings["window"], stride(settings), settings["max_doc_tokens"])
-    ):
+    for p, (start, end) in enumerate(passage_windows(n, settings.window, settings.stride, settings.max_doc_tokens)):
         seq, position = [], {}
         for t in range(start, end):
             if t == start or sentence_of[t] != sentence_of[t - 1]:  # a sentence piece begins

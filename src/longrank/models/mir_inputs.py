@@ -13,6 +13,7 @@ import torch
 
 from longrank.io import InputError
 from longrank.models.modules.node_pooling import POOLINGS
+from longrank.data.graph_settings import GraphSetSettings
 
 #: graph -> the node view it links (the record's node list: passages, sentences, tokens)
 GRAPH_VIEW = {"p2p": "passage", "s2s": "sentence", "t2t": "token"}
@@ -106,9 +107,8 @@ def passages_covering(settings: dict[str, Any], max_doc_tokens: int | None, n_pa
     ``max_doc_tokens`` tokens."""
     if max_doc_tokens is None:
         return n_passages
-    window = settings["window"]
-    stride = max(1, round(window * (1 - settings["overlap"])))
-    return min(n_passages, 1 + math.ceil(max(max_doc_tokens - window, 0) / stride))
+    windows = GraphSetSettings.from_json(settings)
+    return min(n_passages, 1 + math.ceil(max(max_doc_tokens - windows.window, 0) / windows.stride))
 
 
 def cut_record(
