@@ -21,13 +21,12 @@ takes them over a separate bench of the same entry).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import logging
 import math
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -45,7 +44,7 @@ from longrank.models.modules.encoders import load_encoder, load_tokenizer
 from longrank.model_types import architecture_defaults, architecture_params
 from longrank.models.registry import build_model
 from longrank.runtime import resolve_device
-from longrank.schema import schema_default, schema_defaults
+from longrank.schema import schema_default
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +80,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="JSON table {title, columns, rows, notes, docs_per_ms}")
 
 
+@dataclass(frozen=True)
+class MirSpeedSettings:
+    """``mir_speed``: the lengths timed, documents per batch, timed batches, and how many bench documents get graphs;
+    the defaults the schema's (the one home of them)."""
+
+    enabled: bool = schema_default("mir_speed.enabled")
+    lengths: tuple[int, ...] = tuple(schema_default("mir_speed.lengths"))
+    batch_size: int = schema_default("mir_speed.batch_size")
+    repeats: int = schema_default("mir_speed.repeats")
+    documents: int = schema_default("mir_speed.documents")
+
+    @classmethod
+    def from_json(cls, text: str) -> MirSpeedSettings:
+        given = json_object(text, "--settings")
+        unknown = set(given) - {f.name for f in fields(cls)}
+        if unknown:
+            raise InputError(f"mir_speed: unknown keys {sorted(unknown)}")
+        settings = cls(**{**given, **({"lengths": tuple(given["lengths"])} if "lengths" in given else {})})
+        if not settings.lengths or min(settings.lengths) < 1 or settings.batch_size < 1 or settings.repeats < 1:
+            raise InputError("mir_speed: lengths, batch_size and repeats must be positive")
+        return settings
+
+
 def run(args: argparse.Namespace) -> None:
-    settings = {**schema_defaults("mir_speed"), **json_object(args.settings, "--settings")}
-    if not settings["lengths"] or min(settings["lengths"]) < 1 or settings["batch_size"] < 1 or settings["repeats"] < 1:
-        raise InputError("mir_speed: lengths, batch_size and repeats must be positive")
+    settings = MirSpeedSettings.from_json(args.settings)
     result = measure(
         args.model,
         json_object(args.model_config, "--model-config"),
@@ -123,7 +143,7 @@ def measure(
     model_cfg: dict,
     graph_set: GraphSetSettings,
     max_words: int,
-    settings: dict,
+    settings: MirSpeedSettings,
     corpus: Corpus,
     device,
     alike: dict | None = None,
@@ -131,9 +151,9 @@ def measure(
     own = architecture_params(model_cfg).get("max_doc_tokens") or graph_set.max_doc_tokens
     alike = alike or {name: {"model": "MIR", "tokens": own}}
     # the configured entries' own lengths give their docs/ms in the report
-    lengths = sorted(set(settings["lengths"]) | {own} | {a["tokens"] for a in alike.values()})
-    batch = settings["batch_size"]
-    graphs = _bench_graphs(graph_set, max(lengths), max_words, max(batch, settings["documents"]), corpus)
+    lengths = sorted(set(settings.lengths) | {own} | {a["tokens"] for a in alike.values()})
+    batch = settings.batch_size
+    graphs = _bench_graphs(graph_set, max(lengths), max_words, max(batch, settings.documents), corpus)
     ids = list(graphs.records)[:batch]
     queries = bench_queries(corpus, batch)
     docs = graphs.texts[:batch]
@@ -141,7 +161,7 @@ def measure(
     for length in lengths:
         models = _side_by_side(model_cfg, graph_set, graphs, length, corpus, device)
         inputs = {k: {n: t.to(device) for n, t in m.encode(queries, ids, docs).items()} for k, m in models.items()}
-        timing = _alternate(models, inputs, settings["repeats"], device)
+        timing = _alternate(models, inputs, settings.repeats, device)
         timings.append({f"{k} ms/batch": v["timing"] for k, v in timing.items()})
         by_length[length] = _length_stats(timing, batch, models["MaxP"].max_passages)
         rows.append(_row(length, by_length[length], timing))
@@ -158,7 +178,7 @@ def measure(
         title=f"MIR against BERT-MaxP over the same windows ({name}; MIR Fig. 5)",
         columns=COLUMNS,
         rows=rows,
-        notes=_notes(graphs, batch, settings["repeats"], device),
+        notes=_notes(graphs, batch, settings.repeats, device),
         docs_per_ms={entry: by_length[a["tokens"]][rates[a["model"]]] for entry, a in alike.items()},
         # the passes behind each entry's docs/ms: the timing of its model at its length, batch documents a pass
         rates={
@@ -198,7 +218,7 @@ def _bench_graphs(
     max_doc_tokens does not cap them."""
     tokenizer = load_tokenizer(graph_set.encoder)
     texts = [cut_text(t, max(max_words, 2 * longest)) for t in bench_documents(corpus, tokenizer, n_graphs, longest)]
-    graph_cfg = dataclasses.replace(graph_set, max_doc_tokens=longest)
+    graph_cfg = replace(graph_set, max_doc_tokens=longest)
     nlp = load_pipeline()
     vectorizer = fit_tfidf(texts)
     records, seconds = {}, []
