@@ -14,6 +14,7 @@ from pathlib import Path
 
 from conftest import REPO
 from longrank.config import validate_config
+from longrank.model_entries import effective_settings
 from longrank.resolved_config import resolved_models
 from longrank.config_files import merged
 
@@ -114,16 +115,18 @@ def resolved(combo: tuple[str, ...]) -> dict:
     """The config as the run's config.json holds it (rule resolved_config: the validated config and its models as
     their jobs read them), through JSON as the rule writes it."""
     config = validate_config(merged(combo))
-    config["resolved_models"] = resolved_models(config["models"])
+    config["resolved_models"] = resolved_models(config["models"], effective_settings(config))
     return json.loads(json.dumps(config))
 
 
 def outside_whitelist(config: dict) -> dict[str, object]:
     """The resolved config's leaves but the whitelisted ones, also where resolved_models repeats a model's keys, and
-    but the sizes the config stage derives from whitelisted ones (a model's document budget: its lengths)."""
+    but the sizes the config stage derives from whitelisted ones (a model's document budget and the words it reads:
+    its lengths; its effective depth: rerank_depth)."""
     out = {}
     for key, value in flat(config).items():
-        if re.fullmatch(r"resolved_models\.[^.]+\.capabilities\.document_budget", key):
+        derived = r"capabilities\.document_budget|effective\.(?:rerank_depth|words_read)"
+        if re.fullmatch(rf"resolved_models\.[^.]+\.(?:{derived})", key):
             continue
         as_entry = re.sub(r"^resolved_models\.([^.]+)\.(?:architecture\.)?", r"models.\1.", key)
         if pattern_of(key) is None and pattern_of(as_entry) is None:

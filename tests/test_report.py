@@ -24,7 +24,7 @@ from longrank.report.comparison import small_sample_warning
 from longrank.report.verdicts import pair_row
 from longrank.tables import fmt_p
 
-from conftest import E2E_CONFIG, snakemake
+from conftest import E2E_CONFIG, resolved_for_report, snakemake
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
 
@@ -307,8 +307,9 @@ def test_first_stage_names_come_from_the_config():
             "b": {"type": "knrm", "first_stage": "official"},
             "c": {"type": "knrm"},
         },
+        "rerank_depth": 100,
     }
-    inp = SimpleNamespace(config=config, models=config["models"])
+    inp = SimpleNamespace(config=config, models=config["models"], resolved=resolved_for_report(config))
     assert list(first_stages(config)) == ["lex", "official"]
     assert list(first_stages({"first_stages": [{"name": "x", "method": "bm25"}]})) == ["x"]  # the YAML list form
     assert first_stages({}) == {}
