@@ -184,7 +184,7 @@ def capabilities(model_cfg: Mapping[str, Any]) -> Capabilities:
 def artifact_scopes(model_cfg: Mapping[str, Any]) -> list[str]:
     """The sorted scopes (``collection``, ``fold``) of the per-document artifacts a configured model entry needs; the
     workflow adds an ``artifacts`` job per scope (and per fold)."""
-    declared = model_type(model_cfg["type"]).artifacts(architecture_params(model_cfg))
+    declared = artifacts_of(model_cfg)
     bad = {name: scope for name, scope in declared.items() if scope not in ARTIFACT_SCOPES}
     if bad:
         raise InputError(f"{model_cfg['type']}: artifacts {bad} have a scope other than {list(ARTIFACT_SCOPES)}")
