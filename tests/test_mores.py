@@ -120,6 +120,34 @@ def test_the_fused_rows_path_scores_as_pytorch_attention_does(tokenizer, tmp_pat
     assert pytorch.std() > 1e-3
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_fused_query_module_and_sub_layer_kernels_encode_as_hf_does(tokenizer, device, precision):
+    """At inference on CUDA the query module runs its layers as ``fused_layer`` (one Q/K/V product, the attention
+    kernel over each query's own rows, add + LayerNorm in one kernel that also writes the next layer's half input).
+    Its states equal HF's modules' within the kernels' rounding: fp32 within 1e-4 of the states' spread, bf16 within
+    bf16's own tolerance; the add + LayerNorm kernel's half copy is its fp32 output cast as autocast casts it. On the
+    CPU the query module is HF's (the same call on both sides)."""
+    from longrank.models.modules.residual_norm import add_layer_norm, fused_norm_available
+
+    model = small_mores(tokenizer, hidden=64).to(device)  # 4 heads of 16: the kernel's narrowest
+    q = {k: v.to(device) for k, v in model.encode_queries([QUERIES[1]]).items()}
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    with torch.no_grad(), torch.autocast(torch.device(device).type, dtype=dtype, enabled=precision == "bf16"):
+        fused = model._query_states(q["input_ids"], q["token_type_ids"])
+        hf = model.query_module(input_ids=q["input_ids"], token_type_ids=q["token_type_ids"]).last_hidden_state
+        assert fused_norm_available(device) == (device == "cuda")
+        if device == "cuda":
+            norm = model.interaction_blocks[0].output.LayerNorm
+            y = torch.randn(3, 5, 64, device=device, dtype=dtype)
+            residual = torch.randn(1, 5, 64, device=device).expand(3, -1, -1)  # a query shared by candidates
+            out, half = add_layer_norm(y, residual, norm)
+            assert torch.allclose(out, norm(y + residual), atol=1e-5)
+            assert torch.equal(half, out.to(dtype))
+    assert fused.dtype == hf.dtype == torch.float32
+    tolerance = 1e-4 if precision == "fp32" else 2e-2
+    assert (fused - hf).abs().max() <= tolerance * hf.std(), (fused - hf).abs().max()
+
+
 def test_half_weights_held_for_inference_give_autocasts_scores_to_the_bit_and_follow_changed_weights(tokenizer, device):
     """Under bf16 autocast, inference holds the linear layers' weights as bf16 copies (cast once, not per call):
     the same values autocast casts, so the same bits out (on CUDA the query module runs as a CUDA graph, whose

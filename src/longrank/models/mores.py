@@ -43,6 +43,7 @@ depends on a fold's trained weights): ``python -m longrank artifacts --scope fol
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 from pathlib import Path
@@ -50,13 +51,15 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers import BertModel
 
 from longrank.io import InputError
 from longrank.model_types import mores_store
 from longrank.models.base import Ranker, config_keys
 from longrank.models.modules.cuda_graphs import GraphCache
-from longrank.models.modules.doc_attention import DocRows, attend_rows, kernel_available
-from longrank.models.modules.half_weights import held_half
+from longrank.models.modules.doc_attention import DocRows, attend_own_rows, attend_rows, kernel_available
+from longrank.models.modules.half_weights import half_copies, held_half
+from longrank.models.modules.residual_norm import fused_norm_available, output_norm
 from longrank.models.modules.encoders import encoder_choice, encoder_layers, from_encoder_config, single_inputs
 from longrank.models.mores_store import ReuseStore, write_store
 from longrank.schema import schema_default
@@ -125,6 +128,30 @@ def attend(
     return attention.output(context.transpose(1, 2).reshape(x.shape), x)
 
 
+def fused_layer(attention, intermediate, output, x, x_half, mask) -> tuple[torch.Tensor, torch.Tensor]:
+    """A BERT layer's self-attention and FFN at inference on CUDA (the modules of a BertLayer, or of an interaction
+    block's query side), over ``x`` and its half copy ``x_half`` (``x`` outside half autocast); returns the pair.
+    Q, K and V are projected in one product; without padding (``mask`` ``None``) the attention runs through the
+    cross-attention's kernel over each sequence's own rows (``attend_own_rows``); each sub-layer's add and
+    LayerNorm is one kernel that also writes the next linear layer's half input (``output_norm``). Kernels per layer:
+    about 12 where HF's modules launch twice as many, which matters where they are tiny (the query module: one query
+    of 16 tokens; in a CUDA graph each kernel still costs its launch gap)."""
+    sa = attention.self
+    projections = (sa.query, sa.key, sa.value)
+    qkv = F.linear(x_half, torch.cat([p.weight for p in projections]), torch.cat([p.bias for p in projections]))
+    heads = sa.num_attention_heads
+    if mask is None and kernel_available(x.device, sa.attention_head_size, x.shape[1]):
+        context = attend_own_rows(qkv, heads)
+    else:
+        split = lambda t: t.view(t.shape[0], t.shape[1], heads, -1).transpose(1, 2)  # noqa: E731
+        q, k, v = qkv.chunk(3, dim=-1)
+        key_mask = None if mask is None else mask[:, None, None, :].bool()
+        context = F.scaled_dot_product_attention(split(q), split(k), split(v), attn_mask=key_mask)
+        context = context.transpose(1, 2).reshape(x.shape)
+    x, x_half = output_norm(attention.output, context, x)
+    return output_norm(output, intermediate(x_half), x)
+
+
 class InteractionBlock(nn.Module):
     """Eq. 5-7 built from one pretrained BertLayer: its self-attention and FFN, plus a cross-attention."""
 
@@ -152,15 +179,25 @@ class InteractionBlock(nn.Module):
         x = attend(self.cross_attention, h, doc_keys, doc_values, doc_mask)  # Eq. 5
         return self.query_side(x, query_mask)
 
-    def forward_rows(self, h, query_mask, docs: DocRows, block: int):
+    def forward_rows(self, h, h_half, query_mask, docs: DocRows, block: int):
         """Eq. 5-7 with the documents' keys and values read where they lie (``docs``: the resident store or the
         document module's projections): no gathered copy, one fused kernel on CUDA. A query shared by every
-        candidate (an expanded tensor: stride 0) is projected once."""
+        candidate (an expanded tensor: stride 0) is projected once. ``h_half``: ``h`` in autocast's half type as the
+        previous block left it for this one's first linear layer (or ``h`` itself); returns the pair for the next.
+
+        On CUDA the sub-layers' add and LayerNorm run as one kernel that also writes the next linear layer's half
+        input (``output_norm``), and the query tokens' self-attention projects Q, K and V in one product and runs
+        through the cross-attention's kernel over their own rows (``attend_own_rows``): the same scores as
+        PyTorch's modules within fp32's rounding (tests/test_mores.py), fewer passes over the [B x M, hidden]
+        stream. The CPU keeps HF's modules (its scores as they were)."""
         ca = self.cross_attention
         shared = h.stride(0) == 0
-        q = ca.self.query(h[:1]).expand(h.shape[0], -1, -1) if shared else ca.self.query(h)
-        x = ca.output(attend_rows(q, docs, block, ca.self.num_attention_heads), h)  # Eq. 5
-        return self.query_side(x, query_mask)
+        q = ca.self.query(h_half[:1]).expand(h.shape[0], -1, -1) if shared else ca.self.query(h_half)
+        x, x_half = output_norm(ca.output, attend_rows(q, docs, block, ca.self.num_attention_heads), h)  # Eq. 5
+        if not fused_norm_available(x.device):
+            x = self.query_side(x, query_mask)
+            return x, x
+        return fused_layer(self.self_attention, self.intermediate, self.output, x, x_half, query_mask)  # Eq. 6-7
 
     def query_side(self, x, query_mask):
         sa = self.self_attention.self
@@ -261,18 +298,28 @@ class MORES(Ranker):
 
     def represent_queries(self, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
         """``attention_mask`` ``None``: no padding (see ``device_query_inputs``)."""
-        with held_half([self.query_module], input_ids.device) as weights:
-            if input_ids.device.type == "cuda" and not self.training and not torch.is_grad_enabled():
-                # Inference on CUDA: one query of a few tokens is a hundred tiny kernels, replayed as one CUDA graph.
-                # Without padding the encoder needs no mask (the graph then holds no host-side check of one).
-                if attention_mask is None or bool(attention_mask.all()):
-                    return self._graphs("query", self._query_states)(input_ids, token_type_ids, key=(weights,))
+        half = half_copies([self.query_module], input_ids.device)
+        around = contextlib.nullcontext if half is None else half.swapped
+        if input_ids.device.type == "cuda" and not self.training and not torch.is_grad_enabled():
+            # Inference on CUDA: one query of a few tokens is a hundred tiny kernels, replayed as one CUDA graph.
+            # Without padding the encoder needs no mask (the graph then holds no host-side check of one).
+            if attention_mask is None or bool(attention_mask.all()):
+                key = (None if half is None else half.key,)
+                return self._graphs("query", self._query_states)(input_ids, token_type_ids, key=key, around=around)
+        with around():
             return self.query_module(
                 input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
             ).last_hidden_state
 
     def _query_states(self, input_ids, token_type_ids) -> torch.Tensor:
-        return self.query_module(input_ids=input_ids, token_type_ids=token_type_ids).last_hidden_state
+        """The query module over unpadded queries; at inference on CUDA its layers as ``fused_layer`` (BERT's
+        embeddings, then each layer's self-attention and FFN, no pooler: its output is not read)."""
+        if not fused_norm_available(input_ids.device) or self.training or not isinstance(self.query_module, BertModel):
+            return self.query_module(input_ids=input_ids, token_type_ids=token_type_ids).last_hidden_state
+        x = x_half = self.query_module.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+        for layer in encoder_layers(self.query_module):
+            x, x_half = fused_layer(layer.attention, layer.intermediate, layer.output, x, x_half, None)
+        return x
 
     def _graphs(self, name: str, fn) -> GraphCache:
         """The CUDA graph cache of one inference step, made on first use (not a module: no weights, not saved)."""
@@ -319,15 +366,18 @@ class MORES(Ranker):
     def interact(
         self, query: torch.Tensor, query_mask, doc_kv: list[tuple[torch.Tensor, torch.Tensor]] | DocRows, doc_mask
     ) -> torch.Tensor:
-        with held_half([self.interaction_blocks, self.head], query.device) as weights:
-            if isinstance(doc_kv, DocRows) and doc_kv.resident and query.device.type == "cuda":
-                # A resident store: the blocks' kernels replayed as one CUDA graph that reads the store in place (the
-                # same tensor on every call: its address is part of the graph's key; the candidates' rows are inputs).
-                self._resident_rows = doc_kv
-                key = (doc_kv.table.data_ptr(), tuple(doc_kv.key_cols), tuple(doc_kv.value_cols), weights)
-                return self._graphs("interact", self._interact_resident)(
-                    query, query_mask, doc_kv.starts, doc_kv.lengths, key=key
-                )
+        half = half_copies([self.interaction_blocks, self.head], query.device)
+        around = contextlib.nullcontext if half is None else half.swapped
+        if isinstance(doc_kv, DocRows) and doc_kv.resident and query.device.type == "cuda":
+            # A resident store: the blocks' kernels replayed as one CUDA graph that reads the store in place (the
+            # same tensor on every call: its address is part of the graph's key; the candidates' rows are inputs).
+            self._resident_rows = doc_kv
+            weights = None if half is None else half.key
+            key = (doc_kv.table.data_ptr(), tuple(doc_kv.key_cols), tuple(doc_kv.value_cols), weights)
+            return self._graphs("interact", self._interact_resident)(
+                query, query_mask, doc_kv.starts, doc_kv.lengths, key=key, around=around
+            )
+        with around():
             return self._interact(query, query_mask, doc_kv, doc_mask)
 
     def _interact_resident(self, query, query_mask, starts, lengths) -> torch.Tensor:
@@ -336,10 +386,10 @@ class MORES(Ranker):
         return self._interact(query, query_mask, docs, None)
 
     def _interact(self, query, query_mask, doc_kv, doc_mask) -> torch.Tensor:
-        h = query
+        h = h_half = query
         for k, ib in enumerate(self.interaction_blocks):
             if isinstance(doc_kv, DocRows):
-                h = ib.forward_rows(h, query_mask, doc_kv, k)  # Eq. 8-9
+                h, h_half = ib.forward_rows(h, h_half, query_mask, doc_kv, k)  # Eq. 8-9
             else:
                 h = ib(h, query_mask, *doc_kv[k], doc_mask)
         return self.head(h[:, 0]).squeeze(-1)  # Eq. 10

@@ -16,6 +16,7 @@ cannot be captured), the cache logs why and runs ``fn`` eagerly from then on.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import OrderedDict
 
@@ -30,9 +31,12 @@ class GraphCache:
         self.graphs: OrderedDict = OrderedDict()
         self.broken: str | None = None
 
-    def __call__(self, *tensors: torch.Tensor, key: tuple = ()):
+    def __call__(self, *tensors: torch.Tensor, key: tuple = (), around=contextlib.nullcontext):
+        """``around``: a context manager factory entered wherever ``fn`` itself runs (capture, eager), not around a
+        replay (held half weights: swapped in while the graph records their addresses, not on every replay)."""
         if self.broken is not None or torch.is_grad_enabled() or tensors[0].device.type != "cuda":
-            return self.fn(*tensors)
+            with around():
+                return self.fn(*tensors)
         autocast = torch.is_autocast_enabled("cuda")
         signature = (
             key,
@@ -43,12 +47,14 @@ class GraphCache:
         entry = self.graphs.get(signature)
         if entry is None:
             try:
-                entry = self._capture(tensors, autocast)
+                with around():
+                    entry = self._capture(tensors, autocast)
             except Exception as err:  # noqa: BLE001 - any capture failure: run eagerly, once logged
                 self.broken = f"{type(err).__name__}: {err}"
                 log.warning("CUDA graph capture failed (%s); running eagerly", self.broken)
                 torch.cuda.synchronize()
-                return self.fn(*tensors)
+                with around():
+                    return self.fn(*tensors)
             self.graphs[signature] = entry
             if len(self.graphs) > self.max_graphs:
                 self.graphs.popitem(last=False)

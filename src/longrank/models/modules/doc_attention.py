@@ -103,6 +103,28 @@ def attend_rows(query: torch.Tensor, docs: DocRows, block: int, heads: int) -> t
             split(query), split(keys), split(values), attn_mask=mask[:, None, None, :]
         )
         return out.transpose(1, 2).reshape(batch, m, hidden)
+    return _launch(query, docs, block, heads)
+
+
+def attend_own_rows(qkv: torch.Tensor, heads: int) -> torch.Tensor:
+    """Self-attention of each candidate's M query tokens over themselves (MORES's Eq. 6, no padding), from their
+    fused projections ``qkv`` ``[B, M, 3 * hidden]`` (queries, keys, values side by side), through the same kernel:
+    a candidate's keys and values are its own M rows of ``qkv``. Why: PyTorch's fused attention tiles queries and keys
+    by 64 or more, so 16 tokens per (candidate, head) leave most of each tile idle (cuDNN's flash kernel took 0.42 ms
+    of a 5.2 ms bf16 Reuse-S2 pass on an H100, PyTorch's fp32 kernel 0.8 of 16.7 ms; docs/studies/speed.md 7.2)."""
+    batch, m, width = qkv.shape
+    hidden = width // 3
+    qkv = qkv if qkv.is_contiguous() else qkv.contiguous()
+    starts = torch.arange(batch, device=qkv.device, dtype=torch.int64) * m
+    lengths = torch.full((batch,), m, device=qkv.device, dtype=torch.int32)
+    own = DocRows(qkv.view(batch * m, width), starts, lengths, [hidden], [2 * hidden], hidden, m)
+    return _launch(qkv[..., :hidden], own, 0, heads)
+
+
+def _launch(query: torch.Tensor, docs: DocRows, block: int, heads: int) -> torch.Tensor:
+    """The kernel over ``docs``' rows of ``block`` (``query``: unit stride along its hidden columns)."""
+    batch, m, hidden = query.shape
+    head_dim = hidden // heads
     query = query if query.stride(-1) == 1 else query.contiguous()
     table = docs.table
     assert table.stride(-1) == 1, "DocRows.table needs a unit column stride"
