@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -99,10 +101,42 @@ def main(argv: list[str] | None = None) -> None:
                 ),
                 flush=True,
             )
+            if cuda:
+                result["rows"][precision]["s2_host"] = host_steps(
+                    model, stores["s2"], rows["s2"], query, precision, device
+                )
+                print(f"{args.label} {precision}: Reuse-S2 host time per step {result['rows'][precision]['s2_host']}")
             if hasattr(model, "reads_rows"):
                 result["rows"][precision]["equivalence"] = equivalence(model, stores, rows, query, precision, device)
                 print(f"{args.label} {precision}: fused vs PyTorch path {result['rows'][precision]['equivalence']}")
     args.out.write_text(json.dumps(result, indent=1))
+
+
+def host_steps(model, store, read, query, precision, device, passes: int = 20) -> dict:
+    """Where a Reuse-S2 pass spends host time: the median ms each step takes to return (the GPU runs asynchronously,
+    so a step's host time is the Python and launches in front of its kernels), and the pass's wall time with a sync
+    at its end. Host time beyond the GPU's work is time the GPU waits."""
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    resident = store.resident(device, half)
+    dtype = half or torch.float32
+    steps = {"query_module": [], "store_rows": [], "blocks": [], "wall": []}
+    clock = time.perf_counter
+    with torch.inference_mode(), autocast(device, precision):
+        for i in range(passes + 2):
+            torch.cuda.synchronize()
+            t0 = clock()
+            q = model.represent_queries(**query)
+            t1 = clock()
+            kv, mask = resident.doc_kv(read, model, device, dtype)
+            t2 = clock()
+            model.interact(q.expand(len(read), -1, -1), None, kv, mask)
+            t3 = clock()
+            torch.cuda.synchronize()
+            t4 = clock()
+            if i >= 2:
+                for name, seconds in zip(steps, (t1 - t0, t2 - t1, t3 - t2, t4 - t0)):
+                    steps[name].append(seconds)
+    return {name: round(statistics.median(v) * 1e3, 3) for name, v in steps.items()}
 
 
 def equivalence(model, stores, rows, query, precision, device) -> dict:

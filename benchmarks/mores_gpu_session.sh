@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call for issue 41's MORES goals, run from the repository root of the device's copy of the working tree.
-# gpu_payload/ (an ignored folder, carried) holds: before_src/ (`git archive <before> src`), mores_reference.py
+# gpu_payload/ (an ignored folder, carried) holds: before/ (`git archive <before> src/longrank workflow/schemas`: the schema travels with the code), mores_reference.py
 # (../shared/bench's, which does not travel) and shim/ (a tokenizer-only stand-in for the MiniLM package:
 # random-bert-base borrows only its vocabulary). In order: the reference, the project's bench on the code before
 # and after (benchmarks/mores_gpu_compare.py: timings, Reuse-S2 profiles, fused-path equivalence), the CUDA cases of
@@ -14,7 +14,7 @@ python3 -c "import torch, transformers, triton; print(torch.__version__, transfo
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 timeout 100 python3 "$P/mores_reference.py" 2>&1 | tee "$OUT/reference.log"
 if [ "${BEFORE:-1}" = 1 ]; then
-  PYTHONPATH=$P/before_src:$P/shim timeout 150 python3 benchmarks/mores_gpu_compare.py --label before --warmup 1 \
+  PYTHONPATH=$P/before/src:$P/shim timeout 150 python3 benchmarks/mores_gpu_compare.py --label before --warmup 1 \
     --out "$OUT/mores_before.json" 2>&1 | grep -v "^\s*$" | tee "$OUT/compare.log"
 fi
 PYTHONPATH=$PWD/src:$P/shim timeout 150 python3 benchmarks/mores_gpu_compare.py --label after --warmup 1 \
