@@ -3,9 +3,9 @@
     nice -n 10 python benchmarks/first_stage_agreement.py --dataset cranfield
     nice -n 10 python benchmarks/first_stage_agreement.py --dataset irled --collection-dir /path/to/data/irled
 
-The collection is prepared by the data stage's own code (``longrank.data.prepare``: the dataset description of
+The collection is prepared by the data stage's own code (``longrank.data.data``: the dataset description of
 ``config/datasets/<name>.yaml``, its gain map and excluded grades), the first stages run through the candidates
-stage's ``retrieve`` with each method's defaults at depth 100 (PISA's indexes built by ``pisa.build_index``), the
+stage's ``retrieve`` with each method's defaults at depth 100 (PISA's indexes built by ``pisa_index.build_index``), the
 excluded documents are taken out as the stage does, and ir-measures scores every query with the prepared qrels.
 Runs: ``bm25`` (bm25s, Lucene's BM25), ``pisa`` with its default ``analyser: bm25s`` and with ``analyser: pisa``,
 and for reference ``bm25s_robertson``: bm25s with the bm25 method's text processing but Robertson's IDF, PISA's
@@ -63,8 +63,8 @@ def measure(dataset: dict, work: Path, depth: int = 100, systems=tuple(SYSTEMS))
     import ir_measures
 
     from longrank.data.corpus import Corpus
-    from longrank.data.prepare import prepare
-    from longrank.retrieval import pisa
+    from longrank.data.data import prepare
+    from longrank.retrieval import pisa, pisa_index
     from longrank.retrieval.candidates import retrieve, without_excluded
 
     data = work / "data"
@@ -83,7 +83,7 @@ def measure(dataset: dict, work: Path, depth: int = 100, systems=tuple(SYSTEMS))
         if spec["method"] == "pisa":
             settings = pisa.PisaSettings.from_spec(spec, name)
             artifacts = [work / name]
-            costs[f"{name} index"] = pisa.build_index(data / "docs.jsonl", settings, artifacts[0])
+            costs[f"{name} index"] = pisa_index.build_index(data / "docs.jsonl", settings, artifacts[0])
         ranked, costs[name] = retrieve({"name": name, **spec}, corpus, {}, depth=depth + extra, artifacts=artifacts)
         runs[name] = without_excluded(ranked, corpus.excluded, depth)
     qrels = corpus.qrels

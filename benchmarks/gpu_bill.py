@@ -136,15 +136,15 @@ def mir_records(model, corpus, entry_settings: dict, path: Path | None) -> dict:
     with the graphs stage's functions (spaCy)."""
     if path is not None and path.exists():
         return pickle.loads(path.read_bytes())
-    from longrank.graphs import annotate, build
+    from longrank.graphs import annotate, graphs
 
-    settings = build.graph_settings(entry_settings)
+    settings = graphs.graph_settings(entry_settings)
     texts = dict(corpus.docs.items())
     cut = {d: annotate.cut_text(t, settings.max_doc_tokens) for d, t in texts.items()}
     annotations = annotate.annotate_texts(cut, annotate.settings({}))
-    vectorizer = build.fit_tfidf(cut.values())
+    vectorizer = graphs.fit_tfidf(cut.values())
     tok = model.tokenizer
-    records = {d: build.build_record(cut[d], annotations[d], [], tok, settings, vectorizer) for d in texts}
+    records = {d: graphs.build_record(cut[d], annotations[d], [], tok, settings, vectorizer) for d in texts}
     full = {
         **settings.to_json(),
         "cls_id": tok.cls_token_id,

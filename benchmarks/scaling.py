@@ -790,7 +790,7 @@ def batch_memory(rows: list[dict], stage: str, target: int = TARGET_DOCS) -> tup
     a batch."""
     if stage != "pisa_index":
         return None
-    from longrank.retrieval.pisa import BATCH_DOCUMENTS
+    from longrank.retrieval.pisa_index import BATCH_DOCUMENTS
 
     full = sorted((r["size"], r["peak_rss_mb"]) for r in rows if r["stage"] == stage and r["size"] >= BATCH_DOCUMENTS)
     if len({n for n, _ in full}) < 2:

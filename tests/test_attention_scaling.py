@@ -164,7 +164,7 @@ def test_section_names_each_comparison_and_says_why_it_did_not_run_without_the_f
     from types import SimpleNamespace
 
     from longrank.outputs import AttentionScaling
-    from longrank.report import attention_scaling, build
+    from longrank.report import attention_scaling, report
     from longrank.report.context import Context
 
     manifest = SimpleNamespace(attention_scaling=None)  # the report's manifest names no such file
@@ -183,7 +183,7 @@ def test_section_names_each_comparison_and_says_why_it_did_not_run_without_the_f
     assert "materialised softmax(QKᵀ)V at 4,000 (estimated 24.6 GB > max_memory_gb 16)" in text
     images = [b.path for b in sec.blocks if b.kind == "image"]
     assert len(images) == 1 and images[0].stat().st_size > 0
-    assert attention_scaling in build.SECTIONS
+    assert attention_scaling in report.SECTIONS
 
 
 def test_missing_lengths_give_no_headline_ratio():

@@ -17,7 +17,7 @@ from longrank.io import InputError, read_run, write_json
 from longrank.models.checkpoint import load_model, manifest_path
 from longrank.rerank import rerank
 from longrank.train import checkpoint as train_checkpoint
-from longrank.train import loop
+from longrank.train import train as train_stage
 from longrank.train.checkpoint import sets_newest_first
 from longrank.train.sampling import PairSampler
 from conftest import synthetic_collection, write_local_collection
@@ -42,7 +42,7 @@ SET_FILES = [
 
 def train(root: Path, out_name: str) -> Path:
     out = root / out_name / "model.safetensors"
-    loop.train("knrm", KNRM, Corpus(root / "data"), read_run(root / "bm25.run"), 0, 30, torch.device("cpu"), out)
+    train_stage.train("knrm", KNRM, Corpus(root / "data"), read_run(root / "bm25.run"), 0, 30, torch.device("cpu"), out)
     return out
 
 
@@ -50,7 +50,7 @@ def train(root: Path, out_name: str) -> Path:
 def base(tmp_path_factory):
     """Shared by the cases (each copies what it changes): the tiny collection, an uninterrupted run (``reference``)
     and a run killed at step 21 (``killed``: checkpoint sets at steps 8 and 16, no model)."""
-    from longrank.data.prepare import prepare
+    from longrank.data.data import prepare
     from longrank.io import write_run
     from longrank.retrieval.bm25 import bm25_run
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from longrank.data.corpus import Corpus
-from longrank.data.prepare import prepare
+from longrank.data.data import prepare
 from longrank.data.queries import formulate
 from longrank.data.splits import make_folds
 from longrank.data.words import OOV, PAD, Vocabulary, count_doc_freq, tokenize, write_doc_freq

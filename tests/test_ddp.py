@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 
 from longrank.data.corpus import Corpus
 from longrank.io import InputError, read_run
-from longrank.train import loop
+from longrank.train import train as train_stage
 from longrank.train.checkpoint import read_position, sets_newest_first
 from longrank.train.fingerprint import fingerprint_of, training_inputs
 from longrank.train.losses import LOSSES, with_negative_pairs
@@ -72,7 +72,7 @@ def train_args(tiny_data, cfg: dict, out: Path) -> list[str]:
 
 
 def train_in_process(tiny_data, cfg: dict, out: Path) -> Path:
-    loop.train(
+    train_stage.train(
         "knrm", cfg, Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run"), 0, 30, torch.device("cpu"), out
     )
     return out
@@ -174,8 +174,8 @@ def test_train_processes_resumes_a_killed_run_on_two_processes_and_trains_as_one
 
 def train_command(tiny_data, cfg: dict, out: Path) -> None:
     parser = argparse.ArgumentParser()
-    loop.add_arguments(parser)
-    loop.run(parser.parse_args(train_args(tiny_data, cfg, out)))
+    train_stage.add_arguments(parser)
+    train_stage.run(parser.parse_args(train_args(tiny_data, cfg, out)))
 
 
 def test_a_batch_the_processes_cannot_share_equally_is_named_before_any_launch(tiny_data):

@@ -1,4 +1,4 @@
-"""A model's own document fields (``models.<name>.doc_fields``, data/fields.py): NDRM reads the URL before the
+"""A model's own document fields (``models.<name>.doc_fields``, data/doc_field.py): NDRM reads the URL before the
 collection's title and body, every other model the collection's text; a field the documents lack is an error naming
 the key."""
 
@@ -11,8 +11,8 @@ import pytest
 from longrank.config import validate_config
 from longrank.data import word2vec
 from longrank.data.corpus import Corpus
-from longrank.data.fields import DocumentFields, field_dir, split_fields, write_field, write_field_store
-from longrank.data.prepare import prepare
+from longrank.data.doc_field import DocumentFields, field_dir, split_fields, write_field, write_field_store
+from longrank.data.data import prepare
 from longrank.data.words import analyzer
 from longrank.io import InputError
 from longrank.models.registry import build_model

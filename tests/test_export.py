@@ -70,12 +70,12 @@ def build_results(root: Path, models: dict, dataset: dict | None = None) -> Path
     import argparse
 
     from longrank import artifacts, interpolate
-    from longrank.data.prepare import prepare
+    from longrank.data.data import prepare
     from longrank.evaluate.metrics import per_query, write_eval_tsv
     from longrank.model_types import artifact_scopes
     from longrank.rerank import rerank
     from longrank.retrieval.bm25 import bm25_run
-    from longrank.train import loop
+    from longrank.train import train as train_stage
 
     if dataset is None:
         dataset = write_local_collection(root / "src", *synthetic_collection())
@@ -88,7 +88,7 @@ def build_results(root: Path, models: dict, dataset: dict | None = None) -> Path
     for name, cfg in models.items():
         torch.manual_seed(0)
         checkpoint = results / "models" / name / "fold0" / "model.safetensors"
-        loop.train(name, cfg, corpus, candidates, 0, DEPTH, torch.device("cpu"), checkpoint)
+        train_stage.train(name, cfg, corpus, candidates, 0, DEPTH, torch.device("cpu"), checkpoint)
         fold_artifacts = []
         if "fold" in artifact_scopes(cfg):
             fold_artifacts = [results / "artifacts" / name / "fold0"]
@@ -371,13 +371,10 @@ def test_the_export_command_and_the_standalone_rerank_command(results, exported,
 
     import argparse
 
-    from longrank.cli import stage_module
+    from longrank.cli import stage_of
     from longrank.rerank import add_arguments
 
-    assert (
-        stage_module("rerank", ["--model", "tk"]) == "longrank.rerank"
-        and stage_module("rerank", ["--ranker=x"]) == "longrank.rerank_run"
-    )
+    assert stage_of("rerank", ["--model", "tk"]) == "rerank" and stage_of("rerank", ["--ranker=x"]) == "rerank_run"
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     assert (

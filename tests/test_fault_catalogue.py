@@ -135,7 +135,7 @@ def qrels_text(qrels=QRELS) -> str:
 @pytest.fixture(scope="module")
 def good_data(tmp_path_factory) -> Path:
     """A good data directory, prepared once; each case copies it under its own results directory."""
-    from longrank.data.prepare import prepare
+    from longrank.data.data import prepare
 
     root = tmp_path_factory.mktemp("good")
     prepare(write_local_collection(root / "src", DOCS, QUERIES, QRELS), {"method": "full"}, SPLITS, root / "data")
@@ -722,7 +722,7 @@ KINDS["disk_full"] = 2
 
 
 def test_a_full_disk_while_the_data_stage_writes_keeps_the_previous_data(tmp_path, results, monkeypatch):
-    from longrank.data.prepare import prepare
+    from longrank.data.data import prepare
 
     before = snapshot(results)
     original = Path.write_text
@@ -766,10 +766,10 @@ def stages(tmp_path_factory) -> Path:
 
     from longrank import artifacts
     from longrank.data.corpus import Corpus
-    from longrank.data.prepare import prepare
+    from longrank.data.data import prepare
     from longrank.rerank import rerank
     from longrank.retrieval.bm25 import bm25_run
-    from longrank.train import loop
+    from longrank.train import train as train_stage
 
     root = tmp_path_factory.mktemp("stages")
     docs, queries, qrels = synthetic_collection(n_queries=60, docs_per_query=40)
@@ -783,7 +783,7 @@ def stages(tmp_path_factory) -> Path:
     # a run file ranking every document for every query: reading and checking it takes the candidates stage seconds
     write_run(root / "theirs.run", {q: {d: float(i) for i, d in enumerate(docs)} for q in queries}, "theirs")
     quick = {**KNRM, "train": {**KNRM["train"], "steps": 8}}
-    loop.train(
+    train_stage.train(
         "knrm",
         quick,
         corpus,

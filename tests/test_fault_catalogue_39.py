@@ -259,10 +259,10 @@ def test_changed_arithmetic_changes_the_code_digest_and_a_comment_or_docstring_d
 
 
 def test_the_training_digest_covers_the_model_and_what_it_imports_but_not_other_models():
-    modules = closure("longrank.train.loop", KNRM_MODULE)
+    modules = closure("longrank.train.train", KNRM_MODULE)
     assert {KNRM_MODULE, "longrank.models.modules.kernel_pooling", "longrank.train.trainer"} <= set(modules)
     assert "longrank.models.tk" not in modules  # the registry imports models by name: TK's code is not KNRM's
-    assert training_code_digest("knrm") == code_digest("longrank.train.loop", KNRM_MODULE)
+    assert training_code_digest("knrm") == code_digest("longrank.train.train", KNRM_MODULE)
     assert training_code_digest("knrm") != training_code_digest("tk")
 
 
@@ -286,14 +286,15 @@ def test_a_training_state_of_other_code_is_not_resumed(tiny_data, monkeypatch, c
     import torch
 
     from longrank.data.corpus import Corpus
-    from longrank.train import fingerprint, loop
+    from longrank.train import fingerprint
+    from longrank.train import train as train_stage
     from longrank.train.sampling import PairSampler
 
     cfg = {"type": "knrm", "max_doc_len": 40, "train": {"steps": 8, "batch_size": 4, "eval_every": 4, "patience": 5}}
     out = tiny_data / "run" / "model.safetensors"
 
     def train():
-        loop.train("knrm", cfg, Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run"), 0, 30,
+        train_stage.train("knrm", cfg, Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run"), 0, 30,
                    torch.device("cpu"), out)  # fmt: skip
 
     caplog.set_level(logging.INFO, logger="longrank.train")
@@ -318,7 +319,7 @@ DOCS, QUERIES, QRELS = synthetic_collection(n_queries=4, docs_per_query=4)
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> Path:
-    from longrank.data.prepare import prepare
+    from longrank.data.data import prepare
 
     root = tmp_path_factory.mktemp("prepared")
     prepare(write_local_collection(root / "src", DOCS, QUERIES, QRELS), {"method": "full"}, {"method": "holdout"},

@@ -71,7 +71,7 @@ def data_stage(capsys, dataset: dict, out: Path) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def good_data(tmp_path_factory) -> Path:
-    from longrank.data.prepare import prepare
+    from longrank.data.data import prepare
 
     root = tmp_path_factory.mktemp("good")
     prepare(write_local_collection(root / "src", DOCS, QUERIES, QRELS), {"method": "full"}, SPLITS, root / "data")

@@ -35,7 +35,7 @@ from transformers import BertConfig
 from longrank.config import validate_config
 from longrank.config_files import configfiles, merged
 from longrank.data.corpus import Corpus
-from longrank.data.fields import field_dir, model_doc_fields, write_field_store
+from longrank.data.doc_field import field_dir, model_doc_fields, write_field_store
 from longrank.data.words import OOV, PAD, analyzer, count_doc_freq, write_doc_freq
 from longrank.models.modules.encoders import RANDOM_BERT_BASE, bert_base_config
 from longrank.model_types import model_type
@@ -179,16 +179,16 @@ def runnable_entry(entry: dict, glove: Path) -> dict:
 
 def attach_mir_graphs(model, corpus: Corpus) -> None:
     """The graph set of the tiny collection as the graphs stage builds it, with the config's mir_graphs settings."""
-    from longrank.graphs import annotate, build
+    from longrank.graphs import annotate, graphs
 
     graph_cfg = {k: v for k, v in merged(configfiles(FULL_SCALE[0]))["mir_graphs"]["mir"].items() if k != "prf_queries"}
-    settings = build.graph_settings({**graph_cfg, "encoder": RANDOM_BERT_BASE})
+    settings = graphs.graph_settings({**graph_cfg, "encoder": RANDOM_BERT_BASE})
     texts = dict(corpus.docs.items())
     cut = {d: annotate.cut_text(t, settings.max_doc_tokens) for d, t in texts.items()}
     annotations = annotate.annotate_texts(cut, annotate.settings({}))
-    vectorizer = build.fit_tfidf(cut.values())
+    vectorizer = graphs.fit_tfidf(cut.values())
     tok = model.tokenizer
-    records = {d: build.build_record(cut[d], annotations[d], [], tok, settings, vectorizer) for d in texts}
+    records = {d: graphs.build_record(cut[d], annotations[d], [], tok, settings, vectorizer) for d in texts}
     model.use_graphs(
         records,
         {

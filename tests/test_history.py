@@ -20,7 +20,7 @@ from longrank.data.corpus import Corpus
 from longrank.io import read_json, read_run
 from longrank.report.history import changed_keys
 from longrank.rerank import rerank
-from longrank.train import loop
+from longrank.train import train as train_stage
 from longrank.train.checkpoint import is_finished, sets_newest_first
 from conftest import E2E_CONFIG, snakemake
 
@@ -44,7 +44,7 @@ def run_setting(tiny_data, entry: dict, keep: int = 5) -> dict:
     for name in ("model.safetensors", "model.manifest.json", "dev.run", "train_summary.json"):  # as Snakemake does
         (out.parent / name).unlink(missing_ok=True)
     corpus = Corpus(tiny_data / "data")
-    loop.train(
+    train_stage.train(
         "knrm", entry, corpus, read_run(tiny_data / "bm25.run"), 0, 30, torch.device("cpu"), out,
         reuse_from=results,
     )  # fmt: skip
@@ -107,7 +107,7 @@ def test_a_state_left_by_other_inputs_is_never_restored(tiny_data, caplog):
     shutil.rmtree(tiny_data / "results" / "models" / "knrm" / "fold0" / "train_state")
     caplog.set_level(logging.INFO)
     out = tiny_data / "elsewhere" / "model.safetensors"
-    loop.train(
+    train_stage.train(
         "knrm", KNRM, Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run"), 0, 20, torch.device("cpu"), out,
         reuse_from=tiny_data / "results",
     )  # fmt: skip  # rerank depth 20, not 30: other inputs
@@ -124,7 +124,7 @@ def test_another_collections_training_of_the_same_inputs_is_copied_not_trained_a
 
     def train(name: str, reuse_from: Path) -> Path:
         out = results / name / "models" / "knrm" / "fold0" / "model.safetensors"
-        loop.train("knrm", KNRM, corpus, candidates, 0, 30, torch.device("cpu"), out, reuse_from=reuse_from)
+        train_stage.train("knrm", KNRM, corpus, candidates, 0, 30, torch.device("cpu"), out, reuse_from=reuse_from)
         return out
 
     first = train("trec-dl-2019", results)

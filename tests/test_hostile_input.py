@@ -21,7 +21,7 @@ import yaml
 from longrank.config import validate_config
 from longrank.schema import SCHEMA_PATH
 from longrank.data.corpus import Corpus
-from longrank.data.prepare import prepare
+from longrank.data.data import prepare
 from longrank.io import InputError, read_qrels, read_run
 from longrank.models.checkpoint import load_model, save_weights
 from longrank.models.registry import build_model

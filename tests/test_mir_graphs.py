@@ -13,9 +13,9 @@ import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from longrank.data.docstore import write_docs
-from longrank.graphs import annotate, build
+from longrank.graphs import annotate, graphs
 from longrank.graphs.annotate import Annotations, cut_text
-from longrank.graphs.build import (
+from longrank.graphs.graphs import (
     build_record,
     fit_tfidf,
     graph_settings,
@@ -291,9 +291,9 @@ def test_bad_settings_are_errors_naming_the_key(tmp_path):
         annotate.settings({"batch_size": 0})
     # the graphs stage refuses a bad setting before it reads anything
     with pytest.raises(InputError, match="p2p_top_k"):
-        build.run(
+        graphs.run(
             _parse(
-                build,
+                graphs,
                 [
                     "--data",
                     str(tmp_path / "none"),
@@ -324,9 +324,9 @@ def test_the_graphs_stage_and_the_store_round_trip(tmp_path, tok):
     write_text(tmp_path / "prf" / "queries.tsv", "query_id\ttext\nq1\tbread cheese\nq2\ttourists\n")
     write_run(tmp_path / "prf" / "candidates.run", {"q1": {"d1": 2.0, "d2": 1.0}, "q2": {"d1": 1.0}}, tag="bm25")
     out = tmp_path / "graphs"
-    build.run(
+    graphs.run(
         _parse(
-            build,
+            graphs,
             [
                 "--data",
                 str(tmp_path / "data"),
@@ -397,9 +397,9 @@ def test_pretraining_graphs_read_the_positives_without_their_query_text(tmp_path
     write_json(pseudo / "folds.json", [{"train": ["pd1"], "dev": [], "test": []}])
     write_run(pseudo / "candidates.run", {"pd1": {"d1": 2.0, "d2": 1.0}}, tag="bm25")
     for name, extra in (("graphs", []), ("pretrain", ["--pretrain-queries", str(pseudo)])):
-        build.run(
+        graphs.run(
             _parse(
-                build,
+                graphs,
                 [
                     "--data",
                     str(tmp_path / "data"),

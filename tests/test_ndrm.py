@@ -16,7 +16,7 @@ from scipy import sparse
 
 from longrank import artifacts
 from longrank.data.corpus import Corpus
-from longrank.data.prepare import prepare
+from longrank.data.data import prepare
 from longrank.data.words import tokenize
 from longrank.io import InputError, read_run
 from longrank.models.base import config_keys
@@ -24,7 +24,7 @@ from longrank.models.checkpoint import load_model
 from longrank.models.ndrm import NDRM, kernel_pooling, windowed_kernel_pooling
 from longrank.models.registry import build_model, constructor_defaults, model_class
 from longrank.rerank import rerank
-from longrank.train import loop, trainer
+from longrank.train import train as train_stage, trainer
 from longrank.train.losses import ranknet, with_negative_pairs
 from longrank.train.optimiser import parameter_groups
 from longrank.train.settings import TrainSettings
@@ -356,7 +356,7 @@ def test_a_tiny_ndrm_trains_with_the_papers_sampling(tiny_data, monkeypatch):
 
     monkeypatch.setattr(trainer, "with_negative_pairs", recording)
     out = tiny_data / "ndrm" / "model.safetensors"
-    loop.train("ndrm3", cfg, corpus, candidates, 0, 30, torch.device("cpu"), out)
+    train_stage.train("ndrm3", cfg, corpus, candidates, 0, 30, torch.device("cpu"), out)
     assert (
         out.exists() and seen[0] == 1 and seen[1:] == [(2, 4)] * 4
     )  # 1 candidate + 2 collection negatives per positive
@@ -388,11 +388,11 @@ def test_a_tiny_ndrm_trains_with_the_papers_sampling(tiny_data, monkeypatch):
 
     bad = {**cfg, "train": {**cfg["train"], "negatives_from": "candidates"}}
     with pytest.raises(InputError, match="negative_pairs"):
-        loop.train(
+        train_stage.train(
             "ndrm3", bad, corpus, candidates, 0, 30, torch.device("cpu"), tiny_data / "bad" / "model.safetensors"
         )
     bad = {**cfg, "train": {**cfg["train"], "loss": "pointwise_bce"}}
     with pytest.raises(InputError, match="pairwise loss"):
-        loop.train(
+        train_stage.train(
             "ndrm3", bad, corpus, candidates, 0, 30, torch.device("cpu"), tiny_data / "bad" / "model.safetensors"
         )

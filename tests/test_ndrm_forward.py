@@ -26,7 +26,7 @@ import torch
 from torch.nn import functional as F
 
 from longrank.data.corpus import Corpus
-from longrank.data.prepare import prepare
+from longrank.data.data import prepare
 from longrank.data.words import OOV, analyzer
 from longrank.models.registry import build_model
 

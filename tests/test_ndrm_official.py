@@ -14,7 +14,7 @@ import torch
 
 from longrank.data import word2vec as stage
 from longrank.data.corpus import Corpus
-from longrank.data.prepare import prepare
+from longrank.data.data import prepare
 from longrank.data.words import CK_STOP_WORDS, OOV, Vocabulary, analyzer, tokenize
 from longrank.io import InputError
 from longrank.models.modules.conformer import ConformerLayer

@@ -1,7 +1,7 @@
-"""The pisa first stage (src/longrank/retrieval/pisa.py) with the real PISA engine (pyterrier-pisa, in the test
-extra): the index built by streaming docs.jsonl, exact rankings on a tiny collection, the candidates stage's run
-file and provenance, the index as an artifact (complete or refused, rebuilt for changed settings or collection),
-and the workflow's DAG with a pisa first stage."""
+"""The pisa first stage (src/longrank/retrieval/pisa.py; its index, src/longrank/retrieval/pisa_index.py) with the
+real PISA engine (pyterrier-pisa, in the test extra): the index built by streaming docs.jsonl, exact rankings on a tiny
+collection, the candidates stage's run file and provenance, the index as an artifact (complete or refused, rebuilt for
+changed settings or collection), and the workflow's DAG with a pisa first stage."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from longrank.data.corpus import Corpus
-from longrank.data.prepare import prepare
+from longrank.data.data import prepare
 from longrank.io import InputError, read_json, read_run
 from longrank.provenance import read_run_metadata
-from longrank.retrieval import pisa
+from longrank.retrieval import pisa, pisa_index
 from longrank.retrieval.first_stage import parse_first_stage
 from longrank.retrieval.pisa import PisaSettings
 
@@ -55,7 +55,7 @@ def files_of(directory):
 def test_index_and_retrieve_rank_by_term_frequency_and_never_write_into_the_index(data, tmp_path, analyser):
     index = tmp_path / "index"
     settings = PisaSettings(analyser=analyser)
-    manifest = pisa.build_index(data / "docs.jsonl", settings, index)
+    manifest = pisa_index.build_index(data / "docs.jsonl", settings, index)
     assert manifest["documents"] == len(DOCS) and manifest["settings"]["stemmer"] == "porter2"
     assert manifest["collection"]["size"] == (data / "docs.jsonl").stat().st_size
     assert read_json(index / pisa.MANIFEST) == json.loads(json.dumps(manifest))
@@ -88,7 +88,7 @@ def test_the_bm25s_analyser_counts_a_repeated_query_word_as_bm25s_does(data, tmp
     import Stemmer
 
     index = tmp_path / "index"
-    pisa.build_index(data / "docs.jsonl", PisaSettings(), index)
+    pisa_index.build_index(data / "docs.jsonl", PisaSettings(), index)
     queries = {"twice": "zebra lions lions tigers", "once": "zebra lions tigers"}
     run, _ = pisa.retrieve(index, queries, PisaSettings(), depth=10)
     corpus = Corpus(data)
@@ -112,7 +112,7 @@ def test_the_stage_writes_a_run_and_its_provenance_like_bm25(data, tmp_path):
     spec = parse_first_stage({"name": "fast", "method": "pisa", "top_k": 2}).entry
     index = tmp_path / "pisa" / "fast"
     python = [sys.executable, "-m", "longrank"]
-    settings = json.dumps(pisa.index_settings_of(spec))
+    settings = json.dumps(pisa_index.index_settings_of(spec))
     subprocess.run(
         [*python, "pisa_index", "--data", str(data), "--settings", settings, "--out", str(index)], check=True
     )
@@ -141,7 +141,7 @@ def test_the_stage_writes_a_run_and_its_provenance_like_bm25(data, tmp_path):
 
 def test_an_index_is_refused_when_half_written_or_built_for_other_settings_or_another_collection(data, tmp_path):
     index = tmp_path / "index"
-    pisa.build_index(data / "docs.jsonl", PisaSettings(), index)
+    pisa_index.build_index(data / "docs.jsonl", PisaSettings(), index)
     with pytest.raises(InputError, match=r"built for .*'stemmer': 'porter2'.*'stemmer': None.*build it again"):
         pisa.retrieve(index, QUERIES, PisaSettings(stemmer=None), depth=10)
     with pytest.raises(InputError, match=r"built for .*'k1': 0\.9.*'k1': 1\.2"):
@@ -157,9 +157,9 @@ def test_an_index_is_refused_when_half_written_or_built_for_other_settings_or_an
 
 def test_a_rebuild_for_new_settings_replaces_the_index_and_a_failed_one_leaves_it(data, tmp_path):
     index = tmp_path / "index"
-    pisa.build_index(data / "docs.jsonl", PisaSettings(), index)
+    pisa_index.build_index(data / "docs.jsonl", PisaSettings(), index)
     assert list(pisa.retrieve(index, QUERIES, PisaSettings(), depth=10)[0]["run"]) == ["run"]
-    pisa.build_index(data / "docs.jsonl", PisaSettings(stemmer=None), index)
+    pisa_index.build_index(data / "docs.jsonl", PisaSettings(stemmer=None), index)
     assert read_json(index / pisa.MANIFEST)["settings"]["stemmer"] is None
     assert "run" not in pisa.retrieve(index, QUERIES, PisaSettings(stemmer=None), depth=10)[0]  # running != run
     kept = {p.name: p.read_bytes() for p in index.iterdir()}
@@ -167,7 +167,7 @@ def test_a_rebuild_for_new_settings_replaces_the_index_and_a_failed_one_leaves_i
     broken = tmp_path / "broken.jsonl"
     broken.write_text((data / "docs.jsonl").read_text() + "not json\n")
     with pytest.raises(InputError, match=rf"broken.jsonl:{len(DOCS) + 1}: expected a JSON object"):
-        pisa.build_index(broken, PisaSettings(), index)
+        pisa_index.build_index(broken, PisaSettings(), index)
     assert {p.name: p.read_bytes() for p in index.iterdir()} == kept
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.jsonl", "data", "index", "src"]
 
@@ -283,7 +283,7 @@ def test_a_pseudo_query_set_takes_its_bm25_candidates_from_a_pisa_first_stage(da
     stage of another method is refused by name."""
     spec = parse_first_stage({"name": "fast", "method": "pisa", "top_k": 10}).entry
     index = tmp_path / "pisa" / "fast"
-    pisa.build_index(data / "docs.jsonl", PisaSettings(), index)
+    pisa_index.build_index(data / "docs.jsonl", PisaSettings(), index)
     cfg = {"source": "ict", "count": 6, "query_words": 2, "depth": 3, "first_stage": "fast"}
     out = tmp_path / "pq"
     argv = [sys.executable, "-m", "longrank", "pseudo_queries", "--data", str(data), "--name", "x"]

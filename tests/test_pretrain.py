@@ -15,7 +15,7 @@ from longrank.schema import SCHEMA_PATH
 from longrank.train import pseudo_queries
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
 from longrank.io import InputError, read_json, read_run
-from longrank.train import loop
+from longrank.train import train as train_stage
 from longrank.train.settings import TrainSettings
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
@@ -100,9 +100,9 @@ def test_formulated_queries_use_the_collections_formulation(tiny_data):
 def test_pretraining_then_zero_supervised_steps_is_the_pretrained_model(tiny_data):
     pseudo_dir = build(tiny_data)
     pretrained = tiny_data / "knrm" / "pretrained" / "model.safetensors"
-    cfg = loop.pretraining_config("knrm", KNRM)
+    cfg = train_stage.pretraining_config("knrm", KNRM)
     assert cfg["train"]["steps"] == 8 and cfg["train"]["positives"] == "judged" and "pretrain" not in cfg["train"]
-    loop.train(
+    train_stage.train(
         "knrm",
         cfg,
         PseudoQueryCorpus(tiny_data / "data", pseudo_dir),
@@ -115,7 +115,7 @@ def test_pretraining_then_zero_supervised_steps_is_the_pretrained_model(tiny_dat
     assert read_json(pretrained.parent / "train_summary.json")["steps_run"] == 8
     untouched = tiny_data / "knrm" / "fold0" / "model.safetensors"
     zero = {**KNRM, "train": {**KNRM["train"], "steps": 0}}
-    loop.train(
+    train_stage.train(
         "knrm",
         zero,
         Corpus(tiny_data / "data"),
@@ -129,7 +129,7 @@ def test_pretraining_then_zero_supervised_steps_is_the_pretrained_model(tiny_dat
     a, b = load_file(str(pretrained)), load_file(str(untouched))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     fine_tuned = tiny_data / "knrm" / "fold0b" / "model.safetensors"
-    loop.train(
+    train_stage.train(
         "knrm",
         KNRM,
         Corpus(tiny_data / "data"),
@@ -148,13 +148,13 @@ def test_the_train_command_pretrains_from_the_cli(tiny_data):
     pseudo_dir = build(tiny_data)
     out = tiny_data / "cli" / "pretrained" / "model.safetensors"
     parser = argparse.ArgumentParser()
-    loop.add_arguments(parser)  # the command's own parser: every option it has, with its default
+    train_stage.add_arguments(parser)  # the command's own parser: every option it has, with its default
     args = parser.parse_args(
         ["--model", "knrm", "--model-config", json.dumps(KNRM), "--data", str(tiny_data / "data"),
          "--candidates", str(pseudo_dir / "candidates.run"), "--rerank-depth", "20", "--device", "cpu",
          "--pretrain-queries", str(pseudo_dir), "--out", str(out)]
     )  # fmt: skip
-    loop.run(args)
+    train_stage.run(args)
     summary = read_json(out.parent / "train_summary.json")
     assert summary["hyperparameters"]["steps"] == 8 and summary["hyperparameters"]["positives"] == "judged"
 

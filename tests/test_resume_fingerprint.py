@@ -11,9 +11,9 @@ import torch
 
 from longrank.data import words
 from longrank.data.corpus import Corpus
-from longrank.data.prepare import prepare
+from longrank.data.data import prepare
 from longrank.io import read_qrels, read_run, read_tsv_dict
-from longrank.train import loop
+from longrank.train import train as train_stage
 from longrank.train.sampling import PairSampler
 from conftest import synthetic_collection, write_local_collection
 
@@ -28,7 +28,9 @@ KNRM = {
 
 def train(tiny_data, out_name: str, cfg=KNRM, data: str = "data") -> bytes:
     out = tiny_data / out_name / "model.safetensors"
-    loop.train("knrm", cfg, Corpus(tiny_data / data), read_run(tiny_data / "bm25.run"), 0, 30, torch.device("cpu"), out)
+    train_stage.train(
+        "knrm", cfg, Corpus(tiny_data / data), read_run(tiny_data / "bm25.run"), 0, 30, torch.device("cpu"), out
+    )
     return out.read_bytes()
 
 

@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
-from longrank.data.prepare import prepare
+from longrank.data.data import prepare
 from longrank.data.queries import formulate
 from longrank.data.records import GraphStore
 from longrank.data.words import tokenize
 from longrank.graphs import annotate
-from longrank.graphs import build as graphs
+from longrank.graphs import graphs
 from longrank.graphs.annotate import Annotations
 from longrank.io import InputError, read_json
 from longrank.models import hdct

@@ -46,7 +46,7 @@ def test_schema_model_keys_are_workflow_or_architecture_keys():
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     from longrank.data.corpus import Corpus
-    from longrank.data.prepare import prepare
+    from longrank.data.data import prepare
 
     root = tmp_path_factory.mktemp("single_source")
     docs, queries, qrels = synthetic_collection(n_queries=4, docs_per_query=3)

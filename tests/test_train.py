@@ -21,7 +21,7 @@ from longrank.models.knrm import KNRM as KNRMModel
 from longrank.interpolate import interpolate
 from longrank.rerank import rerank
 from longrank.runs import with_tail
-from longrank.train import loop, trainer
+from longrank.train import train as train_stage, trainer
 from longrank.train.checkpoint import read_position, sets_newest_first
 from longrank.train.losses import LOSSES
 from longrank.train.sampling import PairSampler
@@ -38,7 +38,7 @@ KNRM = {
 def train_knrm(tiny_data, out_name: str, cfg=KNRM):
     corpus = Corpus(tiny_data / "data")
     out = tiny_data / out_name / "model.safetensors"
-    loop.train("knrm", cfg, corpus, read_run(tiny_data / "bm25.run"), 0, 30, torch.device("cpu"), out)
+    train_stage.train("knrm", cfg, corpus, read_run(tiny_data / "bm25.run"), 0, 30, torch.device("cpu"), out)
     return out
 
 
@@ -222,9 +222,11 @@ def test_a_collection_artifact_is_built_once_and_attached_in_training_and_rerank
 
     model_out = tiny_data / "length_knrm" / "model.safetensors"
     with pytest.raises(InputError, match="--collection-artifacts"):
-        loop.train("length_knrm", cfg, corpus, candidates, 0, 30, torch.device("cpu"), model_out)
+        train_stage.train("length_knrm", cfg, corpus, candidates, 0, 30, torch.device("cpu"), model_out)
     ATTACHED.clear()
-    loop.train("length_knrm", cfg, corpus, candidates, 0, 30, torch.device("cpu"), model_out, collection_artifacts=out)
+    train_stage.train(
+        "length_knrm", cfg, corpus, candidates, 0, 30, torch.device("cpu"), model_out, collection_artifacts=out
+    )
     assert ATTACHED == [str(out)]
     with pytest.raises(InputError, match="--collection-artifacts"):
         rerank(
@@ -246,7 +248,7 @@ def test_a_collection_artifact_is_built_once_and_attached_in_training_and_rerank
     assert set(read_run(tiny_data / "runs" / "length_knrm.run")) == set(corpus.folds[0]["test"])
     # a model without artifacts refuses a directory rather than ignoring it
     with pytest.raises(InputError, match="declares no collection artifacts"):
-        loop.train(
+        train_stage.train(
             "knrm",
             KNRM,
             corpus,
@@ -394,7 +396,7 @@ def test_dataloader_workers_prepare_the_same_batches_in_step_order(tiny_data):
     for workers in (0, 2):
         cfg = {**KNRM, "train": {**KNRM["train"], "steps": 10, "eval_every": 2, "patience": 1, "num_workers": workers}}
         out = tiny_data / f"workers{workers}" / "model.safetensors"
-        loop.train("knrm", cfg, corpus, candidates, 0, 30, torch.device("cpu"), out)
+        train_stage.train("knrm", cfg, corpus, candidates, 0, 30, torch.device("cpu"), out)
         outputs[workers] = (
             load_file(str(out)),
             (out.parent / "dev.run").read_text(),

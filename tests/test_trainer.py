@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from longrank.data.corpus import Corpus
 from longrank.io import read_run
 from longrank.models.checkpoint import file_record
-from longrank.train import loop
+from longrank.train import train as train_stage
 from longrank.train.checkpoint import read_position, sets_newest_first
 from longrank.train.job import TrainingJob, prepare
 from longrank.train.position import Evaluation, PositionShapeError, TrainingPosition
@@ -170,7 +170,7 @@ def test_optimizer_and_schedule_settings_choose_adam_and_a_constant_rate(tiny_da
 
 def test_the_position_file_keeps_the_shape_the_stage_has_always_written(tiny_data):
     out = tiny_data / "shape" / "model.safetensors"
-    loop.train(
+    train_stage.train(
         "knrm", KNRM, Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run"), 0, 30, torch.device("cpu"), out
     )
     raw = json.loads((sets_newest_first(out.parent / "train_state")[0] / "position.json").read_text())
@@ -219,7 +219,7 @@ def test_a_state_whose_position_has_another_shape_is_discarded_never_reused(tiny
 
     monkeypatch.setattr(PairSampler, "batch", dies_at_step_6)
     with pytest.raises(KeyboardInterrupt):
-        loop.train("knrm", KNRM, corpus, candidates, 0, 30, torch.device("cpu"), out)
+        train_stage.train("knrm", KNRM, corpus, candidates, 0, 30, torch.device("cpu"), out)
     monkeypatch.undo()
     (saved,) = sets_newest_first(out.parent / "train_state")
     raw = json.loads((saved / "position.json").read_text())
@@ -229,10 +229,10 @@ def test_a_state_whose_position_has_another_shape_is_discarded_never_reused(tiny
     manifest["files"]["position.json"] = file_record(saved / "position.json")
     (saved / "manifest.json").write_text(json.dumps(manifest))
     caplog.set_level(logging.INFO, logger="longrank.train")
-    loop.train("knrm", KNRM, corpus, candidates, 0, 30, torch.device("cpu"), out)
+    train_stage.train("knrm", KNRM, corpus, candidates, 0, 30, torch.device("cpu"), out)
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("discarding the training state")]
     assert "position.json: not a training position of this version; missing ['inputs']" in line
     assert not [r for r in caplog.records if r.getMessage().startswith("resuming")]
     fresh = tiny_data / "fresh" / "model.safetensors"
-    loop.train("knrm", KNRM, corpus, candidates, 0, 30, torch.device("cpu"), fresh)
+    train_stage.train("knrm", KNRM, corpus, candidates, 0, 30, torch.device("cpu"), fresh)
     assert out.read_bytes() == fresh.read_bytes()

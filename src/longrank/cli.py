@@ -1,9 +1,16 @@
 """``python -m longrank <stage> ...``: the one entry point every Snakemake rule calls.
 
 Each stage lives in its own module that exposes ``add_arguments(parser)`` and ``run(args)``; modules are
-imported lazily so that ``longrank evaluate`` never pays for importing torch or transformers. A stage's
-module carries the stage's name, or its package does (``train`` -> ``longrank.train.loop``), and the
-Snakemake rule that runs it has the same name, in ``workflow/rules/<stage>.smk`` or beside related rules.
+imported lazily so that ``longrank evaluate`` never pays for importing torch or transformers.
+
+A stage is found by its name: stage ``X``'s module is ``longrank.X`` or ``longrank.<package>.X``, the package of its
+kind (``interpolate`` -> ``longrank.interpolate``, ``pisa_index`` -> ``longrank.retrieval.pisa_index``, ``train`` ->
+``longrank.train.train``), so ``src/longrank/**/X.py`` holds its ``run``; ``tests/test_stage_names.py`` checks every
+entry of :data:`STAGES`. The Snakemake rule that runs it has the same name (a stage that two rules run:
+``<stage>_<what>``, as ``compare_floors``), in ``workflow/rules/<stage>.smk`` or beside related rules.
+
+One alias, for the command users learnt first: ``longrank rerank --ranker DIR ...`` is ``longrank rerank_run
+--ranker DIR ...`` (:data:`ALIASES`), with the same arguments, output and messages (which name the stage as typed).
 """
 
 from __future__ import annotations
@@ -18,13 +25,13 @@ from longrank.io import InputError
 
 STAGES = {
     "resolved_config": ("longrank.resolved_config", "write the resolved config beside the results"),
-    "data": ("longrank.data.prepare", "load a collection, formulate queries, split them, write results/{dataset}/data"),
+    "data": ("longrank.data.data", "load a collection, formulate queries, split them, write results/{dataset}/data"),
     "word2vec": (
         "longrank.data.word2vec",
         "word2vec on the collection (IN and OUT vectors concatenated) for `embeddings: word2vec`",
     ),
     "doc_field": (
-        "longrank.data.fields",
+        "longrank.data.doc_field",
         "one document field a model's doc_fields reads beyond the collection's text, as its own document store",
     ),
     "candidates": (
@@ -40,7 +47,7 @@ STAGES = {
         "training queries made from the documents (titles, ICT, formulated passages) for train.pretrain",
     ),
     "pisa_index": (
-        "longrank.retrieval.pisa",
+        "longrank.retrieval.pisa_index",
         "PISA's BM25 index of the collection, streamed from docs.jsonl, for a first stage of method pisa",
     ),
     "hdct": (
@@ -52,18 +59,18 @@ STAGES = {
         "MIR: sentences and entities of every document with spaCy, once per collection",
     ),
     "graphs": (
-        "longrank.graphs.build",
+        "longrank.graphs.graphs",
         "MIR: passages, pivot tokens and the p2p / s2s / t2t graphs of every document, once per graph set",
     ),
-    "train": ("longrank.train.loop", "train one model on the training queries, early-stopping on dev nDCG@10"),
+    "train": ("longrank.train.train", "train one model on the training queries, early-stopping on dev nDCG@10"),
     "artifacts": (
         "longrank.artifacts",
         "what a model needs precomputed per document, per collection or per fold (MORES Reuse stores)",
     ),
-    "rerank": (
-        "longrank.rerank",
-        "rerank the test queries' candidates with each fold's trained model; with --ranker DIR: "
-        "any run with an exported model",
+    "rerank": ("longrank.rerank", "rerank the test queries' candidates with each fold's trained model"),
+    "rerank_run": (
+        "longrank.rerank_run",
+        "rerank any TREC run with an exported model, outside the workflow (also `rerank --ranker DIR ...`)",
     ),
     "interpolate": (
         "longrank.interpolate",
@@ -78,8 +85,14 @@ STAGES = {
         "longrank.evaluate.compare",
         "significance tests, confidence intervals and non-inferiority across systems",
     ),
-    "report": ("longrank.report.build", "HTML / Markdown / CSV / LaTeX report from everything under results/{dataset}"),
-    "bench": ("longrank.bench.run", "efficiency of a trained model: docs/ms and peak memory at given document lengths"),
+    "report": (
+        "longrank.report.report",
+        "HTML / Markdown / CSV / LaTeX report from everything under results/{dataset}",
+    ),
+    "bench": (
+        "longrank.bench.bench",
+        "efficiency of a trained model: docs/ms and peak memory at given document lengths",
+    ),
     "mir_speed": (
         "longrank.bench.mir_speed",
         "MIR Fig. 5: MIR and BERT-MaxP over the same windows, docs/ms and peak memory by length, and graph construction time",
@@ -98,16 +111,21 @@ STAGES = {
         "model card) for longrank.load_ranker, rerank --ranker and PyTerrier",
     ),
 }
-# ``longrank rerank --ranker DIR --run ... --out ...`` reranks any run with an exported model (longrank.rerank_run);
-# without --ranker, ``rerank`` is the workflow's stage (its arguments unchanged).
-STANDALONE = {"rerank": ("--ranker", "longrank.rerank_run")}
+# ``longrank rerank --ranker DIR ...`` runs stage rerank_run: an alias names the stage it stands for when one of its
+# arguments is the flag (without --ranker, ``rerank`` is the workflow's stage, its arguments unchanged)
+ALIASES = {"rerank": ("--ranker", "rerank_run")}
 
 
-def stage_module(stage: str, argv: list[str]) -> str:
-    """The module that runs ``stage`` with these arguments."""
-    flag, module = STANDALONE.get(stage, (None, None))
+def stage_of(stage: str, argv: list[str]) -> str:
+    """The stage that runs for ``longrank <stage> <argv>``: ``stage`` itself, or the one an alias stands for."""
+    flag, target = ALIASES.get(stage, (None, None))
     if flag and any(a == flag or a.startswith(flag + "=") for a in argv):
-        return module
+        return target
+    return stage
+
+
+def stage_module(stage: str) -> str:
+    """The module of ``stage``: ``longrank[.<package>].<stage>``."""
     return STAGES[stage][0]
 
 
@@ -119,11 +137,11 @@ def main(argv: list[str] | None = None) -> None:
     for name, (module_name, help_text) in STAGES.items():
         stage_parser = sub.add_parser(name, help=help_text)
         if name == wanted:  # only import the module of the stage that runs
-            importlib.import_module(stage_module(name, argv[1:])).add_arguments(stage_parser)
+            importlib.import_module(stage_module(stage_of(name, argv[1:]))).add_arguments(stage_parser)
     args, _ = parser.parse_known_args(argv) if wanted is None else (parser.parse_args(argv), None)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        importlib.import_module(stage_module(args.stage, argv[1:])).run(args)
+        importlib.import_module(stage_module(stage_of(args.stage, argv[1:]))).run(args)
     except InputError as err:
         print(f"longrank {args.stage}: error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -42,7 +42,7 @@ def module_path(name: str) -> Path | None:
 
 
 def module_name(path: Path) -> str:
-    """The module name of package file ``path`` (``src/longrank/train/loop.py``: ``longrank.train.loop``)."""
+    """The module name of package file ``path`` (``src/longrank/train/train.py``: ``longrank.train.train``)."""
     parts = Path(path).resolve().relative_to(ROOT).with_suffix("").parts
     return ".".join((PACKAGE, *(parts[:-1] if parts[-1] == "__init__" else parts)))
 

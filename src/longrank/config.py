@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from jsonschema import Draft202012Validator
 
-from longrank.data.fields import check_model_fields
+from longrank.data.doc_field import check_model_fields
 from longrank.config_checks import (
     check_input_files,
     check_measures,

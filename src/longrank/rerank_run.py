@@ -1,6 +1,6 @@
-"""``longrank rerank --ranker DIR``: rerank any TREC run with an exported model (``longrank export``), outside the
-workflow. The workflow's own ``rerank`` stage (``--model ... --checkpoints ...``, :mod:`longrank.rerank`) is the same
-subcommand: ``--ranker`` tells them apart (``longrank.cli``).
+"""Stage ``rerank_run``: rerank any TREC run with an exported model (``longrank export``), outside the workflow.
+``longrank rerank --ranker DIR ...`` is the same command (an alias, ``longrank.cli.ALIASES``: ``--ranker`` tells it
+from the workflow's own ``rerank`` stage, ``--model ... --checkpoints ...``, :mod:`longrank.rerank`).
 
     longrank rerank --ranker exported/tk --run any.trec --queries q.tsv --docs docs.jsonl.gz --out new.trec
 

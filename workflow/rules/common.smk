@@ -13,7 +13,7 @@ from longrank.train.code import training_code_digest
 from longrank.config import model_order, validate_config
 from longrank.schema import DATASETS, SCHEMA
 from longrank.config_files import check_command_line
-from longrank.data.fields import extra_fields, field_readers
+from longrank.data.doc_field import extra_fields, field_readers
 from longrank.console import print_failures
 from longrank.model_types import DEFAULT_ENCODER, artifact_scopes, capabilities
 from longrank.models.registry import model_module
@@ -161,7 +161,7 @@ def code_of(stage, model=None):
     longrank.code_digest), a parameter of its rule: changed arithmetic reruns the job, a changed comment does not."""
     if stage == "train":
         return training_code_digest(config["models"][model]["type"])  # the one the training fingerprint holds
-    roots = [stage_module(stage, [])] + ([model_module(config["models"][model]["type"])] if model else [])
+    roots = [stage_module(stage)] + ([model_module(config["models"][model]["type"])] if model else [])
     return code_digest(*roots)
 
 

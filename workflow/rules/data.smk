@@ -21,7 +21,7 @@ rule data:
 
 rule doc_field:
     """One document field a model's `doc_fields` names beyond `dataset.doc_fields` (NDRM's URL), as a document store
-    of its own beside the prepared data (src/longrank/data/fields.py); only jobs of such a model read it, so a config
+    of its own beside the prepared data (src/longrank/data/doc_field.py); only jobs of such a model read it, so a config
     whose models read the collection's text alone never runs it."""
     input:
         # after the data stage, which replaces results/<name>/data whole: a store written before it (or before it

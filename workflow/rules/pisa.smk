@@ -1,8 +1,8 @@
-from longrank.retrieval.pisa import index_settings_of
+from longrank.retrieval.pisa_index import index_settings_of
 
 
 rule pisa_index:
-    """PISA's BM25 index for a first stage of method pisa (src/longrank/retrieval/pisa.py), streamed from docs.jsonl:
+    """PISA's BM25 index for a first stage of method pisa (src/longrank/retrieval/pisa_index.py), streamed from docs.jsonl:
     built once per pisa first stage and rebuilt when its index settings change (stemmer, k1, b: the parameter below, so that a change to top_k or
     the query stop words reuses it), into a temporary directory renamed into place when complete."""
     input:

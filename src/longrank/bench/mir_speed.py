@@ -30,12 +30,12 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 
-from longrank.bench.run import MemoryProbe, bench_queries
+from longrank.bench.bench import MemoryProbe, bench_queries
 from longrank.bench.timing import median_of, synchronizer, time_alternating
 from longrank.data.corpus import Corpus
 from longrank.graphs.annotate import annotation, cut_text, load_pipeline
 from longrank.graphs.annotate import settings as annotation_settings
-from longrank.graphs.build import build_record, fit_tfidf
+from longrank.graphs.graphs import build_record, fit_tfidf
 from longrank.data.graph_settings import GraphSetSettings, graph_settings
 from longrank.io import InputError, json_object
 from longrank.outputs import BenchTable, Rate

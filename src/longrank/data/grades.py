@@ -1,6 +1,6 @@
 """Relevance grades and the gains they count for: the config's ``dataset.gains`` map (grade -> gain, unlisted grades
 keeping their value) checked when the workflow is parsed (config.py) and again by the data stage against the grades
-the qrels really hold (data/prepare.py), which records the map it applied."""
+the qrels really hold (data/data.py), which records the map it applied."""
 
 from __future__ import annotations
 

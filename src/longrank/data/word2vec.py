@@ -25,7 +25,7 @@ Choices, stated:
   word models tokenise (``longrank.data.words.tokenize``: lower-cased ``\\w+`` runs), so every vector's key is a
   key of the models' vocabulary; ``ck``, the Conformer-Kernel authors' processing (their stop words removed,
   Krovetz stems), for NDRM's ``text_processing: ck``. ``doc_fields`` reads a document as a model entry's
-  ``doc_fields`` does (``data.fields.DocumentFields``: the URL before the collection's title and body, as the
+  ``doc_fields`` does (``data.doc_field.DocumentFields``: the URL before the collection's title and body, as the
   authors' fastText and IDF table read it); the document frequencies count those fields. ``training_queries``
   adds the training queries' text, a sentence each, after the documents (the authors' fastText reads MS MARCO's
   training queries too): vectors only, no document frequency, and never a dev or test query, so one split only
@@ -73,7 +73,7 @@ class DocumentSentences:
     """The collection's documents as token lists, read again on every pass (gensim iterates once to build the
     vocabulary and once per epoch), so memory holds one document at a time. The first pass also counts each
     term's document frequency (``doc_freq``, with the document count under ``words._NUM_DOCS``). ``fields`` (a
-    ``data.fields.DocumentFields``) puts a document's other fields around its text; ``queries``, texts read after
+    ``data.doc_field.DocumentFields``) puts a document's other fields around its text; ``queries``, texts read after
     the documents on every pass and counted in no document frequency."""
 
     def __init__(
@@ -209,7 +209,7 @@ def build(
         raise InputError(f"word2vec: {docs_path} not found (the data stage writes it)")
     from gensim.models.word2vec import MAX_WORDS_IN_BATCH
 
-    from longrank.data.fields import DocumentFields
+    from longrank.data.doc_field import DocumentFields
     from longrank.data.words import _NUM_DOCS
 
     data = Path(docs_path).parent

@@ -1,4 +1,4 @@
-"""One document's graph record for MIR (Sec. 3.1; the format is in :mod:`longrank.graphs.build`'s docstring): its
+"""One document's graph record for MIR (Sec. 3.1; the format is in :mod:`longrank.graphs.graphs`'s docstring): its
 passages with an [SNT] before each sentence piece, its sentence and token pivots, and its p2p / s2s / t2t edges;
 and the words and tf-idf the PRF pivots and p2p similarities are counted in."""
 

@@ -1,6 +1,6 @@
 """What MIR (:mod:`longrank.models.mir`) checks and reads before its forward pass: its settings, a graph set's
 settings against the model, a record cut to the passages the model reads and checked against the contract
-(:mod:`longrank.graphs.build` writes it), a batch of records as tensors, and where a batch's nodes sit among the
+(:mod:`longrank.graphs.graphs` writes it), a batch of records as tensors, and where a batch's nodes sit among the
 packed token states."""
 
 from __future__ import annotations

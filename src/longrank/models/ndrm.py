@@ -87,7 +87,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from longrank.data.fields import DocumentFields
+from longrank.data.doc_field import DocumentFields
 from longrank.data.words import OOV, PAD, TEXT_PROCESSING, analyzer
 from longrank.data.words import query_terms as split_query
 from longrank.io import InputError
@@ -332,7 +332,7 @@ class NDRM(Ranker):
         return counts, torch.tensor([float(sum(c.values()) + extra) for c in counts])
 
     def _with_fields(self, doc_ids: list[str], docs: list[str]) -> list[str]:
-        """The documents' text with this entry's ``doc_fields`` beyond the collection's (``data/fields.py``)."""
+        """The documents' text with this entry's ``doc_fields`` beyond the collection's (``data/doc_field.py``)."""
         return docs if self.fields is None else self.fields.texts(doc_ids, docs)
 
     def encode(self, queries, doc_ids, docs):

@@ -10,9 +10,9 @@ from pathlib import Path
 from longrank.code_digest import code_digest, module_name
 from longrank.models.registry import model_module
 
-# What `python -m longrank train` runs (longrank.cli.STAGES: the train package's loop), by its file: the digest reads
-# it and never imports it (the loop imports the fingerprint, which imports this module)
-TRAINING_FILE = Path(__file__).with_name("loop.py")
+# What `python -m longrank train` runs (longrank.cli.STAGES: longrank.train.train), by its file: the digest reads it and
+# never imports it (the stage imports the fingerprint, which imports this module)
+TRAINING_FILE = Path(__file__).with_name("train.py")
 
 
 def training_code_digest(model_type: str) -> str:

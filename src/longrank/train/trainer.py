@@ -2,7 +2,7 @@
 job, build the model, choose the loss), ``Trainer`` (the optimiser, the scheduler and the sampler), ``Trainer.resume``
 (a fitting checkpoint set, or a fresh position), ``Trainer.step``, ``Trainer.evaluate_and_checkpoint`` and
 ``Trainer.finish``; ``run_job`` strings them together. The stage around it (its command line, process groups) is
-``train/loop.py``."""
+``train/train.py``."""
 
 from __future__ import annotations
 

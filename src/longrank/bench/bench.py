@@ -212,7 +212,7 @@ def _row(label: str, asked, result: dict) -> list:
 
 
 def _in_fresh_process(job: dict) -> dict:
-    outcome = measure_in_fresh_process("longrank.bench.run", job)
+    outcome = measure_in_fresh_process("longrank.bench.bench", job)
     if outcome.result is None:
         raise RuntimeError(
             f"bench measurement {job['kind']} at length(s) {job['length']} failed:\n{outcome.error[-4000:]}"
