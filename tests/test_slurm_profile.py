@@ -295,7 +295,7 @@ def test_the_workflow_completes_through_sbatch(slurm_run):
     html = slurm_run["workdir"] / "results" / "tiny" / "report" / "index.html"
     assert html.exists() and "knrm" in html.read_text()
     rules = {s["options"]["comment"].split("_wildcards_")[0] for s in slurm_run["submissions"]}
-    assert {"rule_data", "rule_candidates", "rule_train", "rule_rerank", "rule_evaluate", "rule_build_report"} <= rules
+    assert {"rule_data", "rule_candidates", "rule_train", "rule_rerank", "rule_evaluate", "rule_report"} <= rules
     for s in slurm_run["submissions"]:  # every job as the plugin submits it, with a memory and a time limit
         assert s["options"]["parsable"] is True and "--executor slurm-jobstep" in s["options"]["wrap"]
         assert "mem" in s["options"] and "t" in s["options"], sbatch_line(s)
@@ -334,7 +334,7 @@ def test_a_job_killed_for_memory_is_resubmitted_asking_for_more(slurm_run):
 # ---- the rehearsal's DAG under the profile: every job's resources as the real TREC DL run gets them ---------------
 GPU_RULES = {
     "train",
-    "pretrain",
+    "train_pretrain",
     "rerank",
     "bench",
     "artifacts",
@@ -347,7 +347,7 @@ GPU_RULES = {
 
 def gpu_rules() -> set[str]:
     """The rules whose resources ask for a GPU (``gpu=`` in workflow/rules/*.smk), and those made from one of them by
-    ``use rule ... as ...`` (pretrain from train)."""
+    ``use rule ... as ...`` (train_pretrain from train)."""
     found, uses = set(), []
     for path in sorted((REPO / "workflow" / "rules").glob("*.smk")):
         text = path.read_text()
@@ -411,7 +411,7 @@ def test_the_rehearsal_asks_slurm_for_what_the_real_run_does(rehearsal_resources
         return out
 
     assert by_rule(mine) == by_rule(full) and len(mine) > 100
-    assert set(by_rule(mine)) >= GPU_RULES - {"pretrain", "hdct"}  # neither in the TREC DL configs yet
+    assert set(by_rule(mine)) >= GPU_RULES - {"train_pretrain", "hdct"}  # neither in the TREC DL configs yet
     profile = yaml.safe_load((PROFILE / "config.yaml").read_text())
     for (rule, wildcards), res in mine.items():
         job = f"{rule} {wildcards}"

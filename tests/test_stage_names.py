@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 import ast
+import re
 
 import pytest
+import yaml
 
 from longrank.cli import ALIASES, STAGES, main, stage_module, stage_of
 
@@ -46,4 +48,44 @@ def test_the_alias_runs_the_stage_it_names(tmp_path, capsys):
         with pytest.raises(SystemExit) as stopped:
             main([typed, *given])
         assert stopped.value.code == 2
-        assert capsys.readouterr().err == f"longrank {typed}: error: --run: {tmp_path} is a directory; expected a file\n"
+        assert (
+            capsys.readouterr().err == f"longrank {typed}: error: --run: {tmp_path} is a directory; expected a file\n"
+        )
+
+
+def rule_stages() -> dict[str, list[str]]:
+    """Each rule of the Snakefile and workflow/rules/*.smk -> the stages its command runs (``python -m longrank X``);
+    a rule made by ``use rule A as B`` runs A's."""
+    found: dict[str, list[str]] = {}
+    uses = []
+    for path in [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]:
+        text = path.read_text()
+        for block in re.split(r"^(?=rule |checkpoint )", text, flags=re.M)[1:]:
+            name = re.match(r"(?:rule|checkpoint) (\w+):", block).group(1)
+            body = re.split(r"^\S", block.split("\n", 1)[1], maxsplit=1, flags=re.M)[0]  # up to the next top level
+            found[name] = re.findall(r"python -m longrank (\w+)", body)
+        uses += re.findall(r"^use rule (\w+) as (\w+)", text, flags=re.M)
+    return found | {new: found[base] for base, new in uses}
+
+
+def test_a_rule_is_named_as_the_stage_it_runs():
+    """Rule ``X`` runs stage ``X``; a stage that more rules run names the others ``X_<what>`` (``compare_floors``,
+    ``train_pretrain``); ``all`` is the one rule that runs none (the default target; ``snakemake report`` targets
+    rule report itself)."""
+    rules = rule_stages()
+    assert {"data", "train", "train_pretrain", "report", "compare", "compare_floors", "all"} <= set(rules)
+    assert {name for name, stages in rules.items() if not stages} == {"all"}
+    for name, stages in rules.items():
+        assert all(stage in STAGES for stage in stages), (name, stages)
+        assert len(stages) <= 1 and all(name == s or name.startswith(f"{s}_") for s in stages), (
+            f"rule {name} runs stage {stages}: name it as its stage"
+        )
+
+
+def test_the_profiles_key_resources_by_rules_that_exist():
+    """A renamed rule leaves no resources behind under its old name (Snakemake would apply them to nothing)."""
+    rules = set(rule_stages())
+    for profile in sorted((REPO / "profiles").glob("*/config.yaml")):
+        settings = yaml.safe_load(profile.read_text())
+        for key in ("set-resources", "set-threads"):
+            assert set(settings.get(key) or {}) <= rules, (profile, key, set(settings.get(key) or {}) - rules)

@@ -116,7 +116,7 @@ def test_changing_one_model_reruns_only_that_model(planned):
     # knrm_pretrained still reads, are untouched
     assert jobs.get("sanity") == 1
     assert "data" not in jobs and "candidates" not in jobs
-    assert jobs.get("compare") == 1 and jobs.get("compare_floors") == 1 and jobs.get("build_report") == 1
+    assert jobs.get("compare") == 1 and jobs.get("compare_floors") == 1 and jobs.get("report") == 1
     assert jobs.get("history") == 1  # knrm's new setting joins its history; no other model's is touched
 
 
@@ -164,7 +164,7 @@ def test_pretraining_and_hdct_run_through_the_workflow(workflow_run):
 
 def test_changing_a_pseudo_query_set_reruns_only_what_reads_it(planned):
     jobs = planned_jobs(planned, "titles_count")
-    assert jobs.get("pseudo_queries") == 1 and jobs.get("pretrain") == 1  # knrm_pretrained pre-trains on it
+    assert jobs.get("pseudo_queries") == 1 and jobs.get("train_pretrain") == 1  # knrm_pretrained pre-trains on it
     assert jobs.get("graphs") == 1 and "annotate" not in jobs  # MIR's graph set weights its term pivots with it
     assert jobs.get("train") == 3  # knrm_pretrained, mir and mir_no_graph
     assert "data" not in jobs and "candidates" not in jobs and "hdct" not in jobs  # HDCT reads the titles, not this set
@@ -197,7 +197,7 @@ def test_a_mir_training_key_reruns_no_graph_stage_and_a_graph_key_reruns_its_rea
 def test_a_pretrained_mir_reads_its_own_graph_set_of_the_pseudo_queries_positives(planned):
     jobs = planned_jobs(planned, "mir_pretrain")
     # the positives without their titles, graphed once for pre-training; the fine-tuning reads the collection's set
-    assert jobs.get("pretrain_graphs") == 1 and jobs.get("pretrain") == 1 and jobs.get("train") == 1
+    assert jobs.get("graphs_pretrain") == 1 and jobs.get("train_pretrain") == 1 and jobs.get("train") == 1
     assert "graphs" not in jobs and "annotate" not in jobs and "pseudo_queries" not in jobs
 
 

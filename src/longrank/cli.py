@@ -6,8 +6,9 @@ imported lazily so that ``longrank evaluate`` never pays for importing torch or 
 A stage is found by its name: stage ``X``'s module is ``longrank.X`` or ``longrank.<package>.X``, the package of its
 kind (``interpolate`` -> ``longrank.interpolate``, ``pisa_index`` -> ``longrank.retrieval.pisa_index``, ``train`` ->
 ``longrank.train.train``), so ``src/longrank/**/X.py`` holds its ``run``; ``tests/test_stage_names.py`` checks every
-entry of :data:`STAGES`. The Snakemake rule that runs it has the same name (a stage that two rules run:
-``<stage>_<what>``, as ``compare_floors``), in ``workflow/rules/<stage>.smk`` or beside related rules.
+entry of :data:`STAGES`. The Snakemake rule that runs it has the same name (a stage's other rules are
+``<stage>_<what>``, as ``compare_floors`` and ``train_pretrain``), in ``workflow/rules/<stage>.smk`` or beside related
+rules; the test checks every rule, and ``all`` alone runs no stage.
 
 One alias, for the command users learnt first: ``longrank rerank --ranker DIR ...`` is ``longrank rerank_run
 --ranker DIR ...`` (:data:`ALIASES`), with the same arguments, output and messages (which name the stage as typed).

@@ -204,7 +204,7 @@ def collection_artifacts(wildcards):
 
 def pretraining_artifacts(wildcards):
     """What pre-training attaches: a mir model's graph set as the pseudo-queries' positives read (built by
-    pretrain_graphs), else the model's collection artifacts."""
+    graphs_pretrain), else the model's collection artifacts."""
     entry = config["models"][wildcards.model]
     if "graph_set" in entry:
         return [f"{R}/graphs_pretrain/{pseudo_queries_of(wildcards.model)}/{entry['graph_set']}"]
@@ -290,7 +290,7 @@ def pseudo_queries_of(model):
 
 
 def pretrained_weights(wildcards):
-    """A model with train.pretrain fine-tunes from its pre-trained weights (rule pretrain), one file for all folds."""
+    """A model with train.pretrain fine-tunes from its pre-trained weights (rule train_pretrain), one file for all folds."""
     return [f"{R}/models/{wildcards.model}/pretrained/model.safetensors"] if pseudo_queries_of(wildcards.model) else []
 
 

@@ -48,10 +48,10 @@ rule graphs:
         " {params.pretrain_queries:q} --config {params.settings:q} --out {output:q} 2> {log:q}"
 
 
-# A graph set as pre-training on a pseudo-query set reads the collection (rule pretrain of a mir model): each positive
+# A graph set as pre-training on a pseudo-query set reads the collection (rule train_pretrain of a mir model): each positive
 # without the text its pseudo-query came from, annotated afresh, and its own query kept out of its PRF terms
 # (src/longrank/graphs/graphs.py, pretraining_inputs). Rule graphs' command and resources, with the pseudo-queries.
-use rule graphs as pretrain_graphs with:
+use rule graphs as graphs_pretrain with:
     input:
         data=DATA["docs.jsonl"],
         annotations=f"{R}/annotations",

@@ -47,7 +47,8 @@ REPORT_MANIFEST = Manifest(
 )
 
 
-rule build_report:
+# The user's target (`snakemake report`) is the rule that builds the report: named as its stage, like every rule.
+rule report:
     input:
         REPORT_MANIFEST.files(),
     output:
@@ -74,7 +75,3 @@ rule build_report:
     shell:
         "python -m longrank report --manifest {params.manifest:q} --out-dir {params.out_dir:q} 2> {log:q}"
 
-
-rule report:
-    input:
-        REPORT,

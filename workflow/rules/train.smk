@@ -47,7 +47,7 @@ rule train:
 # train.pretrain: the model trained on a pseudo-query set (rule pseudo_queries) before its supervised training,
 # early-stopped on held-out pseudo-queries. One job for all folds: it sees no real query. Rule train's command,
 # resources and settings, on the set's queries and candidates.
-use rule train as pretrain with:
+use rule train as train_pretrain with:
     input:
         data=list(DATA.values()),
         embeddings=model_embeddings,
