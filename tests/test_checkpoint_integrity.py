@@ -16,9 +16,9 @@ from longrank.data.corpus import Corpus
 from longrank.io import InputError, read_run, write_json
 from longrank.models.checkpoint import load_model, manifest_path
 from longrank.rerank import rerank
-from longrank.train import checkpoint as train_checkpoint
+from longrank.train import train_state
 from longrank.train import train as train_stage
-from longrank.train.checkpoint import sets_newest_first
+from longrank.train.train_state import sets_newest_first
 from longrank.train.sampling import PairSampler
 from conftest import synthetic_collection, write_local_collection
 
@@ -149,7 +149,7 @@ def test_a_finished_training_keeps_only_what_copying_its_model_out_needs(base):
     assert sorted(p.name for p in final.iterdir()) == sorted(
         ["best.safetensors", "best_dev.run", "position.json", "manifest.json"]
     )
-    assert train_checkpoint.is_finished(final) and not train_checkpoint.set_problems(final)
+    assert train_state.is_finished(final) and not train_state.set_problems(final)
     assert final.joinpath("best.safetensors").read_bytes() == (base / "reference" / "model.safetensors").read_bytes()
 
 
@@ -187,11 +187,11 @@ def test_a_kill_while_a_finished_state_is_reduced_leaves_it_usable(base, caplog)
     Path.unlink = dies_deleting
     try:
         with pytest.raises(KeyboardInterrupt):
-            train_checkpoint.finish_state(state)
+            train_state.finish_state(state)
     finally:
         Path.unlink = original
     (final,) = sets_newest_first(state)
-    assert (final / "optimizer.json").exists() and not train_checkpoint.set_problems(final)
+    assert (final / "optimizer.json").exists() and not train_state.set_problems(final)
     out = train(base, run.name)
     assert messages(caplog, "resuming knrm fold 0 at step 24") and not messages(caplog, "knrm fold 0 step")
     assert out.read_bytes() == (base / "reference" / "model.safetensors").read_bytes()
@@ -217,19 +217,19 @@ def test_a_set_a_kill_left_half_written_is_never_read(base, caplog):
 
 def test_a_kill_while_a_set_is_written_leaves_the_earlier_sets_whole(base, monkeypatch):
     run = base / "killed_in_write"
-    original = train_checkpoint.write_json
+    original = train_state.write_json
 
     def dies_writing_step_16(path, obj):
         if Path(path).name == "position.json" and obj["step"] == 16:
             raise KeyboardInterrupt("simulated kill")
         original(path, obj)
 
-    monkeypatch.setattr(train_checkpoint, "write_json", dies_writing_step_16)
+    monkeypatch.setattr(train_state, "write_json", dies_writing_step_16)
     with pytest.raises(KeyboardInterrupt):
         train(base, run.name)
     monkeypatch.undo()
     assert [p.name for p in sets_newest_first(run / "train_state")] == ["step-000000008"]
-    assert not train_checkpoint.set_problems(run / "train_state" / "step-000000008")
+    assert not train_state.set_problems(run / "train_state" / "step-000000008")
 
 
 def test_a_state_in_the_layout_before_checksums_is_discarded(base, caplog):

@@ -697,7 +697,7 @@ def test_a_full_disk_during_a_checkpoint_write_keeps_the_set_before(tmp_path, mo
     import torch
 
     from longrank.models import checkpoint as model_checkpoint
-    from longrank.train import checkpoint
+    from longrank.train import train_state
     from longrank.train.position import TrainingPosition
 
     model = torch.nn.Linear(4, 2)
@@ -705,17 +705,17 @@ def test_a_full_disk_during_a_checkpoint_write_keeps_the_set_before(tmp_path, mo
     model(torch.ones(1, 4)).sum().backward()
     optimizer.step()
     state = tmp_path / "train_state"
-    first = checkpoint.save_training_state(state, model, optimizer, None, TrainingPosition(step=8))
+    first = train_state.save_training_state(state, model, optimizer, None, TrainingPosition(step=8))
     before = snapshot(state)
-    target = model_checkpoint if victim == "last.safetensors" else checkpoint
+    target = model_checkpoint if victim == "last.safetensors" else train_state
     full_disk_after_half(monkeypatch, target, "save_file", "second")
     with torch.no_grad():
         model.weight.add_(1.0)
     with pytest.raises(OSError, match="No space left on device") as err:
-        checkpoint.save_training_state(state, model, optimizer, None, TrainingPosition(step=16))
+        train_state.save_training_state(state, model, optimizer, None, TrainingPosition(step=16))
     assert err.value.errno == errno.ENOSPC and victim in err.value.filename
     assert snapshot(state) == before  # no partial set, no set for step 16, step 8 whole
-    assert checkpoint.newest_good_set(state) == first
+    assert train_state.newest_good_set(state) == first
 
 
 KINDS["disk_full"] = 2

@@ -16,7 +16,7 @@ from longrank.data.corpus import Corpus
 from longrank.io import read_run
 from longrank.models.checkpoint import file_record
 from longrank.train import train as train_stage
-from longrank.train.checkpoint import read_position, sets_newest_first
+from longrank.train.train_state import read_position, sets_newest_first
 from longrank.train.job import TrainingJob, prepare
 from longrank.train.position import Evaluation, PositionShapeError, TrainingPosition
 from longrank.train.sampling import PairSampler

@@ -69,7 +69,7 @@ def msmarco():
 
 # The runs (134 jobs each) take about 10 minutes of the 2-core machine for 2019, where every full-scale model trains,
 # and less for 2020 and the Dev run, which copy 2019's trainings; 2019 leaves ~2.1 GB (a finished training keeps only
-# its best weights: train/checkpoint.py's finish_state). They run in .ci/run. The overlay's whitelist (above), its DAG against the full-scale one (test_config_matrix.py) and the SLURM
+# its best weights: train/train_state.py's finish_state). They run in .ci/run. The overlay's whitelist (above), its DAG against the full-scale one (test_config_matrix.py) and the SLURM
 # resources of every job (test_slurm_profile.py) are checked without them.
 
 

@@ -1,6 +1,6 @@
 """Model weights as safetensors checkpoints (never pickle), and rebuilding a trained model from its config
 entry and its weights. The resumable training state (optimiser, scheduler, position) is
-:mod:`longrank.train.checkpoint`'s.
+:mod:`longrank.train.train_state`'s.
 
 Every weights file is written with a manifest beside it (``model.safetensors`` -> ``model.manifest.json``: its size
 and SHA-256), and read only if it still matches: a truncated or bit-flipped file is refused by name, never scored

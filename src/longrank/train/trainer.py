@@ -21,7 +21,7 @@ from longrank.outputs import TrainSummary
 from longrank.precision import AUTOCAST_DTYPES
 from longrank.progress import progress, to_console
 from longrank.train.batches import TrainingBatches, step_seed
-from longrank.train.checkpoint import (
+from longrank.train.train_state import (
     clear_state,
     export_best,
     find_finished_set,
