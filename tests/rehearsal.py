@@ -19,7 +19,7 @@ from longrank.resolved_config import resolved_models
 from longrank.config_files import merged
 
 REHEARSAL = "config/studies/trec-dl-rehearsal.yaml"
-PASSAGE_REHEARSAL = "config/studies/trec-dl-passage-rehearsal.yaml"
+PASSAGE_REHEARSAL = "config/studies/trec-dl-rehearsal-passage.yaml"
 YEARS = ("2019", "2020")  # the TREC DL years over the documents
 DEV = "dev"  # MS MARCO document Dev as a test set (config/trec-dl-dev.yaml), a year's sibling over config/trec-dl.yaml
 PASSAGE = "passage"  # MORES's passage run (config/trec-dl-passage.yaml)

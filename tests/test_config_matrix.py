@@ -147,7 +147,7 @@ def test_dry_run_builds_the_dag(matrix, combo):
 
 
 def test_every_overlays_bases_come_with_their_own_bases_before_them():
-    """A header's list is a whole --configfile line: config/studies/irled-hdct.yaml over config/studies/hdct.yaml
+    """A header's list is a whole --configfile line: config/studies/hdct-irled.yaml over config/studies/hdct.yaml
     names config/irled.yaml too, where hdct's own bases ask for it."""
     for path in OVERLAYS:
         check_order(configfiles(path))
@@ -155,7 +155,7 @@ def test_every_overlays_bases_come_with_their_own_bases_before_them():
 
 @pytest.mark.parametrize("combo", COMBINATIONS, ids=combo_id)
 def test_each_combination_merges_every_overlay_over_its_bases_and_ends_in_a_run(combo):
-    """No overlay alone without its bases (config/studies/irled-pretrain.yaml alone fails validation), and no
+    """No overlay alone without its bases (config/studies/pretrain-irled.yaml alone fails validation), and no
     command ending in a base only (config/trec-dl.yaml without a year is Cranfield with the papers' settings)."""
     where = DOCUMENTED.get(combo, "the headers")
     try:
@@ -193,16 +193,16 @@ def test_an_overlay_without_a_header_or_with_a_missing_base_is_named(tmp_path, h
 
 def test_a_base_only_is_marked_and_a_line_missing_a_base_is_named():
     assert OVERLAYS["config/trec-dl.yaml"].base_only and not OVERLAYS["config/irled.yaml"].base_only
-    assert read_overlay("config/studies/irled-pretrain.yaml").bases == (
+    assert read_overlay("config/studies/pretrain-irled.yaml").bases == (
         "config/config.yaml",
         "config/irled.yaml",
         "config/studies/pretrain.yaml",
     )
     with pytest.raises(InputError) as err:
-        check_order(["config/studies/pretrain.yaml", "config/irled.yaml", "config/studies/irled-pretrain.yaml"])
+        check_order(["config/studies/pretrain.yaml", "config/irled.yaml", "config/studies/pretrain-irled.yaml"])
     assert str(err.value) == (
-        "--configfile config/studies/pretrain.yaml config/irled.yaml config/studies/irled-pretrain.yaml: "
-        "config/studies/irled-pretrain.yaml is merged over config/config.yaml config/irled.yaml "
+        "--configfile config/studies/pretrain.yaml config/irled.yaml config/studies/pretrain-irled.yaml: "
+        "config/studies/pretrain-irled.yaml is merged over config/config.yaml config/irled.yaml "
         "config/studies/pretrain.yaml, in that order"
     )
 
@@ -214,15 +214,15 @@ def test_the_workflow_names_an_overlay_run_without_its_bases_before_validating(t
     own.write_text("dataset: cranfield\n")
     check_command_line([REPO / "config/irled.yaml", own, REPO / "config/studies/mir.yaml"])  # passes
     check_command_line([REPO / "config/trec-dl.yaml", own])  # the user's own year over the base
-    with pytest.raises(InputError, match="irled-pretrain.yaml is merged over config/config.yaml config/irled.yaml"):
-        check_command_line([REPO / "config/studies/irled-pretrain.yaml"])
+    with pytest.raises(InputError, match="pretrain-irled.yaml is merged over config/config.yaml config/irled.yaml"):
+        check_command_line([REPO / "config/studies/pretrain-irled.yaml"])
     with pytest.raises(InputError, match="ends with config/trec-dl.yaml, a base only") as err:
         check_command_line([REPO / "config/trec-dl.yaml"])
     assert "e.g. --configfile config/trec-dl.yaml config/trec-dl-" in str(err.value)
-    cmd = [sys.executable, "-m", "snakemake", "-n", "report", "--configfile", "config/studies/irled-pretrain.yaml"]
+    cmd = [sys.executable, "-m", "snakemake", "-n", "report", "--configfile", "config/studies/pretrain-irled.yaml"]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     assert done.returncode != 0
-    assert "irled-pretrain.yaml is merged over config/config.yaml config/irled.yaml" in done.stdout + done.stderr
+    assert "pretrain-irled.yaml is merged over config/config.yaml config/irled.yaml" in done.stdout + done.stderr
 
 
 def test_config_readmes_table_says_what_each_config_is_merged_over():

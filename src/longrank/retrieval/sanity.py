@@ -13,7 +13,7 @@ Two kinds of floor, one run per distinct (first stage, depth, words read) (:clas
   :func:`longrank.model_types.capabilities`, the model's defaults filled in). On long documents the
   whole-document count is a length prior (a long document holds more of any 25 words), and the count over the words
   a model reads can be far above it (IRLeD, top 30 of BM25, test nDCG@10: whole document 0.228, TK's first 200
-  words 0.278, TKL's first 2,000 0.285; docs/studies/irled-tk-tkl.md): a model below *that* floor did not learn to
+  words 0.278, TKL's first 2,000 0.285; docs/studies/irled-exact-match.md): a model below *that* floor did not learn to
   use the evidence in its own input. A model that reads whole documents at its own depth gets
   ``query_term_matches@{first stage}-top{depth}``, and none where that is the global floor. For a WordPiece model
   the budget is in WordPiece tokens, which the count reads as that many words: somewhat more text than the model

@@ -6,7 +6,7 @@ one learned weight, trained at ``train.scoring_lr``. Unknown words and padding n
 
 Why: the kernels cannot count words. TK and TKL match *contextualised* vectors, in which a word and its own repeat
 no longer have cosine 1, so the mu = 1 kernel (sigma 0.1) sums exact and near matches alike. On IRLeD
-(docs/studies/irled-tk-tkl.md) the untrained count of distinct query words in the tokens each model reads ranks BM25's
+(docs/studies/irled-exact-match.md) the untrained count of distinct query words in the tokens each model reads ranks BM25's
 top 30 better (test nDCG@10 0.278 over TK's 200 tokens, 0.285 over TKL's 2,000) than trained TK (0.179) or TKL
 (0.200), and 69 training queries do not teach the kernels to count. The channel hands them the count (log-saturated,
 as BM25 saturates tf); the kernels learn what it misses.
