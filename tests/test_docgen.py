@@ -11,6 +11,15 @@ def test_configuration_page_is_up_to_date():
     assert page == docgen.current_page(), "docs/configuration.md is out of date: run python -m longrank.docgen"
 
 
+def test_model_defaults_are_what_the_generator_writes_from_the_classes():
+    """src/longrank/model_defaults.py is generated; a hand edit or a formatter's rewrite makes ``docgen --check`` fail
+    (it did: ruff reformatted the file, and the check went red with no test noticing)."""
+    assert docgen.MODEL_DEFAULTS_PATH.read_text(encoding="utf-8") == docgen.current_model_defaults(), (
+        "src/longrank/model_defaults.py is out of date: run python -m longrank.docgen"
+    )
+    assert docgen.main(["--check"]) == 0
+
+
 def test_every_schema_key_has_a_row_and_a_description():
     rows: list = []
     docgen._rows(docgen.load_schema(), "", rows)
