@@ -5,6 +5,7 @@ the first stage's name written only where BM25 is implemented."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -102,13 +103,16 @@ def _scan(name: str) -> tuple[dict[str, int], list[str]]:
     return found, missing
 
 
+@functools.cache
 def import_graph() -> nx.DiGraph:
+    """The package's imports, parsed once per test session (a second each: a dozen tests read it), frozen so that no
+    test changes what the next one reads."""
     graph = nx.DiGraph()
     graph.add_nodes_from(MODULES)
     for name in MODULES:
         for target, line in imports_of(name).items():
             graph.add_edge(name, target, line=line)
-    return graph
+    return nx.freeze(graph)
 
 
 def test_the_import_graph_sees_the_package():

@@ -175,7 +175,8 @@ def test_pair_ci_is_paired_bootstrap_of_differences():
     assert (sys_row.ci_low, sys_row.ci_high) == pytest.approx(ci(a, 1000, 3))
 
 
-@pytest.mark.parametrize("n_queries", [6, 10, 43])
+# 10 queries: scipy's exact permutation path with ties, 0.3 s a call (10 s in all): the full run's, not the quick tier's
+@pytest.mark.parametrize("n_queries", [6, pytest.param(10, marks=pytest.mark.slow), 43])
 def test_the_wilcoxon_p_keyed_by_signed_ranks_is_scipys_p_of_the_pair_to_the_bit(n_queries):
     # Graded gains on few queries: ties and zeros everywhere, so below 14 queries scipy takes its exact
     # permutation path and at 43 the tie-corrected normal one; the cached p must be scipy's on the raw pair.

@@ -9,8 +9,7 @@ import copy
 import difflib
 from pathlib import Path
 
-import yaml
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 
 from longrank.data.doc_field import check_model_fields
 from longrank.config_checks import (
@@ -22,10 +21,10 @@ from longrank.config_checks import (
     resolve_first_stages,
 )
 from longrank.data.grades import check_gain_order, integer_grades
-from longrank.io import InputError
+from longrank.io import InputError, load_yaml
 from longrank.model_types import MODEL_TYPES, capabilities
 from longrank.names import check_config_names, check_name
-from longrank.schema import DATASETS_DIR, SCHEMA, SCHEMA_PATH
+from longrank.schema import DATASETS_DIR, SCHEMA, SCHEMA_PATH, load_schema
 from longrank.model_entries import is_enabled
 
 
@@ -47,10 +46,13 @@ def validate_config(
             "e.g. first_stages: [{name: bm25, method: bm25, k1: 0.9, b: 0.4, top_k: 100}]"
         )
     check_config_names(config)  # before the schema: its message names the key and the pattern, in words
-    with open(schema_path, encoding="utf-8") as f:
-        schema = yaml.safe_load(f)
+    if Path(schema_path) == SCHEMA_PATH:
+        schema = load_schema()
+    else:
+        with open(schema_path, encoding="utf-8") as f:
+            schema = load_yaml(f)
     check_schema(config, schema)
-    fill_defaults(config, schema_path)
+    fill_defaults(config, schema)
     check_model_keys(config["models"])
     check_model_fields(config)
     check_word2vec_queries(config)
@@ -102,7 +104,7 @@ def _dataset_description(value: str, datasets_dir: Path) -> dict:
             'or write the collection\'s block in the config (README, "Your own collection")'
         )
     with open(path, encoding="utf-8") as f:
-        description = yaml.safe_load(f)
+        description = load_yaml(f)
     if not isinstance(description, dict):
         raise InputError(
             f"config key dataset: {path} must hold a mapping of dataset keys (name, source, ...); "
@@ -124,13 +126,29 @@ def check_schema(config: dict, schema: dict) -> None:
         raise InputError(f"the config does not match {SCHEMA}:\n  " + "\n  ".join(lines))
 
 
-def fill_defaults(config: dict, schema_path: str | Path) -> None:
-    """The schema's defaults, filled in by Snakemake's own validate (at every depth: inside each ``models.<name>``
-    entry and each first stage's method block too). Only on a config ``check_schema`` passed: its default filler
-    writes into whatever a ``properties`` rule meets, so a value of the wrong type would crash it."""
-    from snakemake.utils import validate
+def fill_defaults(config: dict, schema: dict) -> None:
+    """The schema's defaults, filled in at every depth (inside each ``models.<name>`` entry and each first stage's
+    method block too) by jsonschema's validator extended to set them: python-jsonschema's documented recipe, the one
+    Snakemake's ``validate(..., set_default=True)`` runs, here over the schema already loaded (Snakemake's reads and
+    parses the file again, a quarter of a second per config). ``schema`` is the caller's copy: the defaults it holds
+    become the config's values. Only on a config ``check_schema`` passed: the filler writes into whatever a
+    ``properties`` rule meets, so a value of the wrong type would crash it."""
+    _DEFAULT_FILLING(schema).validate(config)
 
-    validate(config, str(schema_path), set_default=True)
+
+def _fill_from(validator_class):
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        for name, subschema in properties.items():
+            if "default" in subschema:
+                instance.setdefault(name, subschema["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return validators.extend(validator_class, {"properties": set_defaults})
+
+
+_DEFAULT_FILLING = _fill_from(Draft202012Validator)
 
 
 def _did_you_mean(error) -> str:

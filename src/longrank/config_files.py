@@ -16,10 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
 from longrank.schema import DATASETS, REPO
-from longrank.io import InputError
+from longrank.io import InputError, load_yaml
 
 DEFAULT_CONFIG = "config/config.yaml"
 HEADER = "# Overlay over:"
@@ -87,7 +86,7 @@ def merged(configfiles: Iterable[str], repo: Path = REPO) -> dict:
 
     config: dict = {}
     for path in (DEFAULT_CONFIG, *configfiles):
-        update_config(config, yaml.safe_load((repo / path).read_text(encoding="utf-8")) or {})
+        update_config(config, load_yaml((repo / path).read_text(encoding="utf-8")) or {})
     return config
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pprint
 
-import yaml
 
+from longrank.io import load_yaml
 from longrank.schema import REPO, SCHEMA, SCHEMA_PATH
 from longrank.train.settings import TrainSettings
 
@@ -135,7 +135,7 @@ def render(schema: dict, schema_name: str = SCHEMA) -> str:
 
 def load_schema(path: Path = SCHEMA_PATH) -> dict:
     with open(path, encoding="utf-8") as f:
-        return yaml.safe_load(f)
+        return load_yaml(f)
 
 
 def current_page(schema_path: Path = SCHEMA_PATH) -> str:

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import yaml
 
-from longrank.io import write_text
+from longrank.io import load_yaml, write_text
 
 SUFFIX = ".meta.yaml"
 SCHEMA_VERSION = "0.1"  # ir_metadata's
@@ -325,4 +325,4 @@ def read_run_metadata(run_path: str | os.PathLike) -> dict | None:
     path = metadata_path(run_path)
     if not path.exists():
         return None
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return load_yaml(path.read_text(encoding="utf-8"))

@@ -27,8 +27,8 @@ DATASETS_DIR = REPO / DATASETS
 
 @lru_cache(maxsize=None)
 def _schema() -> dict:
-    with open(SCHEMA_PATH, encoding="utf-8") as f:
-        return yaml.safe_load(f)
+    with open(SCHEMA_PATH, encoding="utf-8") as f:  # libyaml's parser where PyYAML has it (as io.load_yaml: the
+        return yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # ground floor imports no io)
 
 
 def load_schema() -> dict:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-import yaml
 
+from longrank.io import load_yaml
 from longrank.report import effect_ratio
 from longrank.report.context import Context
 from longrank.report.html import Section
@@ -74,7 +74,7 @@ def load_published(text: str | None = None) -> list[Figure]:
     """Every figure of ``published.yaml`` (or of ``text``, a document of the same form)."""
     if text is None:
         text = resources.files("longrank.report").joinpath(PUBLISHED).read_text("utf-8")
-    doc = yaml.safe_load(text)
+    doc = load_yaml(text)
     papers, collections, tables = doc["papers"], doc["collections"], doc["tables"]
     out = []
     for entry in doc["entries"]:
@@ -119,7 +119,7 @@ def published() -> tuple[Figure, ...]:
 @lru_cache(maxsize=1)
 def published_pairs() -> tuple[effect_ratio.Pair, ...]:
     """published.yaml's baseline -> improved pairs (the Effect Ratio's)."""
-    doc = yaml.safe_load(resources.files("longrank.report").joinpath(PUBLISHED).read_text("utf-8"))
+    doc = load_yaml(resources.files("longrank.report").joinpath(PUBLISHED).read_text("utf-8"))
     return tuple(effect_ratio.Pair(**pair) for pair in doc.get("pairs") or [])
 
 
