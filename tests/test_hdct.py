@@ -11,9 +11,11 @@ import pytest
 from longrank.data.corpus import Corpus
 from longrank.data.words import STOP_WORDS, tokenize
 from longrank.io import InputError, read_json
-from longrank.models import hdct
+from longrank.models import hdct as hdct_model
 from longrank.retrieval import hdct as hdct_index
 from longrank.retrieval.candidates import retrieve
+from longrank.retrieval.hdct import build_index, pseudo_frequencies
+from longrank.train import hdct
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
 
@@ -29,15 +31,15 @@ def test_weights_map_to_integer_pseudo_frequencies():
     passages = [[("wing", 0.25), ("wing", 0.09), ("lift", 0.0), ("drag", -1.0)], [("wing", 0.16), ("body", 1.0)]]
     # a term once per passage, round(m*sqrt(w)) of its largest w: wing 50 (not 50 + 30) in passage 1, 40 in passage 2;
     # lift 0 and drag (clipped) 0: not indexed
-    assert hdct.pseudo_frequencies(passages, m=100, combine="sum") == {"wing": 90, "body": 100}
-    assert hdct.pseudo_frequencies(passages, m=100, combine="max") == {"wing": 50, "body": 100}
-    assert hdct.pseudo_frequencies(passages, m=100, combine="decay") == {"wing": 70, "body": 50}  # 50 + 40/2; 100/2
-    assert hdct.pseudo_frequencies([[("wing", 0.3)]], m=10) == {"wing": 5}  # round(10 * 0.5477)
-    assert hdct.pseudo_frequencies([[("wing", 0.3)], [("wing", 0.3)], [("wing", 0.3)]], m=10, combine="decay") == {
+    assert pseudo_frequencies(passages, m=100, combine="sum") == {"wing": 90, "body": 100}
+    assert pseudo_frequencies(passages, m=100, combine="max") == {"wing": 50, "body": 100}
+    assert pseudo_frequencies(passages, m=100, combine="decay") == {"wing": 70, "body": 50}  # 50 + 40/2; 100/2
+    assert pseudo_frequencies([[("wing", 0.3)]], m=10) == {"wing": 5}  # round(10 * 0.5477)
+    assert pseudo_frequencies([[("wing", 0.3)], [("wing", 0.3)], [("wing", 0.3)]], m=10, combine="decay") == {
         "wing": 9
     }  # int(5 + 2.5 + 1.67)
     with pytest.raises(InputError, match="combine 'mean'"):
-        hdct.pseudo_frequencies(passages, combine="mean")
+        pseudo_frequencies(passages, combine="mean")
 
 
 def test_a_word_repeated_in_a_passage_counts_once_so_equal_weights_index_every_term_alike(tmp_path):
@@ -45,11 +47,11 @@ def test_a_word_repeated_in_a_passage_counts_once_so_equal_weights_index_every_t
     five times and a word said once get the same pseudo frequency, and BM25 over them ranks by the terms' idf alone."""
     doc_ids = list(DOCS)
     tfs = [
-        hdct.pseudo_frequencies([[(w, 0.25) for w in tokenize(DOCS[d]) if w not in STOP_WORDS]], m=100, combine="sum")
+        pseudo_frequencies([[(w, 0.25) for w in tokenize(DOCS[d]) if w not in STOP_WORDS]], m=100, combine="sum")
         for d in doc_ids
     ]
     assert all(set(tf.values()) == {50} for tf in tfs)
-    hdct.build_index(doc_ids, tfs, 0.9 * 50, 0.4, tmp_path / "index")  # tf, dl and k1 scaled alike
+    build_index(doc_ids, tfs, 0.9 * 50, 0.4, tmp_path / "index")  # tf, dl and k1 scaled alike
     binary = bm25s.BM25(k1=0.9, b=0.4, method="lucene")  # each distinct term once
     binary.index([sorted({w for w in tokenize(DOCS[d]) if w not in STOP_WORDS}) for d in doc_ids], show_progress=False)
     weighted = bm25s.BM25.load(str(tmp_path / "index"))
@@ -77,10 +79,10 @@ def test_title_and_pseudo_query_targets_match_a_hand_computation(tmp_path):
 def test_index_save_and_load_give_identical_scores(tmp_path):
     doc_ids = list(DOCS)
     tfs = [
-        hdct.pseudo_frequencies([[(w, 0.1 + 0.05 * i) for i, w in enumerate(tokenize(DOCS[d])) if w not in STOP_WORDS]])
+        pseudo_frequencies([[(w, 0.1 + 0.05 * i) for i, w in enumerate(tokenize(DOCS[d])) if w not in STOP_WORDS]])
         for d in doc_ids
     ]
-    hdct.build_index(doc_ids, tfs, 0.9, 0.4, tmp_path / "index")
+    build_index(doc_ids, tfs, 0.9, 0.4, tmp_path / "index")
     (tmp_path / "stats.json").write_text('{"weight_seconds": 1.0, "index_seconds": 0.5, "index_mb": 0.1}')
     in_memory = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
     in_memory.index([[t for t, f in sorted(tf.items()) for _ in range(f)] for tf in tfs], show_progress=False)
@@ -108,5 +110,5 @@ def test_the_stage_trains_indexes_and_retrieves(tiny_data):
         cost["documents"] == len(corpus.docs)
         and read_json(tiny_data / "hdct" / "hdct" / "stats.json")["settings"]["m"] == 100
     )
-    model = hdct.load_model(tiny_data / "hdct" / "hdct", spec)
+    model = hdct_model.load_model(tiny_data / "hdct" / "hdct", hdct.settings(spec).encoder)
     assert len(model([["wing", "lift", "airfoil"]])[0]) == 3

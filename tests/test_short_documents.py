@@ -22,11 +22,11 @@ from longrank.graphs import annotate
 from longrank.graphs import graphs
 from longrank.graphs.annotate import Annotations
 from longrank.io import InputError, read_json
-from longrank.models import hdct
 from longrank.models.mir import MIR
 from longrank.models.modules.encoders import bert_base_config, load_tokenizer, random_encoder
+from longrank.retrieval import hdct as hdct_index
 from longrank.retrieval.candidates import retrieve
-from longrank.train import pseudo_queries
+from longrank.train import hdct, pseudo_queries
 from longrank.train.pseudo_queries import _span
 
 from conftest import synthetic_collection, write_local_collection
@@ -133,9 +133,9 @@ def test_formulating_short_or_no_passages_keeps_what_they_have():
 # HDCT ----------------------------------------------------------------------------------------------------------
 def test_hdct_reads_a_short_document_as_one_passage():
     text = " ".join(f"word{i}" for i in range(40))
-    assert hdct.passages_of(text, 100, 20) == [tokenize(text)]
-    assert hdct.passages_of(text, 30, 20) == [tokenize(text)[:30], tokenize(text)[30:]]
-    assert hdct.passages_of("", 100, 20) == [] and hdct.passages_of("lift", 100, 20) == [["lift"]]
+    assert hdct_index.passages_of(text, 100, 20) == [tokenize(text)]
+    assert hdct_index.passages_of(text, 30, 20) == [tokenize(text)[:30], tokenize(text)[30:]]
+    assert hdct_index.passages_of("", 100, 20) == [] and hdct_index.passages_of("lift", 100, 20) == [["lift"]]
 
 
 def test_hdct_trains_on_the_short_set_and_indexes_every_abstract_whole(short):
@@ -151,7 +151,7 @@ def test_hdct_trains_on_the_short_set_and_indexes_every_abstract_whole(short):
 
 def test_hdct_refuses_to_index_a_collection_without_a_term(tmp_path):
     with pytest.raises(InputError, match="first stage hdct: none of the 2 documents keeps an indexable term"):
-        hdct.build_index(["d1", "d2"], [Counter(), Counter()], 0.9, 0.4, tmp_path / "index")
+        hdct_index.build_index(["d1", "d2"], [Counter(), Counter()], 0.9, 0.4, tmp_path / "index")
 
 
 # MIR -----------------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 rule hdct:
     """HDCT's term-weight encoder, trained on the collection's titles or a pseudo-query set, and the BM25 index of
-    its pseudo-documents (src/longrank/models/hdct.py): once per collection and first stage; no query is seen."""
+    its pseudo-documents (src/longrank/train/hdct.py): once per collection and first stage; no query is seen."""
     input:
         data=[DATA[name] for name in ("docs.jsonl", "queries.tsv")],
         pseudo_queries=lambda wc: hdct_pseudo_queries(wc.first_stage),

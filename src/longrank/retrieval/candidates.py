@@ -11,7 +11,7 @@ Methods (``first_stages[].method``):
 - ``model``: a trained model ranks the whole collection through its per-fold impact index (a query-term-
   independent model such as NDRM: :mod:`longrank.retrieval.impact`); each query is ranked by the model of the
   fold that tests it;
-- ``hdct``: BM25 over the term weights HDCT predicts (:mod:`longrank.models.hdct`), from the index the ``hdct``
+- ``hdct``: BM25 over the term weights HDCT predicts (:mod:`longrank.retrieval.hdct`), from the index the ``hdct``
   stage built once for the collection (it never saw a query).
 
 Beside the run, ``candidates/{name}.stats.json`` keeps what the first stage cost (index and query time,

@@ -43,7 +43,7 @@ HDCT_COMBINE = ("max", "sum", "decay")
 
 @dataclass(frozen=True)
 class HDCTSettings:
-    """``method: hdct`` (:mod:`longrank.models.hdct`): the encoder that predicts each passage's term weights, how it is
+    """``method: hdct`` (:mod:`longrank.train.hdct`): the encoder that predicts each passage's term weights, how it is
     trained (on the collection's titles or a pseudo_queries set), how passages' weights make a document's pseudo term
     frequencies, and BM25 over them. The one home of these defaults, CPU-sized (the TREC DL configs set the paper's);
     the schema lists the keys and states none."""

@@ -1,21 +1,88 @@
-"""First-stage method ``hdct``: retrieval from the index the ``hdct`` stage built (:mod:`longrank.models.hdct`:
-BM25 over the pseudo term frequencies HDCT predicts). Kept apart from the model so that retrieving needs neither
-torch nor the encoder."""
+"""First-stage method ``hdct``: BM25 over the pseudo term frequencies HDCT predicts (the network:
+:mod:`longrank.models.hdct`; the stage that trains it and writes the index: :mod:`longrank.train.hdct`). What turns
+a document into passages, its passages' predicted weights into pseudo term frequencies, and those into the bm25s
+index, and the retrieval from that index: none of it needs torch or the encoder, so that retrieving (stage
+``candidates``) and a dry run import neither, and the index's format has one home beside its reader.
+
+- **Passages**: each document's words (lower-cased ``\\w+`` runs, ``data/words.py``) in passages of
+  ``passage_words`` words, at most ``max_passages`` of them (what lies beyond is not indexed). A document shorter
+  than ``passage_words`` (an abstract of 40 words under the default 100) is one passage, the whole document: its
+  weights are HDCT's weights of the whole text, as a passage of a long document is weighted in its own context, so
+  short collections are indexed as they are, with no error. A document without a word is an empty pseudo-document
+  (found by no query); a collection in which no document keeps an indexable term stops with an ``InputError``.
+- **Pseudo term frequencies**: a term of a passage counts round(m · √ŷ) (``m`` = 100, the paper's N; ŷ clipped at
+  0, stop words not indexed) once per passage, with the largest prediction among its occurrences there, as in
+  DeepCT and HDCT: the predicted importance replaces the term's frequency rather than multiplying it (HDCT's
+  released script keeps each passage term's largest rounded weight and drops those below 1). The passages' weights
+  are combined by ``combine``: ``max``, ``sum``, or ``decay`` (the paper's position-decayed sum: passage i counts
+  1 / (i + 1)), and truncated to an integer, as that script does. The pseudo-document repeats each term tf times
+  and bm25s indexes it (``k1``, ``b``), as HDCT's pseudo-documents were indexed with an ordinary BM25 engine.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import time
+from collections import Counter
 from pathlib import Path
 
 from longrank.data.words import STOP_WORDS, tokenize
-from longrank.io import Run, read_json
+from longrank.io import InputError, Run, read_json
+from longrank.retrieval.first_stage import HDCT_COMBINE
 
 log = logging.getLogger(__name__)
 
+METHOD = "hdct"
 #: the hdct stage's output directory holds the bm25s index under INDEX and what building it cost in STATS
 INDEX, STATS = "index", "stats.json"
+
+
+def passages_of(text: str, passage_words: int, max_passages: int) -> list[list[str]]:
+    """The document's words in passages of ``passage_words`` (the last one shorter; a short document one passage,
+    all of it; no words no passage), the first ``max_passages`` of them."""
+    words = tokenize(text)
+    return [
+        words[i : i + passage_words] for i in range(0, min(len(words), passage_words * max_passages), passage_words)
+    ]
+
+
+def pseudo_frequencies(passages: list[list[tuple[str, float]]], m: int = 100, combine: str = "decay") -> Counter:
+    """A document's pseudo term frequencies from its passages' (term, predicted weight) occurrences: in each passage
+    a term counts once, round(m·√w) of its largest w (clipped at 0; below 1 it is not indexed), combined over the
+    passages (``max``, ``sum``, or ``decay``: passage i counts 1 / (i + 1)) and truncated to an integer."""
+    if combine not in HDCT_COMBINE:
+        raise InputError(f"first stage hdct: combine {combine!r} is not one of {list(HDCT_COMBINE)}")
+    tf: dict[str, float] = {}
+    for i, occurrences in enumerate(passages):
+        own: dict[str, int] = {}
+        for term, w in occurrences:
+            own[term] = max(own.get(term, 0), round(m * math.sqrt(max(0.0, w))))
+        for term, f in own.items():
+            if f < 1:
+                continue
+            if combine == "max":
+                tf[term] = max(tf.get(term, 0.0), f)
+            else:
+                tf[term] = tf.get(term, 0.0) + (f / (i + 1) if combine == "decay" else f)
+    return Counter({t: int(f) for t, f in tf.items() if int(f) > 0})
+
+
+def build_index(doc_ids: list[str], tfs: list[Counter], k1: float, b: float, out: Path) -> None:
+    """bm25s over the pseudo-documents (each term repeated tf times), saved with the document ids."""
+    import bm25s
+
+    if not any(tfs):  # bm25s cannot index a collection without a term
+        raise InputError(
+            f"first stage hdct: none of the {len(tfs)} documents keeps an indexable term (every word a stop "
+            "word, or every weight rounded to 0); check the collection's text, or raise m"
+        )
+    pseudo_documents = [[t for t, f in sorted(tf.items()) for _ in range(f)] for tf in tfs]
+    retriever = bm25s.BM25(k1=k1, b=b, method="lucene")
+    retriever.index(pseudo_documents, show_progress=False)
+    retriever.save(str(out))
+    (out / "doc_ids.json").write_text(json.dumps(doc_ids), encoding="utf-8")
 
 
 def retrieve(index_dir: Path, queries: dict[str, str], top_k: int) -> tuple[Run, dict]:
