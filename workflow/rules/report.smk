@@ -74,4 +74,3 @@ rule report:
         out_dir=lambda wc, output: os.path.dirname(output.html),
     shell:
         "python -m longrank report --manifest {params.manifest:q} --out-dir {params.out_dir:q} 2> {log:q}"
-
