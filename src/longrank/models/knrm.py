@@ -41,10 +41,7 @@ class KNRM(Ranker):
         return cls(WordEmbedder.for_corpus(corpus, **embedder_keys), **own)
 
     def encode(self, queries, doc_ids, docs):
-        return {
-            "query": self.embedder.encode_query(queries, self.max_query_len),
-            "doc": self.embedder.encode(docs, self.max_doc_len),
-        }
+        return self.embedder.encode_pair(queries, docs, self.max_query_len, self.max_doc_len)
 
     def forward(self, query: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
         q, q_mask = self.embedder(query)

@@ -105,10 +105,7 @@ class TK(Ranker):
         return cls(embedder, Contextualizer(embedder.dim, longest, **context_keys), *tk_kernels(**kernel_keys), **own)
 
     def encode(self, queries, doc_ids, docs):
-        return {
-            "query": self.embedder.encode_query(queries, self.max_query_len),
-            "doc": self.embedder.encode(docs, self.max_doc_len),
-        }
+        return self.embedder.encode_pair(queries, docs, self.max_query_len, self.max_doc_len)
 
     def forward(self, query: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
         q, q_mask = self.embedder(query)

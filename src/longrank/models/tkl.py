@@ -268,10 +268,7 @@ class TKL(Ranker):
         return cls(embedder, contextualizer, *tk_kernels(**kernel_keys), embedder.vocab.idf(), **own)
 
     def encode(self, queries, doc_ids, docs):
-        return {
-            "query": self.embedder.encode_query(queries, self.max_query_len),
-            "doc": self.embedder.encode(docs, self.max_doc_len),
-        }
+        return self.embedder.encode_pair(queries, docs, self.max_query_len, self.max_doc_len)
 
     def _saturate(
         self, sums: torch.Tensor, query: torch.Tensor, q: torch.Tensor, region_len: torch.Tensor

@@ -124,6 +124,13 @@ class WordEmbedder(nn.Module):
     def encode_query(self, texts: list[str], max_len: int) -> torch.Tensor:
         return self.vocab.encode_batch([" ".join(query_terms(t, self.remove_query_stopwords)) for t in texts], max_len)
 
+    def encode_pair(
+        self, queries: list[str], docs: list[str], max_query_len: int, max_doc_len: int
+    ) -> dict[str, torch.Tensor]:
+        """The batch of a model that reads the query's and the document's words (KNRM, TK, TKL): ``query`` and
+        ``doc``, the keyword arguments of its forward."""
+        return {"query": self.encode_query(queries, max_query_len), "doc": self.encode(docs, max_doc_len)}
+
     def query_weights(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """[B, Lq] weight of each query term in the sum over terms: the mask, times IDF if configured."""
         return mask if self.idf is None else mask * self.idf[ids]
