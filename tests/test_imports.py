@@ -1,6 +1,6 @@
-"""Structure of src/longrank that the code review of issue 11 asked for, kept by tests: no import cycle
-(function-local imports and lazy `importlib` imports included), report modules of a readable size, and
-the first stage's name written only where BM25 is implemented."""
+"""Structure of src/longrank, kept by tests: no import cycle (function-local imports and lazy `importlib` imports
+included), each layer reaching nothing above it, report modules of a readable size, and the first stage's name
+written only where BM25 is implemented."""
 
 from __future__ import annotations
 

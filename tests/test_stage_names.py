@@ -1,4 +1,4 @@
-"""Stages are found by their name (issue 42 item 4): stage ``X`` of ``python -m longrank X`` runs
+"""Stages are found by their name: stage ``X`` of ``python -m longrank X`` runs
 ``src/longrank/X.py`` or ``src/longrank/<package>/X.py`` (``longrank.cli``'s docstring), with no table of exceptions;
 ``longrank rerank --ranker`` is an explicit alias of stage ``rerank_run``."""
 
