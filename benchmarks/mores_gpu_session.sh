@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for issue 41's MORES goals, run from the repository root of the device's copy of the working tree.
+# One device call for MORES's GPU speed goals (docs/studies/speed.md), run from the repository root of the device's copy of the working tree.
 # gpu_payload/ (an ignored folder, carried) holds: before/ (`git archive <before> src/longrank workflow/schemas`: the schema travels with the code), mores_reference.py
 # (../shared/bench's, which does not travel) and shim/ (a tokenizer-only stand-in for the MiniLM package:
 # random-bert-base borrows only its vocabulary). In order: the reference, the project's bench on the code before

@@ -1,4 +1,4 @@
-"""Checkpoints verify themselves (issue 28, finding 2): every file of a training checkpoint set, truncated or with
+"""Checkpoints verify themselves: every file of a training checkpoint set, truncated or with
 one bit flipped, makes the set be moved aside with a warning and training fall back to the set before it (or start
 afresh), ending at the weights an uninterrupted run gives; a corrupt set is never copied out as the model; and the
 rerank stage refuses a model its manifest does not vouch for."""

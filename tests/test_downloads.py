@@ -1,4 +1,4 @@
-"""A missing GloVe file or hub model is named before any job runs (issue 37): which key asks for it, what to download
+"""A missing GloVe file or hub model is named before any job runs: which key asks for it, what to download
 and where to put it (longrank.downloads, the Snakefile's onstart)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Exported models (issue 30): ``longrank export`` writes a directory that ``longrank.load_ranker`` reads with no
+"""Exported models: ``longrank export`` writes a directory that ``longrank.load_ranker`` reads with no
 results tree and no config, and it scores every (query, document) pair as the workflow's rerank stage does. Tiny
 models of every exportable type are trained by the project's own training loop on a synthetic collection."""
 
@@ -297,7 +297,7 @@ def test_mir_and_a_changed_or_missing_export_are_refused_by_name(results, export
 def test_an_export_is_data_its_paths_stay_inside_and_its_sizes_are_checked_first(
     exported, tmp_path, model, key, value, message
 ):
-    """Issue 39, class 6: a ranker.json naming a file outside its folder is refused before anything is read (its
+    """A ranker.json naming a file outside its folder is refused before anything is read (its
     lines used to appear in the error), and a size it gives is checked against its files before it is allocated."""
     import longrank
 
@@ -423,7 +423,7 @@ def test_the_api_pages_python_example_runs(results, exported, tmp_path, monkeypa
     assert len(namespace["scores"]) == 2 and set(namespace["reranked"]["qid"]) == set(test)
 
 
-# Issue 40, item 1: an export reads new text. A collection the training collection shares no word with (its
+# An export reads new text. A collection the training collection shares no word with (its
 # words: the aeronautics topics and the filler of conftest.synthetic_collection), every word of it in GloVe 6B.
 UNSEEN_DOCS = {
     "z9": "lava poured from the volcano for days after the eruption and the magma cooled into rock",

@@ -1,4 +1,4 @@
-"""The fault catalogue (issue 28, "nothing stale, corrupt or injected is ever used"): one table of hostile inputs
+"""The fault catalogue ("nothing stale, corrupt or injected is ever used"): one table of hostile inputs
 and faults, each run the way a user meets it, asserting a clear message and that nothing already written is lost.
 
 Kinds (``KINDS`` counts them; ``test_the_catalogue_has_at_least_40_cases`` keeps the count honest):
@@ -512,7 +512,7 @@ def judged_document_not_in_the_collection(tmp_path):
 
 
 def check_judged_missing(data: Path):
-    """Counted and reported (issue 37: a judged document missing from the collection is no crash), the rest read."""
+    """Counted and reported (a judged document missing from the collection is no crash), the rest read."""
     missing = json.loads((data / "stats.json").read_text())["missing_judged_documents"]
     assert missing == {
         "test": {
@@ -1009,7 +1009,7 @@ def test_a_second_workflow_on_the_same_results_is_refused_and_the_first_complete
     """The first workflow's data job runs through a gate, a ``python`` first on its PATH that waits for a file before
     it runs the stage, so it holds Snakemake's lock, at work, until the test opens it: the second is started in that
     window, deterministically. (A named pipe for the documents did this before; a collection file must now be a
-    regular file, issue 39.)"""
+    regular file.)"""
     dataset = write_local_collection(tmp_path / "src", DOCS, QUERIES, QRELS)
     gate = tmp_path / "gate"
     gate.mkdir()

@@ -1,4 +1,4 @@
-"""The fault catalogue, issue 39's classes 5-7 (``tests/test_fault_catalogue.py`` holds the rest): results owned by one
+"""The fault catalogue's classes of ownership, exports and reads (``tests/test_fault_catalogue.py`` holds the rest): results owned by one
 workflow, exports read as data, bounded reads. Each case runs the way a user meets the fault and asserts the clear
 message (naming the key, the file, the line) and that nothing already written was lost or changed.
 

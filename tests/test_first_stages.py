@@ -110,7 +110,7 @@ def test_run_file_keeps_the_collections_queries_and_documents_top_k_each(tiny_da
     bm25 = read_run(tiny_data / "bm25.run")
     lines = [f"{q} Q0 {d} 0 {-s} theirs" for q, scores in bm25.items() for d, s in scores.items()]  # BM25 reversed
     # rank 0 as the rest of the file (a file whose rank column is constant is read by its scores; a rank 1 scored
-    # above rank 0 would be a score rising with the rank, refused: test_fault_catalogue_39)
+    # above rank 0 would be a score rising with the rank, refused: test_fault_catalogue_names_ids)
     lines += ["q_unknown Q0 d0_0 1 5.0 theirs", "q0 Q0 not_a_doc 0 99.0 theirs"]
     (tiny_data / "theirs.trec").write_text("\n".join(lines) + "\n")
     run = candidates(

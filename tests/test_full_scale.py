@@ -1,4 +1,4 @@
-"""The papers' settings build and train (issue 27): every enabled model of every full-scale config
+"""The papers' settings build and train: every enabled model of every full-scale config
 (config/trec-dl-2019.yaml, config/trec-dl-2020.yaml, each merged over its bases as Snakemake merges them)
 is built from its resolved entry at the papers' dimensions and takes one training step on CPU.
 

@@ -1,4 +1,4 @@
-"""Nothing overwritten (issue 40, item 2): a model's results of every setting it ran with are kept in its history
+"""Nothing overwritten: a model's results of every setting it ran with are kept in its history
 (stage ``history``), at most ``history.keep`` settings; going back to a kept setting copies its weights back without a
 training step; the report's experiment log sets each kept setting's scores beside today's with what changed. Every
 file here is one the real stages wrote (train, rerank, evaluate, history), on the tiny collection."""

@@ -88,7 +88,7 @@ def test_stage_writes_the_run_and_the_weights_named_by_the_system(tiny_data):
 
 
 def test_reranked_ties_keep_the_first_stages_order_not_the_doc_ids(tmp_path):
-    """Issue 40: a reranker that scores documents alike (a query with no word it knows) must hand them back as the
+    """A reranker that scores documents alike (a query with no word it knows) must hand them back as the
     first stage ranked them: BM25's z9, m5, a1 came back a1, m5, z9 (doc-id order). Every writer of a reranked or
     interpolated run breaks ties by the first stage's rank (``io.ranked``)."""
     from longrank.io import ranked

@@ -1,4 +1,4 @@
-"""Faults on the TREC DL path (issue 37), through the real ``msmarco-document/*`` loaders over a synthetic MS MARCO
+"""Faults on the TREC DL path, through the real ``msmarco-document/*`` loaders over a synthetic MS MARCO
 (tests/collections/msmarco-mini/make.py, ``missing_documents=True``) whose collection lacks the relevant document of
 a dev query and the grade-3 document of a judged query of each year, which the qrels and the official top-100 lists
 still name: the data stage counts and reports them (stats.json, the report's provenance) and the ``official`` first

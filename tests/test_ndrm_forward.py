@@ -1,4 +1,4 @@
-"""NDRM1 and NDRM3 at the full-scale settings compute the Conformer-Kernel authors' forward (issue 38).
+"""NDRM1 and NDRM3 at the full-scale settings compute the Conformer-Kernel authors' forward.
 
 ``official_scores`` below re-states, from reading bmitra-msft/TREC-Deep-Learning-Quick-Start (``model.py``:
 NDRM1/NDRM2/NDRM3, RBFKernel, BatchScale; ``conformer.py``: PositionalEncoding, ConformerEncoderLayer and the

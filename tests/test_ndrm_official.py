@@ -1,4 +1,4 @@
-"""NDRM's settings for the Conformer-Kernel authors' behaviour (issue 27 items 5 and 7): their text processing on
+"""NDRM's settings for the Conformer-Kernel authors' behaviour: their text processing on
 queries and documents alike, with the impact index keyed on the model's terms; padding windows scored (the
 padding floor) and padding convolved; their clipped IDF; the <S> </S> document markers; and the word2vec stage's
 skip-gram over processed text."""

@@ -1,4 +1,4 @@
-"""TK's and TKL's ``saturation: official`` (issue 27): each against a plain-PyTorch port of the official code's
+"""TK's and TKL's ``saturation: official``: each against a plain-PyTorch port of the official code's
 forward for that part (matchmaker's ``ecai20_tk.py`` kernel pooling; ``sigir20_tkl.py``'s ``embedding`` saturation
 with its region sums and Eq. 6), at the same random weights; and the defaults untouched by the new value."""
 

@@ -1,4 +1,4 @@
-"""Console progress (issue 30): one line per dev evaluation (model, fold, step/steps, loss, dev nDCG@10, elapsed,
+"""Console progress: one line per dev evaluation (model, fold, step/steps, loss, dev nDCG@10, elapsed,
 ETA), and progress bars that write whole lines, not carriage-return redraws, when stderr is a file (a job's log)."""
 
 from __future__ import annotations

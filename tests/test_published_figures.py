@@ -1,4 +1,4 @@
-"""The papers' published figures (src/longrank/report/published.yaml, issue 27): each is found in its paper's text
+"""The papers' published figures (src/longrank/report/published.yaml): each is found in its paper's text
 (../shared/papers, LONGRANK_SHARED) with the value in the column of its collection and measure, each names an entry
 its config has on that collection, and the report's "Published figures" section sets them beside a run's means."""
 
@@ -80,7 +80,7 @@ def test_every_figure_is_in_its_paper_as_stated(papers):
 
 
 def test_figures_are_well_formed_without_the_papers():
-    assert len(FIGURES) == 89  # 42, CK Table 1's five NCG@100, MORES Table 2's 15 and the 27 Dev figures (issue 38)
+    assert len(FIGURES) == 89  # 42, CK Table 1's five NCG@100, MORES Table 2's 15 and the 27 Dev figures
     assert len({(f.table_key, f.system, f.measure, f.collection) for f in FIGURES}) == len(FIGURES)
     for key, table in TABLES.items():
         assert " ".join(table["columns"]) in table["header"], key

@@ -1,4 +1,4 @@
-"""longrank.pyterrier.Reranker (issue 30): an exported model in a PyTerrier pipeline, run by pt.Experiment on the
+"""longrank.pyterrier.Reranker: an exported model in a PyTerrier pipeline, run by pt.Experiment on the
 bundled Cranfield beside the first stage it reranks (the project's own BM25 run, as a pt.Transformer)."""
 
 from __future__ import annotations

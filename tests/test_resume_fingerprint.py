@@ -1,5 +1,5 @@
-"""A finished or interrupted training state is reused only for exactly the inputs it was made from (issue 28,
-finding 1): a changed judgment, query text, document or embedding file retrains, saying which changed; nothing
+"""A finished or interrupted training state is reused only for exactly the inputs it was made from: a
+changed judgment, query text, document or embedding file retrains, saying which changed; nothing
 changed reuses the finished model without drawing a batch."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Provenance beside every run (issue 30): a stage that writes a run writes ``<run>.meta.yaml`` beside it, in the
+"""Provenance beside every run: a stage that writes a run writes ``<run>.meta.yaml`` beside it, in the
 shape of ir_metadata (platform, implementation, method, run), and the report names the commit it records."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every value a rule puts in its shell command reaches the stage as the one argument it was (issue 28, finding 3).
+"""Every value a rule puts in its shell command reaches the stage as the one argument it was.
 
 Two checks: every `{...}` placeholder of every rule's `shell:` is shell-quoted (`:q`), read from the .smk files
 themselves; and a dry run (`snakemake -n --printshellcmds`) of a config whose free-form values hold a space, a

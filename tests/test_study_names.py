@@ -1,4 +1,4 @@
-"""A study's config is named after the page that reports it (issue 42 item 4): ``config/studies/<page>.yaml``, or
+"""A study's config is named after the page that reports it: ``config/studies/<page>.yaml``, or
 ``<page>-<what>.yaml`` when the page reports several (``mir-irled.yaml`` and ``mir-irled-cpu.yaml``:
 ``docs/studies/mir.md``), and the page gives the ``--configfile`` line that runs it."""
 

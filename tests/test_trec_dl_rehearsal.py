@@ -1,4 +1,4 @@
-"""The TREC DL run rehearsed end to end on the CPU (issue 37, docs/studies/trec-dl-rehearsal.md): a synthetic MS MARCO
+"""The TREC DL run rehearsed end to end on the CPU (docs/studies/trec-dl-rehearsal.md): a synthetic MS MARCO
 in ir_datasets' own cache layout (tests/collections/msmarco-mini/make.py) read by the real ``msmarco-document/*``
 loaders, and ``snakemake report --configfile config/trec-dl.yaml config/trec-dl-<year>.yaml
 config/studies/trec-dl-rehearsal.yaml`` for both years: one run per year, shared by every assertion here. The overlay

@@ -1,4 +1,4 @@
-"""MORES's passage run rehearsed end to end on the CPU (issue 38; docs/studies/trec-dl-rehearsal.md): a synthetic MS
+"""MORES's passage run rehearsed end to end on the CPU (docs/studies/trec-dl-rehearsal.md): a synthetic MS
 MARCO passage collection in ir_datasets' own cache layout (tests/collections/msmarco-mini/make.py --passages) read by
 the real ``msmarco-passage/*`` loaders, and ``snakemake report --configfile config/trec-dl-passage.yaml
 config/studies/trec-dl-rehearsal-passage.yaml``: BM25's top 1,000 through PISA, the BERT ranker and MORES with 1 to 4

@@ -1,5 +1,5 @@
-"""The fault catalogue's cases of issue 39 ("nothing lost, nothing stale, nothing misread"), by class, each fixed at
-its root: each asserts the clear message and that nothing written before was lost or changed.
+"""The fault catalogue's cases of names, code, run orders and ids ("nothing lost, nothing stale, nothing misread"),
+by class, each fixed at its root: each asserts the clear message and that nothing written before was lost or changed.
 
 Kinds (``KINDS`` counts them, as in test_fault_catalogue.py):
 
@@ -185,7 +185,7 @@ for configfile in sys.argv[2:]:
 
 @pytest.mark.slow
 def test_the_workflow_refuses_each_unsafe_collection_name_and_changes_nothing_outside_results(tmp_path):
-    """The collection in ./data/ (as the user of issue 39 kept it), the workflow loaded with each unsafe dataset
+    """The collection in ./data/ (as a user keeps it), the workflow loaded with each unsafe dataset
     name, and once with the collection inside results/<name>/: each is refused when the workflow loads, naming the
     key, and no file outside results/ is written or removed. '..' (the name that deleted the user's collection) also
     through the snakemake command line."""
