@@ -136,7 +136,7 @@ def mir_records(model, corpus, entry_settings: dict, path: Path | None) -> dict:
     with the graphs stage's functions (spaCy)."""
     if path is not None and path.exists():
         return pickle.loads(path.read_bytes())
-    from longrank.graphs import annotate, graphs
+    from longrank.mir_graphs import annotate, graphs
 
     settings = graphs.graph_settings(entry_settings)
     texts = dict(corpus.docs.items())

@@ -59,7 +59,7 @@ def model_value(entry: dict, key: str):
 
 def config_value(config: dict, path: str):
     """A value of the whole config by dotted path; a MIR graph set's keys with the graphs stage's defaults."""
-    from longrank.data.graph_settings import GraphSetSettings
+    from longrank.data.mir_graph_settings import GraphSetSettings
 
     graph_defaults = GraphSetSettings().to_json()
     node = config
@@ -101,7 +101,7 @@ def disagreements(table: dict) -> list[str]:
 def _graph_set(config: dict, name: str | None):
     """What the graphs stage reads of a graph set: its settings with the stage's defaults, and with PRF queries
     the pseudo-query set's settings (without them, no PRF setting is read)."""
-    from longrank.data.graph_settings import GraphSetSettings
+    from longrank.data.mir_graph_settings import GraphSetSettings
 
     if name is None:
         return None

@@ -179,7 +179,7 @@ def runnable_entry(entry: dict, glove: Path) -> dict:
 
 def attach_mir_graphs(model, corpus: Corpus) -> None:
     """The graph set of the tiny collection as the graphs stage builds it, with the config's mir_graphs settings."""
-    from longrank.graphs import annotate, graphs
+    from longrank.mir_graphs import annotate, graphs
 
     graph_cfg = {k: v for k, v in merged(configfiles(FULL_SCALE[0]))["mir_graphs"]["mir"].items() if k != "prf_queries"}
     settings = graphs.graph_settings({**graph_cfg, "encoder": RANDOM_BERT_BASE})

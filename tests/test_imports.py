@@ -210,20 +210,20 @@ LAYERS = [
     ),
     pytest.param(
         ("data",),
-        ("models", "train", "retrieval", "evaluate", "report", "graphs", "bench", "rerank", "api", "config"),
+        ("models", "train", "retrieval", "evaluate", "report", "mir_graphs", "bench", "rerank", "api", "config"),
         id="data-sits-below-every-stage-that-reads-it",
     ),
     pytest.param(
         ("retrieval",), ("models", "train", "evaluate", "report", "bench", "rerank", "api"), id="first-stages"
     ),
     pytest.param(
-        ("evaluate",), ("models", "train", "retrieval", "report", "graphs", "bench", "rerank"), id="evaluation"
+        ("evaluate",), ("models", "train", "retrieval", "report", "mir_graphs", "bench", "rerank"), id="evaluation"
     ),
-    pytest.param(("graphs",), ("train", "report", "evaluate", "bench"), id="graphs-below-training"),
+    pytest.param(("mir_graphs",), ("train", "report", "evaluate", "bench"), id="mir-graphs-below-training"),
     pytest.param(("train",), ("report", "evaluate", "bench", "api", "rerank"), id="training-below-its-readers"),
     pytest.param(("bench",), ("report",), id="benches-write-files-the-report-reads"),
     pytest.param(
-        ("config", "floors", "model_types", "model_defaults", "bench.mir_alike", "data.graph_settings"),
+        ("config", "floors", "model_types", "model_defaults", "bench.mir_alike", "data.mir_graph_settings"),
         ("models", "train"),
         id="the-workflows-parse-below-the-models",
     ),

@@ -1,6 +1,6 @@
 """MIR invariants: graph-masked inter-passage attention, passage independence without graphs, the shapes of the
 multi-view aggregation, W^C's identity start, every ablation, max_doc_tokens and checkpoints. Records are built
-here by hand, following the graphs stage's contract (see graphs/graphs.py), on tiny windows."""
+here by hand, following the graphs stage's contract (see mir_graphs/graphs.py), on tiny windows."""
 
 from __future__ import annotations
 

@@ -13,9 +13,9 @@ import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from longrank.data.docstore import write_docs
-from longrank.graphs import annotate, graphs
-from longrank.graphs.annotate import Annotations, cut_text
-from longrank.graphs.graphs import (
+from longrank.mir_graphs import annotate, graphs
+from longrank.mir_graphs.annotate import Annotations, cut_text
+from longrank.mir_graphs.graphs import (
     build_record,
     fit_tfidf,
     graph_settings,

@@ -18,9 +18,9 @@ from longrank.data.data import prepare
 from longrank.data.queries import formulate
 from longrank.data.records import GraphStore
 from longrank.data.words import tokenize
-from longrank.graphs import annotate
-from longrank.graphs import graphs
-from longrank.graphs.annotate import Annotations
+from longrank.mir_graphs import annotate
+from longrank.mir_graphs import graphs
+from longrank.mir_graphs.annotate import Annotations
 from longrank.io import InputError, read_json
 from longrank.models.mir import MIR
 from longrank.models.modules.encoders import bert_base_config, load_tokenizer, random_encoder

@@ -56,11 +56,11 @@ STAGES = {
         "HDCT: train the term-weight encoder on titles or pseudo-queries and index the collection (first stage method hdct)",
     ),
     "annotate": (
-        "longrank.graphs.annotate",
+        "longrank.mir_graphs.annotate",
         "MIR: sentences and entities of every document with spaCy, once per collection",
     ),
     "graphs": (
-        "longrank.graphs.graphs",
+        "longrank.mir_graphs.graphs",
         "MIR: passages, pivot tokens and the p2p / s2s / t2t graphs of every document, once per graph set",
     ),
     "train": ("longrank.train.train", "train one model on the training queries, early-stopping on dev nDCG@10"),

@@ -1,5 +1,5 @@
 rule annotate:
-    """MIR's sentences and entities (src/longrank/graphs/annotate.py): spaCy over every document once per collection,
+    """MIR's sentences and entities (src/longrank/mir_graphs/annotate.py): spaCy over every document once per collection,
     shared by every graph set; it runs only when a mir model is configured."""
     input:
         data=DATA["docs.jsonl"],
@@ -22,7 +22,7 @@ rule annotate:
 
 
 rule graphs:
-    """One MIR graph set (src/longrank/graphs/graphs.py): passages, pivot tokens and the p2p / s2s / t2t graphs of every
+    """One MIR graph set (src/longrank/mir_graphs/graphs.py): passages, pivot tokens and the p2p / s2s / t2t graphs of every
     document, built once per collection and set; every mir entry naming the set (its ablations) reads it."""
     input:
         data=DATA["docs.jsonl"],
@@ -50,7 +50,7 @@ rule graphs:
 
 # A graph set as pre-training on a pseudo-query set reads the collection (rule train_pretrain of a mir model): each positive
 # without the text its pseudo-query came from, annotated afresh, and its own query kept out of its PRF terms
-# (src/longrank/graphs/graphs.py, pretraining_inputs). Rule graphs' command and resources, with the pseudo-queries.
+# (src/longrank/mir_graphs/graphs.py, pretraining_inputs). Rule graphs' command and resources, with the pseudo-queries.
 use rule graphs as graphs_pretrain with:
     input:
         data=DATA["docs.jsonl"],

@@ -4,7 +4,7 @@ an ablation does not rerun the bench and adding MIR-1K does."""
 
 from __future__ import annotations
 
-from longrank.data.graph_settings import graph_settings
+from longrank.data.mir_graph_settings import graph_settings
 from longrank.model_types import architecture_defaults, architecture_params, capabilities
 
 

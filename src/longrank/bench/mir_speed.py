@@ -33,10 +33,10 @@ import torch
 from longrank.bench.bench import MemoryProbe, bench_queries
 from longrank.bench.timing import median_of, synchronizer, time_alternating
 from longrank.data.corpus import Corpus
-from longrank.graphs.annotate import annotation, cut_text, load_pipeline
-from longrank.graphs.annotate import settings as annotation_settings
-from longrank.graphs.graphs import build_record, fit_tfidf
-from longrank.data.graph_settings import GraphSetSettings, graph_settings
+from longrank.mir_graphs.annotate import annotation, cut_text, load_pipeline
+from longrank.mir_graphs.annotate import settings as annotation_settings
+from longrank.mir_graphs.graphs import build_record, fit_tfidf
+from longrank.data.mir_graph_settings import GraphSetSettings, graph_settings
 from longrank.io import InputError, json_object
 from longrank.outputs import BenchTable, Rate
 from longrank.models.bert_ranker import BertRanker

@@ -95,7 +95,7 @@ class Records:
 
 class GraphStore(Records):
     """A graph set directory (stage ``graphs``): ``store[doc_id]`` is the document's record (see
-    ``graphs/graphs.py``), ``store.settings`` the set's settings with the tokenizer's special ids."""
+    ``mir_graphs/graphs.py``), ``store.settings`` the set's settings with the tokenizer's special ids."""
 
     def __init__(self, directory: str | os.PathLike):
         directory = Path(directory)

@@ -2,7 +2,7 @@
 Document Ranking" (WSDM 2022).
 
 A document is cut into overlapping passages (the ``graphs`` stage does that, with its pivot tokens and graphs:
-see :mod:`longrank.graphs`). Every passage is one sequence ``[CLS] query [SNT] sentence [SNT] sentence ...``:
+see :mod:`longrank.mir_graphs`). Every passage is one sequence ``[CLS] query [SNT] sentence [SNT] sentence ...``:
 the paper's [PSG] is BERT's [CLS] and its [SNT] is BERT's [SEP], the pretrained summary and boundary tokens, so
 no new embedding starts from scratch. Pivot tokens are nodes of three views: P (each passage's [CLS]), S (each
 [SNT]) and T (entity mentions and PRF words; a node's state is the mean of its WordPiece states, Sec. 3.4).
@@ -95,7 +95,7 @@ from longrank.models.mir_inputs import (
     sequence_length,
     view_names,
 )
-from longrank.models.modules.graph_layer import GraphLayer
+from longrank.models.modules.mir_graph_layer import GraphLayer
 from longrank.models.modules.node_pooling import init_linear, node_pooling
 from longrank.schema import schema_default
 

@@ -1,6 +1,6 @@
 """What MIR (:mod:`longrank.models.mir`) checks and reads before its forward pass: its settings, a graph set's
 settings against the model, a record cut to the passages the model reads and checked against the contract
-(:mod:`longrank.graphs.graphs` writes it), a batch of records as tensors, and where a batch's nodes sit among the
+(:mod:`longrank.mir_graphs.graphs` writes it), a batch of records as tensors, and where a batch's nodes sit among the
 packed token states."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 
 from longrank.io import InputError
 from longrank.models.modules.node_pooling import POOLINGS
-from longrank.data.graph_settings import GraphSetSettings
+from longrank.data.mir_graph_settings import GraphSetSettings
 
 #: graph -> the node view it links (the record's node list: passages, sentences, tokens)
 GRAPH_VIEW = {"p2p": "passage", "s2s": "sentence", "t2t": "token"}

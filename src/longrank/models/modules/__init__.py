@@ -8,7 +8,7 @@ imports the blocks it is made of from here:
 - ``transformer``: a post-norm Transformer encoder layer on fused attention (TK, TKL).
 - ``contextualizer``: TK's Transformer contextualiser with the raw/contextual mix (TK, TKL).
 - ``encoders``: pretrained WordPiece encoders (BERT ranker, MORES, bi-encoder).
-- ``graph_layer``: a Transformer layer whose aggregation follows a graph's edges (MIR).
+- ``mir_graph_layer``: a Transformer layer whose aggregation follows a graph's edges (MIR).
 - ``node_pooling``: one vector from a masked set of node states: attention, max, CNN, Transformer (MIR).
 - ``windowed_kernel_pooling``: RBF kernels summed per window of the document (NDRM).
 """

@@ -1,4 +1,4 @@
-"""One document's graph record for MIR (Sec. 3.1; the format is in :mod:`longrank.graphs.graphs`'s docstring): its
+"""One document's graph record for MIR (Sec. 3.1; the format is in :mod:`longrank.mir_graphs.graphs`'s docstring): its
 passages with an [SNT] before each sentence piece, its sentence and token pivots, and its p2p / s2s / t2t edges;
 and the words and tf-idf the PRF pivots and p2p similarities are counted in."""
 
@@ -13,7 +13,7 @@ from itertools import combinations
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
-from longrank.data.graph_settings import GraphSetSettings
+from longrank.data.mir_graph_settings import GraphSetSettings
 from longrank.io import InputError
 
 # ASCII letters and digits, lower-cased after matching: "lowercase [a-z0-9] runs" whose offsets stay those of

@@ -1,7 +1,8 @@
 """A graph set's settings (``mir_graphs.<set>``) with their defaults, checked, as the graphs stage builds the set and
 its settings.json (``data.records.GraphStore``) hands them to MIR. Light on purpose (no spaCy,
 scikit-learn or torch): the workflow reads them when it parses the config (which entries the MIR bench times beside
-MIR), the graphs stage and the MIR bench when they run."""
+MIR), the graphs stage and the MIR bench when they run. In data/, not in ``mir_graphs/``: the graphs stage there
+loads the encoder's tokenizer from ``models/``, and MIR reads these settings, so they sit below both packages."""
 
 from __future__ import annotations
 

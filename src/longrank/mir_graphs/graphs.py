@@ -47,11 +47,11 @@ import numpy as np
 from longrank.progress import progress
 
 from longrank.data.corpus import Corpus
-from longrank.graphs.annotate import Annotations, cut_text, read_config
+from longrank.mir_graphs.annotate import Annotations, cut_text, read_config
 from longrank.data.records import GRAPHS, SETTINGS, RecordWriter
-from longrank.graphs.record import build_record, fit_tfidf, words
-from longrank.data.graph_settings import GraphSetSettings, graph_settings
-from longrank.graphs.record import p2p_edges as p2p_edges, passage_windows as passage_windows  # re-exported
+from longrank.mir_graphs.record import build_record, fit_tfidf, words
+from longrank.data.mir_graph_settings import GraphSetSettings, graph_settings
+from longrank.mir_graphs.record import p2p_edges as p2p_edges, passage_windows as passage_windows  # re-exported
 from longrank.io import (
     InputError,
     Run,
