@@ -2,26 +2,30 @@
 
     nice -n 19 env OMP_NUM_THREADS=1 python benchmarks/scaling.py --sizes 2000 10000 --out benchmarks/scaling
 
-For every size N: generate a synthetic collection shaped like MS MARCO documents (``generate_collection``), run
-the real stages ``data``, ``candidates`` (BM25 through bm25s, in memory), ``pisa_index`` and ``pisa_candidates``
-(BM25 through PISA: its on-disk index, then the candidates stage reading it), ``train`` (KNRM), ``rerank`` (KNRM)
-and ``evaluate`` through ``python -m longrank <stage>`` with the arguments the Snakemake rules give them
-(workflow/rules/*.smk), each in its own fresh process under a small wrapper that reads the stage's peak RSS
-(``RUSAGE_CHILDREN``), one after the other in one run (so both engines see the same machine), then write
+For every size N: generate a synthetic collection shaped like MS MARCO documents (``generate_collection``), write
+a workflow config for it (``workflow_config``: the collection, the bm25 and pisa first stages, one KNRM), take each
+job's shell command from the workflow's own plan (``plan``: ``snakemake -n -p --forceall`` in the work directory, so
+the commands are the rules' in workflow/rules/*.smk), and run the real stages ``data``, ``candidates`` (BM25
+through bm25s, in memory), ``pisa_index`` and ``pisa_candidates`` (BM25 through PISA: its on-disk index, then the
+candidates stage reading it), ``train`` (KNRM), ``rerank`` (KNRM) and ``evaluate`` with those commands, each as
+Snakemake runs it (through the shell, in the work directory) in its own fresh process under a small wrapper that
+reads the stage's peak RSS (``RUSAGE_CHILDREN``), one after the other in one run (so both engines see the same
+machine), then write
 
 - ``<out>/scaling.tsv``: size, stage, seconds (wall), peak_rss_mb, steps_per_second (train), cpu_seconds, ndcg10
   (KNRM) and bm25_ndcg10 (for context) on the evaluate row, the first stages' nDCG@10 / R@100 over every query,
   query latency (ms per query) and index size (PISA's on disk) on their rows, the collection's words / word types,
   generation seconds
-- ``<out>/scaling.png``: peak RSS and wall time against N per stage, log-log
+- ``<out>/scaling.png``: peak RSS and CPU time against N per stage, log-log
 - ``<out>/extrapolation.md``: per stage a least-squares fit a + b*N of memory and time, extrapolated to
   3,200,000 documents (MS MARCO documents), beside the SLURM profile's mem_mb / runtime for the same rule, and
   the two BM25 engines side by side (index time, peak memory, index size, query latency, nDCG@10, R@100).
 
 ``--stages`` runs a subset (``--stages data candidates pisa_index pisa_candidates``: the first stages only).
 
-The collections and the stages' outputs go to ``--work-dir`` (a temporary directory, removed at the end unless
-``--keep-work``). Nothing here is imported by the package; the test imports this file by path.
+The collections, the configs and the stages' outputs (``n<N>/results/synthetic/``, the rules' logs in its
+``logs/``) go to ``--work-dir`` (a temporary directory, removed at the end unless ``--keep-work``). Nothing here is
+imported by the package; the test imports this file by path.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import csv
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -193,8 +198,28 @@ def generate_collection(
 
 
 # --- running the stages -------------------------------------------------------------------------------------
-# The wrapper: a fresh process whose only child is the stage, so RUSAGE_CHILDREN's ru_maxrss (KiB on Linux) is
-# the stage's own peak (the largest of the stage and any process it waited for), not an earlier stage's.
+# The stages' commands are the workflow's own: a config for the synthetic collection (workflow_config), a dry run
+# of the Snakefile that prints each job's shell command (plan), and each command run as Snakemake runs it, by the
+# shell in the work directory, so a rule's changed command line is the benchmark's too.
+RESULTS = "results/synthetic"  # the workflow's results folder: results/<dataset.name> of workflow_config
+#: each stage's job in the plan, by one of its outputs (under RESULTS); its rule is RULE_OF_STAGE's
+STAGE_OUTPUTS = {
+    "data": "data/stats.json",
+    "candidates": "candidates/bm25.run",
+    "pisa_index": "pisa/pisa",
+    "pisa_candidates": "candidates/pisa.run",
+    "train": "models/knrm/fold0/model.safetensors",
+    "rerank": "runs/knrm.run",
+    "evaluate": "eval/knrm.tsv",
+}
+#: the first stage whose run a stage writes (ENGINES): rule evaluate scores it after the stage, unmeasured
+RUN_OF_STAGE = {stages[-1]: run for run, stages in ENGINES.values()}
+#: what rule evaluate measures (evaluation.measures): nDCG@10 of KNRM's run, both of the first stages'
+MEASURES = ["nDCG@10", "R@100"]
+
+# The wrapper: a fresh process whose only child is the stage's shell, so RUSAGE_CHILDREN's ru_maxrss (KiB on Linux)
+# is the stage's own peak (the largest of the shell, the stage and any process they waited for), not an earlier
+# stage's.
 _WRAPPER = """
 import json, resource, subprocess, sys, time
 started = time.perf_counter()
@@ -205,8 +230,9 @@ print(json.dumps({"rc": rc, "seconds": seconds, "maxrss_kib": usage.ru_maxrss, "
 """
 
 
-def measure(argv: list[str], log_path: Path, env: dict | None = None, cwd: str | os.PathLike = REPO) -> dict:
-    """Run ``argv`` in a fresh process under the wrapper; its stdout and stderr go to ``log_path``."""
+def measure(argv: list[str], log_path: Path, env: dict, cwd: Path, stage_log: Path | None = None) -> dict:
+    """Run ``argv`` in a fresh process under the wrapper; its stdout and stderr go to ``log_path``. A stage that
+    fails is reported with the last lines of ``stage_log`` (where its rule sends its errors), else ``log_path``."""
     with open(log_path, "w", encoding="utf-8") as log:
         done = subprocess.run(
             [sys.executable, "-c", _WRAPPER, *argv],
@@ -221,8 +247,9 @@ def measure(argv: list[str], log_path: Path, env: dict | None = None, cwd: str |
         raise RuntimeError(f"wrapper failed ({done.returncode}) for {argv[:4]}; see {log_path}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     if result["rc"] != 0:
-        tail = "".join(Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines(True)[-20:])
-        raise RuntimeError(f"stage {' '.join(argv[2:4])} exited {result['rc']}; last lines of {log_path}:\n{tail}")
+        shown = stage_log if stage_log is not None and stage_log.exists() else log_path
+        tail = "".join(shown.read_text(encoding="utf-8", errors="replace").splitlines(True)[-20:])
+        raise RuntimeError(f"{' '.join(argv)[:200]} exited {result['rc']}; last lines of {shown}:\n{tail}")
     return result
 
 
@@ -237,6 +264,78 @@ def knrm_config(steps: int) -> dict:
     }
 
 
+def workflow_config(collection: dict, steps: int, device: str = "cpu") -> dict:
+    """The benchmark's run as a workflow config: the synthetic collection (source local), the two BM25 first stages
+    (bm25s and PISA), the benchmark's KNRM, and the measures it reads. Every other setting is the workflow's default
+    as it validates the config (workflow/schemas/config.schema.yaml: query formulation full, holdout splits 0.15 /
+    0.35 with seed 0, rerank depth 100; each first stage's k1, b, stemmer, stop words and top 100): the work
+    directory holds no config/config.yaml, so none of the default run's keys (its Cranfield models) is merged in."""
+    return {
+        "dataset": {
+            "name": RESULTS.split("/")[-1],
+            "source": "local",
+            **{key: collection[key] for key in ("docs", "queries", "qrels")},
+        },
+        "first_stages": [{"name": "bm25", "method": "bm25"}, {"name": "pisa", "method": "pisa"}],
+        "device": device,
+        "evaluation": {"measures": MEASURES},
+        "models": {"knrm": knrm_config(steps)},
+    }
+
+
+def dry_run_jobs(text: str) -> list[dict]:
+    """The jobs ``snakemake -n -p`` prints: each ``rule <name>:`` block's rule, outputs, logs and shell command."""
+    jobs = []
+    for line in text.splitlines():
+        if match := re.fullmatch(r"(?:local)?rule (\w+):", line):
+            jobs.append({"rule": match[1], "output": [], "log": [], "command": None})
+        elif jobs and (match := re.fullmatch(r"\s+(output|log): (.*)", line)):
+            jobs[-1][match[1]] = match[2].split(", ")
+        elif jobs and line.startswith("Shell command: "):
+            jobs[-1]["command"] = line.removeprefix("Shell command: ")
+    return jobs
+
+
+def plan(work: Path, config: dict, cores: int, env: dict) -> dict[str, dict]:
+    """The jobs the benchmark runs, from the workflow: ``config`` written to ``work``/config.yaml, then a dry run in
+    ``work`` (``snakemake -n -p --forceall``) of every stage's output and the first stages' evaluations, with
+    ``cores`` cores (a rule's ``{threads}`` is at most that). Returns each job (dry_run_jobs) by the output it is
+    asked for: STAGE_OUTPUTS' and ``eval/<run>.tsv`` for RUN_OF_STAGE's runs, relative to RESULTS. Raises naming
+    a stage whose job is missing from the plan or is not its rule's."""
+    import yaml
+
+    (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    wanted = list(STAGE_OUTPUTS.values()) + [f"eval/{run}.tsv" for run in RUN_OF_STAGE.values()]
+    done = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(work), "--cores", str(cores)]
+        + ["-n", "-p", "--forceall", *(f"{RESULTS}/{path}" for path in wanted), "--configfile", "config.yaml"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"snakemake's dry run failed in {work}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    by_output = {path: job for job in dry_run_jobs(done.stdout) for path in job["output"] if job["command"]}
+    jobs = {path: by_output.get(f"{RESULTS}/{path}") for path in wanted}
+    for stage, path in STAGE_OUTPUTS.items():
+        job = jobs[path]
+        if job is None or job["rule"] != RULE_OF_STAGE[stage]:
+            raise RuntimeError(f"the workflow plans no rule {RULE_OF_STAGE[stage]} job for stage {stage} ({path})")
+    if None in jobs.values():
+        raise RuntimeError(f"the workflow plans no job for {[path for path, job in jobs.items() if job is None]}")
+    return jobs
+
+
+def shell(job: dict, work: Path) -> list[str]:
+    """The command that runs ``job`` as Snakemake does: its outputs' and logs' folders made, then its shell command
+    through bash with Snakemake's prefix, in the work directory (the caller's ``cwd``)."""
+    for path in job["output"] + job["log"]:
+        (work / path).parent.mkdir(parents=True, exist_ok=True)
+    return ["bash", "-c", "set -euo pipefail; " + job["command"]]
+
+
 def model_words(doc_freq_path: Path, min_doc_freq: int = MIN_DOC_FREQ, max_words: int = MAX_VOCABULARY) -> int:
     """How many document words the benchmark's KNRM keeps (Vocabulary.from_doc_freq's filters; queries' words aside)."""
     with open(doc_freq_path, encoding="utf-8") as f:
@@ -245,174 +344,8 @@ def model_words(doc_freq_path: Path, min_doc_freq: int = MIN_DOC_FREQ, max_words
     return min(frequent, max_words)
 
 
-def stage_commands(
-    collection: dict, work: Path, steps: int, device: str = "cpu", rerank_depth: int = 100
-) -> list[tuple[str, list[str]]]:
-    """Each stage's command line as its rule writes it (workflow/rules/{data,candidates,train,rerank,evaluate}.smk),
-    with the config's defaults (config/config.yaml: query_formulation full, holdout splits 0.15 / 0.35, seed 0;
-    the bm25 first stage with the schema's defaults, top 100; rerank_depth 100)."""
-    py = [sys.executable, "-m", "longrank"]
-    dataset = {
-        "name": "synthetic",
-        "source": "local",
-        "docs": collection["docs"],
-        "queries": collection["queries"],
-        "qrels": collection["qrels"],
-    }
-    first_stage = {
-        "name": "bm25",
-        "method": "bm25",
-        "top_k": 100,
-        "k1": 0.9,
-        "b": 0.4,
-        "stemmer": "english",
-        "stopwords": "en",
-    }
-    # the schema's defaults for method pisa: PISA's porter2 is Snowball English, lucene's 33 stop words bm25s's en
-    pisa_stage = {
-        "name": "pisa",
-        "method": "pisa",
-        "top_k": 100,
-        "k1": 0.9,
-        "b": 0.4,
-        "stemmer": "porter2",
-        "stopwords": "lucene",
-    }
-    pisa_index = work / "pisa" / "pisa"
-    model = json.dumps(knrm_config(steps), sort_keys=True)
-    data, candidates = work / "data", work / "candidates" / "bm25.run"
-    checkpoint = work / "models" / "knrm" / "fold0" / "model.safetensors"
-    return [
-        (
-            "data",
-            py
-            + [
-                "data",
-                "--dataset",
-                json.dumps(dataset, sort_keys=True),
-                "--query-formulation",
-                json.dumps({"method": "full"}),
-                "--splits",
-                json.dumps({"method": "holdout", "dev": 0.15, "test": 0.35, "seed": 0}, sort_keys=True),
-                "--out-dir",
-                str(data),
-            ],
-        ),
-        (
-            "candidates",
-            py
-            + [
-                "candidates",
-                "--data",
-                str(data),
-                "--first-stage",
-                json.dumps(first_stage, sort_keys=True),
-                "--dataset",
-                json.dumps(dataset, sort_keys=True),
-                "--out",
-                str(candidates),
-            ],
-        ),
-        (
-            "pisa_index",
-            py
-            + [
-                "pisa_index",
-                "--data",
-                str(data),
-                "--settings",
-                json.dumps({k: pisa_stage[k] for k in ("stemmer", "k1", "b")}, sort_keys=True),
-                "--threads",
-                "1",
-                "--out",
-                str(pisa_index),
-            ],
-        ),
-        (
-            "pisa_candidates",
-            py
-            + [
-                "candidates",
-                "--data",
-                str(data),
-                "--first-stage",
-                json.dumps(pisa_stage, sort_keys=True),
-                "--dataset",
-                json.dumps(dataset, sort_keys=True),
-                "--artifacts",
-                str(pisa_index),
-                "--out",
-                str(work / "candidates" / "pisa.run"),
-            ],
-        ),
-        (
-            "train",
-            py
-            + [
-                "train",
-                "--model",
-                "knrm",
-                "--model-config",
-                model,
-                "--data",
-                str(data),
-                "--candidates",
-                str(candidates),
-                "--fold",
-                "0",
-                "--rerank-depth",
-                str(rerank_depth),
-                "--device",
-                device,
-                "--out",
-                str(checkpoint),
-            ],
-        ),
-        (
-            "rerank",
-            py
-            + [
-                "rerank",
-                "--model",
-                "knrm",
-                "--model-config",
-                model,
-                "--data",
-                str(data),
-                "--candidates",
-                str(candidates),
-                "--checkpoints",
-                str(checkpoint),
-                "--rerank-depth",
-                str(rerank_depth),
-                "--device",
-                device,
-                "--out-dir",
-                str(work / "runs"),
-            ],
-        ),
-        (
-            "evaluate",
-            py
-            + [
-                "evaluate",
-                "--run",
-                str(work / "runs" / "knrm.run"),
-                "--qrels",
-                str(data / "qrels.txt"),
-                "--folds",
-                str(data / "folds.json"),
-                "--measures",
-                "nDCG@10",
-                "--out",
-                str(work / "eval" / "knrm.tsv"),
-            ],
-        ),
-    ]
-
-
 def run_size(size: int, args, work_root: Path, log=print) -> list[dict]:
-    work = work_root / f"n{size}"
+    work = (work_root / f"n{size}").resolve()
     shutil.rmtree(work, ignore_errors=True)
     started = time.perf_counter()
     collection = generate_collection(work / "collection", size, args.queries, args.seed)
@@ -421,14 +354,21 @@ def run_size(size: int, args, work_root: Path, log=print) -> list[dict]:
         f"[n={size}] generated {collection['n_docs']} documents ({collection['words']} words, {collection['word_types']} word types), "
         f"{collection['n_queries']} queries in {generate_seconds:.1f}s"
     )
-    for sub in ("candidates", "runs", "eval", "logs"):
-        (work / sub).mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    # the rules call `python`: this interpreter's
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(args.threads),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    jobs = plan(work, workflow_config(collection, args.steps, args.device), args.threads, env)
+    results = work / RESULTS
+    (work / "logs").mkdir(exist_ok=True)
     rows = []
-    for stage, argv in stage_commands(collection, work, args.steps, args.device):
+    for stage in STAGES:
         if stage not in args.stages:
             continue
-        result = measure(argv, work / "logs" / f"{stage}.log", env)
+        job = jobs[STAGE_OUTPUTS[stage]]
+        result = measure(shell(job, work), work / "logs" / f"{stage}.log", env, work, work / job["log"][0])
         row = {
             "size": size,
             "stage": stage,
@@ -443,39 +383,31 @@ def run_size(size: int, args, work_root: Path, log=print) -> list[dict]:
             "model_words": "",
         }
         if stage in ("train", "rerank"):
-            row["model_words"] = model_words(work / "data" / "word_doc_freq.tsv")
+            row["model_words"] = model_words(results / "data" / "word_doc_freq.tsv")
         if stage == "train":
-            summary = json.loads((work / "models" / "knrm" / "fold0" / "train_summary.json").read_text())
+            summary = json.loads((results / "models" / "knrm" / "fold0" / "train_summary.json").read_text())
             row["steps_per_second"] = (
                 summary["steps_run"] / summary["seconds"] if summary["seconds"] > 0 else float("nan")
             )
         if stage == "evaluate":
-            row["ndcg10"] = mean_column(work / "eval" / "knrm.tsv", "nDCG@10")
-        if stage in ("candidates", "pisa_candidates"):  # the first stage's latency and effectiveness
-            run = work / "candidates" / ("bm25.run" if stage == "candidates" else "pisa.run")
-            stats = json.loads(run.with_suffix(".stats.json").read_text())
+            row["ndcg10"] = mean_column(results / STAGE_OUTPUTS["evaluate"], "nDCG@10")
+        if stage in RUN_OF_STAGE:  # the first stage's latency and effectiveness
+            run = RUN_OF_STAGE[stage]
+            stats = json.loads((results / "candidates" / f"{run}.stats.json").read_text())
             row["query_ms"] = stats["query_ms_per_query"]
             if stage == "candidates":  # bm25s indexes in the candidates stage, in memory
                 row["index_s"] = stats["index_seconds"]
-            scores = evaluate_run(run, work, env)
-            row["ndcg10"], row["recall100"] = scores["nDCG@10"], scores["R@100"]
+            evaluation = f"eval/{run}.tsv"
+            subprocess.run(shell(jobs[evaluation], work), cwd=work, env=env, check=True)
+            row["ndcg10"], row["recall100"] = (mean_column(results / evaluation, m) for m in MEASURES)
         if stage == "pisa_index":
-            manifest = json.loads((work / "pisa" / "pisa" / "longrank_pisa.json").read_text())
+            manifest = json.loads((results / STAGE_OUTPUTS["pisa_index"] / "longrank_pisa.json").read_text())
             row["index_mb"], row["index_s"] = manifest["index_bytes"] / 1e6, manifest["index_seconds"]
         log(f"[n={size}] {stage:<15} {row['seconds']:8.1f}s  {row['peak_rss_mb']:8.1f} MB")
         rows.append(row)
     if "evaluate" in args.stages:  # for context: BM25's own nDCG@10 over the queries KNRM reranked
         rows[-1]["bm25_ndcg10"] = next(r["ndcg10"] for r in rows if r["stage"] == "candidates")
     return rows
-
-
-def evaluate_run(run: Path, work: Path, env: dict) -> dict[str, float]:
-    """nDCG@10 and R@100 of a first stage's run through the evaluate stage, averaged over its per-query rows."""
-    out = work / "eval" / f"{run.stem}.tsv"
-    argv = ["evaluate", "--run", str(run), "--qrels", str(work / "data" / "qrels.txt")]
-    argv += ["--folds", str(work / "data" / "folds.json"), "--measures", "nDCG@10", "R@100", "--out", str(out)]
-    subprocess.run([sys.executable, "-m", "longrank", *argv], env=env, cwd=REPO, check=True, capture_output=True)
-    return {m: mean_column(out, m) for m in ("nDCG@10", "R@100")}
 
 
 def mean_column(path: Path, column: str) -> float:
@@ -886,7 +818,8 @@ def parse_args(argv=None):
         "--threads",
         type=int,
         default=int(os.environ.get("OMP_NUM_THREADS", "1")),
-        help="OMP_NUM_THREADS of the stages (the rules use their threads: 2; default: this shell's, else 1)",
+        help="OMP_NUM_THREADS of the stages and the --cores of the workflow's dry run, which caps a rule's threads (train, "
+        "rerank and pisa_index ask for 2); default: this shell's OMP_NUM_THREADS, else 1",
     )
     parser.add_argument("--profile", default=str(REPO / "profiles" / "slurm" / "config.yaml"))
     parser.add_argument("--target", type=int, default=TARGET_DOCS, help="extrapolate to this many documents")

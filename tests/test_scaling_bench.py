@@ -1,9 +1,12 @@
-"""benchmarks/scaling.py: the synthetic MS MARCO-shaped collection and the fit / extrapolation, not the slow stages."""
+"""benchmarks/scaling.py: the synthetic MS MARCO-shaped collection, the stages' commands (the workflow's own, from
+its dry run) and the first stages run with them at a tiny size, and the fit / extrapolation."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import types
 from collections import Counter
 from pathlib import Path
 
@@ -80,6 +83,48 @@ def test_words_follow_zipf(collection, scaling):
     assert counts.most_common(1)[0][0] == scaling.synthetic_word(0)
     assert len(counts) == info["word_types"] < scaling.VOCAB_SIZE
     assert len({scaling.synthetic_word(r) for r in range(20_000)}) == 20_000  # one word per rank
+
+
+@pytest.fixture(scope="module")
+def planned(scaling, collection, tmp_path_factory):
+    _, info, *_ = collection
+    config = scaling.workflow_config(info, steps=7)
+    return config, scaling.plan(tmp_path_factory.mktemp("plan"), config, cores=1, env=dict(os.environ))
+
+
+def test_every_stage_runs_its_rules_job_from_the_workflows_plan(scaling, planned):
+    """Each stage's command is the job the workflow plans for the benchmark's config (plan raises when a stage's job
+    is missing or of another rule), so a rule's changed command line is the benchmark's too."""
+    config, jobs = planned
+    assert set(scaling.STAGE_OUTPUTS) == set(scaling.STAGES)
+    for stage, path in scaling.STAGE_OUTPUTS.items():
+        job = jobs[path]
+        rule = scaling.RULE_OF_STAGE[stage]
+        assert job["rule"] == rule and f"{scaling.RESULTS}/{path}" in job["output"], stage
+        assert f"python -m longrank {rule} " in job["command"], (stage, job["command"])
+        assert job["log"] and job["log"][0] in job["command"], stage  # the rule's log, as Snakemake writes it
+        if stage in ("train", "rerank"):
+            assert "--model knrm" in job["command"] and '"steps": 7' in job["command"], stage  # the benchmark's
+    assert config["dataset"]["docs"] in jobs["data/stats.json"]["command"]
+    pisa = jobs[scaling.STAGE_OUTPUTS["pisa_candidates"]]["command"]
+    assert '"method": "pisa"' in pisa and f"--artifacts {scaling.RESULTS}/pisa/pisa" in pisa
+    for run in scaling.RUN_OF_STAGE.values():  # the first stages' evaluations, by rule evaluate too
+        job = jobs[f"eval/{run}.tsv"]
+        assert job["rule"] == "evaluate" and f"--run {scaling.RESULTS}/candidates/{run}.run" in job["command"]
+
+
+def test_the_first_stages_run_with_the_planned_commands(scaling, tmp_path):
+    """data and candidates at 200 documents through run_size: the planned commands run in the work directory as
+    Snakemake runs them, and their rows carry what the outputs read back."""
+    args = types.SimpleNamespace(queries=20, seed=3, steps=2, device="cpu", threads=1, stages=["data", "candidates"])
+    rows = scaling.run_size(200, args, tmp_path, log=lambda *_: None)
+    assert [r["stage"] for r in rows] == ["data", "candidates"]
+    assert all(r["peak_rss_mb"] > 0 and r["cpu_seconds"] > 0 for r in rows)
+    candidates = rows[1]
+    assert 0 < candidates["ndcg10"] <= 1 and 0 < candidates["recall100"] <= 1 and candidates["query_ms"] > 0
+    results = tmp_path / "n200" / scaling.RESULTS
+    assert (results / "logs" / "candidates_bm25.log").exists() and (results / "eval" / "bm25.tsv").exists()
+    assert not (results / "models").exists()  # the stages not asked for are planned, not run
 
 
 def test_fit_and_extrapolation(scaling):
