@@ -31,7 +31,7 @@ from longrank.config_files import (
 )
 from longrank.io import InputError
 from longrank.model_types import capabilities
-from rehearsal import RUNS, YEARS, full_scale, rehearsal
+from rehearsal import DEV, RUNS, YEARS, full_scale, rehearsal
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
 
@@ -331,7 +331,7 @@ def job_counts(output: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
 
 
-@pytest.mark.parametrize("year", RUNS)
+@pytest.mark.parametrize("year", (*RUNS, DEV))
 def test_the_rehearsal_runs_the_full_scale_dag(matrix, year):
     """config/studies/trec-dl-rehearsal.yaml (and the passage run's) only shrinks (tests/test_trec_dl_rehearsal.py checks its keys): its DAG
     has the full-scale run's rules with as many jobs each, and the same models of the same types. The untrained
