@@ -105,12 +105,18 @@ def test_the_second_years_own_jobs_read_its_judged_queries_and_official_lists(ms
     results = checkout / "results" / resolved(full_scale(year))["dataset"]["name"]
     targets = [str(results.relative_to(checkout) / path) for path in ("data/stats.json", "candidates/official.run")]
     snakemake(checkout, *targets, "--configfile", *rehearsal(year))
+    check_test_queries_and_their_official_lists(results, judged=45)
+
+
+def check_test_queries_and_their_official_lists(results: Path, judged: int) -> None:
+    """The run's judged test queries (all trained on the 200 training queries, chosen on 100 dev queries), each with
+    candidates in the official top-100 lists."""
     stats = json.loads((results / "data" / "stats.json").read_text())
-    assert stats["num_evaluable_queries"] == 45
-    assert stats["folds"] == [{"train": 200, "dev": 100, "test": 45}]
+    assert stats["num_evaluable_queries"] == judged
+    assert stats["folds"] == [{"train": 200, "dev": 100, "test": judged}]
     test = set(json.loads((results / "data" / "folds.json").read_text())[0]["test"])
     ranked = {line.split()[0] for line in (results / "candidates" / "official.run").read_text().splitlines()}
-    assert test <= ranked, "2020 test queries without official candidates"
+    assert test <= ranked, f"{results.name}: test queries without official candidates"
 
 
 def test_the_report_is_built_from_the_msmarco_loaders(run):
@@ -189,12 +195,7 @@ def test_the_dev_runs_own_jobs_and_the_trainings_it_copies_from_2019(run, checko
 
     config = json.loads((results / "config.json").read_text())
     assert outside_whitelist(config) == outside_whitelist(full)
-    stats = json.loads((results / "data" / "stats.json").read_text())
-    assert stats["num_evaluable_queries"] == 10
-    assert stats["folds"] == [{"train": 200, "dev": 100, "test": 10}]
-    test = set(json.loads((results / "data" / "folds.json").read_text())[0]["test"])
-    ranked = {line.split()[0] for line in (results / "candidates" / "official.run").read_text().splitlines()}
-    assert test <= ranked, "Dev test queries without official candidates"
+    check_test_queries_and_their_official_lists(results, judged=10)
     for model in models:
         log = (results / "logs" / f"train_{model}_fold0.log").read_text()
         found = re.search(r"restoring \S+ fold 0 from (\S+): trained before", log)
