@@ -177,8 +177,9 @@ def test_the_dev_runs_own_jobs_and_the_trainings_it_copies_from_2019(run, checko
     """The Dev run (MS MARCO document Dev as a test set: the dev queries but the 100 that choose) after 2019 in one
     checkout: its resolved config, its data (the 10 judged dev queries beyond the 100), its official lists, and the
     trainings of every model on the official lists but NDRM (whose word2vec vectors and impact index are built per
-    collection) that 2019 trained (not the bi-encoder: at ``steps: 0`` it keeps no training to copy). The years and the Dev run train on the same documents, training and dev queries, so each training
-    is copied from 2019's (the training fingerprint matches), to the byte, not run again."""
+    collection) that 2019 trained (not the bi-encoder: at ``steps: 0`` it keeps no training to copy). The years and
+    the Dev run train on the same documents, training and dev queries, so each training is copied from 2019's (the
+    training fingerprint matches), to the byte, not run again."""
     first = run["results"]
     full = resolved(full_scale(DEV))
     results = checkout / "results" / full["dataset"]["name"]
