@@ -48,9 +48,9 @@ def _give_memory_back():
     import gc
 
     gc.collect()
-    libc = ctypes.util.find_library("c")
-    if libc and hasattr(ctypes.CDLL(libc), "malloc_trim"):  # glibc's; musl and macOS have none
-        ctypes.CDLL(libc).malloc_trim(0)
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    if hasattr(libc, "malloc_trim"):  # glibc's; musl and macOS have none
+        libc.malloc_trim(0)
 
 
 @pytest.fixture(scope="session")
