@@ -27,6 +27,15 @@ def _empty_ir_datasets_home() -> Path:
 
 IR_DATASETS_HOME = _empty_ir_datasets_home()
 
+
+def pytest_unconfigure(config):
+    """The session's ir_datasets cache goes with it: each holds copies of the synthetic collections, and a machine
+    that runs the suite daily kept every one of them in /tmp."""
+    import shutil
+
+    shutil.rmtree(IR_DATASETS_HOME, ignore_errors=True)
+
+
 # Model invariants run on the CPU everywhere and on the GPU too where one is visible (CI has none, so the
 # CUDA cases are not generated there rather than skipped).
 DEVICES = ["cpu"] + (["cuda"] if __import__("torch").cuda.is_available() else [])
