@@ -142,7 +142,12 @@ def main(argv: list[str] | None = None) -> None:
     args, _ = parser.parse_known_args(argv) if wanted is None else (parser.parse_args(argv), None)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        importlib.import_module(stage_module(stage_of(args.stage, argv[1:]))).run(args)
+        module = importlib.import_module(stage_module(stage_of(args.stage, argv[1:])))
+        if getattr(module, "FRESH_MEASUREMENTS", False):  # forked now, before the stage computes (bench.fresh)
+            from longrank.bench import fresh
+
+            fresh.start_here(module.__name__)
+        module.run(args)
     except InputError as err:
         print(f"longrank {args.stage}: error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -1,23 +1,34 @@
 """One measurement in a fresh process, forked from a server that has only imported the measuring code.
 
 Why fresh: a measurement's peak memory must not see what an earlier one cached, and its first forward's one-time
-allocations count, as they do when a model reranks. Why forked from a server (``multiprocessing``'s forkserver,
-started once per bench job with the measuring module and the encoders' ``transformers`` modules preloaded): a new
-interpreter per measurement paid torch's and transformers' imports each time, about 7 s of the ~8 s a small
-measurement took on the 2-core machine; a fork of the server starts in milliseconds. The server is a clean
-interpreter (not a fork of the caller): it has touched no GPU and holds no model, so every child starts as a new
-process would, with the imports already done. The server runs with glibc's mmap threshold at 64 KiB
-(``MALLOC_MMAP_THRESHOLD_=65536``, as each new interpreter did), so tensors are mapped and unmapped, not kept in the
-heap, and a child's peak memory is what its forwards took."""
+allocations count, as they do when a model reranks. Why forked from a server: a new interpreter per measurement paid
+torch's and transformers' imports each time, about 7 s of the ~8 s a small measurement took on the 2-core machine; a
+fork of a server that has them starts in milliseconds. The server has touched no GPU and holds no model, so every
+child starts as a new process would, with the imports already done. It runs with glibc's mmap threshold at 64 KiB (as
+``MALLOC_MMAP_THRESHOLD_=65536`` sets it at start-up), so tensors are mapped and unmapped, not kept in the heap, and a
+child's peak memory is what its forwards took.
+
+Where the server comes from:
+- **A bench stage run from the command line** forks it from its own process (:func:`start_here`, which ``cli.main``
+  calls for a stage module with ``FRESH_MEASUREMENTS``), after the imports and before the stage computes anything.
+  Starting ``multiprocessing``'s forkserver instead cost each bench job ~9 s on the 2-core machine: a second
+  interpreter importing torch and transformers again.
+- **Any other caller** (a test session calling a stage's ``run``) gets ``multiprocessing``'s forkserver: a clean
+  interpreter started once with the modules preloaded. Such a caller may have computed already, and a fork of a
+  process that has run an OpenMP parallel region (torch's CPU ops) hangs in its child's first one."""
 
 from __future__ import annotations
 
+import atexit
+import ctypes
+import ctypes.util
 import importlib
 import multiprocessing
 import os
 import traceback
 from dataclasses import dataclass
 from multiprocessing import forkserver
+from multiprocessing.connection import Connection
 
 # Imported by the server before it forks: the encoders' modules are what a new interpreter spent most of its time on
 # (transformers imports them lazily, on the first from_pretrained); the word models need none of them.
@@ -34,7 +45,75 @@ class Outcome:
     exitcode: int = 0
 
 
+MMAP_THRESHOLD = 65536
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter, <malloc.h>
+
 _started: list[str] = []
+# module -> the connection to the server forked from this process, and its pid (start_here)
+_here: dict[str, tuple[Connection, int]] = {}
+
+
+def start_here(module: str) -> None:
+    """Fork the server that measures with ``module`` from this process, now. Call it only before this process has
+    computed anything (see the module's docstring): ``cli.main`` does, between a bench stage's imports and its
+    ``run``. The server ends when this process closes its end of the connection (at exit at the latest)."""
+    if module in _here:
+        return
+    ours, its = multiprocessing.Pipe()
+    pid = os.fork()
+    if pid == 0:  # the server: never returns
+        ours.close()
+        _serve(module, its)
+    its.close()
+    _here[module] = (ours, pid)
+    atexit.register(_stop, module)
+
+
+def _stop(module: str) -> None:
+    connection, pid = _here.pop(module)
+    connection.close()
+    os.waitpid(pid, 0)
+
+
+def _serve(module: str, connection: Connection) -> None:
+    try:
+        os.environ["MALLOC_MMAP_THRESHOLD_"] = str(MMAP_THRESHOLD)  # the environment a new interpreter had
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        if hasattr(libc, "mallopt"):  # glibc's; the variable above took effect only at a process's start
+            libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+        for name in (*PRELOAD, module):
+            importlib.import_module(name)
+        while True:
+            try:
+                job = connection.recv()
+            except EOFError:  # the stage is done
+                break
+            connection.send(_fork_child(module, job))
+    finally:
+        os._exit(0)
+
+
+def _fork_child(module: str, job: dict) -> Outcome:
+    receive, send = multiprocessing.Pipe(duplex=False)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            receive.close()
+            _child(module, job, send)
+        finally:
+            os._exit(0)
+    send.close()
+    try:
+        outcome = receive.recv()
+    except EOFError:  # the child died before it sent anything (a signal, os._exit)
+        outcome = None
+    receive.close()
+    _, status = os.waitpid(pid, 0)
+    return outcome or _ended(os.waitstatus_to_exitcode(status))
+
+
+def _ended(exitcode: int) -> Outcome:
+    return Outcome(None, error=f"the measuring process ended with exit code {exitcode}", exitcode=exitcode)
 
 
 def _context(module: str) -> multiprocessing.context.BaseContext:
@@ -46,7 +125,7 @@ def _context(module: str) -> multiprocessing.context.BaseContext:
     if not _started:
         context.set_forkserver_preload([*PRELOAD, module])
         previous = os.environ.get("MALLOC_MMAP_THRESHOLD_")
-        os.environ["MALLOC_MMAP_THRESHOLD_"] = "65536"
+        os.environ["MALLOC_MMAP_THRESHOLD_"] = str(MMAP_THRESHOLD)
         try:
             forkserver.ensure_running()
         finally:
@@ -68,7 +147,15 @@ def _child(module: str, job: dict, conn) -> None:
 
 
 def measure_in_fresh_process(module: str, job: dict) -> Outcome:
-    """``module.measure(job)`` in a new child of ``module``'s fork server; its result, traceback or exit code."""
+    """``module.measure(job)`` in a new child of ``module``'s server (the one forked here, else the forkserver); its
+    result, traceback or exit code."""
+    if module in _here:
+        connection = _here[module][0]
+        try:
+            connection.send(job)
+            return connection.recv()
+        except (EOFError, BrokenPipeError):
+            return Outcome(None, error="the measuring server ended before it answered", exitcode=-1)
     context = _context(module)
     receive, send = context.Pipe(duplex=False)
     child = context.Process(target=_child, args=(module, job, send), daemon=True)
@@ -79,8 +166,4 @@ def measure_in_fresh_process(module: str, job: dict) -> Outcome:
     except EOFError:  # the child died before it sent anything (a signal, os._exit)
         outcome = None
     child.join()
-    if outcome is None:
-        return Outcome(
-            None, error=f"the measuring process ended with exit code {child.exitcode}", exitcode=child.exitcode
-        )
-    return outcome
+    return outcome or _ended(child.exitcode)
