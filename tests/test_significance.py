@@ -175,11 +175,15 @@ def test_pair_ci_is_paired_bootstrap_of_differences():
     assert (sys_row.ci_low, sys_row.ci_high) == pytest.approx(ci(a, 1000, 3))
 
 
-# 10 queries: scipy's exact permutation path with ties, 0.3 s a call (10 s in all): the full run's, not the quick tier's
-@pytest.mark.parametrize("n_queries", [6, pytest.param(10, marks=pytest.mark.slow), 43])
+# scipy's exact permutation path with ties costs ~0.1-0.3 s a call: the larger ones in the full run, not the quick tier
+@pytest.mark.parametrize(
+    "n_queries",
+    [1, 2, 6, pytest.param(10, marks=pytest.mark.slow), pytest.param(13, marks=pytest.mark.slow), 14, 43],
+)
 def test_the_wilcoxon_p_keyed_by_signed_ranks_is_scipys_p_of_the_pair_to_the_bit(n_queries):
-    # Graded gains on few queries: ties and zeros everywhere, so below 14 queries scipy takes its exact
-    # permutation path and at 43 the tie-corrected normal one; the cached p must be scipy's on the raw pair.
+    # Graded gains on few queries: ties and zeros everywhere, so up to 13 queries scipy takes its exact
+    # permutation path (which ours computes for all sign flips at once) and from 14 the tie-corrected normal one;
+    # the cached p must be scipy's on the raw pair.
     rng = np.random.default_rng(n_queries)
     grades = np.array([0.0, 0.0, 1 / 3, 0.5, 1.0])
     for _ in range(15):
@@ -188,3 +192,11 @@ def test_the_wilcoxon_p_keyed_by_signed_ranks_is_scipys_p_of_the_pair_to_the_bit
             continue
         expected = stats.wilcoxon(x, y, zero_method="wilcox", alternative="two-sided").pvalue
         assert sig.wilcoxon_p(x, y) == float(expected)
+
+
+@pytest.mark.parametrize("n_queries", [5, 13])
+def test_without_ties_or_zeros_the_p_is_scipys_exact_distributions(n_queries):
+    rng = np.random.default_rng(n_queries)
+    for _ in range(10):
+        x, y = rng.random(n_queries), rng.random(n_queries)
+        assert sig.wilcoxon_p(x, y) == float(stats.wilcoxon(x, y, zero_method="wilcox").pvalue)
