@@ -242,3 +242,29 @@ def test_a_layer_reaches_nothing_above_it(lower, upper):
         (name, target) for name in sources for target in nx.descendants(graph, name) if target.startswith(targets)
     )
     assert not reached, f"{lower} reaches what sits above it: " + ", ".join(f"{a} -> {b}" for a, b in reached[:10])
+
+
+# The stages that never run a network: each of their jobs pays Python's start-up and nothing more (importing torch
+# is ~3-5 s of a 2-core machine's time, in every one of a run's dozens of these jobs).
+STAGES_WITHOUT_A_NETWORK = [
+    "resolved_config", "data", "doc_field", "candidates", "sanity", "pseudo_queries", "pisa_index", "annotate",
+    "graphs", "rerank_run", "interpolate", "evaluate", "history", "compare", "export",
+]  # fmt: skip
+
+
+def test_the_stages_without_a_network_import_no_torch():
+    import subprocess
+    import sys
+
+    from longrank.cli import STAGES
+
+    modules = [STAGES[stage][0] for stage in STAGES_WITHOUT_A_NETWORK]
+    probe = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "    if 'torch' in sys.modules:\n"
+        "        sys.exit(f'{name} imports torch')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

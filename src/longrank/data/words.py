@@ -21,10 +21,12 @@ from collections import Counter
 from functools import lru_cache
 from itertools import islice
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 from longrank.io import InputError, atomic_path, numbered_lines
 
@@ -267,6 +269,8 @@ class Vocabulary:
 
     def idf(self) -> torch.Tensor:
         """Smoothed IDF, log((N - df + 0.5) / (df + 0.5) + 1), as BM25 uses; 0 for padding."""
+        import torch  # here, not at the top: the stages that only tokenise (data, candidates, sanity) never load it
+
         df = torch.tensor(self.doc_freq, dtype=torch.float32)
         idf = torch.log((self.num_docs - df + 0.5) / (df + 0.5) + 1.0)
         idf[PAD] = 0.0
@@ -274,6 +278,8 @@ class Vocabulary:
 
     def encode_batch(self, texts: list[str], max_len: int, min_len: int = 1) -> torch.Tensor:
         """Pad ``texts`` to the longest one (at most ``max_len``, at least ``min_len``) -> LongTensor [B, L]."""
+        import torch
+
         rows = [self.ids(t, max_len) for t in texts]
         width = max(min_len, max((len(r) for r in rows), default=0))
         out = torch.full((len(rows), width), PAD, dtype=torch.long)
@@ -307,6 +313,8 @@ def embedding_matrix(vocab: Vocabulary, source: str = "glove-6b-50d", seed: int 
     """Embedding matrix for ``vocab``: pretrained vectors where the word has one, small random vectors
     otherwise, zeros for padding. ``source`` is ``glove-6b-50d`` (the PyPI package) or a path to a
     word-vector text file. Returns the matrix and the fraction of vocabulary words covered."""
+    import torch
+
     try:
         index, vectors = _glove_table(None if source == "glove-6b-50d" else source)
     except FileNotFoundError:
