@@ -103,13 +103,19 @@ def _fork_child(module: str, job: dict) -> Outcome:
         finally:
             os._exit(0)
     send.close()
-    try:
-        outcome = receive.recv()
-    except EOFError:  # the child died before it sent anything (a signal, os._exit)
-        outcome = None
-    receive.close()
+    outcome = _outcome_from(receive)
     _, status = os.waitpid(pid, 0)
     return outcome or _ended(os.waitstatus_to_exitcode(status))
+
+
+def _outcome_from(receive: Connection) -> Outcome | None:
+    """What the child sent; None where it died before it sent anything (a signal, os._exit)."""
+    try:
+        return receive.recv()
+    except EOFError:
+        return None
+    finally:
+        receive.close()
 
 
 def _ended(exitcode: int) -> Outcome:
@@ -161,9 +167,6 @@ def measure_in_fresh_process(module: str, job: dict) -> Outcome:
     child = context.Process(target=_child, args=(module, job, send), daemon=True)
     child.start()
     send.close()
-    try:
-        outcome = receive.recv()
-    except EOFError:  # the child died before it sent anything (a signal, os._exit)
-        outcome = None
+    outcome = _outcome_from(receive)
     child.join()
     return outcome or _ended(child.exitcode)
