@@ -186,7 +186,7 @@ def test_the_wilcoxon_p_keyed_by_signed_ranks_is_scipys_p_of_the_pair_to_the_bit
     # the cached p must be scipy's on the raw pair.
     rng = np.random.default_rng(n_queries)
     grades = np.array([0.0, 0.0, 1 / 3, 0.5, 1.0])
-    for _ in range(15):
+    for _ in range(15 if n_queries < 13 else 6):  # scipy's reference: ~2.6 s a call at 13 queries
         x, y = rng.choice(grades, n_queries), rng.choice(grades, n_queries)
         if np.all(x == y):
             continue
