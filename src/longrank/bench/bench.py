@@ -32,7 +32,6 @@ How it measures (also written into the output's ``notes``):
 from __future__ import annotations
 
 import argparse
-import ctypes
 import functools
 import gc
 import json
@@ -44,7 +43,7 @@ import torch
 from longrank.data.corpus import Corpus
 from longrank.data.words import tokenize
 from longrank.io import InputError
-from longrank.bench.fresh import measure_in_fresh_process
+from longrank.bench.fresh import glibc, measure_in_fresh_process
 from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_alternating, time_region
 from longrank.outputs import BenchTable, Rate, Timing
 from longrank.models.checkpoint import load_model
@@ -330,10 +329,9 @@ class MemoryProbe:
                 "(model weights and inputs excluded)."
             )
             return
-        try:
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-        except (OSError, AttributeError):
-            pass
+        libc = glibc()
+        if libc:
+            libc.malloc_trim(0)
         try:
             with open("/proc/self/clear_refs", "w") as f:
                 f.write("5")  # reset the RSS high-water mark (Linux >= 4.0)

@@ -75,11 +75,20 @@ def _stop(module: str) -> None:
     os.waitpid(pid, 0)
 
 
+def glibc() -> ctypes.CDLL | None:
+    """The C library where it is glibc (it has ``mallopt`` and ``malloc_trim``); None elsewhere (musl, macOS)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    except OSError:
+        return None
+    return libc if hasattr(libc, "malloc_trim") else None
+
+
 def _serve(module: str, connection: Connection) -> None:
     try:
         os.environ["MALLOC_MMAP_THRESHOLD_"] = str(MMAP_THRESHOLD)  # the environment a new interpreter had
-        libc = ctypes.CDLL(ctypes.util.find_library("c"))
-        if hasattr(libc, "mallopt"):  # glibc's; the variable above took effect only at a process's start
+        libc = glibc()
+        if libc:  # the variable above took effect only at a process's start
             libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
         for name in (*PRELOAD, module):
             importlib.import_module(name)
