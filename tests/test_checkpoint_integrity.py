@@ -16,9 +16,9 @@ from longrank.data.corpus import Corpus
 from longrank.io import InputError, read_run, write_json
 from longrank.models.checkpoint import load_model, manifest_path
 from longrank.rerank import rerank
-from longrank.train import train_state
+from longrank.train import state_sets, train_state
 from longrank.train import train as train_stage
-from longrank.train.train_state import sets_newest_first
+from longrank.train.state_sets import sets_newest_first
 from longrank.train.sampling import PairSampler
 from conftest import synthetic_collection, write_local_collection
 
@@ -149,7 +149,7 @@ def test_a_finished_training_keeps_only_what_copying_its_model_out_needs(base):
     assert sorted(p.name for p in final.iterdir()) == sorted(
         ["best.safetensors", "best_dev.run", "position.json", "manifest.json"]
     )
-    assert train_state.is_finished(final) and not train_state.set_problems(final)
+    assert state_sets.is_finished(final) and not state_sets.set_problems(final)
     assert final.joinpath("best.safetensors").read_bytes() == (base / "reference" / "model.safetensors").read_bytes()
 
 
@@ -187,11 +187,11 @@ def test_a_kill_while_a_finished_state_is_reduced_leaves_it_usable(base, caplog)
     Path.unlink = dies_deleting
     try:
         with pytest.raises(KeyboardInterrupt):
-            train_state.finish_state(state)
+            state_sets.finish_state(state)
     finally:
         Path.unlink = original
     (final,) = sets_newest_first(state)
-    assert (final / "optimizer.json").exists() and not train_state.set_problems(final)
+    assert (final / "optimizer.json").exists() and not state_sets.set_problems(final)
     out = train(base, run.name)
     assert messages(caplog, "resuming knrm fold 0 at step 24") and not messages(caplog, "knrm fold 0 step")
     assert out.read_bytes() == (base / "reference" / "model.safetensors").read_bytes()
@@ -229,7 +229,7 @@ def test_a_kill_while_a_set_is_written_leaves_the_earlier_sets_whole(base, monke
         train(base, run.name)
     monkeypatch.undo()
     assert [p.name for p in sets_newest_first(run / "train_state")] == ["step-000000008"]
-    assert not train_state.set_problems(run / "train_state" / "step-000000008")
+    assert not state_sets.set_problems(run / "train_state" / "step-000000008")
 
 
 def test_a_state_in_the_layout_before_checksums_is_discarded(base, caplog):

@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from longrank.data.corpus import Corpus
 from longrank.io import InputError, read_run
 from longrank.train import train as train_stage
-from longrank.train.train_state import read_position, sets_newest_first
+from longrank.train.state_sets import read_position, sets_newest_first
 from longrank.train.fingerprint import fingerprint_of, training_inputs
 from longrank.train.losses import LOSSES, with_negative_pairs
 from longrank.train.optimiser import parameter_groups

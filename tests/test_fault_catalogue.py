@@ -697,7 +697,7 @@ def test_a_full_disk_during_a_checkpoint_write_keeps_the_set_before(tmp_path, mo
     import torch
 
     from longrank.models import checkpoint as model_checkpoint
-    from longrank.train import train_state
+    from longrank.train import state_sets, train_state
     from longrank.train.position import TrainingPosition
 
     model = torch.nn.Linear(4, 2)
@@ -715,7 +715,7 @@ def test_a_full_disk_during_a_checkpoint_write_keeps_the_set_before(tmp_path, mo
         train_state.save_training_state(state, model, optimizer, None, TrainingPosition(step=16))
     assert err.value.errno == errno.ENOSPC and victim in err.value.filename
     assert snapshot(state) == before  # no partial set, no set for step 16, step 8 whole
-    assert train_state.newest_good_set(state) == first
+    assert state_sets.newest_good_set(state) == first
 
 
 KINDS["disk_full"] = 2

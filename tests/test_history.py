@@ -21,7 +21,7 @@ from longrank.io import read_json, read_run
 from longrank.report.history import changed_keys
 from longrank.rerank import rerank
 from longrank.train import train as train_stage
-from longrank.train.train_state import is_finished, sets_newest_first
+from longrank.train.state_sets import is_finished, sets_newest_first
 from conftest import E2E_CONFIG, snakemake
 
 pytestmark = pytest.mark.slow  # trainings run: not in the quick tier

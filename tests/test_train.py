@@ -22,7 +22,7 @@ from longrank.interpolate import interpolate
 from longrank.rerank import rerank
 from longrank.runs import with_tail
 from longrank.train import train as train_stage, trainer
-from longrank.train.train_state import read_position, sets_newest_first
+from longrank.train.state_sets import read_position, sets_newest_first
 from longrank.train.losses import LOSSES
 from longrank.train.sampling import PairSampler
 

@@ -13,7 +13,7 @@ current one always), so the disk a model's history takes is bounded by ``keep`` 
 
 Two readers: the report's experiment log (``report/history.py``: every kept setting's scores beside today's, with
 what changed), and training (``--history``): going back to a kept setting copies its finished state back, and the
-model comes out of it without a training step (``train/train_state.py``'s ``find_finished_set``, the same
+model comes out of it without a training step (``train/state_sets.py``'s ``find_finished_set``, the same
 fingerprint check a resume makes).
 """
 
@@ -30,6 +30,7 @@ from pathlib import Path
 from longrank.evaluate.metrics import read_eval_tsv
 from longrank.io import InputError, json_object, link_or_copy, read_json, replace_directory, write_json
 from longrank.provenance import source
+from longrank.train.state_sets import is_finished, set_problems, sets_newest_first
 
 log = logging.getLogger(__name__)
 
@@ -126,9 +127,6 @@ def run(args: argparse.Namespace) -> None:
 
 def _finished_set(state_dir: Path) -> Path | None:
     """A training's finished checkpoint set, when it left one that verifies (a zero-shot model leaves none)."""
-    # here, not at the top: the checkpoint module imports torch, which this stage needs only for this
-    from longrank.train.train_state import is_finished, set_problems, sets_newest_first
-
     newest = next(iter(sets_newest_first(state_dir)), None)
     if newest is None or set_problems(newest) or not is_finished(newest):
         return None

@@ -4,49 +4,22 @@ entry and its weights. The resumable training state (optimiser, scheduler, posit
 
 Every weights file is written with a manifest beside it (``model.safetensors`` -> ``model.manifest.json``: its size
 and SHA-256), and read only if it still matches: a truncated or bit-flipped file is refused by name, never scored
-with. The same records (``file_record`` / ``check_records``) verify the training state's checkpoint sets."""
+with. The records are :mod:`longrank.file_records`'s, which verify the training state's checkpoint sets too."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
+from longrank.file_records import check_records, file_record
 from longrank.io import InputError, atomic_path, write_json
 from longrank.models.registry import build_model
 
 MANIFEST_SUFFIX = ".manifest.json"
-
-
-def sha256_of(path: str | Path) -> str:
-    """The file's SHA-256, read in blocks (a checkpoint may be gigabytes)."""
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def file_record(path: str | Path) -> dict:
-    """What a manifest records of one file: its size and content hash."""
-    return {"size": os.path.getsize(path), "sha256": sha256_of(path)}
-
-
-def check_records(directory: Path, records: dict[str, dict]) -> list[str]:
-    """The files of ``records`` (names relative to ``directory``) that are missing or differ from their record,
-    each with the reason; empty when all match. The size is compared first: a truncated file is not hashed."""
-    problems = []
-    for name, record in records.items():
-        path = directory / name
-        if not path.is_file():
-            problems.append(f"{name} is missing")
-        elif os.path.getsize(path) != record["size"]:
-            problems.append(f"{name} has {os.path.getsize(path)} bytes, the manifest says {record['size']}")
-        elif sha256_of(path) != record["sha256"]:
-            problems.append(f"{name}'s SHA-256 differs from the manifest's (the file changed after it was written)")
-    return problems
 
 
 def manifest_path(weights: str | Path) -> Path:

@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
-from longrank.models.checkpoint import sha256_of
+from longrank.file_records import sha256_of
 from longrank.models.registry import constructor_defaults
-from longrank.train.train_state import clear_state, newest_good_set, read_position
+from longrank.train.state_sets import clear_state, newest_good_set, read_position
 from longrank.train.code import training_code_digest
 from longrank.train.position import PositionShapeError, TrainingPosition
 

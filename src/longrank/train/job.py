@@ -39,7 +39,7 @@ class TrainingJob:
     out: Path
     collection_artifacts: Path | None = None
     init: Path | None = None
-    # where finished trainings of the same inputs are looked for (train.train_state.kept_finished_sets): a results
+    # where finished trainings of the same inputs are looked for (train.state_sets.kept_finished_sets): a results
     # folder (its models and history) or the folder of results folders; None: nowhere
     reuse_from: Path | None = None
     rank: int = 0

@@ -4,7 +4,7 @@ Pairwise (or the model's) loss on a positive and ``negatives`` candidates per qu
 warm-up and linear decay; every ``eval_every`` steps the dev queries' candidates are reranked and the
 weights with the best dev nDCG@10 are kept (test queries are never looked at here); training stops after
 ``patience`` evaluations without improvement. The full state is checkpointed at every evaluation into a
-checkpoint set under ``train_state/`` (written whole, verified by its manifest: ``train/train_state.py``) so a killed
+checkpoint set under ``train_state/`` (written whole, verified by its manifest: ``train/state_sets.py``) so a killed
 job resumes where it stopped, if every input it was made from is unchanged (``training_inputs``: judgments, query
 texts, documents, vocabulary, initial weights, ...); the final ``model.safetensors`` and its
 ``model.manifest.json`` appear only when training has finished.

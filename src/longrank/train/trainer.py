@@ -21,16 +21,14 @@ from longrank.outputs import TrainSummary
 from longrank.precision import AUTOCAST_DTYPES
 from longrank.progress import progress, to_console
 from longrank.train.batches import TrainingBatches, step_seed
-from longrank.train.train_state import (
+from longrank.train.state_sets import (
     clear_state,
-    export_best,
     find_finished_set,
-    kept_finished_sets,
     finish_state,
-    load_training_state,
-    save_training_state,
+    kept_finished_sets,
     sets_newest_first,
 )
+from longrank.train.train_state import export_best, load_training_state, save_training_state
 from longrank.train.fingerprint import fingerprint_of, keep_only_a_fitting_state, training_inputs
 from longrank.train.job import TrainingJob, keep_untrained, prepare
 from longrank.train.losses import with_negative_pairs
