@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from longrank.data.corpus import Corpus
-from longrank.data.words import STOP_WORDS, tokenize
+from longrank.data.words import stop_words, tokenize
 from longrank.io import InputError, read_json
 from longrank.models import hdct as hdct_model
 from longrank.retrieval import hdct as hdct_index
@@ -47,13 +47,15 @@ def test_a_word_repeated_in_a_passage_counts_once_so_equal_weights_index_every_t
     five times and a word said once get the same pseudo frequency, and BM25 over them ranks by the terms' idf alone."""
     doc_ids = list(DOCS)
     tfs = [
-        pseudo_frequencies([[(w, 0.25) for w in tokenize(DOCS[d]) if w not in STOP_WORDS]], m=100, combine="sum")
+        pseudo_frequencies([[(w, 0.25) for w in tokenize(DOCS[d]) if w not in stop_words()]], m=100, combine="sum")
         for d in doc_ids
     ]
     assert all(set(tf.values()) == {50} for tf in tfs)
     build_index(doc_ids, tfs, 0.9 * 50, 0.4, tmp_path / "index")  # tf, dl and k1 scaled alike
     binary = bm25s.BM25(k1=0.9, b=0.4, method="lucene")  # each distinct term once
-    binary.index([sorted({w for w in tokenize(DOCS[d]) if w not in STOP_WORDS}) for d in doc_ids], show_progress=False)
+    binary.index(
+        [sorted({w for w in tokenize(DOCS[d]) if w not in stop_words()}) for d in doc_ids], show_progress=False
+    )
     weighted = bm25s.BM25.load(str(tmp_path / "index"))
     for query in (["wing"], ["lift", "wing"], ["drag", "supersonic"]):
         a, c = binary.get_scores(query), weighted.get_scores(query)
@@ -79,7 +81,7 @@ def test_title_and_pseudo_query_targets_match_a_hand_computation(tmp_path):
 def test_index_save_and_load_give_identical_scores(tmp_path):
     doc_ids = list(DOCS)
     tfs = [
-        pseudo_frequencies([[(w, 0.1 + 0.05 * i) for i, w in enumerate(tokenize(DOCS[d])) if w not in STOP_WORDS]])
+        pseudo_frequencies([[(w, 0.1 + 0.05 * i) for i, w in enumerate(tokenize(DOCS[d])) if w not in stop_words()]])
         for d in doc_ids
     ]
     build_index(doc_ids, tfs, 0.9, 0.4, tmp_path / "index")

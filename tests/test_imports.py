@@ -252,19 +252,24 @@ STAGES_WITHOUT_A_NETWORK = [
 ]  # fmt: skip
 
 
-def test_the_stages_without_a_network_import_no_torch():
+def test_the_stages_without_a_network_import_no_torch_or_sklearn():
     import subprocess
     import sys
 
     from longrank.cli import STAGES
 
     modules = [STAGES[stage][0] for stage in STAGES_WITHOUT_A_NETWORK]
+    # scikit-learn (~3 s) as well, but in the stage whose graphs weight terms with its TfidfVectorizer (probed last:
+    # one process imports them all in turn)
+    heavy = {module: ["torch", "sklearn"] for module in modules if module != STAGES["graphs"][0]}
+    heavy[STAGES["graphs"][0]] = ["torch"]
     probe = (
         "import importlib, sys\n"
-        f"for name in {modules!r}:\n"
+        f"for name, packages in {heavy!r}.items():\n"
         "    importlib.import_module(name)\n"
-        "    if 'torch' in sys.modules:\n"
-        "        sys.exit(f'{name} imports torch')\n"
+        "    for package in packages:\n"
+        "        if package in sys.modules:\n"
+        "            sys.exit(f'{name} imports {package}')\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

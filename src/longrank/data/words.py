@@ -38,14 +38,14 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
-def _stop_words() -> frozenset[str]:
-    # scikit-learn's English list (318 words): the one its TfidfVectorizer uses for query formulation too.
+@lru_cache(maxsize=1)
+def stop_words() -> frozenset[str]:
+    """scikit-learn's English list (318 words): the one its TfidfVectorizer uses for query formulation too. Read on
+    first use: importing scikit-learn takes ~3 s, which the many jobs that only tokenise (data, candidates, sanity,
+    bench) would pay for a list they never read."""
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     return frozenset(ENGLISH_STOP_WORDS)
-
-
-STOP_WORDS = _stop_words()
 
 
 TEXT_PROCESSING = ("words", "ck")
@@ -124,7 +124,8 @@ def query_terms(text: str, remove_stopwords: bool = True) -> list[str]:
     words = tokenize(text)
     if not remove_stopwords:
         return words
-    content = [w for w in words if w not in STOP_WORDS]
+    stop = stop_words()
+    content = [w for w in words if w not in stop]
     return content or words
 
 

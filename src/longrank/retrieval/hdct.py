@@ -28,7 +28,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from longrank.data.words import STOP_WORDS, tokenize
+from longrank.data.words import stop_words, tokenize
 from longrank.io import InputError, Run, read_json
 from longrank.retrieval.first_stage import HDCT_COMBINE
 
@@ -97,8 +97,9 @@ def retrieve(index_dir: Path, queries: dict[str, str], top_k: int) -> tuple[Run,
     vocab = retriever.vocab_dict
     qids = sorted(queries)
     run: Run = {}
+    stop = stop_words()
     for qid in qids:
-        terms = [t for t in tokenize(queries[qid]) if t not in STOP_WORDS and t in vocab]
+        terms = [t for t in tokenize(queries[qid]) if t not in stop and t in vocab]
         if not terms:
             continue
         results, scores = retriever.retrieve([terms], k=min(top_k, len(doc_ids)), show_progress=False)

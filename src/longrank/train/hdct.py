@@ -36,7 +36,7 @@ import torch
 
 from longrank.data.collections import read_field
 from longrank.data.corpus import Corpus
-from longrank.data.words import STOP_WORDS, tokenize
+from longrank.data.words import stop_words, tokenize
 from longrank.io import (
     InputError,
     names_full_disk,
@@ -60,8 +60,8 @@ log = logging.getLogger(__name__)
 
 def term_recall(words: list[str], queries: list[str]) -> list[float]:
     """Each word's target: the share of ``queries`` whose terms contain it (0 for a stop word)."""
-    terms = [set(tokenize(q)) for q in queries]
-    return [0.0 if w in STOP_WORDS else sum(w in t for t in terms) / len(terms) for w in words]
+    terms, stop = [set(tokenize(q)) for q in queries], stop_words()
+    return [0.0 if w in stop else sum(w in t for t in terms) / len(terms) for w in words]
 
 
 def _queries_of_documents(
@@ -118,7 +118,7 @@ def train_model(model: HDCT, examples, spec: HDCTSettings) -> list[dict]:
     )
     rng = np.random.default_rng(spec.seed)
     model.train()
-    curve, window = [], []
+    curve, window, stop = [], [], stop_words()
     for step in progress(range(spec.steps), desc="train hdct", unit="step", mininterval=5):
         batch = [
             examples[i] for i in rng.choice(len(examples), size=min(spec.batch_size, len(examples)), replace=False)
@@ -126,7 +126,7 @@ def train_model(model: HDCT, examples, spec: HDCTSettings) -> list[dict]:
         predicted = model([words for words, _ in batch])
         losses = []
         for (words, targets), weights in zip(batch, predicted):
-            mask = torch.tensor([w not in STOP_WORDS for w in words], device=model.device)
+            mask = torch.tensor([w not in stop for w in words], device=model.device)
             if mask.any():
                 losses.append(((weights - torch.tensor(targets, device=model.device)) ** 2)[mask].mean())
         if not losses:
@@ -148,7 +148,7 @@ def document_frequencies(
     model: HDCT, corpus: Corpus, spec: HDCTSettings, batch_size: int = 32, chunk: int = 256
 ) -> tuple[list[str], list[Counter]]:
     """Every document's pseudo term frequencies (ids in collection order), ``chunk`` documents' passages at a time."""
-    doc_ids = list(corpus.docs)
+    doc_ids, stop = list(corpus.docs), stop_words()
     tfs = []
     for start in progress(range(0, len(doc_ids), chunk), desc="hdct weights", unit=f"x{chunk} docs", mininterval=5):
         flat, owner = [], []
@@ -161,7 +161,7 @@ def document_frequencies(
             for words, weights, k in zip(
                 flat[i : i + batch_size], model(flat[i : i + batch_size]), owner[i : i + batch_size]
             ):
-                per_doc[k].append([(w, x) for w, x in zip(words, weights.tolist()) if w not in STOP_WORDS])
+                per_doc[k].append([(w, x) for w, x in zip(words, weights.tolist()) if w not in stop])
         tfs += [pseudo_frequencies(p, spec.m, spec.combine) for p in per_doc]
     return doc_ids, tfs
 
