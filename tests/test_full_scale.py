@@ -14,8 +14,9 @@ What the test replaces, and nothing else:
 
 The training step is the trainer's (src/longrank/train/trainer.py) parts in its order: the entry's ``TrainSettings``,
 ``parameter_groups`` into the configured optimiser (Adam or AdamW), ``PairSampler`` and ``TrainingBatches`` for the batch (one
-query, the configured negatives, the configured negative sources), the model's loss (with the Conformer-Kernel
-paper's extra pairs where configured), backward, gradient clipping, the optimiser step.
+query; the configured negatives on the word models, one on a BERT-sized model; the configured negative sources), the
+model's loss (with the Conformer-Kernel paper's extra pairs where configured), backward, gradient clipping, the
+optimiser step.
 """
 
 from __future__ import annotations
@@ -286,9 +287,16 @@ def check_learning_rates(name: str, optimizer: torch.optim.Optimizer) -> None:
 def one_training_step(
     name: str, entry: dict, model, corpus: Corpus, candidates: dict
 ) -> tuple[float, torch.optim.Optimizer, dict]:
-    """The training loop's step on one query, its positive and the configured negatives at the paper's lengths (half
-    the CPU time of two queries); returns the loss, the optimiser and each group's parameters before."""
-    settings = dataclasses.replace(TrainSettings.from_entry(name, entry), batch_size=1)
+    """The training loop's step on one query, its positive and negatives at the paper's lengths; returns the loss, the
+    optimiser and each group's parameters before.
+
+    One query, not the configured batch, and on a pretrained encoder or MIR one negative, not the configured seven: the
+    same graph at the same lengths, at a quarter of the CPU time (BERT-base forward and backward over 512 tokens is
+    ~3 s a document here). How many negatives the papers take is test_paper_settings's check (docs/paper_settings.yaml);
+    the word models keep theirs (NDRM's pairs between negatives need them, and they cost nothing)."""
+    settings = TrainSettings.from_entry(name, entry)
+    costly = model_type(entry["type"]).on_pretrained_encoder or entry["type"] == "mir"
+    settings = dataclasses.replace(settings, batch_size=1, negatives=1 if costly else settings.negatives)
     optimizer = make_optimizer(parameter_groups(model, settings, name), settings)  # Adam or AdamW, as configured
     collection = list(corpus.docs) if settings.negatives_from != "candidates" else None
     sampler = PairSampler(
