@@ -61,7 +61,7 @@ def start_here(module: str) -> None:
         return
     # Imported here, before the fork, not in the server: the stage's own model load then finds them too, where the
     # server and the stage each importing them cost a bench job ~3 s more of the 2-core machine.
-    for name in PRELOAD:
+    for name in (*PRELOAD, module):
         importlib.import_module(name)
     ours, its = multiprocessing.Pipe()
     pid = os.fork()
@@ -94,8 +94,6 @@ def _serve(module: str, connection: Connection) -> None:
         libc = glibc()
         if libc:  # the variable above took effect only at a process's start
             libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
-        for name in (*PRELOAD, module):
-            importlib.import_module(name)
         while True:
             try:
                 job = connection.recv()
