@@ -77,7 +77,7 @@ from longrank.io import InputError
 from longrank.models.base import Ranker, config_keys, split_config
 from longrank.models.modules.contextualizer import Contextualizer
 from longrank.models.modules.exact_match import ExactMatch
-from longrank.models.modules.kernel_pooling import cosine_matrix, tk_kernels
+from longrank.models.modules.kernel_pooling import cosine_matrix, gaussian, tk_kernels
 from longrank.models.modules.windows import contextualize_windows
 from longrank.models.modules.word_embedder import WordEmbedder
 
@@ -320,7 +320,7 @@ class TKL(Ranker):
         with torch.autocast(doc.device.type, enabled=False):
             cosine = cosine_matrix(q, d)[:, :, None, :]  # [B, Lq, 1, Ld]
             kernels = (
-                torch.exp(-((cosine - self.mu[:, None]) ** 2) / (2 * self.sigma[:, None] ** 2))
+                gaussian(-((cosine - self.mu[:, None]) ** 2) / (2 * self.sigma[:, None] ** 2))
                 * d_mask[:, None, None, :]
             )
             if self.tail_regions:  # regions may run past the document's end: one starts at every stride before it

@@ -6,20 +6,22 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
+from longrank.models.modules.kernel_pooling import gaussian
+
 LOG_EPS = 1e-6  # window features: log(kernel sum + 1e-6)
 
 
 def term_kernels(cosine: torch.Tensor, d_mask: torch.Tensor, mu: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-    """RBF kernels of each query term's row: cosine [D, T, L], document mask [D, L] -> [D, T, K, L], exactly 0 at
-    padding. The [D, T, K, L] block is the largest tensor of NDRM1 (and of building an impact index), so padding is
-    given a cosine no kernel reaches (exp underflows to 0) rather than masked in another pass over it, and
-    without autograd the block is computed in place (2x faster on CPU)."""
+    """RBF kernels of each query term's row: cosine [D, T, L], document mask [D, L] -> [D, T, K, L], 0 at padding
+    (exactly with autograd; ``gaussian``'s 1.6e-38 without). The [D, T, K, L] block is the largest tensor of NDRM1
+    (and of building an impact index), so padding is given a cosine no kernel reaches (exp underflows) rather than
+    masked in another pass over it, and without autograd the block is computed in place (2x faster on CPU)."""
     far = 2.0 + 40.0 * float(sigma.max())  # exp(-(40 sigma)^2 / (2 sigma^2)) = exp(-800) = 0
     x = cosine.masked_fill(d_mask[:, None, :] == 0, far)[:, :, None, :] - mu[:, None]
     scale = -0.5 / sigma[:, None] ** 2
     if x.requires_grad:
         return torch.exp(x.square() * scale)
-    return x.square_().mul_(scale).exp_()
+    return gaussian(x.square_().mul_(scale))
 
 
 def window_count(lengths: torch.Tensor, window: int, stride: int) -> torch.Tensor:
