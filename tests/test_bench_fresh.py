@@ -73,7 +73,8 @@ def test_a_killed_measurement_returns_its_signal_and_the_next_one_runs(sequence)
 
 
 def test_the_command_line_forks_the_server_before_a_measuring_stage_runs(monkeypatch, tmp_path):
-    """cli.main forks the server for every stage that measures in fresh processes, and before the stage's run."""
+    """cli.main forks the server for every stage that measures in fresh processes, and before the stage's run; the
+    server imports the encoders' modules only for a model on a pretrained encoder (or a config the stage refuses)."""
     import importlib
 
     from longrank import cli
@@ -86,15 +87,26 @@ def test_the_command_line_forks_the_server_before_a_measuring_stage_runs(monkeyp
     )
     assert measuring == ["attention_scaling", "bench"]
     events = []
-    monkeypatch.setattr(fresh, "start_here", lambda module: events.append(("server", module)))
-    for stage in measuring:
+    monkeypatch.setattr(fresh, "start_here", lambda module, preload: events.append(("server", module, preload)))
+    runs = [("attention_scaling", [])] + [
+        ("bench", ["--model", "m", "--model-config", config, "--checkpoint", "c", "--data", "d"])
+        for config in ('{"type": "knrm"}', '{"type": "mores"}', "{}", "not json")
+    ]
+    for stage, argv in runs:
         module = importlib.import_module(cli.STAGES[stage][0])
         monkeypatch.setattr(module, "run", lambda args, stage=stage: events.append(("run", stage)))
-        parser_args = {"bench": ["--model", "m", "--model-config", "{}", "--checkpoint", "c", "--data", "d"]}
-        cli.main([stage, *parser_args.get(stage, []), "--out", str(tmp_path / "out.json")])
+        cli.main([stage, *argv, "--out", str(tmp_path / "out.json")])
+    bench = "longrank.bench.bench"
     assert events == [
-        ("server", "longrank.bench.attention_scaling"),
+        ("server", "longrank.bench.attention_scaling", ("torch",)),
         ("run", "attention_scaling"),
-        ("server", "longrank.bench.bench"),
-        ("run", "bench"),
+        *(
+            event
+            for preload in (fresh.TORCH, fresh.PRELOAD, fresh.PRELOAD, fresh.PRELOAD)
+            for event in (("server", bench, preload), ("run", "bench"))
+        ),
     ]
+    assert set(fresh.PRELOAD) - set(fresh.TORCH) == {
+        "transformers.models.auto.modeling_auto",
+        "transformers.models.bert.modeling_bert",
+    }

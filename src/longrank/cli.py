@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> None:
         if getattr(module, "FRESH_MEASUREMENTS", False):  # forked now, before the stage computes (bench.fresh)
             from longrank.bench import fresh
 
-            fresh.start_here(module.__name__)
+            preload = module.fresh_preload(args) if hasattr(module, "fresh_preload") else fresh.PRELOAD
+            fresh.start_here(module.__name__, preload)
         module.run(args)
     except InputError as err:
         print(f"longrank {args.stage}: error: {err}", file=sys.stderr)

@@ -40,6 +40,7 @@ import signal
 
 import torch
 
+from longrank.bench import fresh
 from longrank.bench.fresh import measure_in_fresh_process
 from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_region
 from longrank.io import InputError
@@ -50,6 +51,12 @@ from longrank.schema import schema_default
 log = logging.getLogger(__name__)
 # Measures in fresh processes forked from a server that the CLI forks from this process (bench.fresh.start_here)
 FRESH_MEASUREMENTS = True
+
+
+def fresh_preload(args: argparse.Namespace) -> tuple[str, ...]:
+    """What the measuring server imports (bench.fresh): the Conformer's attention needs torch alone."""
+    return fresh.TORCH
+
 
 ATTENTIONS = ("materialised", "sdpa", "separable")
 FLOAT_BYTES = 4  # float32 training

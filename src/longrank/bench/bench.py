@@ -43,16 +43,29 @@ import torch
 from longrank.data.corpus import Corpus
 from longrank.data.words import tokenize
 from longrank.io import InputError
+from longrank.bench import fresh
 from longrank.bench.fresh import glibc, measure_in_fresh_process
 from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_alternating, time_region
 from longrank.outputs import BenchTable, Rate, Timing
 from longrank.models.checkpoint import load_model
+from longrank.model_types import MODEL_TYPES
 from longrank.runtime import resolve_device
 from longrank.schema import schema_default
 
 log = logging.getLogger(__name__)
 # Measures in fresh processes forked from a server that the CLI forks from this process (bench.fresh.start_here)
 FRESH_MEASUREMENTS = True
+
+
+def fresh_preload(args: argparse.Namespace) -> tuple[str, ...]:
+    """What the measuring server imports (bench.fresh): torch alone for a word model, the encoders' modules too for a
+    model on a pretrained encoder (and for a config this stage will refuse: ``run`` says why)."""
+    try:
+        kind = MODEL_TYPES.get(json.loads(args.model_config).get("type"))
+    except (json.JSONDecodeError, AttributeError):
+        kind = None
+    return fresh.TORCH if kind is not None and not kind.on_pretrained_encoder else fresh.PRELOAD
+
 
 MS_COLUMN = "ms/batch (median)"
 COLUMNS = [

@@ -31,8 +31,11 @@ from multiprocessing import forkserver
 from multiprocessing.connection import Connection
 
 # Imported by the server before it forks: the encoders' modules are what a new interpreter spent most of its time on
-# (transformers imports them lazily, on the first from_pretrained); the word models need none of them.
-PRELOAD = ("torch", "transformers.models.auto.modeling_auto", "transformers.models.bert.modeling_bert")
+# (transformers imports them lazily, on the first from_pretrained). The word models need none of them, and a stage
+# that measures only word models says so (``start_here``'s ``preload``): they cost ~5 s of the 2-core machine.
+TORCH = ("torch",)
+ENCODERS = ("transformers.models.auto.modeling_auto", "transformers.models.bert.modeling_bert")
+PRELOAD = (*TORCH, *ENCODERS)
 
 
 @dataclass(frozen=True)
@@ -53,15 +56,16 @@ _started: list[str] = []
 _here: dict[str, tuple[Connection, int]] = {}
 
 
-def start_here(module: str) -> None:
-    """Fork the server that measures with ``module`` from this process, now. Call it only before this process has
-    computed anything (see the module's docstring): ``cli.main`` does, between a bench stage's imports and its
-    ``run``. The server ends when this process closes its end of the connection (at exit at the latest)."""
+def start_here(module: str, preload: tuple[str, ...] = PRELOAD) -> None:
+    """Fork the server that measures with ``module`` from this process, now, after importing ``preload`` (what its
+    measurements need: a stage module's ``fresh_preload(args)``). Call it only before this process has computed
+    anything (see the module's docstring): ``cli.main`` does, between a bench stage's imports and its ``run``. The
+    server ends when this process closes its end of the connection (at exit at the latest)."""
     if module in _here:
         return
     # Imported here, before the fork, not in the server: the stage's own model load then finds them too, where the
     # server and the stage each importing them cost a bench job ~3 s more of the 2-core machine.
-    for name in (*PRELOAD, module):
+    for name in (*preload, module):
         importlib.import_module(name)
     ours, its = multiprocessing.Pipe()
     pid = os.fork()
