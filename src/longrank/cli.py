@@ -143,11 +143,10 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         module = importlib.import_module(stage_module(stage_of(args.stage, argv[1:])))
-        if getattr(module, "FRESH_MEASUREMENTS", False):  # forked now, before the stage computes (bench.fresh)
+        if hasattr(module, "fresh_preload"):  # it measures in fresh processes: forked now, before it computes
             from longrank.bench import fresh
 
-            preload = module.fresh_preload(args) if hasattr(module, "fresh_preload") else fresh.PRELOAD
-            fresh.start_here(module.__name__, preload)
+            fresh.start_here(module.__name__, module.fresh_preload(args))
         module.run(args)
     except InputError as err:
         print(f"longrank {args.stage}: error: {err}", file=sys.stderr)

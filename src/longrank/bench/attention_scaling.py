@@ -49,8 +49,8 @@ from longrank.runtime import resolve_device
 from longrank.schema import schema_default
 
 log = logging.getLogger(__name__)
-# Measures in fresh processes forked from a server that the CLI forks from this process (bench.fresh.start_here)
-FRESH_MEASUREMENTS = True
+# Measures in fresh processes forked from a server that the CLI forks from this process (bench.fresh.start_here) after
+# importing what fresh_preload names
 
 
 def fresh_preload(args: argparse.Namespace) -> tuple[str, ...]:

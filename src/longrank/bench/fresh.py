@@ -10,7 +10,7 @@ child's peak memory is what its forwards took.
 
 Where the server comes from:
 - **A bench stage run from the command line** forks it from its own process (:func:`start_here`, which ``cli.main``
-  calls for a stage module with ``FRESH_MEASUREMENTS``), after the imports and before the stage computes anything.
+  calls for a stage module with ``fresh_preload``), after the imports and before the stage computes anything.
   Starting ``multiprocessing``'s forkserver instead cost each bench job ~9 s on the 2-core machine: a second
   interpreter importing torch and transformers again.
 - **Any other caller** (a test session calling a stage's ``run``) gets ``multiprocessing``'s forkserver: a clean

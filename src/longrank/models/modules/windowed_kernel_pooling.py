@@ -19,9 +19,7 @@ def term_kernels(cosine: torch.Tensor, d_mask: torch.Tensor, mu: torch.Tensor, s
     far = 2.0 + 40.0 * float(sigma.max())  # exp(-(40 sigma)^2 / (2 sigma^2)) = exp(-800) = 0
     x = cosine.masked_fill(d_mask[:, None, :] == 0, far)[:, :, None, :] - mu[:, None]
     scale = -0.5 / sigma[:, None] ** 2
-    if x.requires_grad:
-        return torch.exp(x.square() * scale)
-    return gaussian(x.square_().mul_(scale))
+    return gaussian(x.square() * scale if x.requires_grad else x.square_().mul_(scale))
 
 
 def window_count(lengths: torch.Tensor, window: int, stride: int) -> torch.Tensor:
