@@ -40,6 +40,12 @@ def pytest_unconfigure(config):
 # CUDA cases are not generated there rather than skipped).
 DEVICES = ["cpu"] + (["cuda"] if __import__("torch").cuda.is_available() else [])
 
+if "PYTEST_XDIST_WORKER" in os.environ:
+    # Two workers share the two cores (and one of them often runs a workflow's two jobs beside the other), so each
+    # computes on one thread: a second thread per worker would only wait for a core. (The suite's 48-minute run under
+    # -n 2 was measured with this; it was not measured without it.)
+    __import__("torch").set_num_threads(1)
+
 
 @pytest.fixture(params=DEVICES)
 def device(request):
@@ -273,12 +279,59 @@ def tiny_data(tmp_path):
     return tmp_path
 
 
+# The modules that read the session's shared run (``workflow_run``). Under pytest-xdist they are one worker's unit of
+# work together (``pytest_xdist_make_scheduler``), so the run is made once; the scheduler sees only test ids, so they
+# are named here, and the collection fails where this list and the fixture's users differ.
+SHARED_RUN_MODULES = {
+    "tests/test_history.py",
+    "tests/test_report.py",
+    "tests/test_short_documents.py",
+    "tests/test_workflow.py",
+}
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::")[0]
+
+
 def pytest_collection_modifyitems(config, items):
     """An end-to-end run is slow too, so ``pytest -m "not slow"`` (the quick tier, under a minute on two cores) leaves
-    out everything that trains a model, runs a stage or a workflow; ``pytest`` runs it all."""
+    out everything that trains a model, runs a stage or a workflow; ``pytest`` runs it all.
+
+    The modules that run a workflow go first (a stable sort: each module keeps its order): under pytest-xdist the
+    longest work starts first and the quick modules fill the other worker meanwhile, so neither waits at the end."""
     for item in items:
         if item.get_closest_marker("e2e"):
             item.add_marker(pytest.mark.slow)
+    readers = {_module(item.nodeid) for item in items if "workflow_run" in getattr(item, "fixturenames", ())}
+    if not readers <= SHARED_RUN_MODULES:
+        raise pytest.UsageError(
+            f"tests/conftest.py: SHARED_RUN_MODULES lacks {sorted(readers - SHARED_RUN_MODULES)}, which read "
+            "workflow_run: add them, or under pytest-xdist a second worker makes the shared run again"
+        )
+    runs_a_workflow = {_unit(item.nodeid) for item in items if item.get_closest_marker("e2e")}
+    items.sort(key=lambda item: _unit(item.nodeid) not in runs_a_workflow)
+
+
+def _unit(nodeid: str) -> str:
+    """A test's unit of work under pytest-xdist: its module, or the shared run's modules together."""
+    module = _module(nodeid)
+    return "workflow_run" if module in SHARED_RUN_MODULES else module
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``pytest -n 2`` (``.ci/run``): each module is one worker's unit of work, so a module's shared run (a
+    module-scoped fixture) is made once, and the modules that read the session's ``workflow_run`` are one unit
+    together. The units go out in the collection's order (the workflow runs first), not xdist's default of the most
+    tests first. (xdist's own ``--dist loadgroup`` marks do not group under pytest 9.2: pytest-xdist#1386.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return ByModule(config, log)
 
 
 def resolved_for_report(config: dict) -> dict:
