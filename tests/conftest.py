@@ -280,8 +280,8 @@ def tiny_data(tmp_path):
 
 
 # The modules that read the session's shared run (``workflow_run``). Under pytest-xdist they are one worker's unit of
-# work together (``pytest_xdist_make_scheduler``), so the run is made once; the scheduler sees only test ids, so they
-# are named here, and the collection fails where this list and the fixture's users differ.
+# work together (``pytest_xdist_make_scheduler``), so the run is made once. The scheduler sees only test ids, so they
+# are named here, and the collection fails where a module reads the fixture without being named.
 SHARED_RUN_MODULES = {
     "tests/test_history.py",
     "tests/test_report.py",
@@ -319,6 +319,7 @@ def _unit(nodeid: str) -> str:
     return "workflow_run" if module in SHARED_RUN_MODULES else module
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: without the plugin (no -n), pytest never calls it
 def pytest_xdist_make_scheduler(config, log):
     """``pytest -n 2`` (``.ci/run``): each module is one worker's unit of work, so a module's shared run (a
     module-scoped fixture) is made once, and the modules that read the session's ``workflow_run`` are one unit
