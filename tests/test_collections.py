@@ -109,6 +109,18 @@ def test_models_rerank_the_users_run_file(graded):
     assert reranked and reranked <= given
 
 
+def test_a_run_without_benches_times_nothing_and_its_report_says_why(graded):
+    """graded.yaml turns every bench off (bench, mores_speed, mir_speed: enabled false): no bench job ran, the
+    report's efficiency section names each key, and the effectiveness table has no docs/ms column."""
+    assert not list(graded.glob("bench/*.json")), sorted(p.name for p in graded.glob("bench/*"))
+    report = (graded / "report" / "report.md").read_text()
+    efficiency = report.split(". Efficiency\n", 1)[1].split("\n## ", 1)[0]
+    for key in ("bench", "mores_speed", "mir_speed"):
+        assert f"{key}.enabled: false" in efficiency, (key, efficiency)
+    assert "|" not in efficiency  # no table
+    assert "Docs/ms" not in report.split(". Effectiveness\n", 1)[1].split("\n## ", 1)[0]
+
+
 def test_long_documents_run_through_irleds_settings(long):
     stats = read_json(long / "data" / "stats.json")
     assert stats["doc_words"]["median"] > 3000 and stats["relevance"]["gains"] == {"0": 0, "1": 1}

@@ -141,7 +141,8 @@ MORES_SPEED = (
 _MIR_MODELS = [m for m in speed_benched("mir_speed") if capability(m).reads_graph_set]
 MIR_REFERENCE = "mir" if "mir" in _MIR_MODELS else next(iter(_MIR_MODELS), None)
 MIR_SPEED = [f"{R}/bench/mir.speed.json"] if MIR_REFERENCE and config["mir_speed"]["enabled"] else []
-BENCHED = [m for m in MODELS if not capability(m).reads_graph_set]
+# every model the generic bench times (bench.enabled: false, none)
+BENCHED = [m for m in MODELS if not capability(m).reads_graph_set] if config["bench"]["enabled"] else []
 CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproject.toml
 
 

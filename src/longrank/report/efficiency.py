@@ -57,7 +57,10 @@ def absent_benches(inp) -> list[str]:
 def section(ctx: Context) -> Section:
     inp, cmp = ctx.inp, ctx.cmp
     sec = Section("Efficiency")
-    if not inp.benches:
+    models_benched = (inp.config.get("bench") or {}).get("enabled", schema_default("bench.enabled"))
+    if not models_benched:
+        sec.not_run("every model's docs/ms and peak memory (stage bench): bench.enabled: false")
+    elif not inp.benches:
         sec.not_run(
             no_model_reason(inp, "is benched")
             if not inp.models
@@ -83,7 +86,7 @@ def section(ctx: Context) -> Section:
             )
     rates, passes = inp.docs_per_ms, inp.rates
     if not rates:
-        if inp.benches:
+        if inp.benches and models_benched:
             sec.not_run("effectiveness against throughput: none of these benches gives a docs/ms figure")
         return sec
     if PRIMARY not in cmp.measures:
