@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,20 @@ def test_tokenize_lowercases_and_drops_punctuation():
         "layer",
         "1958",
     ]
+
+
+def test_the_query_stop_words_are_scikit_learns_read_without_importing_it():
+    """stop_words() reads scikit-learn's list from its module file: the same 318 words, and a process that asks
+    for them has not imported scikit-learn (its import cost each word model's job ~2 s)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    probe = "from longrank.data.words import query_terms, stop_words; import sys; "
+    probe += "print(len(stop_words()), query_terms('what is the heat flux'), 'sklearn' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[0] == "318 ['heat', 'flux'] False", done.stdout + done.stderr
+    from longrank.data.words import stop_words
+
+    assert stop_words() == ENGLISH_STOP_WORDS
 
 
 def test_vocabulary_ids_padding_and_idf():

@@ -40,9 +40,22 @@ def tokenize(text: str) -> list[str]:
 
 @lru_cache(maxsize=1)
 def stop_words() -> frozenset[str]:
-    """scikit-learn's English list (318 words): the one its TfidfVectorizer uses for query formulation too. Read on
-    first use: importing scikit-learn takes ~3 s, which the many jobs that only tokenise (data, candidates, sanity,
-    bench) would pay for a list they never read."""
+    """scikit-learn's English list (318 words): the one its TfidfVectorizer uses for query formulation too.
+
+    Read from the module that holds it (``sklearn/feature_extraction/_stop_words.py``, a file of nothing but the
+    list) without importing scikit-learn: the package's import took ~2 s of the 2-core machine, in every job of a
+    word model that drops its queries' stop words (each training, rerank and bench of KNRM, TK, TKL and NDRM in the
+    default run), for a list of words. Where a later scikit-learn moves the file, its public name is imported
+    instead (tests/test_data.py checks the list equals ``sklearn.feature_extraction.text.ENGLISH_STOP_WORDS``)."""
+    import importlib.util
+
+    package = importlib.util.find_spec("sklearn")  # a top-level name: found, not imported
+    path = Path(package.submodule_search_locations[0]) / "feature_extraction" / "_stop_words.py"
+    if path.is_file():
+        spec = importlib.util.spec_from_file_location("longrank_sklearn_stop_words", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return frozenset(module.ENGLISH_STOP_WORDS)
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     return frozenset(ENGLISH_STOP_WORDS)
