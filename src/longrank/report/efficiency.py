@@ -10,7 +10,6 @@ from longrank.report.html import Section
 from longrank.report.inputs import PRIMARY, measure_missing, no_model_reason
 from longrank.outputs import SPREAD_LIMIT, BenchTable
 from longrank.tables import Cell, fmt
-from longrank.schema import schema_default
 
 NOISY_MARK = "‡"  # beside a median whose timings spread by more than SPREAD_LIMIT of it
 
@@ -50,14 +49,14 @@ def absent_benches(inp) -> list[str]:
     return [
         f"{titles[bench]}: {bench}.enabled: false"
         for bench in sorted(wanted & set(titles))
-        if not (inp.config.get(bench) or {}).get("enabled", schema_default(f"{bench}.enabled"))
+        if not inp.bench_enabled(bench)
     ]
 
 
 def section(ctx: Context) -> Section:
     inp, cmp = ctx.inp, ctx.cmp
     sec = Section("Efficiency")
-    models_benched = (inp.config.get("bench") or {}).get("enabled", schema_default("bench.enabled"))
+    models_benched = inp.bench_enabled("bench")
     if not models_benched:
         sec.not_run("every model's docs/ms and peak memory (stage bench): bench.enabled: false")
     elif not inp.benches:

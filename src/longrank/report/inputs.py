@@ -22,6 +22,7 @@ from longrank.outputs import BenchTable, Interpolation, Rate
 from longrank.report.manifest import Manifest
 from longrank.retrieval.sanity_floor import Floor
 from longrank.model_entries import is_enabled
+from longrank.schema import schema_default
 
 PRIMARY = "nDCG@10"  # the report's primary measure
 
@@ -173,6 +174,10 @@ class Inputs:
         """How much of a document ``system``'s model reads (config.json's capabilities), None for a first stage."""
         model = base_model(self, system)
         return self.resolved[model]["capabilities"]["document_budget"] if model in self.models else None
+
+    def bench_enabled(self, bench: str) -> bool:
+        """The run's ``<bench>.enabled`` (bench, mores_speed, mir_speed), its schema default where unset."""
+        return (self.config.get(bench) or {}).get("enabled", schema_default(f"{bench}.enabled"))
 
     @cached_property
     def benches(self) -> list[BenchTable]:

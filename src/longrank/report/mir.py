@@ -16,7 +16,6 @@ from longrank.report.html import Section
 from longrank.report.inputs import PRIMARY, first_stages, no_model_reason
 from longrank.report.verdicts import pair_row, verdict
 from longrank.tables import Cell, fmt, fmt_p
-from longrank.schema import schema_default
 
 ABLATION_MEASURES = ["nDCG@10", "RR@10", "AP@100"]  # the paper's Tables 2-4 (MRR@10, MAP@100)
 
@@ -116,10 +115,13 @@ def _length_against_throughput(ctx: Context, sec: Section) -> None:
     cmp = ctx.cmp
     speed = next((b for b in ctx.inp.benches if b.side_by_side and b.timed_entries), None)
     if speed is None:
-        enabled = (ctx.inp.config.get("mir_speed") or {}).get("enabled", schema_default("mir_speed.enabled"))
         sec.not_run(
             "effectiveness against throughput side by side (MIR Fig. 5): "
-            + ("mir_speed.enabled: false" if not enabled else "no bench/mir.speed.json among the report's inputs")
+            + (
+                "mir_speed.enabled: false"
+                if not ctx.inp.bench_enabled("mir_speed")
+                else "no bench/mir.speed.json among the report's inputs"
+            )
         )
         return
     timed = {n: t for n, t in speed.timed_entries.items() if n in cmp.systems and n in speed.docs_per_ms}
