@@ -119,6 +119,8 @@ class TrainSummary(Record):
     stopped_early: bool = False
     device: str | None = None
     processes: int = 1
+    # torch's CPU threads per process: CPU arithmetic, so the weights, depend on them (rule threads, MODEL_THREADS)
+    threads: int | None = None
     parameters: int | None = None
     trainable_parameters: int | None = None
     hyperparameters: dict = field(default_factory=dict)

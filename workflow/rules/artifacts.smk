@@ -16,7 +16,7 @@ rule artifacts:
         f"{R}/benchmarks/artifacts_{{model}}_{{scope}}.tsv"
     conda:
         CONDA_ENV
-    threads: 2
+    threads: MODEL_THREADS
     resources:
         mem_mb=12000,
         gpu=lambda wc: 0 if config["device"] == "cpu" else 1,

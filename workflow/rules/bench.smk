@@ -9,7 +9,7 @@ rule bench:
         f"{R}/logs/bench_{{model}}.log",
     conda:
         CONDA_ENV
-    threads: 2
+    threads: MODEL_THREADS
     resources:
         mem_mb=12000,
         gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
@@ -34,7 +34,7 @@ rule mores_speed:
         f"{R}/logs/mores_speed.log",
     conda:
         CONDA_ENV
-    threads: 1
+    threads: MODEL_THREADS
     resources:
         gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
     params:
@@ -63,7 +63,7 @@ rule mir_speed:
         f"{R}/logs/mir_speed.log",
     conda:
         CONDA_ENV
-    threads: 2
+    threads: MODEL_THREADS
     resources:
         mem_mb=12000,
         gpu=lambda wc: 0 if config["device"] == "cpu" else 1,

@@ -144,6 +144,14 @@ MIR_SPEED = [f"{R}/bench/mir.speed.json"] if MIR_REFERENCE and config["mir_speed
 # every model the generic bench times (bench.enabled: false, none)
 BENCHED = [m for m in MODELS if not capability(m).reads_graph_set] if config["bench"]["enabled"] else []
 CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproject.toml
+# CPU threads of every job that runs a model (train, rerank, artifacts, hdct and the benches; their commands set
+# OMP_NUM_THREADS={threads}): one. Torch's CPU arithmetic depends on its thread count: the default config's TKL trained
+# on two threads and on one reads nDCG@10 0.349 and 0.315. Snakemake lowers a rule's threads to --cores, so with two
+# a run's numbers changed with --cores; with one they are the same on any machine's --cores, and the tests (one thread
+# a job) compute what a user's run does. The default config's models are small and a second thread mostly waited:
+# two one-thread jobs side by side run the default run in less wall time and CPU time (docs/studies/default-run.md,
+# Time). More per job: --set-threads train=4 (profiles/slurm sets its GPU jobs' threads to their cpus_per_task).
+MODEL_THREADS = 1
 
 
 wildcard_constraints:

@@ -12,7 +12,7 @@ rule hdct:
         f"{R}/benchmarks/hdct_{{first_stage}}.tsv"
     conda:
         CONDA_ENV
-    threads: 2
+    threads: MODEL_THREADS
     resources:
         mem_mb=12000,
         gpu=lambda wc: 0 if config["device"] == "cpu" else 1,

@@ -17,7 +17,7 @@ rule rerank:
         f"{R}/benchmarks/rerank_{{model}}.tsv"
     conda:
         CONDA_ENV
-    threads: 2
+    threads: MODEL_THREADS
     resources:
         mem_mb=12000,
         runtime=240,

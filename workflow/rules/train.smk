@@ -17,7 +17,7 @@ rule train:
         f"{R}/benchmarks/train_{{model}}_fold{{fold}}.tsv"
     conda:
         CONDA_ENV
-    threads: 2
+    threads: MODEL_THREADS
     resources:
         mem_mb=12000,
         runtime=720,

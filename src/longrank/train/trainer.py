@@ -284,6 +284,7 @@ class Trainer:
             fold=job.fold_index,
             device=str(job.device),
             processes=job.world,
+            threads=torch.get_num_threads(),
             steps_run=position.step,
             best_step=position.best_step,
             best_dev_ndcg10=position.best_dev_ndcg10,
