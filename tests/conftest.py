@@ -99,11 +99,9 @@ def snakemake_command(workdir: Path, *args: str, cores: int = 2) -> tuple[list[s
     """The real workflow on ``workdir`` with this interpreter's Snakemake, and the environment it runs in (the tests'
     ir_datasets cache, this interpreter's bin directory first, as the rules call ``python``).
 
-    ``--max-threads 1``: every job runs on one thread (the rules pass ``{threads}`` to torch as OMP_NUM_THREADS), so
-    the two cores run two jobs at a time. The tests' tiny settings make most jobs a Python start, imports and a
-    model load, which one thread does as fast as two: two jobs at a time take the suite's workflows in about half the
-    wall time of one two-thread job at a time, and a shared machine's other work does not stall a job's second
-    thread. What the tests check (the DAG, the files, the numbers against the run files) does not depend on it."""
+    ``--max-threads 1``: every job runs on one thread, so the two cores run two jobs at a time. The jobs that run a
+    model are on one thread anyway (``MODEL_THREADS`` in workflow/rules/common.smk: a user's run computes what the
+    tests' does); this caps the rest (PISA's index, the attention-scaling bench, spaCy's workers)."""
     env = {
         **os.environ,
         "IR_DATASETS_HOME": str(IR_DATASETS_HOME),

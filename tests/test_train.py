@@ -64,6 +64,8 @@ def test_training_lowers_the_loss_and_writes_logs(tiny_data):
     losses = [float(line.split("\t")[1]) for line in log]
     assert losses[-1] < losses[0]
     assert 0 <= summary["best_dev_ndcg10"] <= 1 and summary["best_step"] in (8, 16, 24)
+    # the threads it trained on: CPU weights depend on them (workflow/rules/common.smk, MODEL_THREADS)
+    assert summary["threads"] == torch.get_num_threads() >= 1
 
 
 def kill_at_step_13(tiny_data, out_name: str, monkeypatch) -> None:

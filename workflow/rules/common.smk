@@ -152,6 +152,15 @@ CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproje
 # two one-thread jobs side by side run the default run in less wall time and CPU time (docs/studies/default-run.md,
 # Time). More per job: --set-threads train=4 (profiles/slurm sets its GPU jobs' threads to their cpus_per_task).
 MODEL_THREADS = 1
+# Scheduling: MIR's chain (spaCy's annotation, its graphs, then its training and rerank) is the longest of the default
+# run, and MIR trains longest at full scale too (docs/gpu-bill.md). Its jobs go first among those ready, so the other
+# models' jobs fill the other cores beside it instead of MIR running alone at the end (docs/studies/speed.md, 11).
+MIR_CHAIN_PRIORITY = 1
+
+
+def chain_priority(wc):
+    """A model's train and rerank jobs: MIR_CHAIN_PRIORITY where the model reads a graph set (MIR), else 0."""
+    return MIR_CHAIN_PRIORITY if capability(wc.model).reads_graph_set else 0
 
 
 wildcard_constraints:

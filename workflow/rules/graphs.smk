@@ -9,6 +9,7 @@ rule annotate:
         f"{R}/logs/annotate.log",
     benchmark:
         f"{R}/benchmarks/annotate.tsv"
+    priority: MIR_CHAIN_PRIORITY
     conda:
         CONDA_ENV
     threads: lambda wc: config["annotations"]["n_process"]
@@ -34,6 +35,7 @@ rule graphs:
         f"{R}/logs/graphs_{{graph_set}}.log",
     benchmark:
         f"{R}/benchmarks/graphs_{{graph_set}}.tsv"
+    priority: MIR_CHAIN_PRIORITY
     conda:
         CONDA_ENV
     resources:
