@@ -370,7 +370,7 @@ def job_threads(output: str) -> dict[str, set[int]]:
 def test_model_jobs_run_on_one_thread_whatever_the_cores_and_mirs_chain_goes_first(tmp_path):
     """With two threads per job (before), `--cores 1` trained other weights than `--cores 2` (Snakemake lowers a rule's
     threads to the cores; the default config's TKL read nDCG@10 0.349 on two threads and 0.315 on one). On eight
-    cores every model job still runs on one thread; `--set-threads` is how a user asks for more, and the control."""
+    cores every model job still runs on one thread; `--set-threads train=3`, how a user asks for more, is the control."""
     empty_home = tmp_path / "ir_datasets"
     empty_home.mkdir()
     env = {
