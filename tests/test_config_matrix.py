@@ -113,19 +113,24 @@ def prepare(combo: tuple[str, ...], root: Path) -> tuple[str, list[str]]:
     return str(workdir), argv
 
 
+def dry_run_env(root: Path) -> dict:
+    """The dry runs' environment: an empty ir_datasets home under ``root`` (a dry run must not need any data) and this
+    interpreter's bin directory first."""
+    empty_home = root / "ir_datasets"
+    empty_home.mkdir()
+    return {
+        **os.environ,
+        "IR_DATASETS_HOME": str(empty_home),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+
+
 @pytest.fixture(scope="module")
 def matrix() -> dict[tuple[str, ...], DryRun]:
     """Every combination's dry run, batched (conftest.dry_runs: Snakemake and the models imported once)."""
     with tempfile.TemporaryDirectory(prefix="config_matrix_") as root:
         jobs = {combo_id(combo): prepare(combo, Path(root)) for combo in COMBINATIONS}
-        empty_home = Path(root) / "ir_datasets"
-        empty_home.mkdir()  # a dry run must not need any data
-        env = {
-            **os.environ,
-            "IR_DATASETS_HOME": str(empty_home),
-            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        }
-        done = dry_runs(jobs, Path(root) / "logs", env)
+        done = dry_runs(jobs, Path(root) / "logs", dry_run_env(Path(root)))
         yield {combo: done[combo_id(combo)] for combo in COMBINATIONS}
 
 
@@ -356,14 +361,23 @@ def test_the_rehearsal_runs_the_full_scale_dag(matrix, year):
 MODEL_RULES = {"train", "rerank", "artifacts", "bench", "mores_speed", "mir_speed"}
 
 
-def job_threads(output: str) -> dict[str, set[int]]:
-    """Rule -> the threads of its jobs in a dry run's output (Snakemake prints ``threads: N`` only where N > 1)."""
-    found: dict[str, set[int]] = {}
+def printed_jobs(output: str) -> list[tuple[str, str, str]]:
+    """(rule, wildcards, the job's block) of every job a dry run printed."""
+    jobs = []
     for block in re.split(r"^(?=(?:local)?rule \w+:)", output, flags=re.M):
         rule = re.match(r"(?:local)?rule (\w+):", block)
         if rule:
-            threads = re.search(r"^\s+threads: (\d+)$", block, re.M)
-            found.setdefault(rule.group(1), set()).add(int(threads.group(1)) if threads else 1)
+            wildcards = re.search(r"^\s+wildcards: (.*)$", block, re.M)
+            jobs.append((rule.group(1), wildcards.group(1) if wildcards else "", block))
+    return jobs
+
+
+def job_threads(output: str) -> dict[str, set[int]]:
+    """Rule -> the threads of its jobs in a dry run's output (Snakemake prints ``threads: N`` only where N > 1)."""
+    found: dict[str, set[int]] = {}
+    for rule, _, block in printed_jobs(output):
+        threads = re.search(r"^\s+threads: (\d+)$", block, re.M)
+        found.setdefault(rule, set()).add(int(threads.group(1)) if threads else 1)
     return found
 
 
@@ -371,17 +385,12 @@ def test_model_jobs_run_on_one_thread_whatever_the_cores_and_mirs_chain_goes_fir
     """With two threads per job (before), `--cores 1` trained other weights than `--cores 2` (Snakemake lowers a rule's
     threads to the cores; the default config's TKL read nDCG@10 0.349 on two threads and 0.315 on one). On eight
     cores every model job still runs on one thread; `--set-threads train=3`, how a user asks for more, is the control."""
-    empty_home = tmp_path / "ir_datasets"
-    empty_home.mkdir()
-    env = {
-        **os.environ,
-        "IR_DATASETS_HOME": str(empty_home),
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-    }
     base = ["-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "8", "report"]
     (tmp_path / "config").symlink_to(CONFIG)
     done = dry_runs(
-        {"eight": (tmp_path, base), "set": (tmp_path, [*base, "--set-threads", "train=3"])}, tmp_path / "logs", env
+        {"eight": (tmp_path, base), "set": (tmp_path, [*base, "--set-threads", "train=3"])},
+        tmp_path / "logs",
+        dry_run_env(tmp_path),
     )
     assert {key: run.returncode for key, run in done.items()} == {"eight": 0, "set": 0}, done["eight"].output[-3000:]
     eight, asked = job_threads(done["eight"].output), job_threads(done["set"].output)
@@ -390,9 +399,8 @@ def test_model_jobs_run_on_one_thread_whatever_the_cores_and_mirs_chain_goes_fir
     assert asked["train"] == {3} and asked["rerank"] == {1}
     # MIR's chain, the default run's longest, goes first among ready jobs (common.smk, MIR_CHAIN_PRIORITY)
     first = {
-        f"{rule.group(1)} {wildcards.group(1) if wildcards else ''}".strip()
-        for block in re.split(r"^(?=(?:local)?rule \w+:)", done["eight"].output, flags=re.M)
-        if (rule := re.match(r"(?:local)?rule (\w+):", block)) and re.search(r"^\s+priority: [1-9]", block, re.M)
-        for wildcards in [re.search(r"^\s+wildcards: (.*)$", block, re.M)]
+        f"{rule} {wildcards}".strip()
+        for rule, wildcards, block in printed_jobs(done["eight"].output)
+        if re.search(r"^\s+priority: [1-9]", block, re.M)
     }
     assert first == {"annotate", "graphs graph_set=mir", "train model=mir, fold=0", "rerank model=mir"}
