@@ -152,15 +152,42 @@ CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproje
 # two one-thread jobs side by side run the default run in less wall time and CPU time (docs/studies/default-run.md,
 # Time). More per job: --set-threads train=4 (profiles/slurm sets its GPU jobs' threads to their cpus_per_task).
 MODEL_THREADS = 1
-# Scheduling: MIR's chain (spaCy's annotation, its graphs, then its training and rerank) is the longest of the default
-# run, and MIR trains longest at full scale too (docs/gpu-bill.md). Its jobs go first among those ready, so the other
-# models' jobs fill the other cores beside it instead of MIR running alone at the end (docs/studies/speed.md, 11).
+# Scheduling: MIR's chain (spaCy's annotation, its graphs and what they read, then its training and rerank) is the
+# longest of the default run, and MIR trains longest at full scale too (docs/gpu-bill.md). Its jobs go first among those
+# ready, so the other models' jobs fill the other cores beside it instead of MIR running alone at the end
+# (docs/studies/speed.md, 11-12). A rule's priority does not pass to the jobs it waits for, so every job of the chain
+# carries it: one left at 0 (the graphs' PRF pseudo-queries) held the graphs back by six minutes.
 MIR_CHAIN_PRIORITY = 1
+
+
+def mir_models():
+    return [m for m in MODELS if capability(m).reads_graph_set]
 
 
 def chain_priority(wc):
     """A model's train and rerank jobs: MIR_CHAIN_PRIORITY where the model reads a graph set (MIR), else 0."""
     return MIR_CHAIN_PRIORITY if capability(wc.model).reads_graph_set else 0
+
+
+def mir_chain_pseudo_sets():
+    """The pseudo-query sets MIR's chain reads: its graph sets' PRF queries and its models' pre-training queries."""
+    graph_sets = {config["models"][m]["graph_set"] for m in mir_models() if "graph_set" in config["models"][m]}
+    prf = {config["mir_graphs"][g].get("prf_queries") for g in graph_sets if g in config["mir_graphs"]}
+    return (prf | {pseudo_queries_of(m) for m in mir_models()}) - {None}
+
+
+def mir_chain_first_stages():
+    """The first stages MIR's chain reads: its models' candidates and its pseudo-query sets' BM25 indexes."""
+    sets = [config["pseudo_queries"][p] for p in mir_chain_pseudo_sets() if p in config["pseudo_queries"]]
+    return {first_stage_of(m) for m in mir_models()} | {s["first_stage"] for s in sets if s.get("first_stage")}
+
+
+def pseudo_set_priority(wc):
+    return MIR_CHAIN_PRIORITY if wc.pseudo_set in mir_chain_pseudo_sets() else 0
+
+
+def first_stage_priority(wc):
+    return MIR_CHAIN_PRIORITY if wc.first_stage in mir_chain_first_stages() else 0
 
 
 wildcard_constraints:
