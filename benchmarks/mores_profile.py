@@ -4,7 +4,9 @@
     python benchmarks/mores_profile.py --precision fp32 --candidates 1000 --length 512 --blocks 2
 
 prints the kernels by GPU time (docs/studies/speed.md reads the H100's: the matrix products, the attention and
-the store's gather).
+the store's gather). On the CPU, with the default config's encoder:
+
+    python benchmarks/mores_profile.py --device cpu --encoder minilm --candidates 32 --threads 2
 """
 
 from __future__ import annotations
@@ -34,12 +36,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--blocks", type=int, default=2)
     parser.add_argument("--passes", type=int, default=3, help="profiled passes (after as many warm-up passes)")
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--encoder", default=RANDOM_BERT_BASE, help="an encoder name (default: BERT-base, random)")
+    parser.add_argument("--threads", type=int, help="torch's CPU threads (default: torch's own choice)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     bench = argparse.Namespace(
         query_len=16, lengths=[args.length], blocks=[args.blocks], batch_size=args.candidates, precision=args.precision
     )
     device = torch.device(args.device)
-    encoder, tokenizer = load_encoder(RANDOM_BERT_BASE).to(device).eval(), load_tokenizer(RANDOM_BERT_BASE)
+    encoder, tokenizer = load_encoder(args.encoder).to(device).eval(), load_tokenizer(args.encoder)
     ids = (encoder.config.vocab_size, tokenizer.cls_token_id, tokenizer.sep_token_id)
     generator = torch.Generator().manual_seed(0)
     query = mores_speed._query_inputs(mores_speed.random_ids(generator, 1, 16, *ids)[0], device)
