@@ -381,37 +381,85 @@ def job_threads(output: str) -> dict[str, set[int]]:
     return found
 
 
-def test_model_jobs_run_on_one_thread_whatever_the_cores_and_mirs_chain_goes_first(tmp_path):
+def test_model_jobs_run_on_one_thread_whatever_the_cores(tmp_path):
     """With two threads per job (before), `--cores 1` trained other weights than `--cores 2` (Snakemake lowers a rule's
     threads to the cores; the default config's TKL read nDCG@10 0.349 on two threads and 0.315 on one). On eight
     cores every model job still runs on one thread; `--set-threads train=3`, how a user asks for more, is the control."""
     base = ["-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "8", "report"]
     (tmp_path / "config").symlink_to(CONFIG)
-    mir_chain = [*base[:-1], "results/cranfield/runs/mir.run"]  # MIR's rerank and every job it waits for
     done = dry_runs(
-        {
-            "eight": (tmp_path, base),
-            "set": (tmp_path, [*base, "--set-threads", "train=3"]),
-            "mir": (tmp_path, mir_chain),
-        },
+        {"eight": (tmp_path, base), "set": (tmp_path, [*base, "--set-threads", "train=3"])},
         tmp_path / "logs",
         dry_run_env(tmp_path),
     )
-    assert {key: run.returncode for key, run in done.items()} == {"eight": 0, "set": 0, "mir": 0}, [
-        run.output[-3000:] for run in done.values() if run.returncode
-    ]
+    assert {key: run.returncode for key, run in done.items()} == {"eight": 0, "set": 0}, done["eight"].output[-3000:]
     eight, asked = job_threads(done["eight"].output), job_threads(done["set"].output)
     assert MODEL_RULES <= set(eight), sorted(eight)  # the default config runs every kind of model job
     assert {rule: eight[rule] for rule in MODEL_RULES} == {rule: {1} for rule in MODEL_RULES}
     assert asked["train"] == {3} and asked["rerank"] == {1}
-    # MIR's chain, the default run's longest, goes first among ready jobs (common.smk, MIR_CHAIN_PRIORITY): each of
-    # its jobs, since a priority does not pass to the jobs a job waits for (the graphs' PRF pseudo-queries, left at 0,
-    # once held them back by six minutes); the data, which every job waits for, is ready first anyway.
-    first = {
-        f"{rule} {wildcards}".strip()
-        for rule, wildcards, block in printed_jobs(done["eight"].output)
-        if re.search(r"^\s+priority: [1-9]", block, re.M)
+
+
+def mir_models(combo: tuple[str, ...]) -> list[str]:
+    models = validate_config(merged_config(combo))["models"]
+    return [m for m, entry in models.items() if entry.get("enabled", True) and capabilities(entry).reads_graph_set]
+
+
+def mir_chain_shape(combo: tuple[str, ...]) -> tuple:
+    """What kinds of job MIR's chain holds in ``combo`` (common.smk, mir_chain): per MIR model, its first stage's method
+    (and HDCT's targets), a pre-training set, its weights from another entry, its graph set's PRF queries and their
+    index. Configurations of one shape have chains of the same rules."""
+    config = validate_config(merged_config(combo))
+    shape = set()
+    for m in mir_models(combo):
+        entry = config["models"][m]
+        stage = config["first_stages"][entry.get("first_stage") or next(iter(config["first_stages"]))]
+        prf = config["mir_graphs"].get(entry.get("graph_set"), {}).get("prf_queries")
+        shape.add(
+            (
+                stage["method"],
+                stage.get("targets", "titles") != "titles",
+                bool((entry.get("train", {}).get("pretrain") or {}).get("queries")),
+                bool(entry.get("checkpoint_of")),
+                bool(prf),
+                bool(prf and config["pseudo_queries"][prf].get("first_stage")),
+            )
+        )
+    return tuple(sorted(shape))
+
+
+# one configuration of each shape (the first in the matrix): dry runs of every one with MIR would take minutes
+MIR_COMBINATIONS = list({mir_chain_shape(c): c for c in reversed(COMBINATIONS) if mir_models(c)}.values())
+
+
+def test_mirs_whole_chain_goes_first_in_every_configuration_with_mir(tmp_path):
+    """MIR's chain, the default run's longest, goes first among ready jobs (common.smk, MIR_CHAIN_PRIORITY): every job
+    a MIR model's rerank waits for, since a rule's priority does not pass to the jobs a job waits for (the graphs' PRF
+    pseudo-queries, left at 0, once held them back by six minutes), and no other job; the data, which every job waits
+    for, is ready first anyway. Each configuration with a MIR model: its full DAG beside the DAG of its MIR runs."""
+    assert () in MIR_COMBINATIONS and len(MIR_COMBINATIONS) > 1, MIR_COMBINATIONS
+    jobs = {}
+    for combo in MIR_COMBINATIONS:
+        workdir, _ = prepare(combo, tmp_path)
+        results = f"results/{validate_config(merged_config(combo))['dataset']['name']}"
+        files = ["--configfile", *combo] if combo else []
+        base = ["-s", str(REPO / "Snakefile"), "-d", workdir, "--cores", "8"]
+        jobs[f"{combo_id(combo)}.all"] = (workdir, [*base, "report", *files])
+        mir_runs = [f"{results}/runs/{m}.run" for m in mir_models(combo)]
+        jobs[f"{combo_id(combo)}.mir"] = (workdir, [*base, *mir_runs, *files])
+    done = dry_runs(jobs, tmp_path / "logs", dry_run_env(tmp_path))
+    assert not [key for key, run in done.items() if run.returncode], {
+        key: run.output[-2000:] for key, run in done.items() if run.returncode
     }
-    chain = {f"{rule} {wildcards}".strip() for rule, wildcards, _ in printed_jobs(done["mir"].output)}
-    assert {"annotate", "graphs graph_set=mir", "pseudo_queries pseudo_set=titles", "rerank model=mir"} <= chain
-    assert first == chain - {"data"}
+    for combo in MIR_COMBINATIONS:
+        printed = printed_jobs(done[f"{combo_id(combo)}.all"].output)
+        first = {f"{rule} {wildcards}".strip() for rule, wildcards, block in printed if PRIORITY.search(block)}
+        chain = {
+            f"{rule} {wildcards}".strip() for rule, wildcards, _ in printed_jobs(done[f"{combo_id(combo)}.mir"].output)
+        }
+        assert {"annotate", "rerank"} <= {job.split()[0] for job in chain}, (combo, chain)
+        assert first == chain - {"data"}, (combo, sorted(first ^ (chain - {"data"})))
+    default_chain = {f"{r} {w}".strip() for r, w, _ in printed_jobs(done["default.mir"].output)}
+    assert {"graphs graph_set=mir", "pseudo_queries pseudo_set=titles", "train model=mir, fold=0"} <= default_chain
+
+
+PRIORITY = re.compile(r"^\s+priority: [1-9]", re.M)

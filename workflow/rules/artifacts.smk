@@ -14,6 +14,7 @@ rule artifacts:
         f"{R}/logs/artifacts_{{model}}_{{scope}}.log",
     benchmark:
         f"{R}/benchmarks/artifacts_{{model}}_{{scope}}.tsv"
+    priority: chain_priority("models")
     conda:
         CONDA_ENV
     threads: MODEL_THREADS

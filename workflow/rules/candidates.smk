@@ -16,7 +16,7 @@ rule candidates:
         f"{R}/logs/candidates_{{first_stage}}.log",
     benchmark:
         f"{R}/benchmarks/candidates_{{first_stage}}.tsv"
-    priority: first_stage_priority
+    priority: chain_priority("stages")
     conda:
         CONDA_ENV
     resources:

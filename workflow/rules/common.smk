@@ -164,30 +164,44 @@ def mir_models():
     return [m for m in MODELS if capability(m).reads_graph_set]
 
 
-def chain_priority(wc):
-    """A model's train and rerank jobs: MIR_CHAIN_PRIORITY where the model reads a graph set (MIR), else 0."""
-    return MIR_CHAIN_PRIORITY if capability(wc.model).reads_graph_set else 0
+def mir_chain():
+    """What MIR's rerank waits for, by the wildcards of the jobs that make it: the models trained (MIR's, the weights
+    they share, a first stage's model), the first stages whose candidates are read, the first stages whose PISA index
+    alone is read (a pseudo-query set's BM25) and the pseudo-query sets (graph sets' PRF queries, pre-training
+    queries, HDCT's targets). A walk from MIR's models over what each of those reads, until nothing is added."""
+    models, stages, index_only, sets = set(mir_models()), set(), set(), set()
+    while True:  # each pass only adds configured names, so it ends
+        size = (len(models), len(stages), len(index_only), len(sets))
+        for m in list(models):
+            entry = config["models"][m]
+            models.add(weights_of(m))
+            stages.add(first_stage_of(m))
+            sets.add(pseudo_queries_of(m))
+            if entry.get("graph_set") in config["mir_graphs"]:
+                sets.add(config["mir_graphs"][entry["graph_set"]].get("prf_queries"))
+        for stage in stages:
+            spec = config["first_stages"][stage]
+            if spec["method"] == "model":
+                models.add(spec["model"])
+            if spec["method"] == "hdct" and spec.get("targets", "titles") != "titles":  # as hdct_pseudo_queries
+                sets.add(spec["targets"])
+        sets.discard(None)
+        index_only |= {config["pseudo_queries"][p].get("first_stage") for p in sets if p in config["pseudo_queries"]}
+        index_only.discard(None)
+        if size == (len(models), len(stages), len(index_only), len(sets)):
+            return {"models": models, "stages": stages, "indexes": stages | index_only, "pseudo_sets": sets}
 
 
-def mir_chain_pseudo_sets():
-    """The pseudo-query sets MIR's chain reads: its graph sets' PRF queries and its models' pre-training queries."""
-    graph_sets = {config["models"][m]["graph_set"] for m in mir_models() if "graph_set" in config["models"][m]}
-    prf = {config["mir_graphs"][g].get("prf_queries") for g in graph_sets if g in config["mir_graphs"]}
-    return (prf | {pseudo_queries_of(m) for m in mir_models()}) - {None}
+def chain_priority(part):
+    """A rule's priority: MIR_CHAIN_PRIORITY for the jobs MIR's rerank waits for (``mir_chain()[part]`` holds the
+    job's wildcard, ``model``, ``first_stage`` or ``pseudo_set``), else 0."""
+    wildcard = {"models": "model", "stages": "first_stage", "indexes": "first_stage", "pseudo_sets": "pseudo_set"}[part]
+    return lambda wc: MIR_CHAIN_PRIORITY if getattr(wc, wildcard) in mir_chain()[part] else 0
 
 
-def mir_chain_first_stages():
-    """The first stages MIR's chain reads: its models' candidates and its pseudo-query sets' BM25 indexes."""
-    sets = [config["pseudo_queries"][p] for p in mir_chain_pseudo_sets() if p in config["pseudo_queries"]]
-    return {first_stage_of(m) for m in mir_models()} | {s["first_stage"] for s in sets if s.get("first_stage")}
-
-
-def pseudo_set_priority(wc):
-    return MIR_CHAIN_PRIORITY if wc.pseudo_set in mir_chain_pseudo_sets() else 0
-
-
-def first_stage_priority(wc):
-    return MIR_CHAIN_PRIORITY if wc.first_stage in mir_chain_first_stages() else 0
+def rerank_priority(wc):
+    """Only MIR's own rerank is in its chain (a first stage's model is read through its artifacts)."""
+    return MIR_CHAIN_PRIORITY if wc.model in mir_models() else 0
 
 
 wildcard_constraints:

@@ -10,6 +10,7 @@ rule hdct:
         f"{R}/logs/hdct_{{first_stage}}.log",
     benchmark:
         f"{R}/benchmarks/hdct_{{first_stage}}.tsv"
+    priority: chain_priority("stages")
     conda:
         CONDA_ENV
     threads: MODEL_THREADS

@@ -13,7 +13,7 @@ rule pisa_index:
         f"{R}/logs/pisa_index_{{first_stage}}.log",
     benchmark:
         f"{R}/benchmarks/pisa_index_{{first_stage}}.tsv"
-    priority: first_stage_priority
+    priority: chain_priority("indexes")
     conda:
         CONDA_ENV
     threads: 2

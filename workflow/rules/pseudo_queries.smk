@@ -10,7 +10,7 @@ rule pseudo_queries:
         f"{R}/logs/pseudo_queries_{{pseudo_set}}.log",
     benchmark:
         f"{R}/benchmarks/pseudo_queries_{{pseudo_set}}.tsv"
-    priority: pseudo_set_priority
+    priority: chain_priority("pseudo_sets")
     conda:
         CONDA_ENV
     resources:

@@ -15,7 +15,7 @@ rule rerank:
         f"{R}/logs/rerank_{{model}}.log",
     benchmark:
         f"{R}/benchmarks/rerank_{{model}}.tsv"
-    priority: chain_priority
+    priority: rerank_priority
     conda:
         CONDA_ENV
     threads: MODEL_THREADS

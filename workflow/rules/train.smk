@@ -15,7 +15,7 @@ rule train:
         f"{R}/logs/train_{{model}}_fold{{fold}}.log",
     benchmark:
         f"{R}/benchmarks/train_{{model}}_fold{{fold}}.tsv"
-    priority: chain_priority
+    priority: chain_priority("models")
     conda:
         CONDA_ENV
     threads: MODEL_THREADS
