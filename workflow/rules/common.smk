@@ -1,5 +1,6 @@
 # Config validation (fails at parse time naming the key and the schema rule) and the helpers rules use.
 import copy
+import functools
 import json
 import os
 import re
@@ -164,6 +165,7 @@ def mir_models():
     return [m for m in MODELS if capability(m).reads_graph_set]
 
 
+@functools.cache  # the config is fixed once parsed; every job of the DAG asks
 def mir_chain():
     """What MIR's rerank waits for, by the wildcards of the jobs that make it: the models trained (MIR's, the weights
     they share, a first stage's model), the first stages whose candidates are read, the first stages whose PISA index
