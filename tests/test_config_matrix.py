@@ -431,11 +431,13 @@ def mir_chain_shape(combo: tuple[str, ...]) -> tuple:
 MIR_COMBINATIONS = list({mir_chain_shape(c): c for c in reversed(COMBINATIONS) if mir_models(c)}.values())
 
 
-def test_mirs_whole_chain_goes_first_in_every_configuration_with_mir(tmp_path):
-    """MIR's chain, the default run's longest, goes first among ready jobs (common.smk, MIR_CHAIN_PRIORITY): every job
-    a MIR model's rerank waits for, since a rule's priority does not pass to the jobs a job waits for (the graphs' PRF
-    pseudo-queries, left at 0, once held them back by six minutes), and no other job; the data, which every job waits
-    for, is ready first anyway. Each configuration with a MIR model: its full DAG beside the DAG of its MIR runs."""
+def test_long_jobs_go_first_and_mirs_whole_chain_before_them_in_every_configuration_with_mir(tmp_path):
+    """The jobs' priorities (common.smk): MIR's chain, the default run's longest, goes first among ready jobs: every
+    job a MIR model's rerank waits for, since a rule's priority does not pass to the jobs a job waits for (the graphs'
+    PRF pseudo-queries, left at 0, once held them back by six minutes), and no other job; the data, which every job
+    waits for, is ready first anyway. Then the other trainings and what they wait for, then the reranks and the papers'
+    speed tables, and the short jobs last. Each configuration with a MIR model: its full DAG beside the DAG of its MIR
+    runs."""
     assert () in MIR_COMBINATIONS and len(MIR_COMBINATIONS) > 1, MIR_COMBINATIONS
     jobs = {}
     for combo in MIR_COMBINATIONS:
@@ -450,16 +452,27 @@ def test_mirs_whole_chain_goes_first_in_every_configuration_with_mir(tmp_path):
     assert not [key for key, run in done.items() if run.returncode], {
         key: run.output[-2000:] for key, run in done.items() if run.returncode
     }
+    levels = {"mir": 3, "train": 2, "artifacts": 2, "candidates": 2, "word2vec": 2, "rerank": 1, "mir_speed": 1}
+    levels |= {"mores_speed": 1, "bench": 0, "evaluate": 0, "history": 0, "report": 0}
     for combo in MIR_COMBINATIONS:
         printed = printed_jobs(done[f"{combo_id(combo)}.all"].output)
-        first = {f"{rule} {wildcards}".strip() for rule, wildcards, block in printed if PRIORITY.search(block)}
+        priority = {f"{rule} {wildcards}".strip(): job_priority(block) for rule, wildcards, block in printed}
         chain = {
             f"{rule} {wildcards}".strip() for rule, wildcards, _ in printed_jobs(done[f"{combo_id(combo)}.mir"].output)
         }
         assert {"annotate", "rerank"} <= {job.split()[0] for job in chain}, (combo, chain)
+        first = {job for job, level in priority.items() if level == levels["mir"]}
         assert first == chain - {"data"}, (combo, sorted(first ^ (chain - {"data"})))
+        others = {job: level for job, level in priority.items() if job not in first}
+        wrong = {job: level for job, level in others.items() if levels.get(job.split()[0], level) != level}
+        assert not wrong, (combo, wrong)
+        assert {job.split()[0] for job in others} >= {"train", "rerank", "bench", "evaluate"}, (combo, others)
+        assert max(others.values()) < levels["mir"], (combo, others)
     default_chain = {f"{r} {w}".strip() for r, w, _ in printed_jobs(done["default.mir"].output)}
     assert {"graphs graph_set=mir", "pseudo_queries pseudo_set=titles", "train model=mir, fold=0"} <= default_chain
 
 
-PRIORITY = re.compile(r"^\s+priority: [1-9]", re.M)
+def job_priority(block: str) -> int:
+    """A dry run's printed priority of a job (Snakemake prints none at 0)."""
+    found = re.search(r"^\s+priority: (-?\d+)$", block, re.M)
+    return int(found.group(1)) if found else 0

@@ -12,6 +12,7 @@ rule attention_scaling:
         f"{R}/bench/attention_scaling.json",
     log:
         f"{R}/logs/attention_scaling.log",
+    priority: RERANK_PRIORITY
     conda:
         CONDA_ENV
     threads: 2

@@ -32,6 +32,7 @@ rule mores_speed:
         f"{R}/bench/mores.speed.json",
     log:
         f"{R}/logs/mores_speed.log",
+    priority: RERANK_PRIORITY
     conda:
         CONDA_ENV
     threads: MODEL_THREADS
@@ -61,6 +62,7 @@ rule mir_speed:
         f"{R}/bench/mir.speed.json",
     log:
         f"{R}/logs/mir_speed.log",
+    priority: RERANK_PRIORITY
     conda:
         CONDA_ENV
     threads: MODEL_THREADS

@@ -153,12 +153,21 @@ CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproje
 # two one-thread jobs side by side run the default run in less wall time and CPU time (docs/studies/default-run.md,
 # Time). More per job: --set-threads train=4 (profiles/slurm sets its GPU jobs' threads to their cpus_per_task).
 MODEL_THREADS = 1
-# Scheduling: MIR's chain (spaCy's annotation, its graphs and what they read, then its training and rerank) is the
-# longest of the default run, and MIR trains longest at full scale too (docs/gpu-bill.md). Its jobs go first among those
-# ready, so the other models' jobs fill the other cores beside it instead of MIR running alone at the end
-# (docs/studies/speed.md, 11-12). A rule's priority does not pass to the jobs it waits for, so every job of the chain
-# carries it: one left at 0 (the graphs' PRF pseudo-queries) held the graphs back by six minutes.
-MIR_CHAIN_PRIORITY = 1
+# Scheduling: with one thread a job, the run is a list schedule of ~80 jobs on --cores cores, and it ends soonest when
+# the long jobs start first and the short ones fill the cores at the end (docs/studies/speed.md, 11-13). Snakemake
+# starts the ready job of highest priority, so the jobs are given levels by how long they take:
+# - MIR's chain (spaCy's annotation, its graphs and what they read, then its training and rerank) is the longest of the
+#   default run, and MIR trains longest at full scale too (docs/gpu-bill.md): first, so the other models' jobs fill the
+#   other cores beside it instead of MIR running alone at the end. A rule's priority does not pass to the jobs it waits
+#   for, so every job of the chain carries it: one left at 0 (the graphs' PRF pseudo-queries) held the graphs back by
+#   six minutes.
+# - the trainings (100-220 s each in the default run) and the jobs they wait for;
+# - the reranks and the papers' speed tables (30-120 s);
+# - the rest (benches, evaluations, history: seconds each) at 0. With all at one level a training once started last
+#   and ran alone for 86 s.
+MIR_CHAIN_PRIORITY = 3
+TRAINING_PRIORITY = 2
+RERANK_PRIORITY = 1
 
 
 def mir_models():
@@ -194,16 +203,16 @@ def mir_chain():
             return {"models": models, "stages": stages, "indexes": stages | index_only, "pseudo_sets": sets}
 
 
-def chain_priority(part):
+def chain_priority(part, otherwise=TRAINING_PRIORITY):
     """A rule's priority: MIR_CHAIN_PRIORITY for the jobs MIR's rerank waits for (``mir_chain()[part]`` holds the
-    job's wildcard, ``model``, ``first_stage`` or ``pseudo_set``), else 0."""
+    job's wildcard, ``model``, ``first_stage`` or ``pseudo_set``), else ``otherwise``."""
     wildcard = {"models": "model", "stages": "first_stage", "indexes": "first_stage", "pseudo_sets": "pseudo_set"}[part]
-    return lambda wc: MIR_CHAIN_PRIORITY if getattr(wc, wildcard) in mir_chain()[part] else 0
+    return lambda wc: MIR_CHAIN_PRIORITY if getattr(wc, wildcard) in mir_chain()[part] else otherwise
 
 
 def rerank_priority(wc):
     """Only MIR's own rerank is in its chain (a first stage's model is read through its artifacts)."""
-    return MIR_CHAIN_PRIORITY if wc.model in mir_models() else 0
+    return MIR_CHAIN_PRIORITY if wc.model in mir_models() else RERANK_PRIORITY
 
 
 wildcard_constraints:

@@ -32,6 +32,7 @@ rule doc_field:
         meta=f"{R}/data/fields/{{field}}/field.json",
     log:
         f"{R}/logs/doc_field_{{field}}.log",
+    priority: TRAINING_PRIORITY
     conda:
         CONDA_ENV
     resources:

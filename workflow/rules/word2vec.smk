@@ -14,6 +14,7 @@ rule word2vec:
         f"{R}/logs/word2vec.log",
     benchmark:
         f"{R}/benchmarks/word2vec.tsv"
+    priority: TRAINING_PRIORITY
     conda:
         CONDA_ENV
     threads: 1
