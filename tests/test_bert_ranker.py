@@ -171,54 +171,6 @@ def test_bi_encoder_is_mean_pooled_cosine():
     assert batched[0].item() == pytest.approx(got, abs=1e-5)
 
 
-def test_bi_encoder_reranks_with_each_document_embedded_once_and_never_a_stale_vector(tokenizer):
-    model = BiEncoder(small_encoder(tokenizer), tokenizer, max_doc_len=24).eval()
-    docs = {f"d{i}": " ".join(["boundary layer flow"] * (i + 1)) + f" plate {i}" for i in range(5)}
-    batches = [  # documents shared within and across batches, queries repeated, lengths (so padding) varied
-        [("heat transfer", "d0"), ("heat transfer", "d1"), ("wing flutter", "d1"), ("wing flutter", "d4")],
-        [("wing flutter", "d0"), ("shock waves at the nose", "d2"), ("heat transfer", "d3"), ("heat transfer", "d4")],
-    ]
-    embedded_rows = []
-    hook = model.encoder.register_forward_hook(
-        lambda m, args, kwargs, out: embedded_rows.append(len(kwargs["input_ids"])), with_kwargs=True
-    )
-
-    def both(pairs):
-        queries, ids = [q for q, _ in pairs], [d for _, d in pairs]
-        texts = [docs[d] for d in ids]
-        with torch.no_grad():
-            embedded_rows.clear()
-            reused = model.score_pairs(queries, ids, texts)
-            rows = sum(embedded_rows)
-            plain = model(**model.encode(queries, ids, texts))
-        return reused, plain, rows
-
-    reused, plain, rows = both(batches[0])
-    torch.testing.assert_close(reused, plain, rtol=0, atol=1e-6)
-    assert rows == 2 + 3  # two distinct queries, three distinct documents
-    reused, plain, rows = both(batches[1])
-    torch.testing.assert_close(reused, plain, rtol=0, atol=1e-6)
-    assert rows == 3 + 2  # three distinct queries; d0, d4 kept from the first batch, d2, d3 new
-
-    with torch.no_grad():  # an optimiser step changes weights in place: no vector of the old weights is read again
-        model.encoder.embeddings.word_embeddings.weight.mul_(1.5)
-    reused, plain, rows = both(batches[0])
-    torch.testing.assert_close(reused, plain, rtol=0, atol=1e-6)
-    assert rows == 2 + 3
-    with torch.autocast("cpu", dtype=torch.bfloat16):  # nor across precisions
-        half_reused, half_plain, rows = both(batches[0])
-    assert rows == 2 + 3 and (half_reused - reused).abs().max() > 1e-6
-    torch.testing.assert_close(half_reused, half_plain, rtol=0, atol=1e-6)
-    reused_again, _, rows = both(batches[0])
-    torch.testing.assert_close(reused_again, reused, rtol=0, atol=0)
-    assert rows == 2 + 3
-
-    hook.remove()
-    model.train()  # dropout, a gradient: the plain forward
-    queries, ids = ["heat transfer"], ["d0"]
-    assert model.score_pairs(queries, ids, [docs["d0"]]).requires_grad
-
-
 def test_segment_cosine_scores_the_cosine_of_the_two_segments_mean_states(tokenizer):
     ranker = BertRanker(
         small_encoder(tokenizer), tokenizer, mode="firstp", passage_len=16, pooling="segment_cosine"

@@ -48,9 +48,7 @@ def score_candidates(
             out[q][d] = s
         if explains:
             with in_precision():
-                explained = model.explain(
-                    **{k: v.to(model.device) for k, v in model.encode(queries, doc_ids, docs).items()}
-                )
+                explained = model.explain_pairs(queries, doc_ids, docs)
             if explained:
                 for i, (q, d) in enumerate(chunk):
                     details.append(

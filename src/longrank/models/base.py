@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from longrank.io import InputError
+from longrank.models.modules.kept_documents import KeptDocuments
 from longrank.schema import schema_default
 
 if TYPE_CHECKING:
@@ -86,6 +87,16 @@ class Ranker(nn.Module):
     def forward(self, **batch: torch.Tensor) -> torch.Tensor:  # noqa: D401 - shape [batch]
         raise NotImplementedError
 
+    def train(self, mode: bool = True) -> "Ranker":
+        """As ``nn.Module.train``; back to training, the documents' states kept for reranking
+        (:mod:`longrank.models.modules.kept_documents`) are dropped: the next step makes them stale, and on a GPU
+        they would hold memory through the training."""
+        if mode:
+            for kept in self.__dict__.values():
+                if isinstance(kept, KeptDocuments):
+                    kept.clear()
+        return super().train(mode)
+
     def score_pairs(self, queries: list[str], doc_ids: list[str], docs: list[str]) -> torch.Tensor:
         """Scores for reranking (no gradient). Models with precomputed document representations
         (MORES Reuse-S1/S2) override this to look documents up by id instead of encoding their text."""
@@ -117,6 +128,11 @@ class Ranker(nn.Module):
     def explain(self, **batch: torch.Tensor) -> dict[str, torch.Tensor] | None:
         """Optional per-pair details worth keeping beside the run (e.g. TKL's top region positions)."""
         return None
+
+    def explain_pairs(self, queries: list[str], doc_ids: list[str], docs: list[str]) -> dict[str, torch.Tensor] | None:
+        """``explain`` of pairs given as text, as reranking asks it after ``score_pairs`` of the same pairs (a model
+        that keeps its documents' states there reads them back here)."""
+        return self.explain(**{k: v.to(self.device) for k, v in self.encode(queries, doc_ids, docs).items()})
 
     @property
     def device(self) -> torch.device:

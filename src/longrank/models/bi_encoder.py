@@ -8,9 +8,10 @@ default loss is the listwise softmax cross-entropy its contrastive pre-training 
 ``scale`` never changes the ranking.
 
 Reranking embeds each document once (``score_pairs``): a document is a candidate of many queries (the default
-run's 4,500 pairs hold 1,172 documents) and its vector does not depend on the query. The vectors
-are kept while the weights and the autocast stay as they were, so the scores are the pairwise forward's to
-fp32's rounding (the default run's run files are byte-identical either way; tests/test_bert_ranker.py).
+run's 4,500 pairs hold 1,172 documents) and its vector does not depend on the query. The vectors are kept
+(:mod:`longrank.models.modules.kept_documents`) while the weights and the autocast stay as they were, so the scores
+are the pairwise forward's to fp32's rounding (the default run's run files are byte-identical either way;
+tests/test_bert_ranker.py).
 """
 
 from __future__ import annotations
@@ -19,21 +20,19 @@ import torch
 import torch.nn.functional as F
 
 from longrank.models.base import Ranker
+from longrank.models.modules import kept_documents
 from longrank.models.modules.encoders import encoder_choice, from_encoder_config, mean_pool, single_inputs
 
 
 class BiEncoder(Ranker):
     default_loss = "listwise_ce"
     config_parts = (encoder_choice,)
-    #: documents' vectors kept at most by ``score_pairs`` (384 floats each for MiniLM: 300 MB)
-    KEPT_VECTORS = 200_000
 
     def __init__(self, encoder, tokenizer, max_query_len: int = 30, max_doc_len: int = 254, scale: float = 1.0):
         super().__init__()
         self.encoder, self.tokenizer = encoder, tokenizer
         self.max_query_len, self.max_doc_len, self.scale = max_query_len, max_doc_len, scale
-        self._vectors_key: tuple | None = None  # what the kept document vectors were embedded with
-        self._doc_vectors: dict[str, torch.Tensor] = {}  # document text -> its vector
+        self._kept_documents = kept_documents.KeptDocuments()
 
     @classmethod
     def from_config(cls, params, corpus=None):
@@ -54,33 +53,18 @@ class BiEncoder(Ranker):
         """The pairwise forward's scores, each distinct query and document embedded once: documents are looked up
         by their text in the vectors kept from earlier batches (see the module docstring); new ones are embedded
         together. With a gradient or in training mode (dropout) it is the plain forward."""
-        if torch.is_grad_enabled() or self.training:
+        if not kept_documents.applies(self):
             return super().score_pairs(queries, doc_ids, docs)
-        self._keep_vectors_for(self._weights_key())
-        new = [t for t in dict.fromkeys(docs) if t not in self._doc_vectors]
-        if new:
-            self._doc_vectors.update(zip(new, self._embed_texts(new, self.max_doc_len)))
+        doc_vectors = self._kept_documents.get(self, docs, lambda new: self._embed_texts(new, self.max_doc_len))
         distinct_queries = list(dict.fromkeys(queries))
         query_vectors = dict(zip(distinct_queries, self._embed_texts(distinct_queries, self.max_query_len)))
         q = torch.stack([query_vectors[t] for t in queries])
-        d = torch.stack([self._doc_vectors[t] for t in docs])
+        d = torch.stack(doc_vectors)
         return F.cosine_similarity(q, d, dim=-1) * self.scale
 
     def _embed_texts(self, texts: list[str], max_len: int) -> torch.Tensor:
         inputs = single_inputs(self.tokenizer, texts, max_len)
         return self.embed(**{k: v.to(self.device) for k, v in inputs.items()})
-
-    def _weights_key(self) -> tuple:
-        """What the kept vectors depend on besides the text: every weight (an optimiser step or ``load_state_dict``
-        bumps its version) and the autocast the forward runs under."""
-        device_type = self.device.type
-        autocast = torch.is_autocast_enabled(device_type) and torch.get_autocast_dtype(device_type)
-        return autocast, tuple((p.data_ptr(), p._version) for p in self.parameters())
-
-    def _keep_vectors_for(self, key: tuple) -> None:
-        # A cap on memory for very large reranking jobs: past it, start again (a miss only costs its embedding).
-        if self._vectors_key != key or len(self._doc_vectors) > self.KEPT_VECTORS:
-            self._vectors_key, self._doc_vectors = key, {}
 
     def forward(self, q_input_ids, q_attention_mask, q_token_type_ids, d_input_ids, d_attention_mask, d_token_type_ids):
         q = self.embed(q_input_ids, q_attention_mask, q_token_type_ids)

@@ -58,6 +58,7 @@ from longrank.model_types import mores_store
 from longrank.models.base import Ranker, config_keys
 from longrank.models.modules.cuda_graphs import GraphCache
 from longrank.models.modules.doc_attention import DocRows, attend_own_rows, attend_rows, kernel_available
+from longrank.models.modules import kept_documents
 from longrank.models.modules.half_weights import half_copies, held_half
 from longrank.models.modules.residual_norm import fused_norm_available, output_norm
 from longrank.models.modules.encoders import encoder_choice, encoder_layers, from_encoder_config, single_inputs
@@ -266,6 +267,7 @@ class MORES(Ranker):
         nn.init.normal_(self.head.weight, std=init_range)
         nn.init.zeros_(self.head.bias)
         self.store = None
+        self._kept_documents = kept_documents.KeptDocuments()  # no store: each document represented once a job
         self.register_state_dict_post_hook(_drop_tied_query_layers)
         self.register_load_state_dict_pre_hook(_load_query_layers)
 
@@ -440,6 +442,26 @@ class MORES(Ranker):
         """Read documents from the reuse store ``build_artifacts`` wrote into ``directory`` for these weights."""
         self.store = ReuseStore.open(Path(directory) / STORE, self)
 
+    def _document_states(self, docs: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The document module's states of ``docs`` [B, L, H] and their mask [B, L], padded to the longest as
+        ``encode_docs`` pads them. Without a store each distinct document is represented once per reranking job (the
+        paper's reuse within a job, :mod:`longrank.models.modules.kept_documents`); its padding rows are zeros, which
+        the cross-attention's mask leaves unread."""
+        device = self.device
+        if not kept_documents.applies(self):
+            d = {k: v.to(device) for k, v in self.encode_docs(docs).items()}
+            return self.represent_docs(**d), d["attention_mask"]
+        states = self._kept_documents.get(self, docs, self._represent_texts)
+        lengths = torch.tensor([len(s) for s in states], device=device)
+        mask = (torch.arange(int(lengths.max()), device=device)[None, :] < lengths[:, None]).long()
+        return torch.nn.utils.rnn.pad_sequence(states, batch_first=True), mask
+
+    def _represent_texts(self, docs: list[str]) -> list[torch.Tensor]:
+        """Each document's states over its own tokens [length, H] (a copy: not a view of the padded batch)."""
+        d = {k: v.to(self.device) for k, v in self.encode_docs(docs).items()}
+        states = self.represent_docs(**d)
+        return [s[:n].clone() for s, n in zip(states, d["attention_mask"].sum(dim=1).tolist())]
+
     @torch.no_grad()
     def score_pairs(self, queries, doc_ids, docs):
         device = self.device
@@ -454,11 +476,10 @@ class MORES(Ranker):
             pick = torch.tensor([distinct[text] for text in queries], device=device)
             query, query_mask = reps[pick], None if mask is None else mask[pick]
         if self.store is None:
-            d = {k: v.to(device) for k, v in self.encode_docs(docs).items()}
-            doc = self.represent_docs(**d)
+            doc, doc_mask = self._document_states(docs)
             if self.reads_rows(device):
-                return self.interact(query, query_mask, self.project_rows(doc, d["attention_mask"]), None)
-            return self.interact(query, query_mask, self.project_docs(doc), d["attention_mask"])
+                return self.interact(query, query_mask, self.project_rows(doc, doc_mask), None)
+            return self.interact(query, query_mask, self.project_docs(doc), doc_mask)
         # Under autocast (rerank.precision) the stored rows are read in its half precision, not widened to fp32.
         dtype = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else torch.float32
         return self.interact(query, query_mask, *self.store.doc_kv(doc_ids, self, device, dtype))

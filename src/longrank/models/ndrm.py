@@ -92,6 +92,7 @@ from longrank.data.words import OOV, PAD, TEXT_PROCESSING, analyzer
 from longrank.data.words import query_terms as split_query
 from longrank.io import InputError
 from longrank.models.base import Ranker, config_keys, split_config
+from longrank.models.modules import kept_documents
 from longrank.models.modules.conformer import ConformerLayer
 from longrank.models.modules.positions import LAYOUTS, sinusoidal_positions
 from longrank.models.modules.windowed_kernel_pooling import (  # LOG_EPS and kernel_pooling: NDRM's, re-exported
@@ -220,6 +221,7 @@ class NDRM(Ranker):
         self.register_buffer("idf", idf, persistent=False)
         self._impact: dict | None = None
         self.doc_fields, self.fields = doc_fields, None  # ``from_config`` attaches the fields' stores
+        self._kept_documents = kept_documents.KeptDocuments()
         if self.latent:
             self._add_latent_model(embedder.dim, hidden_dim, n_heads, n_layers, conformer, n_kernels=len(mu))
         else:
@@ -408,8 +410,12 @@ class NDRM(Ranker):
         tf: torch.Tensor | None = None,
         dlen: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        return self._score(query, self._encode_documents(doc) if self.latent else None, tf, dlen)
+
+    def _score(self, query: torch.Tensor, encoded, tf: torch.Tensor | None, dlen: torch.Tensor | None) -> torch.Tensor:
+        """The forward's score from the documents as ``_encode_documents`` gives them (None without latent match)."""
         q_mask = self._query_mask(query)
-        latent = self._latent_scores(self._query_vectors(query), self._encode_documents(doc)) if self.latent else None
+        latent = self._latent_scores(self._query_vectors(query), encoded) if self.latent else None
         explicit = self.explicit(tf, dlen, self.idf[query], q_mask) if self.explicit_match else None
         per_term = self._combine(latent, explicit, q_mask)
         return (per_term * self.embedder.query_weights(query, q_mask)).sum(dim=1)
@@ -468,11 +474,31 @@ class NDRM(Ranker):
             self.train(was_training)
 
     def score_pairs(self, queries, doc_ids, docs):
+        """Scores from the impact index where one is attached, else the forward's with each distinct document
+        through the Conformer once per job (``kept_documents``; the training's dev reranks)."""
         if self._impact is not None:
             scores = impact_scores(self._impact, self.query_terms, queries, doc_ids)
             if scores is not None:
                 return scores.to(self.device)
-        return super().score_pairs(queries, doc_ids, docs)
+        if not self._encodes_documents_alone() or not kept_documents.applies(self):
+            return super().score_pairs(queries, doc_ids, docs)
+        batch = {k: v.to(self.device) for k, v in self.encode(queries, doc_ids, docs).items()}
+        texts = self._with_fields(doc_ids, docs)
+        states = kept_documents.padded(self._kept_documents.get(self, texts, self._encode_texts), batch["doc"].shape[1])
+        encoded = (*states, (batch["doc"] != PAD).sum(dim=1))
+        return self._score(batch["query"], encoded, batch.get("tf"), batch.get("dlen"))
+
+    def _encodes_documents_alone(self) -> bool:
+        """Whether a document's encoding depends on its text alone: the convolution zeroes the padding, or reads it
+        only where every row is padded to ``max_doc_len`` (``score_padding_windows``), not to its batch's longest."""
+        if not self.latent:
+            return False
+        return self.score_padding_windows or not any(layer.convolve_padding for layer in self.encoder)
+
+    def _encode_texts(self, texts: list[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """``_encode_documents`` of documents' texts (their fields added), each cut to its own length."""
+        vectors, mask, lengths = self._encode_documents(self._doc_ids(texts).to(self.device))
+        return kept_documents.trimmed_rows((vectors, mask), lengths.tolist())
 
     # ---- the impact index (fold artifact; models/ndrm_impact.py) ----------------------------------------
     def build_artifacts(self, scope, corpus, doc_ids, out_dir, *, batch_size=schema_default("rerank.batch_size")):

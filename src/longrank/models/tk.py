@@ -46,8 +46,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from longrank.data.words import PAD
 from longrank.io import InputError
 from longrank.models.base import Ranker, config_keys, split_config
+from longrank.models.modules import kept_documents
 from longrank.models.modules.contextualizer import Contextualizer
 from longrank.models.modules.exact_match import ExactMatch
 from longrank.models.modules.kernel_pooling import cosine_matrix, rbf_kernels, tk_kernels
@@ -93,6 +95,7 @@ class TK(Ranker):
         else:
             nn.init.zeros_(self.dense.bias)
         self.exact_match = ExactMatch() if exact_match else None
+        self._kept_documents = kept_documents.KeptDocuments()
 
     @classmethod
     def from_config(cls, params, corpus):
@@ -108,9 +111,30 @@ class TK(Ranker):
         return self.embedder.encode_pair(queries, docs, self.max_query_len, self.max_doc_len)
 
     def forward(self, query: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
-        q, q_mask = self.embedder(query)
+        return self._score(query, doc, *self._document_states(doc))
+
+    def _document_states(self, doc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """ids [B, L] -> contextualised words [B, L, E] and their mask [B, L]: the side that never sees the query."""
         d, d_mask = self.embedder(doc)
-        q, d = self.contextualizer(q, q_mask), self.contextualizer(d, d_mask, is_document=True)
+        return self.contextualizer(d, d_mask, is_document=True), d_mask
+
+    def score_pairs(self, queries, doc_ids, docs):
+        """The forward's scores with each distinct document contextualised once per job (``kept_documents``)."""
+        if not kept_documents.applies(self):
+            return super().score_pairs(queries, doc_ids, docs)
+        batch = {k: v.to(self.device) for k, v in self.encode(queries, doc_ids, docs).items()}
+        states = kept_documents.padded(
+            self._kept_documents.get(self, docs, self._contextualise_texts), batch["doc"].shape[1]
+        )
+        return self._score(batch["query"], batch["doc"], *states)
+
+    def _contextualise_texts(self, docs: list[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        ids = self.embedder.encode(docs, self.max_doc_len).to(self.device)
+        return kept_documents.trimmed_rows(self._document_states(ids), (ids != PAD).sum(dim=1).tolist())
+
+    def _score(self, query: torch.Tensor, doc: torch.Tensor, d: torch.Tensor, d_mask: torch.Tensor) -> torch.Tensor:
+        q, q_mask = self.embedder(query)
+        q = self.contextualizer(q, q_mask)
         kernels = rbf_kernels(cosine_matrix(q, d), self.mu, self.sigma) * d_mask[:, None, :, None]
         per_term = kernels.sum(dim=2)  # [B, Lq, K]
         q_weight = self.embedder.query_weights(query, q_mask)[..., None]

@@ -75,6 +75,7 @@ from torch.nn import functional as F
 from longrank.data.words import PAD
 from longrank.io import InputError
 from longrank.models.base import Ranker, config_keys, split_config
+from longrank.models.modules import kept_documents
 from longrank.models.modules.contextualizer import Contextualizer
 from longrank.models.modules.exact_match import ExactMatch
 from longrank.models.modules.kernel_pooling import cosine_matrix, gaussian, tk_kernels
@@ -220,6 +221,7 @@ class TKL(Ranker):
             self._add_saturation(idf, saturation)
         self._add_scoring(len(mu), top_t, neighbours, region_init)
         self.exact_match = ExactMatch() if exact_match else None
+        self._kept_documents = kept_documents.KeptDocuments()
 
     def _add_saturation(self, idf: torch.Tensor, saturation: str) -> None:
         # Eq. 5: query-term salience e_i (IDF-initialised) and [ReLU(e_i); c_len] -> a, b, c.
@@ -299,12 +301,10 @@ class TKL(Ranker):
         )
         return saturate(sums, a, b, c) * (region_len > 0)[:, None, None, :]
 
-    def _topography(self, query: torch.Tensor, doc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Eq. 1-6 -> relevance topography [B, R] and the valid-region mask [B, R]. Kernel tensors are kept
-        as [B, Lq, K, Ld] so region sums run along the contiguous last dimension without copies."""
-        q, q_mask = self.embedder(query)
+    def _document_states(self, doc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """ids [B, L] -> contextualised words [B, L, E] (window by window, Eq. 1) and their mask [B, L]: the side
+        that never sees the query."""
         d, d_mask = self.embedder(doc)
-        q = self.contextualizer(q, q_mask)
         d, passes = contextualize_windows(
             d,
             d_mask,
@@ -314,6 +314,25 @@ class TKL(Ranker):
             self.pack_windows,
         )
         self.window_passes += passes
+        return d, d_mask
+
+    def _kept_document_states(self, docs: list[str], width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``_document_states`` of ``docs``' ids padded to ``width``, each distinct document contextualised once per
+        job (``kept_documents``)."""
+
+        def contextualise(texts: list[str]) -> list[tuple[torch.Tensor, ...]]:
+            ids = self.embedder.encode(texts, self.max_doc_len).to(self.device)
+            return kept_documents.trimmed_rows(self._document_states(ids), (ids != PAD).sum(dim=1).tolist())
+
+        return kept_documents.padded(self._kept_documents.get(self, docs, contextualise), width)
+
+    def _topography(self, query: torch.Tensor, doc: torch.Tensor, states=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Eq. 1-6 -> relevance topography [B, R] and the valid-region mask [B, R]; ``states``: the documents'
+        (``_document_states``), if already made. Kernel tensors are kept as [B, Lq, K, Ld] so region sums run along
+        the contiguous last dimension without copies."""
+        d, d_mask = states or self._document_states(doc)
+        q, q_mask = self.embedder(query)
+        q = self.contextualizer(q, q_mask)
         # Kernels, region sums, saturation and topography in fp32 also under autocast (rerank.precision): the learned
         # saturation subtracts terms near 100 (a x^(1/b) - c) and the top-t regions are chosen among near ties, which
         # bf16's 3 significant digits would reorder; only the Transformer above runs in half precision.
@@ -338,12 +357,30 @@ class TKL(Ranker):
         last_start = n_tokens - 1 if self.tail_regions else (n_tokens - self.region_size).clamp(min=0)
         return topography, starts[None, :] <= last_start[:, None]
 
-    def _select(self, query, doc):
-        topography, valid = self._topography(query, doc)
+    def _select(self, query, doc, states=None):
+        """Top-t regions of the topography; ``states``: the documents' (``_document_states``), if already made."""
+        topography, valid = self._topography(query, doc, states)
         return top_local_max(topography, valid, self.top_t, self.neighbours, self.nms_radius, self.region_stride)
 
     def forward(self, query: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
-        features, _, _ = self._select(query, doc)
+        return self._score(query, doc)
+
+    def score_pairs(self, queries, doc_ids, docs):
+        """The forward's scores with each distinct document contextualised once per job (``kept_documents``)."""
+        if not kept_documents.applies(self):
+            return super().score_pairs(queries, doc_ids, docs)
+        batch = {k: v.to(self.device) for k, v in self.encode(queries, doc_ids, docs).items()}
+        return self._score(**batch, states=self._kept_document_states(docs, batch["doc"].shape[1]))
+
+    def explain_pairs(self, queries, doc_ids, docs):
+        """``explain`` reading the documents ``score_pairs`` kept."""
+        if not kept_documents.applies(self):
+            return super().explain_pairs(queries, doc_ids, docs)
+        batch = {k: v.to(self.device) for k, v in self.encode(queries, doc_ids, docs).items()}
+        return self._explain(**batch, states=self._kept_document_states(docs, batch["doc"].shape[1]))
+
+    def _score(self, query: torch.Tensor, doc: torch.Tensor, states=None) -> torch.Tensor:
+        features, _, _ = self._select(query, doc, states)
         score = self.region_weights(features).squeeze(-1)
         if self.exact_match is not None:
             score = score + self.exact_match(
@@ -354,5 +391,8 @@ class TKL(Ranker):
     def explain(self, query: torch.Tensor, doc: torch.Tensor) -> dict[str, torch.Tensor]:
         """Token offsets of the top-t regions in the document (-1 where the document had fewer) and their
         topography values, the paper's highlightable regions (Fig. 3)."""
-        _, index, peaks = self._select(query, doc)
+        return self._explain(query, doc)
+
+    def _explain(self, query: torch.Tensor, doc: torch.Tensor, states=None) -> dict[str, torch.Tensor]:
+        _, index, peaks = self._select(query, doc, states)
         return {"region_starts": torch.where(index >= 0, index * self.region_stride, index), "region_scores": peaks}
