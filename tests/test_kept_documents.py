@@ -33,8 +33,8 @@ def corpus(tmp_path_factory):
 MODELS = {
     "bi_encoder": (lambda tok, corpus: BiEncoder(small_encoder(tok), tok, max_doc_len=24), "embed", True),
     "mores": (lambda tok, corpus: small_mores(tok), "represent_docs", False),
-    "tk": (lambda tok, corpus: build_model(small("tk"), corpus), "_document_states", False),
-    "tkl": (lambda tok, corpus: build_model(small("tkl"), corpus), "_document_states", False),
+    "tk": (lambda tok, corpus: build_model(small("tk"), corpus), "_contextualise_document", False),
+    "tkl": (lambda tok, corpus: build_model(small("tkl"), corpus), "_contextualise_document", False),
     "ndrm3": (lambda tok, corpus: build_model({**NDRM_SMALL, "variant": "ndrm3"}, corpus), "_encode_documents", False),
 }
 

@@ -111,11 +111,13 @@ class TK(Ranker):
         return self.embedder.encode_pair(queries, docs, self.max_query_len, self.max_doc_len)
 
     def forward(self, query: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
-        return self._score(query, doc, *self._document_states(doc))
+        return self._score(query, doc)
 
     def _document_states(self, doc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """ids [B, L] -> contextualised words [B, L, E] and their mask [B, L]: the side that never sees the query."""
-        d, d_mask = self.embedder(doc)
+        return self._contextualise_document(*self.embedder(doc))
+
+    def _contextualise_document(self, d: torch.Tensor, d_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.contextualizer(d, d_mask, is_document=True), d_mask
 
     def score_pairs(self, queries, doc_ids, docs):
@@ -123,18 +125,21 @@ class TK(Ranker):
         if not kept_documents.applies(self):
             return super().score_pairs(queries, doc_ids, docs)
         batch = {k: v.to(self.device) for k, v in self.encode(queries, doc_ids, docs).items()}
-        states = kept_documents.padded(
-            self._kept_documents.get(self, docs, self._contextualise_texts), batch["doc"].shape[1]
-        )
-        return self._score(batch["query"], batch["doc"], *states)
+        kept = self._kept_documents.get(self, docs, self._contextualise_texts)
+        return self._score(batch["query"], batch["doc"], kept_documents.padded(kept, batch["doc"].shape[1]))
 
     def _contextualise_texts(self, docs: list[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         ids = self.embedder.encode(docs, self.max_doc_len).to(self.device)
         return kept_documents.trimmed_rows(self._document_states(ids), (ids != PAD).sum(dim=1).tolist())
 
-    def _score(self, query: torch.Tensor, doc: torch.Tensor, d: torch.Tensor, d_mask: torch.Tensor) -> torch.Tensor:
+    def _score(self, query: torch.Tensor, doc: torch.Tensor, states=None) -> torch.Tensor:
+        """The score; ``states``: the documents' (``_document_states``), if already made. Otherwise the two sides
+        run in the order the forward always ran them (query words, document words, then their contexts): another
+        order sums the contextualiser's ``mix`` gradient in another order, and training moved in the last bits."""
         q, q_mask = self.embedder(query)
+        words = self.embedder(doc) if states is None else None
         q = self.contextualizer(q, q_mask)
+        d, d_mask = states if states is not None else self._contextualise_document(*words)
         kernels = rbf_kernels(cosine_matrix(q, d), self.mu, self.sigma) * d_mask[:, None, :, None]
         per_term = kernels.sum(dim=2)  # [B, Lq, K]
         q_weight = self.embedder.query_weights(query, q_mask)[..., None]

@@ -304,7 +304,9 @@ class TKL(Ranker):
     def _document_states(self, doc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """ids [B, L] -> contextualised words [B, L, E] (window by window, Eq. 1) and their mask [B, L]: the side
         that never sees the query."""
-        d, d_mask = self.embedder(doc)
+        return self._contextualise_document(*self.embedder(doc))
+
+    def _contextualise_document(self, d: torch.Tensor, d_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         d, passes = contextualize_windows(
             d,
             d_mask,
@@ -329,10 +331,13 @@ class TKL(Ranker):
     def _topography(self, query: torch.Tensor, doc: torch.Tensor, states=None) -> tuple[torch.Tensor, torch.Tensor]:
         """Eq. 1-6 -> relevance topography [B, R] and the valid-region mask [B, R]; ``states``: the documents'
         (``_document_states``), if already made. Kernel tensors are kept as [B, Lq, K, Ld] so region sums run along
-        the contiguous last dimension without copies."""
-        d, d_mask = states or self._document_states(doc)
+        the contiguous last dimension without copies. Without ``states`` the two sides run in the order the forward
+        always ran them (query words, document words, then their contexts): another order can sum a shared weight's
+        gradient in another order (TK's ``mix`` did), and training would move in the last bits."""
         q, q_mask = self.embedder(query)
+        words = self.embedder(doc) if states is None else None
         q = self.contextualizer(q, q_mask)
+        d, d_mask = states if states is not None else self._contextualise_document(*words)
         # Kernels, region sums, saturation and topography in fp32 also under autocast (rerank.precision): the learned
         # saturation subtracts terms near 100 (a x^(1/b) - c) and the top-t regions are chosen among near ties, which
         # bf16's 3 significant digits would reorder; only the Transformer above runs in half precision.
