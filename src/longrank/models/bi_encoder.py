@@ -11,7 +11,7 @@ Reranking embeds each document once (``score_pairs``): a document is a candidate
 run's 4,500 pairs hold 1,172 documents) and its vector does not depend on the query. The vectors are kept
 (:mod:`longrank.models.modules.kept_documents`) while the weights and the autocast stay as they were, so the scores
 are the pairwise forward's to fp32's rounding (the default run's run files are byte-identical either way;
-tests/test_bert_ranker.py).
+tests/test_kept_documents.py).
 """
 
 from __future__ import annotations

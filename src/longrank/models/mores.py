@@ -38,7 +38,10 @@ Reuse (Sec. 3.2): ``reuse: s1`` stores D per document, ``reuse: s2`` stores each
 projections D W_k, D W_v (Eq. 11-12). The store is the model's ``store`` artifact of fold scope (it
 depends on a fold's trained weights): ``python -m longrank artifacts --scope fold`` builds it through
 ``build_artifacts`` (:mod:`longrank.models.mores_store`'s format), and ``attach_artifacts`` makes
-``score_pairs`` read documents by id. All three paths compute the same scores (tests/test_mores.py).
+``score_pairs`` read documents by id. All three paths compute the same scores (tests/test_mores.py). Without a
+store, ``score_pairs`` still runs the document module once per distinct document of a job, the paper's reuse within
+one rerank (:mod:`longrank.models.modules.kept_documents`; the default run's test rerank: 782 documents for 1,580
+pairs), to fp32's rounding of the pairwise forward (tests/test_kept_documents.py).
 """
 
 from __future__ import annotations

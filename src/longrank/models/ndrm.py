@@ -76,7 +76,9 @@ Quick-Start; read, not copied):
   truncated to ``max_query_len`` = 20, duplicates kept (a repeated term counts twice); out-of-vocabulary
   terms score 0 and are left out. ``query_term_weights: idf`` multiplies each term's score by its IDF.
 
-Impact index: see :mod:`longrank.models.ndrm_impact`.
+Impact index: see :mod:`longrank.models.ndrm_impact`. Without one (the training's dev reranks), ``score_pairs`` runs
+the Conformer once per distinct document of a job (``modules/kept_documents.py``) where a document's encoding depends
+on its text alone (not with ``convolve_padding`` over a batch padded to its longest).
 """
 
 from __future__ import annotations

@@ -64,6 +64,8 @@ reading still reachable.
   ``train.embedding_lr`` the word embeddings (the official code trains kernel weights at 10x the rest).
   A document with fewer than t separable regions gets zeros for the missing ones (and start -1 in
   ``explain``).
+- Reranking (``score_pairs``, then ``explain_pairs``) contextualises each distinct document's windows once per job
+  (``modules/kept_documents.py``): the same scores and regions to fp32's rounding.
 """
 
 from __future__ import annotations
