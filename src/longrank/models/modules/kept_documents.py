@@ -1,15 +1,16 @@
 """A document's query-independent representation, computed once per reranking job and kept by the document's text.
 
-A document is a candidate of many queries: the default run's MORES test rerank scores 1,580 pairs of 782 documents, its
-dev rerank 680 pairs of 475 (docs/studies/speed.md, 13). A model whose document side does not see the query (the
-bi-encoder's vector, MORES's document module, TK's and TKL's contextualised words) computes it for the documents of a
-batch it has not kept yet, together, and reads the others back. Only ``score_pairs`` (reranking, the dev reranks of
-training) reads them: the forward, which the benches time, computes every document. What is kept depends on the weights and on the autocast as well as on the text, so it is
-kept only while they stay as they were: an optimiser step or ``load_state_dict`` changes a parameter's version and
-starts again. Only at inference (no gradient, eval mode): training and its dropout take the model's own forward.
+A document is a candidate of many queries: the default run's MORES test rerank scores 1,580 pairs of 782 documents,
+its dev rerank 680 pairs of 475 (docs/studies/speed.md, 13). A model whose document side does not see the query (the
+bi-encoder's vector, MORES's document module, TK's and TKL's contextualised words, NDRM's Conformer) computes it for
+the documents of a batch it has not kept yet, together, and reads the others back. Only ``score_pairs`` (reranking,
+the dev reranks of training) reads them: the forward, which the benches time, computes every document.
 
-Kept entries were computed beside other documents than the batch's (padded to another length), so a score equals the
-pairwise forward's to fp32's rounding, not always to the bit (tests/test_kept_documents.py)."""
+What is kept depends on the weights and on the autocast as well as on the text, so it is kept only while they stay as
+they were: an optimiser step or ``load_state_dict`` changes a parameter's version and starts again, and
+``Ranker.train()`` drops it. Only at inference (no gradient, eval mode): training and its dropout take the model's
+own forward. Kept entries were computed beside other documents than the batch's (padded to another length), so a
+score equals the pairwise forward's to fp32's rounding, not always to the bit (tests/test_kept_documents.py)."""
 
 from __future__ import annotations
 
