@@ -86,6 +86,42 @@ def test_reuse_store_gives_the_same_scores(tokenizer, tmp_path, reuse, tie, devi
     assert meta["mb_per_document_at"]["128"] == pytest.approx(128 * meta["slots"] * 32 * 4 / 2**20)
 
 
+@pytest.mark.parametrize("shared", [True, False], ids=["one query", "a query each"])
+def test_reuse_s1_attends_over_unprojected_states_as_over_their_keys_and_values(tokenizer, shared, device):
+    """Reuse-S1's blocks carry the queries into the states' space instead of projecting every stored state
+    (``attend_states``): the same block outputs as attention over D W_k + b_k and D W_v + b_v, with biases that are
+    not zero (the key bias drops out of the softmax, the value bias passes through weights that sum to 1), padded
+    documents (a padded state is never read) and a query shared by every candidate (an expanded tensor)."""
+    from longrank.models.modules.doc_attention import DocStates
+    from longrank.models.mores import attend, attend_states
+
+    model = small_mores(tokenizer, reuse="s1").to(device)
+    block = model.interaction_blocks[0]
+    generator = torch.Generator().manual_seed(3)
+    cross = block.cross_attention.self
+    with torch.no_grad():
+        for bias in (cross.query.bias, cross.key.bias, cross.value.bias):
+            bias.copy_(torch.randn(bias.shape, generator=generator))
+    hidden = cross.query.weight.shape[1]
+    states = torch.randn(3, 9, hidden, generator=generator).to(device)
+    mask = (torch.arange(9)[None, :] < torch.tensor([9, 5, 1])[:, None]).long().to(device)
+    query = torch.randn(1 if shared else 3, 6, hidden, generator=generator).to(device)
+    query = query.expand(3, -1, -1) if shared else query
+    query_mask = torch.ones(3, 6, dtype=torch.long, device=device)
+    with torch.no_grad():
+        keys, values = block.project_document(states)
+        expected = attend(block.cross_attention, query, keys, values, mask)
+        got = block.cross_attention.output(attend_states(cross, query, DocStates(states, mask)), query)
+        noisy = states.masked_fill(~mask.bool()[:, :, None], 1e4)  # whatever lies past a document's length
+        padded = block.cross_attention.output(attend_states(cross, query, DocStates(noisy, mask)), query)
+        block_out, _ = block.forward_states(query, query, query_mask, DocStates(states, mask))
+        block_expected = block(query, query_mask, keys, values, mask)
+    assert expected.std() > 0.1
+    assert torch.allclose(got, expected, atol=1e-5), (got - expected).abs().max()
+    assert torch.equal(padded, got)
+    assert torch.allclose(block_out, block_expected, atol=1e-5)
+
+
 @pytest.mark.parametrize("reuse", ["s1", "s2"])
 def test_the_fused_rows_path_scores_as_pytorch_attention_does(tokenizer, tmp_path, reuse, device):
     """Inference reads the documents' keys and values as rows where they lie (``DocRows``: the resident Reuse-S2 store
@@ -461,7 +497,7 @@ def test_speed_table_smoke(tmp_path):
         ("MORES 1xIB", "s2"),
     ]
     ratios = [r["flop_ratio"] for r in table["measurements"]]
-    assert ratios[0] == 1.0 and ratios[2] < ratios[3]  # S2 skips the K/V projections S1 still runs
+    assert ratios[0] == 1.0 and ratios[2] < ratios[3]  # S2 reads keys and values; S1 carries queries to its states
     assert "FLOP ratio" in table["columns"] and not any("bound" in c.lower() for c in table["columns"])
     assert table["measurements"][3]["space_mb_per_doc"] == pytest.approx(
         2 * table["measurements"][2]["space_mb_per_doc"]

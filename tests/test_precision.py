@@ -81,12 +81,13 @@ def test_an_unknown_precision_is_refused():
         autocast("cpu", "fp8")
 
 
+@pytest.mark.parametrize("reuse", ["s1", "s2"])
 @pytest.mark.parametrize("device,precision", CASES)
-def test_mores_reads_its_reuse_store_in_half_precision(tmp_path, device, precision):
+def test_mores_reads_its_reuse_store_in_half_precision(tmp_path, device, precision, reuse):
     from longrank.models.modules.encoders import load_tokenizer
     from test_mores import DOC_IDS, DOCS, QUERIES, build_store, small_mores
 
-    model = small_mores(load_tokenizer("minilm"), reuse="s2").to(device)
+    model = small_mores(load_tokenizer("minilm"), reuse=reuse).to(device)
     build_store(model, tmp_path / "fold0", batch_size=2)
     model.attach_artifacts(tmp_path / "fold0")
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
@@ -95,7 +96,8 @@ def test_mores_reads_its_reuse_store_in_half_precision(tmp_path, device, precisi
         model.store = model.store.resident(device, dtype)  # the half-precision store: half the memory
         assert model.store.array.dtype == dtype
         from_half_store = model.score_pairs(QUERIES, DOC_IDS, DOCS).float()
-    # Under autocast attention reads keys and values in the half type anyway: storing them so changes (almost) nothing.
+    # Under autocast attention reads keys and values (S1: states) in the half type anyway: storing them so changes
+    # (almost) nothing.
     assert torch.allclose(from_half_store, from_fp32_store, rtol=1e-2, atol=1e-3), (from_fp32_store, from_half_store)
 
 

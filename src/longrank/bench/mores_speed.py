@@ -11,12 +11,14 @@ WordPiece ids of exactly the stated lengths. On a CPU, 1,000 BERT-base pairs of 
 minutes, so ``--candidates`` of them are timed and the time is extrapolated linearly to ``--target``
 (the notes say so). Reuse variants read a real memory-mapped store on disk holding those candidates.
 
-FLOP model (multiply-adds x 2, per candidate, online only; n hidden, f FFN width, q / d lengths):
+FLOP model (multiply-adds x 2, per candidate, online only; n hidden, f FFN width, h heads, q / d lengths):
 Transformer layer over L tokens = 2(4n^2 L + 2nL^2 + 2nfL); an Interaction Block = 2(n^2 q [cross Q] +
-2n^2 d [cross K,V; skipped by Reuse-S2] + 2nqd [cross attention] + n^2 q [cross out] + 4n^2 q + 2nq^2
-[query self-attention] + 2nfq [FFN]). BERT ranker: all layers over q + d tokens. MORES no reuse: the
-document module over d plus the IBs; Reuse-S1: the IBs; Reuse-S2: the IBs without K,V projections;
-the query module runs once per query and is shared by the candidates.
+2n^2 d [cross K,V] + 2nqd [cross attention] + n^2 q [cross out] + 4n^2 q + 2nq^2 [query self-attention] +
+2nfq [FFN]). BERT ranker: all layers over q + d tokens. MORES no reuse: the document module over d plus the IBs;
+Reuse-S2: the IBs without the K,V projections (stored); Reuse-S1: the IBs with the cross-attention over the
+stored states unprojected (``mores.attend_states``): 2n^2 q [queries into the states' space, W_k; the weighted
+states out of it, W_v] + 2hqdn [scores and weighted states] in place of 2n^2 d + 2nqd. The query module runs once
+per query and is shared by the candidates.
 """
 
 from __future__ import annotations
@@ -103,26 +105,26 @@ def layer_flops(length: int, n: int, f: int) -> float:
     return 2.0 * (4 * n * n * length + 2 * n * length * length + 2 * n * f * length)
 
 
-def ib_flops(q: int, d: int, n: int, f: int, project_doc: bool) -> float:
-    return 2.0 * (
-        n * n * q
-        + (2 * n * n * d if project_doc else 0)
-        + 2 * n * q * d
-        + n * n * q
-        + 4 * n * n * q
-        + 2 * n * q * q
-        + 2 * n * f * q
-    )
+def ib_flops(q: int, d: int, n: int, f: int, heads: int, documents: str) -> float:
+    """One Interaction Block per candidate; ``documents``: what it attends over: ``states`` projected online (no
+    reuse), ``stored states`` unprojected (Reuse-S1), ``stored keys and values`` (Reuse-S2)."""
+    cross = {
+        "states": 2 * n * n * d + 2 * n * q * d,
+        "stored states": 2 * n * n * q + 2 * heads * q * d * n,
+        "stored keys and values": 2 * n * q * d,
+    }[documents]
+    return 2.0 * (n * n * q + cross + n * n * q + 4 * n * n * q + 2 * n * q * q + 2 * n * f * q)
 
 
 def online_flops(
-    variant: str, blocks: int, q: int, d: int, layers: int, n: int, f: int, max_pos: int, target: int
+    variant: str, blocks: int, q: int, d: int, layers: int, n: int, f: int, heads: int, max_pos: int, target: int
 ) -> float:
     if variant == "bert":
         return layers * layer_flops(min(q + d, max_pos), n, f)
     query_once = (layers - blocks) * layer_flops(q, n, f) / target
     doc_module = layers * layer_flops(d, n, f) if variant == "none" else 0.0
-    return doc_module + query_once + blocks * ib_flops(q, d, n, f, project_doc=variant != "s2")
+    documents = {"none": "states", "s1": "stored states", "s2": "stored keys and values"}[variant]
+    return doc_module + query_once + blocks * ib_flops(q, d, n, f, heads, documents)
 
 
 def random_ids(generator, n: int, length: int, vocab: int, cls_id: int, sep_id: int) -> list[list[int]]:
@@ -159,7 +161,7 @@ def bench_size(encoder, tokenizer, size: str, args, store_dir: Path, device: tor
                 args.repeats,
                 args.warmup,
             )
-        dims = (layers, n, f, cfg.max_position_embeddings)
+        dims = (layers, n, f, cfg.num_attention_heads, cfg.max_position_embeddings)
         rows += [
             _row(
                 size,
@@ -269,12 +271,12 @@ def _row(
     A MORES pass over ``n_docs`` candidates runs the query module once; extrapolated to ``--target`` candidates, it
     still runs once (``query_timing``), and only the rest of the pass scales."""
     name, reuse, k, kind, _ = variant
-    layers, n, f, max_pos = dims
+    layers, n, f, heads, max_pos = dims
     once = min(query_timing.median_s, timing.median_s) if query_timing is not None else 0.0
     per_cand = (once / args.target) + (timing.median_s - once) / n_docs
     bert_time = bert_timing.median_s / n_docs
-    flops = online_flops(kind, k or 0, args.query_len, d, layers, n, f, max_pos, args.target)
-    bert_flops = online_flops("bert", 0, args.query_len, d, layers, n, f, max_pos, args.target)
+    flops = online_flops(kind, k or 0, args.query_len, d, layers, n, f, heads, max_pos, args.target)
+    bert_flops = online_flops("bert", 0, args.query_len, d, layers, n, f, heads, max_pos, args.target)
     log.info(
         "%s d=%d %s %s: %.3fs per %d candidates (x%.1f; FLOP ratio x%.1f)",
         *(size, d, name, reuse, per_cand * args.target, args.target, bert_time / per_cand, bert_flops / flops),

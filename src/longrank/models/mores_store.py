@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from longrank.io import InputError, atomic_path, read_json, write_json
-from longrank.models.modules.doc_attention import DocRows
+from longrank.models.modules.doc_attention import DocRows, DocStates
 from longrank.models.modules.encoders import pad
 from longrank.schema import schema_default
 
@@ -226,10 +226,11 @@ class ReuseStore:
 
     def doc_kv(
         self, doc_ids: list[str] | torch.Tensor, model, device, dtype: torch.dtype = torch.float32
-    ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]] | DocRows, torch.Tensor | None]:
+    ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]] | DocRows | DocStates, torch.Tensor | None]:
         """Per-IB (keys, values) in ``dtype`` and the key mask for ``doc_ids`` (or their ``rows_of``), gathered
-        with one indexed copy from the memory map (or the resident copy). Padded positions read the store's row 0:
-        the mask keeps attention off them, so they need no zeroing.
+        with one indexed copy from the memory map (or the resident copy); for Reuse-S1 the states themselves with
+        their mask (``DocStates``: the blocks attend over them unprojected, ``mores.attend_states``). Padded
+        positions read the store's row 0: the mask keeps attention off them, so they need no zeroing.
 
         Where the model reads a store in place (``model.reads_store_rows``: inference with the fused kernel on CUDA,
         or on the CPU), a Reuse-S2 store on the scoring device is not copied at all: its rows are read where they
@@ -266,10 +267,8 @@ class ReuseStore:
             batch = torch.from_numpy(np.take(self.array, positions.numpy(), axis=0))
         t = batch.to(device=device, dtype=dtype, non_blocking=True)
         mask = mask.to(device=device, dtype=torch.long)
-        if self.meta["reuse"] == "s1":
-            if fused:
-                return model.project_rows(t[:, :, 0], mask), None
-            return model.project_docs(t[:, :, 0]), mask
+        if self.meta["reuse"] == "s1":  # the blocks attend over the states without projecting them
+            return DocStates(t[:, :, 0], mask), None
         if fused:
             return DocRows.from_dense(t.reshape(*t.shape[:2], -1), mask, n_blocks), None
         return [(t[:, :, 2 * k], t[:, :, 2 * k + 1]) for k in range(n_blocks)], mask

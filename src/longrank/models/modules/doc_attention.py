@@ -75,6 +75,16 @@ class DocRows:
         return keys, values, mask
 
 
+@dataclass
+class DocStates:
+    """Candidates' states ``[B, L, hidden]`` as the document module left them (what a Reuse-S1 store holds) and
+    their key mask ``[B, L]`` (right-padded): the blocks attend over them without projecting them
+    (``mores.attend_states``)."""
+
+    states: torch.Tensor
+    mask: torch.Tensor
+
+
 def kernel_available(device: torch.device, head_dim: int, query_len: int) -> bool:
     """The fused kernel runs on CUDA with Triton, for head widths of a power of two (16..256) and up to 128 query
     tokens per candidate (one tile)."""
