@@ -86,14 +86,16 @@ def test_reuse_store_gives_the_same_scores(tokenizer, tmp_path, reuse, tie, devi
     assert meta["mb_per_document_at"]["128"] == pytest.approx(128 * meta["slots"] * 32 * 4 / 2**20)
 
 
+@pytest.mark.parametrize("length", [40, 9], ids=["carried", "short: projected"])
 @pytest.mark.parametrize("shared", [True, False], ids=["one query", "a query each"])
-def test_reuse_s1_attends_over_unprojected_states_as_over_their_keys_and_values(tokenizer, shared, device):
+def test_reuse_s1_attends_over_unprojected_states_as_over_their_keys_and_values(tokenizer, shared, length, device):
     """Reuse-S1's blocks carry the queries into the states' space instead of projecting every stored state
     (``attend_states``): the same block outputs as attention over D W_k + b_k and D W_v + b_v, with biases that are
     not zero (the key bias drops out of the softmax, the value bias passes through weights that sum to 1), padded
-    documents (a padded state is never read) and a query shared by every candidate (an expanded tensor)."""
+    documents (a padded state is never read) and a query shared by every candidate (an expanded tensor). Documents
+    too short for that to cost less are projected (the block's output the same either way)."""
     from longrank.models.modules.doc_attention import DocStates
-    from longrank.models.mores import attend, attend_states
+    from longrank.models.mores import attend, attend_states, carrying_queries_pays
 
     model = small_mores(tokenizer, reuse="s1").to(device)
     block = model.interaction_blocks[0]
@@ -103,8 +105,8 @@ def test_reuse_s1_attends_over_unprojected_states_as_over_their_keys_and_values(
         for bias in (cross.query.bias, cross.key.bias, cross.value.bias):
             bias.copy_(torch.randn(bias.shape, generator=generator))
     hidden = cross.query.weight.shape[1]
-    states = torch.randn(3, 9, hidden, generator=generator).to(device)
-    mask = (torch.arange(9)[None, :] < torch.tensor([9, 5, 1])[:, None]).long().to(device)
+    states = torch.randn(3, length, hidden, generator=generator).to(device)
+    mask = (torch.arange(length)[None, :] < torch.tensor([length, length // 2, 1])[:, None]).long().to(device)
     query = torch.randn(1 if shared else 3, 6, hidden, generator=generator).to(device)
     query = query.expand(3, -1, -1) if shared else query
     query_mask = torch.ones(3, 6, dtype=torch.long, device=device)
@@ -114,8 +116,12 @@ def test_reuse_s1_attends_over_unprojected_states_as_over_their_keys_and_values(
         got = block.cross_attention.output(attend_states(cross, query, DocStates(states, mask)), query)
         noisy = states.masked_fill(~mask.bool()[:, :, None], 1e4)  # whatever lies past a document's length
         padded = block.cross_attention.output(attend_states(cross, query, DocStates(noisy, mask)), query)
+        projected = []
+        block.project_document = lambda d: projected.append(d) or type(block).project_document(block, d)
         block_out, _ = block.forward_states(query, query, query_mask, DocStates(states, mask))
         block_expected = block(query, query_mask, keys, values, mask)
+    assert len(projected) == (length == 9)
+    assert carrying_queries_pays(cross, query.shape[1], length) == (length == 40)  # 6 query tokens, 32 hidden, 4 heads
     assert expected.std() > 0.1
     assert torch.allclose(got, expected, atol=1e-5), (got - expected).abs().max()
     assert torch.equal(padded, got)

@@ -17,8 +17,8 @@ Transformer layer over L tokens = 2(4n^2 L + 2nL^2 + 2nfL); an Interaction Block
 2nfq [FFN]). BERT ranker: all layers over q + d tokens. MORES no reuse: the document module over d plus the IBs;
 Reuse-S2: the IBs without the K,V projections (stored); Reuse-S1: the IBs with the cross-attention over the
 stored states unprojected (``mores.attend_states``): 2n^2 q [queries into the states' space, W_k; the weighted
-states out of it, W_v] + 2hqdn [scores and weighted states] in place of 2n^2 d + 2nqd. The query module runs once
-per query and is shared by the candidates.
+states out of it, W_v] + 2hqdn [scores and weighted states] in place of 2n^2 d + 2nqd where that is less. The query
+module runs once per query and is shared by the candidates.
 """
 
 from __future__ import annotations
@@ -108,9 +108,10 @@ def layer_flops(length: int, n: int, f: int) -> float:
 def ib_flops(q: int, d: int, n: int, f: int, heads: int, documents: str) -> float:
     """One Interaction Block per candidate; ``documents``: what it attends over: ``states`` projected online (no
     reuse), ``stored states`` unprojected (Reuse-S1), ``stored keys and values`` (Reuse-S2)."""
+    projected = 2 * n * n * d + 2 * n * q * d
     cross = {
-        "states": 2 * n * n * d + 2 * n * q * d,
-        "stored states": 2 * n * n * q + 2 * heads * q * d * n,
+        "states": projected,
+        "stored states": min(2 * n * n * q + 2 * heads * q * d * n, projected),  # as mores.carrying_queries_pays
         "stored keys and values": 2 * n * q * d,
     }[documents]
     return 2.0 * (n * n * q + cross + n * n * q + 4 * n * n * q + 2 * n * q * q + 2 * n * f * q)

@@ -122,16 +122,21 @@ def attend(
     """Multi-head attention of ``x`` over projected ``keys``/``values``, then BERT's output projection and
     LN(. + x). ``attention`` is a BertAttention (``.self``: query/key/value/dropout, ``.output``: dense/LN).
     ``key_mask`` ``None``: every key is attended."""
-    heads = attention.self.num_attention_heads
+    return attention.output(attention_context(attention.self, x, keys, values, key_mask), x)
+
+
+def attention_context(attention, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, key_mask) -> torch.Tensor:
+    """``attend`` before BERT's output projection (``attention``: a BertSelfAttention)."""
+    heads = attention.num_attention_heads
     split = lambda t: t.view(t.shape[0], t.shape[1], heads, -1).transpose(1, 2)  # noqa: E731
     context = F.scaled_dot_product_attention(
-        split(attention.self.query(x)),
+        split(attention.query(x)),
         split(keys),
         split(values),
         attn_mask=None if key_mask is None else key_mask[:, None, None, :].bool(),
-        dropout_p=attention.self.dropout.p if attention.training else 0.0,
+        dropout_p=attention.dropout.p if attention.training else 0.0,
     )
-    return attention.output(context.transpose(1, 2).reshape(x.shape), x)
+    return context.transpose(1, 2).reshape(x.shape)
 
 
 def attend_states(attention, x: torch.Tensor, docs: DocStates) -> torch.Tensor:
@@ -147,7 +152,8 @@ def attend_states(attention, x: torch.Tensor, docs: DocStates) -> torch.Tensor:
     projections are its online work (Table 4, Reuse-S1): at BERT-base (n 768, 12 heads), 16 query tokens and 512
     document tokens, 0.34 GFLOP instead of 1.23 a block per candidate (MiniLM: 0.16 instead of 0.31). The same
     scores to fp32's rounding (tests/test_mores.py). A query shared by every candidate (an expanded tensor: stride
-    0) is carried once, and its scores over all candidates are one matrix product."""
+    0) is carried once, and its scores over all candidates are one matrix product. Where documents are shorter than
+    ``carrying_queries_pays`` asks, projecting them costs less (``InteractionBlock.forward_states`` does so)."""
     heads, width = attention.num_attention_heads, attention.attention_head_size
     batch, m, _ = x.shape
     hidden = docs.states.shape[-1]
@@ -160,6 +166,14 @@ def attend_states(attention, x: torch.Tensor, docs: DocStates) -> torch.Tensor:
     pooled = (scores.softmax(dim=1).transpose(1, 2) @ docs.states).view(batch, heads, m, hidden)  # P_h D
     context = torch.einsum("bhmn,hwn->bmhw", pooled, attention.value.weight.view(heads, width, hidden))
     return (context + attention.value.bias.view(heads, width)).reshape(batch, m, heads * width)
+
+
+def carrying_queries_pays(attention, query_len: int, doc_len: int) -> bool:
+    """Whether ``attend_states`` costs fewer operations than projecting ``doc_len`` states (``attention``: a
+    BertSelfAttention): n M + heads M L < n L + M L. At 16 query tokens that is from 30 document tokens on with
+    MiniLM (n 384, 12 heads), from 21 at BERT-base; at 32 query tokens, from 385 with MiniLM, from 60 at BERT-base."""
+    n, heads = attention.query.weight.shape[1], attention.num_attention_heads
+    return n * query_len + heads * query_len * doc_len < n * doc_len + query_len * doc_len
 
 
 def fused_layer(attention, intermediate, output, x, x_half, mask) -> tuple[torch.Tensor, torch.Tensor]:
@@ -230,9 +244,15 @@ class InteractionBlock(nn.Module):
         return self._after_cross_attention(attend_rows(q, docs, block, ca.self.num_attention_heads), h, query_mask)
 
     def forward_states(self, h, h_half, query_mask, docs: DocStates):
-        """Eq. 5-7 over the documents' states (a Reuse-S1 store's), not projected (``attend_states``); as
-        ``forward_rows`` takes and returns ``h`` with its half copy."""
-        return self._after_cross_attention(attend_states(self.cross_attention.self, h_half, docs), h, query_mask)
+        """Eq. 5-7 over the documents' states (a Reuse-S1 store's): not projected (``attend_states``) where that
+        costs less, else projected as the forward does; as ``forward_rows`` takes and returns ``h`` with its half
+        copy."""
+        attention = self.cross_attention.self
+        if carrying_queries_pays(attention, h.shape[1], docs.states.shape[1]):
+            context = attend_states(attention, h_half, docs)
+        else:  # short documents
+            context = attention_context(attention, h_half, *self.project_document(docs.states), docs.mask)
+        return self._after_cross_attention(context, h, query_mask)
 
     def _after_cross_attention(self, context, h, query_mask):
         """Eq. 5's output projection and LN(. + h), then Eq. 6-7 (fused on CUDA): ``(h, h_half)`` for the next."""
