@@ -123,9 +123,10 @@ def test_reuse_s1_attends_over_unprojected_states_as_over_their_keys_and_values(
     assert len(projected) == (length == 9)
     assert carrying_queries_pays(cross, query.shape[1], length) == (length == 40)  # 6 query tokens, 32 hidden, 4 heads
     assert expected.std() > 0.1
-    assert torch.allclose(got, expected, atol=1e-5), (got - expected).abs().max()
+    atol = 1e-4 if device == "cuda" else 1e-5  # CUDA: SDPA's kernels and the fused tail sum in other orders
+    assert torch.allclose(got, expected, atol=atol), (got - expected).abs().max()
     assert torch.equal(padded, got)
-    assert torch.allclose(block_out, block_expected, atol=1e-5)
+    assert torch.allclose(block_out, block_expected, atol=atol)
 
 
 @pytest.mark.parametrize("reuse", ["s1", "s2"])
