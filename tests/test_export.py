@@ -73,7 +73,7 @@ def build_results(root: Path, models: dict, dataset: dict | None = None) -> Path
     from longrank.data.data import prepare
     from longrank.evaluate.metrics import per_query, write_eval_tsv
     from longrank.model_types import artifact_scopes
-    from longrank.rerank import rerank
+    from longrank.rerank import RerankJob, rerank
     from longrank.retrieval.bm25 import bm25_run
     from longrank.train import train as train_stage
 
@@ -94,16 +94,18 @@ def build_results(root: Path, models: dict, dataset: dict | None = None) -> Path
             fold_artifacts = [results / "artifacts" / name / "fold0"]
             artifacts.build(cfg, corpus, "fold", fold_artifacts[0], checkpoint, candidates_path)
         rerank(
-            name,
-            cfg,
-            corpus,
-            candidates,
-            [str(checkpoint)],
-            DEPTH,
-            32,
-            torch.device("cpu"),
-            results / "runs",
-            fold_artifacts=fold_artifacts,
+            RerankJob(
+                name,
+                cfg,
+                corpus,
+                candidates,
+                [str(checkpoint)],
+                DEPTH,
+                32,
+                torch.device("cpu"),
+                results / "runs",
+                fold_artifacts=fold_artifacts,
+            )
         )
         write_eval_tsv(
             results / "eval" / f"{name}.tsv",
