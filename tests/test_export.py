@@ -72,8 +72,10 @@ def build_results(root: Path, models: dict, dataset: dict | None = None) -> Path
     from longrank import artifacts, interpolate
     from longrank.data.data import prepare
     from longrank.evaluate.metrics import per_query, write_eval_tsv
+    from longrank.model_entries import effective_settings
     from longrank.model_types import artifact_scopes
     from longrank.rerank import RerankJob, rerank
+    from longrank.resolved_config import resolved_models
     from longrank.retrieval.bm25 import bm25_run
     from longrank.train import train as train_stage
 
@@ -128,7 +130,14 @@ def build_results(root: Path, models: dict, dataset: dict | None = None) -> Path
                 results / "eval" / f"{system}.tsv",
                 per_query(mixed, corpus.qrels, corpus.test_queries(), ["nDCG@10"]),
             )
-    write_json(results / "config.json", {"dataset": dataset, "rerank_depth": DEPTH, "models": models})
+    config = {
+        "dataset": dataset,
+        "rerank_depth": DEPTH,
+        "first_stages": {"first": {"method": "bm25"}},
+        "models": models,
+    }
+    config["resolved_models"] = resolved_models(models, effective_settings(config))  # as stage resolved_config
+    write_json(results / "config.json", config)
     return results
 
 
