@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> None:
         notes=_notes(args, job["device"], measured, max_len, packing),
         docs_per_ms={args.model: reference.docs_per_ms} if reference else {},
         # the timed passes behind docs_per_ms (batch_size documents each), so the report prints its range
-        rates={args.model: Rate(args.batch_size, reference.timings)} if reference and reference.timing else {},
+        rates={args.model: Rate(args.batch_size, reference.timed_passes)} if reference and reference.timing else {},
         device=job["device"],
         timings=timings,
         extra=extra,
@@ -209,7 +209,7 @@ def _notes(
 
 
 def _timing_of(measured: LengthMeasurement) -> dict[str, Timing]:
-    return {MS_COLUMN: measured.timings} if measured.timing is not None else {}
+    return {MS_COLUMN: measured.timed_passes} if measured.timing is not None else {}
 
 
 def _row(label: str, asked, m: LengthMeasurement) -> list:

@@ -33,7 +33,7 @@ class LengthMeasurement(Record):
         }
 
     @property
-    def timings(self) -> dict | None:
+    def timed_passes(self) -> Timing | None:
         """The timed forwards as a Timing (None: not timed)."""
         return Timing.from_json(self.timing) if self.timing is not None else None
 
