@@ -15,7 +15,7 @@ import torch
 from longrank.data.corpus import Corpus
 from longrank.io import InputError, read_run, write_json
 from longrank.models.checkpoint import load_model, manifest_path
-from longrank.rerank import rerank
+from longrank.rerank import RerankJob, rerank
 from longrank.train import state_sets, train_state
 from longrank.train import train as train_stage
 from longrank.train.state_sets import sets_newest_first
@@ -248,15 +248,17 @@ def test_a_state_in_the_layout_before_checksums_is_discarded(base, caplog):
 def rerank_with(base: Path, checkpoint: Path) -> None:
     corpus = Corpus(base / "data")
     rerank(
-        "knrm",
-        KNRM,
-        corpus,
-        read_run(base / "bm25.run"),
-        [str(checkpoint)],
-        10,
-        16,
-        torch.device("cpu"),
-        checkpoint.parent / "runs",
+        RerankJob(
+            "knrm",
+            KNRM,
+            corpus,
+            read_run(base / "bm25.run"),
+            [str(checkpoint)],
+            10,
+            16,
+            torch.device("cpu"),
+            checkpoint.parent / "runs",
+        )
     )
 
 

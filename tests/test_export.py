@@ -72,8 +72,10 @@ def build_results(root: Path, models: dict, dataset: dict | None = None) -> Path
     from longrank import artifacts, interpolate
     from longrank.data.data import prepare
     from longrank.evaluate.metrics import per_query, write_eval_tsv
+    from longrank.model_entries import effective_settings
     from longrank.model_types import artifact_scopes
-    from longrank.rerank import rerank
+    from longrank.rerank import RerankJob, rerank
+    from longrank.resolved_config import resolved_models
     from longrank.retrieval.bm25 import bm25_run
     from longrank.train import train as train_stage
 
@@ -94,16 +96,18 @@ def build_results(root: Path, models: dict, dataset: dict | None = None) -> Path
             fold_artifacts = [results / "artifacts" / name / "fold0"]
             artifacts.build(cfg, corpus, "fold", fold_artifacts[0], checkpoint, candidates_path)
         rerank(
-            name,
-            cfg,
-            corpus,
-            candidates,
-            [str(checkpoint)],
-            DEPTH,
-            32,
-            torch.device("cpu"),
-            results / "runs",
-            fold_artifacts=fold_artifacts,
+            RerankJob(
+                name,
+                cfg,
+                corpus,
+                candidates,
+                [str(checkpoint)],
+                DEPTH,
+                32,
+                torch.device("cpu"),
+                results / "runs",
+                fold_artifacts=fold_artifacts,
+            )
         )
         write_eval_tsv(
             results / "eval" / f"{name}.tsv",
@@ -126,7 +130,14 @@ def build_results(root: Path, models: dict, dataset: dict | None = None) -> Path
                 results / "eval" / f"{system}.tsv",
                 per_query(mixed, corpus.qrels, corpus.test_queries(), ["nDCG@10"]),
             )
-    write_json(results / "config.json", {"dataset": dataset, "rerank_depth": DEPTH, "models": models})
+    config = {
+        "dataset": dataset,
+        "rerank_depth": DEPTH,
+        "first_stages": {"first": {"method": "bm25"}},
+        "models": models,
+    }
+    config["resolved_models"] = resolved_models(models, effective_settings(config))  # as stage resolved_config
+    write_json(results / "config.json", config)
     return results
 
 

@@ -767,7 +767,7 @@ def stages(tmp_path_factory) -> Path:
     from longrank import artifacts
     from longrank.data.corpus import Corpus
     from longrank.data.data import prepare
-    from longrank.rerank import rerank
+    from longrank.rerank import RerankJob, rerank
     from longrank.retrieval.bm25 import bm25_run
     from longrank.train import train as train_stage
 
@@ -794,15 +794,17 @@ def stages(tmp_path_factory) -> Path:
         results / "models" / "knrm" / "fold0" / "model.safetensors",
     )
     rerank(
-        "knrm",
-        quick,
-        corpus,
-        candidates,
-        [str(results / "models" / "knrm" / "fold0" / "model.safetensors")],
-        100,
-        16,
-        torch.device("cpu"),
-        results / "runs",
+        RerankJob(
+            "knrm",
+            quick,
+            corpus,
+            candidates,
+            [str(results / "models" / "knrm" / "fold0" / "model.safetensors")],
+            100,
+            16,
+            torch.device("cpu"),
+            results / "runs",
+        )
     )
     ndrm = {
         "type": "ndrm",

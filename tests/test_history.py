@@ -19,7 +19,7 @@ from longrank.cli import main
 from longrank.data.corpus import Corpus
 from longrank.io import read_json, read_run
 from longrank.report.history import changed_keys
-from longrank.rerank import rerank
+from longrank.rerank import RerankJob, rerank
 from longrank.train import train as train_stage
 from longrank.train.state_sets import is_finished, sets_newest_first
 from conftest import E2E_CONFIG, snakemake
@@ -48,8 +48,8 @@ def run_setting(tiny_data, entry: dict, keep: int = 5) -> dict:
         "knrm", entry, corpus, read_run(tiny_data / "bm25.run"), 0, 30, torch.device("cpu"), out,
         reuse_from=results,
     )  # fmt: skip
-    rerank("knrm", entry, corpus, read_run(tiny_data / "bm25.run"), [str(out)], 10, 16, torch.device("cpu"),
-           results / "runs")  # fmt: skip
+    rerank(RerankJob("knrm", entry, corpus, read_run(tiny_data / "bm25.run"), [str(out)], 10, 16, torch.device("cpu"),
+           results / "runs"))  # fmt: skip
     evaluation = results / "eval" / "knrm.tsv"
     data = tiny_data / "data"
     main(["evaluate", "--run", str(results / "runs" / "knrm.run"), "--qrels", str(data / "qrels.txt"),

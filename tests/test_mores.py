@@ -526,7 +526,7 @@ def test_artifacts_stage_builds_the_fold_store_that_rerank_reads(tiny_data):
     from longrank.io import read_run
     from longrank.models.checkpoint import save_weights
     from longrank.models.registry import build_model
-    from longrank.rerank import rerank
+    from longrank.rerank import RerankJob, rerank
 
     corpus = Corpus(tiny_data / "data")
     candidates = tiny_data / "bm25.run"
@@ -547,6 +547,20 @@ def test_artifacts_stage_builds_the_fold_store_that_rerank_reads(tiny_data):
     assert index["documents"] == len({d for r in read_run(candidates).values() for d in r})
     with pytest.raises(InputError, match="fold-artifact"):
         rerank(
+            RerankJob(
+                "mores_s1",
+                reuse,
+                corpus,
+                read_run(candidates),
+                [str(checkpoint)],
+                10,
+                16,
+                torch.device("cpu"),
+                tiny_data / "runs",
+            )
+        )
+    rerank(
+        RerankJob(
             "mores_s1",
             reuse,
             corpus,
@@ -556,21 +570,21 @@ def test_artifacts_stage_builds_the_fold_store_that_rerank_reads(tiny_data):
             16,
             torch.device("cpu"),
             tiny_data / "runs",
+            fold_artifacts=[out],
         )
-    rerank(
-        "mores_s1",
-        reuse,
-        corpus,
-        read_run(candidates),
-        [str(checkpoint)],
-        10,
-        16,
-        torch.device("cpu"),
-        tiny_data / "runs",
-        fold_artifacts=[out],
     )
     rerank(
-        "mores", base, corpus, read_run(candidates), [str(checkpoint)], 10, 16, torch.device("cpu"), tiny_data / "runs"
+        RerankJob(
+            "mores",
+            base,
+            corpus,
+            read_run(candidates),
+            [str(checkpoint)],
+            10,
+            16,
+            torch.device("cpu"),
+            tiny_data / "runs",
+        )
     )
     stored, online = read_run(tiny_data / "runs" / "mores_s1.run"), read_run(tiny_data / "runs" / "mores.run")
     assert stored.keys() == online.keys() and stored

@@ -23,7 +23,7 @@ from longrank.models.base import config_keys
 from longrank.models.checkpoint import load_model
 from longrank.models.ndrm import NDRM, kernel_pooling, windowed_kernel_pooling
 from longrank.models.registry import build_model, constructor_defaults, model_class
-from longrank.rerank import rerank
+from longrank.rerank import RerankJob, rerank
 from longrank.train import train as train_stage, trainer
 from longrank.train.losses import ranknet, with_negative_pairs
 from longrank.train.optimiser import parameter_groups
@@ -368,16 +368,18 @@ def test_a_tiny_ndrm_trains_with_the_papers_sampling(tiny_data, monkeypatch):
     artifacts.build(cfg, corpus, "fold", index, checkpoint=out, candidates=tiny_data / "bm25.run")
     assert json.loads((index / "impact.json").read_text())["doc_ids"] == sorted(corpus.docs)
     rerank(
-        "ndrm3",
-        cfg,
-        corpus,
-        candidates,
-        [str(out)],
-        10,
-        16,
-        torch.device("cpu"),
-        tiny_data / "runs",
-        fold_artifacts=[index],
+        RerankJob(
+            "ndrm3",
+            cfg,
+            corpus,
+            candidates,
+            [str(out)],
+            10,
+            16,
+            torch.device("cpu"),
+            tiny_data / "runs",
+            fold_artifacts=[index],
+        )
     )
     from_index = read_run(tiny_data / "runs" / "ndrm3.run")
     model = load_model(out, cfg, corpus)

@@ -22,6 +22,7 @@ from longrank.evaluate import ncg
 from longrank.config_files import configfiles, merged
 from longrank.outputs import CompareSettings
 from longrank.report import reproduction
+from longrank.evaluate.comparison_tables import ComparisonTables
 from longrank.report.comparison import Comparison
 from longrank.report.reproduction import Figure, load_published, numbers, published
 
@@ -169,7 +170,7 @@ def context(dataset, models: dict, stages: dict, table: list[tuple], n_queries: 
         noninferiority_test="ttest",
         smallest_p_holm=1e-6,
     )
-    cmp = Comparison(systems, frame, pd.DataFrame(), None, settings, {})
+    cmp = Comparison(systems, ComparisonTables(frame, pd.DataFrame()), settings, {})
     config = {"dataset": dataset, "first_stages": stages, "models": models, "rerank_depth": rerank_depth}
     return SimpleNamespace(inp=inputs(config, models, stages), cmp=cmp)
 

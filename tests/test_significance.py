@@ -51,11 +51,11 @@ def test_letters_one_clearly_better_system():
         "good": frame(base + 0.3 + rng.uniform(0, 0.05, 50)),
     }
     out = sig.compare(frames, n_resamples=500, seed=0)
-    table = out["table"].set_index("system")
+    table = out.table.set_index("system")
     assert list(table["letter"]) == ["a", "b", "c"]
     assert table.loc["good", "better_than"] == "ab"
     assert table.loc["bm25", "better_than"] == "" and table.loc["noise", "better_than"] == ""
-    pairs = out["pairs"]
+    pairs = out.pairs
     assert len(pairs) == 3
     row = pairs[(pairs.system_a == "bm25") & (pairs.system_b == "good")].iloc[0]
     assert row.mean_diff < 0 and row.diff_ci_high < 0 and row.wilcoxon_p_holm < 0.05
@@ -92,7 +92,7 @@ def test_noninferiority():
         reference="bert",
         margins=[0.02, 0.05],
         n_resamples=200,
-    )["noninferiority"]
+    ).noninferiority
     verdict = out.set_index(["system", "margin"])["verdict"]
     assert verdict[("mores", 0.05)] == "non-inferior"
     assert verdict[("bad", 0.05)] == "not shown non-inferior"
@@ -168,10 +168,10 @@ def test_pair_ci_is_paired_bootstrap_of_differences():
     rng = np.random.default_rng(4)
     a, b = rng.uniform(size=40), rng.uniform(size=40)
     out = sig.compare({"a": frame(a), "b": frame(b)}, n_resamples=1000, seed=3)
-    row = out["pairs"].iloc[0]
+    row = out.pairs.iloc[0]
     means = sig.bootstrap_means(a - b, 1000, 3)
     assert (row.diff_ci_low, row.diff_ci_high) == pytest.approx(tuple(np.percentile(means, [2.5, 97.5])))
-    sys_row = out["table"].set_index("system").loc["a"]
+    sys_row = out.table.set_index("system").loc["a"]
     assert (sys_row.ci_low, sys_row.ci_high) == pytest.approx(ci(a, 1000, 3))
 
 

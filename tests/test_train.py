@@ -19,7 +19,7 @@ from longrank import model_types
 from longrank.models import registry
 from longrank.models.knrm import KNRM as KNRMModel
 from longrank.interpolate import interpolate
-from longrank.rerank import rerank
+from longrank.rerank import RerankJob, rerank
 from longrank.runs import with_tail
 from longrank.train import train as train_stage, trainer
 from longrank.train.state_sets import read_position, sets_newest_first
@@ -146,7 +146,9 @@ def test_rerank_scores_the_test_queries_with_the_first_stage_tail_below(tiny_dat
     checkpoint = train_knrm(tiny_data, "run")
     corpus = Corpus(tiny_data / "data")
     candidates = read_run(tiny_data / "bm25.run")
-    rerank("knrm", KNRM, corpus, candidates, [str(checkpoint)], 10, 16, torch.device("cpu"), tiny_data / "runs")
+    rerank(
+        RerankJob("knrm", KNRM, corpus, candidates, [str(checkpoint)], 10, 16, torch.device("cpu"), tiny_data / "runs")
+    )
     run = read_run(tiny_data / "runs" / "knrm.run")
     assert set(run) == set(corpus.folds[0]["test"])
     for qid, scores in run.items():
@@ -155,7 +157,11 @@ def test_rerank_scores_the_test_queries_with_the_first_stage_tail_below(tiny_dat
         assert set(ranked[:10]) == set(first[:10]) and ranked[10:] == first[10:]  # the model reorders its depth only
     assert (tiny_data / "runs" / "knrm.details.jsonl").read_text() == ""  # KNRM explains nothing
     with pytest.raises(InputError, match="one per fold"):
-        rerank("knrm", KNRM, corpus, candidates, [str(checkpoint)] * 2, 10, 16, torch.device("cpu"), tiny_data / "runs")
+        rerank(
+            RerankJob(
+                "knrm", KNRM, corpus, candidates, [str(checkpoint)] * 2, 10, 16, torch.device("cpu"), tiny_data / "runs"
+            )
+        )
 
 
 # ---- per-document artifacts -------------------------------------------------------------------------------
@@ -232,19 +238,31 @@ def test_a_collection_artifact_is_built_once_and_attached_in_training_and_rerank
     assert ATTACHED == [str(out)]
     with pytest.raises(InputError, match="--collection-artifacts"):
         rerank(
-            "length_knrm", cfg, corpus, candidates, [str(model_out)], 30, 16, torch.device("cpu"), tiny_data / "runs"
+            RerankJob(
+                "length_knrm",
+                cfg,
+                corpus,
+                candidates,
+                [str(model_out)],
+                30,
+                16,
+                torch.device("cpu"),
+                tiny_data / "runs",
+            )
         )
     rerank(
-        "length_knrm",
-        cfg,
-        corpus,
-        candidates,
-        [str(model_out)],
-        30,
-        16,
-        torch.device("cpu"),
-        tiny_data / "runs",
-        collection_artifacts=out,
+        RerankJob(
+            "length_knrm",
+            cfg,
+            corpus,
+            candidates,
+            [str(model_out)],
+            30,
+            16,
+            torch.device("cpu"),
+            tiny_data / "runs",
+            collection_artifacts=out,
+        )
     )
     assert ATTACHED == [str(out)] * 2
     assert set(read_run(tiny_data / "runs" / "length_knrm.run")) == set(corpus.folds[0]["test"])

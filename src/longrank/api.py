@@ -335,6 +335,7 @@ class Ranker:
             raise InputError(f"{self.path / RANKER_FILE}: format {found!r}; this LongRank reads {FORMAT!r}")
         self.name, self.type = self.meta.get("name"), self.meta.get("type")
         self.batch_size = batch_size
+        #: the model's rerank depth as the workflow resolved it (export: config.json's resolved_models)
         self.depth: int | None = self.meta.get("rerank_depth")
         for name in (WEIGHTS, "model.manifest.json"):  # fixed names, but a link may lead out of the folder
             _inside(self.path, name, f"{self.path}: {name}", "file")
@@ -378,6 +379,11 @@ class Ranker:
                     stacklevel=3,
                 )
 
+    def depth_for(self, candidates: Run, depth: int | None = None) -> int:
+        """How many of each query's ``candidates`` to rerank: ``depth`` where given, else the model's rerank depth,
+        else all of them (an export without one)."""
+        return depth or self.depth or max((len(r) for r in candidates.values()), default=1)
+
     def score(self, query: str, documents) -> list[float]:
         """The model's score of ``query`` against each of ``documents`` (a list of texts, or doc id -> text)."""
         from longrank.scoring import score_candidates
@@ -418,7 +424,7 @@ class Ranker:
         from longrank.runs import top_candidates, with_tail
         from longrank.scoring import score_candidates
 
-        depth = depth or self.depth or max((len(r) for r in candidates.values()), default=1)
+        depth = self.depth_for(candidates, depth)
         qids = list(candidates)
         missing = [q for q in qids if q not in queries]
         if missing:
@@ -477,7 +483,7 @@ class Ranker:
         from longrank.runs import top_candidates
 
         candidates, where = read_ranking(run)
-        depth = depth or self.depth or max((len(r) for r in candidates.values()), default=1)
+        depth = self.depth_for(candidates, depth)
         wanted = {d for q in candidates for d in top_candidates(candidates, q, depth)}
         reranked = self.rerank_run(
             candidates,

@@ -29,8 +29,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from longrank.export_card import card
 from longrank.io import InputError, names_full_disk, read_json, replace_directory, umask_mode, write_json, write_text
-from longrank.model_entries import rerank_depth
 
 FORMAT = "longrank-ranker/1"
 RANKER_FILE = "ranker.json"
@@ -117,6 +117,18 @@ def model_entry(results: Path, model: str) -> tuple[dict, dict]:
     return config, models[model]
 
 
+def resolved_depth(config: dict, model: str) -> int:
+    """The model's rerank depth as the workflow resolved it (config.json's ``resolved_models``, written by stage
+    ``resolved_config`` from :func:`longrank.model_entries.effective_settings`)."""
+    try:
+        return int(config["resolved_models"][model]["effective"]["rerank_depth"])
+    except (KeyError, TypeError):
+        raise InputError(
+            f"config.json has no resolved rerank depth of {model!r} (resolved_models.{model}.effective): it was not "
+            "written by this LongRank's resolved_config rule; rerun the workflow to write it"
+        ) from None
+
+
 def _test_ndcg(results: Path, model: str, test_qids: list[str]) -> dict[str, float]:
     """Mean nDCG@10 over the fold's test queries of each evaluated system of this model (eval/<model>*.tsv)."""
     from longrank.tables import read_table
@@ -132,82 +144,6 @@ def _test_ndcg(results: Path, model: str, test_qids: list[str]) -> dict[str, flo
             if len(kept):
                 out[system] = float(kept.mean())
     return out
-
-
-def _card(meta: dict, summary: dict | None, test: dict[str, float], fold: dict) -> str:
-    cfg = meta["config"]
-    train = cfg.get("train", {})
-    lines = [
-        f"# {meta['name']} (LongRank {meta['type']})",
-        "",
-        f"A `{meta['class']}` re-ranker trained by LongRank {meta['longrank_version']} (commit `{meta['longrank_commit']}`), "
-        "exported with `longrank export`. Load it with `longrank.load_ranker(DIR)` or rerank a run with "
-        "`longrank rerank --ranker DIR --run RUN --queries Q --docs DOCS --out OUT`.",
-        "",
-        "## Training data",
-        "",
-        f"- collection: `{meta['source']['dataset']}` ({meta['source'].get('num_docs', '?')} documents)",
-        f"- fold {meta['source']['fold']}: {len(fold.get('train', []))} training, {len(fold.get('dev', []))} dev and "
-        f"{len(fold.get('test', []))} test queries",
-        f"- first stage it was trained on: `{meta['source'].get('first_stage') or 'the config default'}`",
-        "",
-        "## Training",
-        "",
-    ]
-    if summary:
-        lines += [
-            f"- steps: {summary.get('steps_run')} of {train.get('steps', summary.get('hyperparameters', {}).get('steps'))}, "
-            f"best at step {summary.get('best_step')}{' (stopped early)' if summary.get('stopped_early') else ''}",
-            f"- dev nDCG@10 (best): {summary.get('best_dev_ndcg10', float('nan')):.4f}",
-        ]
-        if summary.get("note"):
-            lines.append(f"- note: {summary['note']}")
-    else:
-        lines.append("- no train_summary.json was found beside the weights")
-    lines += [
-        f"- test nDCG@10 ({system}, this fold's test queries): {value:.4f}" for system, value in test.items()
-    ] or ["- test nDCG@10: not evaluated (no eval/<model>.tsv in the results)"]
-    for first_stage, chosen in (meta.get("interpolation") or {}).items():
-        lines.append(
-            f"- `{meta['name']}+{first_stage}`: weight {chosen['weight']} on the model's min-max normalised scores, "
-            f"{1 - chosen['weight']:.2g} on `{first_stage}`'s, chosen on {chosen['chosen_on']}; reproduce it with "
-            f"`longrank rerank --ranker DIR --run <{first_stage}'s run> ... --interpolate {first_stage}` "
-            f'(`load_ranker(DIR).rerank(run, queries, docs, interpolate="{first_stage}")`)'
-        )
-    lines += [
-        "",
-        "## Configuration",
-        "",
-        "```json",
-        _json(cfg),
-        "```",
-        "",
-        "## Files",
-        "",
-        "- `model.safetensors`, `model.manifest.json`: the weights and their size and SHA-256",
-        "- `ranker.json`: type, class, the resolved config entry, provenance, collection statistics",
-    ]
-    if meta.get("vocabulary"):
-        lines.append("- `vocabulary.tsv`: the model's words and document frequencies (with `num_docs`: its IDF)")
-        if meta["vocabulary"].get("pretrained_count") is not None:
-            vocab = meta["vocabulary"]
-            lines.append(
-                f"- `{vocab['pretrained_words']}`, `{vocab['pretrained_vectors']}`: the other "
-                f"{vocab['pretrained_count']} words of `{vocab['pretrained_source']}` and their vectors "
-                f"({vocab['pretrained_dtype']}), so that new text's words are known (document frequency 0: the "
-                "training collection lacked them)"
-            )
-    if meta.get("encoder"):
-        lines.append("- `encoder/`: the fine-tuned encoder and tokenizer (`transformers.AutoModel.from_pretrained`)")
-    if meta.get("notes"):
-        lines += ["", "## Notes", "", *[f"- {n}" for n in meta["notes"]]]
-    return "\n".join(lines) + "\n"
-
-
-def _json(obj) -> str:
-    import json
-
-    return json.dumps(obj, indent=2, sort_keys=True)
 
 
 def export(results: Path, model: str, fold_index: int, out: Path, pretrained_words: bool = True) -> Path:
@@ -244,9 +180,7 @@ def export(results: Path, model: str, fold_index: int, out: Path, pretrained_wor
             meta["notes"] += model_class(entry.get("type")).export_notes(architecture_params(entry))
             write_json(tmp / RANKER_FILE, meta)
             folds = corpus.folds[fold_index]
-            write_text(
-                tmp / "README.md", _card(meta, summary, _test_ndcg(results, model, folds.get("test", [])), folds)
-            )
+            write_text(tmp / "README.md", card(meta, summary, _test_ndcg(results, model, folds.get("test", [])), folds))
             for path in [tmp, *tmp.rglob("*")]:
                 path.chmod(umask_mode(0o777 if path.is_dir() else 0o666))
             replace_directory(tmp, out)
@@ -292,7 +226,7 @@ def _ranker_meta(model: str, entry: dict, config: dict, corpus, fold_index: int,
             "num_docs": corpus.stats.get("num_docs"),
             "first_stage": entry.get("first_stage"),
         },
-        "rerank_depth": rerank_depth(entry, config["rerank_depth"]),
+        "rerank_depth": resolved_depth(config, model),
         "notes": [],
     }
 

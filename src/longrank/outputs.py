@@ -233,6 +233,15 @@ class Rate(Record):
 
 
 @dataclass
+class TimedEntry(Record):
+    """A configured entry the side-by-side speed measurement (mir_speed) gives a throughput for: which of the two
+    models it is (MIR or MaxP) and the document tokens it reads (``longrank.bench.mir_alike.timed_alike``)."""
+
+    model: str  # MIR | MaxP
+    tokens: int
+
+
+@dataclass
 class BenchTable(Record):
     """A bench stage's table as the report renders it, and the throughput it measured."""
 
@@ -244,7 +253,7 @@ class BenchTable(Record):
     # system -> the timed passes behind its docs_per_ms (one per key of docs_per_ms): the report prints its range
     rates: dict[str, Rate] = field(default_factory=dict)
     side_by_side: bool = False  # measured alternating in one process (mir_speed): preferred over a separate bench
-    timed_entries: dict[str, dict] = field(default_factory=dict)  # mir_speed: entry -> {model: MIR | MaxP, tokens}
+    timed_entries: dict[str, TimedEntry] = field(default_factory=dict)  # mir_speed: the entries it timed
     device: str = ""
     # One per row: the timing behind each of the row's timed cells, by column label (a median column; empty for a
     # row with nothing timed, e.g. out of memory). The report prints each one's spread beside it.
@@ -260,12 +269,17 @@ class BenchTable(Record):
             name: r if isinstance(r, Rate) else Rate.from_json(r, f"{self.title}, rate of {name}")
             for name, r in self.rates.items()
         }
+        self.timed_entries = {
+            name: e if isinstance(e, TimedEntry) else TimedEntry.from_json(e, f"{self.title}, timed entry {name}")
+            for name, e in self.timed_entries.items()
+        }
 
     def to_json(self) -> dict:
         return {
             **super().to_json(),
             "timings": [{col: t.to_json() for col, t in row.items()} for row in self.timings],
             "rates": {name: r.to_json() for name, r in self.rates.items()},
+            "timed_entries": {name: e.to_json() for name, e in self.timed_entries.items()},
         }
 
     def check(self, where: str) -> None:

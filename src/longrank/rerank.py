@@ -13,7 +13,10 @@ data) and ``--fold-artifacts`` (one directory per fold, built from that fold's w
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import torch
 
 from longrank.data.corpus import Corpus
 from longrank.io import InputError, Run, atomic_path, read_run, write_run
@@ -67,20 +70,57 @@ def add_arguments(parser):
 
 def run(args):
     rerank(
-        args.model,
-        json.loads(args.model_config),
-        Corpus(args.data),
-        read_run(args.candidates),
-        args.checkpoints,
-        args.rerank_depth,
-        args.batch_size,
-        resolve_device(args.device),
-        Path(args.out_dir),
-        args.collection_artifacts,
-        args.fold_artifacts,
-        args.precision,
-        first_stage=Path(args.candidates).name.removesuffix(".run"),
+        RerankJob(
+            name=args.model,
+            entry=json.loads(args.model_config),
+            corpus=Corpus(args.data),
+            candidates=read_run(args.candidates),
+            checkpoints=list(args.checkpoints),
+            depth=args.rerank_depth,
+            batch_size=args.batch_size,
+            device=resolve_device(args.device),
+            out_dir=Path(args.out_dir),
+            collection_artifacts=Path(args.collection_artifacts) if args.collection_artifacts is not None else None,
+            fold_artifacts=[Path(p) for p in args.fold_artifacts],
+            precision=args.precision,
+            first_stage=Path(args.candidates).name.removesuffix(".run"),
+        )
     )
+
+
+@dataclass(frozen=True)
+class RerankJob:
+    """What one rerank process scores: model ``name`` (its resolved config ``entry``) with one checkpoint per fold of
+    ``corpus``, in fold order, on each fold's test queries' top ``depth`` ``candidates`` (the run of
+    ``first_stage``), ``batch_size`` at a time under ``precision`` on ``device``; the run and its details go to
+    ``out_dir``. The artifact directories are those the model declares: its collection's, and one per fold."""
+
+    name: str
+    entry: dict
+    corpus: Corpus
+    candidates: Run
+    checkpoints: list[str]
+    depth: int
+    batch_size: int
+    device: torch.device
+    out_dir: Path
+    collection_artifacts: Path | None = None
+    fold_artifacts: list[Path] = field(default_factory=list)
+    precision: str = schema_default("rerank.precision")
+    first_stage: str | None = None
+
+    @property
+    def run_path(self) -> Path:
+        return self.out_dir / f"{self.name}.run"
+
+    def check(self) -> None:
+        """The checkpoints and artifact directories fit the folds and what the model declares."""
+        check_artifacts(self.name, self.entry, len(self.checkpoints), self.collection_artifacts, self.fold_artifacts)
+        if len(self.checkpoints) != len(self.corpus.folds):
+            raise InputError(
+                f"models.{self.name}: {len(self.checkpoints)} checkpoints for {len(self.corpus.folds)} folds; give one "
+                "per fold, in fold order"
+            )
 
 
 def check_artifacts(name: str, model_cfg: dict, n_folds: int, collection_artifacts, fold_artifacts) -> None:
@@ -105,64 +145,48 @@ def check_artifacts(name: str, model_cfg: dict, n_folds: int, collection_artifac
         raise InputError(f"models.{name}: the model declares no fold artifacts; drop --fold-artifacts")
 
 
-def rerank(
-    name: str,
-    model_cfg: dict,
-    corpus: Corpus,
-    candidates: Run,
-    checkpoints: list[str],
-    depth: int,
-    batch_size: int,
-    device,
-    out_dir: Path,
-    collection_artifacts: str | Path | None = None,
-    fold_artifacts: list[str | Path] = (),
-    precision: str = schema_default("rerank.precision"),
-    first_stage: str | None = None,
-) -> None:
-    check_artifacts(name, model_cfg, len(checkpoints), collection_artifacts, fold_artifacts)
-    if len(checkpoints) != len(corpus.folds):
-        raise InputError(
-            f"models.{name}: {len(checkpoints)} checkpoints for {len(corpus.folds)} folds; give one per fold, in fold order"
-        )
+def rerank(job: RerankJob) -> None:
+    job.check()
     model_run: Run = {}
     details: list[dict] = []
-    for fold_index, checkpoint in enumerate(checkpoints):
-        fold = corpus.folds[fold_index]
+    for fold_index, checkpoint in enumerate(job.checkpoints):
         # only weights whose manifest vouches for them are scored with (a truncated or changed file is refused)
-        model = load_model(checkpoint, model_cfg, corpus, device, require_manifest=True)
-        if collection_artifacts is not None:
-            model.attach_artifacts(Path(collection_artifacts))
-        if fold_artifacts:
-            model.attach_artifacts(Path(fold_artifacts[fold_index]))
+        model = load_model(checkpoint, job.entry, job.corpus, job.device, require_manifest=True)
+        if job.collection_artifacts is not None:
+            model.attach_artifacts(Path(job.collection_artifacts))
+        if job.fold_artifacts:
+            model.attach_artifacts(Path(job.fold_artifacts[fold_index]))
         model_run.update(
             score_candidates(
                 model,
-                corpus,
-                candidates,
-                fold["test"],
-                depth,
-                batch_size,
+                job.corpus,
+                job.candidates,
+                job.corpus.folds[fold_index]["test"],
+                job.depth,
+                job.batch_size,
                 desc=f"rerank test fold {fold_index}",
                 details=details,
-                precision=precision,
+                precision=job.precision,
             )
         )
         del model
+    write_outputs(job, model_run, details)
+
+
+def write_outputs(job: RerankJob, model_run: Run, details: list[dict]) -> None:
+    """The run (the first stage's tail below the reranked candidates), its metadata and the details."""
+    test_queries = job.corpus.test_queries()
     write_run(
-        out_dir / f"{name}.run",
-        with_tail(model_run, candidates, corpus.test_queries()),
-        tag=name,
-        first_stage=candidates,
+        job.run_path, with_tail(model_run, job.candidates, test_queries), tag=job.name, first_stage=job.candidates
     )
     # how it was scored belongs to the run too: a bf16 run differs from an fp32 one in its last digits
-    scoring = {"rerank_depth": depth, "rerank_precision": precision, "rerank_batch_size": batch_size}
+    scoring = {"rerank_depth": job.depth, "rerank_precision": job.precision, "rerank_batch_size": job.batch_size}
     write_run_metadata(
-        out_dir / f"{name}.run",
-        {**model_cfg, **scoring},
-        data_dir=corpus.dir,
-        pipeline={"reranks": first_stage, "depth": depth},
-        checkpoints=checkpoints,
+        job.run_path,
+        {**job.entry, **scoring},
+        data_dir=job.corpus.dir,
+        pipeline={"reranks": job.first_stage, "depth": job.depth},
+        checkpoints=job.checkpoints,
     )
-    with atomic_path(out_dir / f"{name}.details.jsonl") as tmp:
+    with atomic_path(job.out_dir / f"{job.name}.details.jsonl") as tmp:
         tmp.write_text("".join(json.dumps(d) + "\n" for d in details), encoding="utf-8")

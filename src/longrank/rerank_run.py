@@ -58,7 +58,7 @@ def run(args) -> None:
             raise InputError(f"--{flag}: {getattr(args, flag)} is a directory; expected a file")
     ranker = load_ranker(args.ranker, args.device, args.batch_size)
     candidates, where = read_ranking(args.run)
-    depth = args.depth or ranker.depth or max((len(r) for r in candidates.values()), default=1)
+    depth = ranker.depth_for(candidates, args.depth)
     wanted = {d for q in candidates for d in top_candidates(candidates, q, depth)}
     weight = (
         ranker.interpolation_weight(None if args.interpolate is True else args.interpolate)

@@ -21,7 +21,7 @@ How it measures (also written into the output's ``method``):
 - Peak memory over the warm-up and the timed steps, above what the process held after building the layers and
   the batch (so weights and inputs are excluded: it is the working memory of training). GPU:
   ``torch.cuda.max_memory_allocated`` minus ``torch.cuda.memory_allocated`` before. CPU: the child's peak
-  resident set growth (``longrank.bench.bench``'s probe: the kernel's RSS high-water mark reset after setup;
+  resident set growth (``longrank.bench.memory``'s probe: the kernel's RSS high-water mark reset after setup;
   the lifetime ``ru_maxrss`` growth, a lower bound, where the kernel does not allow the reset).
 - A configuration whose estimated memory (``estimate_bytes``) exceeds ``max_memory_gb`` is not run and is
   recorded as skipped with the estimate; one that runs out of memory anyway (a CUDA out-of-memory error, a
@@ -231,7 +231,7 @@ def _in_fresh_process(job: dict) -> dict:
 def measure(job: dict) -> dict:
     """One configuration (see the module docstring); run in a fresh process by ``run``."""
     # Imported here: only the child needs the model, and the bench's probe (which reads /proc and libc).
-    from longrank.bench.bench import MemoryProbe
+    from longrank.bench.memory import MemoryProbe
     from longrank.models.modules.conformer import ConformerLayer
 
     if job["threads"] > 0:

@@ -32,11 +32,11 @@ How it measures (also written into the output's ``notes``):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import gc
 import json
 import logging
-import resource
 
 import torch
 
@@ -44,7 +44,9 @@ from longrank.data.corpus import Corpus
 from longrank.data.words import tokenize
 from longrank.io import InputError
 from longrank.bench import fresh
-from longrank.bench.fresh import glibc, measure_in_fresh_process
+from longrank.bench.fresh import measure_in_fresh_process
+from longrank.bench.memory import MemoryProbe
+from longrank.bench.records import LengthMeasurement
 from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_alternating, time_region
 from longrank.outputs import BenchTable, Rate, Timing
 from longrank.models.checkpoint import load_model
@@ -109,7 +111,7 @@ def run(args: argparse.Namespace) -> None:
         "repeats": args.repeats,
         "warmup": args.warmup,
         "max_doc_len": max_len,
-        "measurements": measured,
+        "measurements": [m.to_json() for m in measured],
         **({"packing": packing} if packing else {}),
     }
     reference = _reference(measured, max_len)
@@ -118,11 +120,9 @@ def run(args: argparse.Namespace) -> None:
         columns=COLUMNS,
         rows=rows,
         notes=_notes(args, job["device"], measured, max_len, packing),
-        docs_per_ms={args.model: reference["docs_per_ms"]} if reference else {},
+        docs_per_ms={args.model: reference.docs_per_ms} if reference else {},
         # the timed passes behind docs_per_ms (batch_size documents each), so the report prints its range
-        rates={args.model: Rate(args.batch_size, Timing.from_json(reference["timing"]))}
-        if reference and "timing" in reference
-        else {},
+        rates={args.model: Rate(args.batch_size, reference.timed_passes)} if reference and reference.timing else {},
         device=job["device"],
         timings=timings,
         extra=extra,
@@ -149,19 +149,19 @@ def _job(args: argparse.Namespace) -> dict:
     }
 
 
-def _uniform(args: argparse.Namespace, job: dict, lengths: list[int]) -> tuple[list[dict], list, list]:
+def _uniform(args: argparse.Namespace, job: dict, lengths: list[int]) -> tuple[list[LengthMeasurement], list, list]:
     """Memory at each length in a fresh process each, then the speed of every length that fits, alternating in one."""
     rows, timings, measured = [], [], []
     for length in lengths:
         log.info("bench %s: memory at %d words x %d docs on %s", args.model, length, args.batch_size, job["device"])
-        measured.append(_in_fresh_process({**job, "kind": "memory", "length": length}))
-    fitting = [m["length"] for m in measured if "oom" not in m]
+        measured.append(LengthMeasurement.from_json(_in_fresh_process({**job, "kind": "memory", "length": length})))
+    fitting = [m.length for m in measured if not m.oom]
     log.info("bench %s: speed at %s words, the lengths alternating", args.model, fitting)
     speeds = _in_fresh_process({**job, "kind": "speed", "lengths": fitting, "length": fitting}) if fitting else {}
-    for result in measured:
-        result.update(speeds.get(str(result["length"]), {}))
-        rows.append(_row("uniform", result["length"], result))
-        timings.append(_timing_of(result))
+    measured = [dataclasses.replace(m, **speeds.get(str(m.length), {})) for m in measured]
+    for m in measured:
+        rows.append(_row("uniform", m.length, m))
+        timings.append(_timing_of(m))
     return measured, rows, timings
 
 
@@ -171,24 +171,28 @@ def _packing(args: argparse.Namespace, job: dict, max_len: int, rows: list, timi
     result = _in_fresh_process({**job, "kind": "packing", "length": max_len})
     for mode in ("packed", "unpacked"):
         lengths = f"{result['min_length']}-{result['max_length']}"
-        rows.append(_row(f"mixed lengths, {mode}", lengths, {**result[mode], "effective_length": result["max_length"]}))
-        timings.append(_timing_of(result[mode]))
+        longest = result["max_length"]
+        measured = LengthMeasurement.from_json({"length": longest, "effective_length": longest, **result[mode]})
+        rows.append(_row(f"mixed lengths, {mode}", lengths, measured))
+        timings.append(_timing_of(measured))
     return result
 
 
-def _reference(measured: list[dict], max_len) -> dict | None:
+def _reference(measured: list[LengthMeasurement], max_len) -> LengthMeasurement | None:
     """The measurement that gives docs_per_ms: at the configured max_doc_len, else the longest that fitted."""
-    reference = next((m for m in measured if max_len and m["length"] == max_len and "oom" not in m), None)
+    reference = next((m for m in measured if max_len and m.length == max_len and not m.oom), None)
     if reference is None:
-        usable = [m for m in measured if "oom" not in m]
-        reference = max(usable, key=lambda m: m["effective_length"]) if usable else None
+        usable = [m for m in measured if not m.oom]
+        reference = max(usable, key=lambda m: m.effective_length) if usable else None
     return reference
 
 
-def _notes(args: argparse.Namespace, device: str, measured: list[dict], max_len, packing: dict | None) -> str:
-    memory_method = measured[0]["memory_method"] if measured else ""
+def _notes(
+    args: argparse.Namespace, device: str, measured: list[LengthMeasurement], max_len, packing: dict | None
+) -> str:
+    memory_method = measured[0].memory_method if measured else ""
     notes = (
-        f"Device {device} ({measured[0]['device_name'] if measured else ''}), {torch.get_num_threads()} CPU threads. "
+        f"Device {device} ({measured[0].device_name if measured else ''}), {torch.get_num_threads()} CPU threads. "
         f"Forward only, no gradient, after {args.warmup} warm-up forward(s); {median_of(args.repeats, 'timed batches', 'timed batch')} "
         f"of {args.batch_size} documents cut from the collection's text. Peak memory: "
         f"{memory_method} Lengths beyond the model's max_doc_len ({max_len}) are truncated by the model; 'effective "
@@ -204,22 +208,14 @@ def _notes(args: argparse.Namespace, device: str, measured: list[dict], max_len,
     return notes
 
 
-def _timing_of(result: dict) -> dict[str, Timing]:
-    return {MS_COLUMN: Timing.from_json(result["timing"])} if "timing" in result else {}
+def _timing_of(measured: LengthMeasurement) -> dict[str, Timing]:
+    return {MS_COLUMN: measured.timed_passes} if measured.timing is not None else {}
 
 
-def _row(label: str, asked, result: dict) -> list:
-    if "oom" in result:
-        return [label, asked, result.get("effective_length"), None, "out of memory", None, None]
-    return [
-        label,
-        asked,
-        result["effective_length"],
-        result["docs_per_ms"],
-        result["ms_per_batch"],
-        result["peak_memory_mb"],
-        result.get("window_passes"),
-    ]
+def _row(label: str, asked, m: LengthMeasurement) -> list:
+    if m.oom:
+        return [label, asked, m.effective_length, None, "out of memory", None, None]
+    return [label, asked, m.effective_length, m.docs_per_ms, m.ms_per_batch, m.peak_memory_mb, m.window_passes]
 
 
 # ---- measurement in a fresh process -------------------------------------------------------------------------
@@ -326,55 +322,6 @@ def timed(model, batch: dict, repeats: int, warmup: int, device: torch.device) -
     if counts_windows:
         out["window_passes"] = model.window_passes // repeats
     return out
-
-
-class MemoryProbe:
-    """Peak memory growth from construction to ``peak_mb()`` (see the module docstring for the method)."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-        if self.cuda:
-            torch.cuda.synchronize(device)
-            torch.cuda.reset_peak_memory_stats(device)
-            self.base = torch.cuda.memory_allocated(device)
-            self.method = (
-                "torch.cuda.max_memory_allocated during the forwards minus memory allocated before them "
-                "(model weights and inputs excluded)."
-            )
-            return
-        libc = glibc()
-        if libc:
-            libc.malloc_trim(0)
-        try:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")  # reset the RSS high-water mark (Linux >= 4.0)
-            self.hwm = True
-            self.base = _proc_status_kb("VmRSS")
-            self.method = (
-                "peak resident set growth of a fresh process during the forwards (VmHWM reset via "
-                "/proc/self/clear_refs after loading the model; VmHWM after minus VmRSS before)."
-            )
-        except OSError:
-            self.hwm = False
-            self.base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            self.method = (
-                "growth of the process's lifetime peak RSS (ru_maxrss) during the forwards; a lower bound "
-                "(/proc/self/clear_refs was not writable)."
-            )
-
-    def peak_mb(self) -> float:
-        if self.cuda:
-            return (torch.cuda.max_memory_allocated() - self.base) / 2**20
-        peak = _proc_status_kb("VmHWM") if self.hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return max(0, peak - self.base) / 1024.0
-
-
-def _proc_status_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise OSError(f"{field} not in /proc/self/status")
 
 
 # ---- inputs from the collection's text ----------------------------------------------------------------------

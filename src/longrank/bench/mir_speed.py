@@ -30,7 +30,8 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 
-from longrank.bench.bench import MemoryProbe, bench_queries
+from longrank.bench.bench import bench_queries
+from longrank.bench.memory import MemoryProbe
 from longrank.bench.timing import median_of, synchronizer, time_alternating
 from longrank.data.corpus import Corpus
 from longrank.mir_graphs.annotate import annotation, cut_text, load_pipeline
@@ -38,7 +39,7 @@ from longrank.mir_graphs.annotate import settings as annotation_settings
 from longrank.mir_graphs.graphs import build_record, fit_tfidf
 from longrank.data.mir_graph_settings import GraphSetSettings, graph_settings
 from longrank.io import InputError, json_object
-from longrank.outputs import BenchTable, Rate
+from longrank.outputs import BenchTable, Rate, TimedEntry
 from longrank.models.bert_ranker import BertRanker
 from longrank.models.modules.encoders import load_encoder, load_tokenizer
 from longrank.model_types import architecture_defaults, architecture_params
@@ -149,9 +150,12 @@ def measure(
     alike: dict | None = None,
 ) -> BenchTable:
     own = architecture_params(model_cfg).get("max_doc_tokens") or graph_set.max_doc_tokens
-    alike = alike or {name: {"model": "MIR", "tokens": own}}
+    entries = {
+        n: TimedEntry.from_json(a, f"--alike {n}")
+        for n, a in (alike or {name: {"model": "MIR", "tokens": own}}).items()
+    }
     # the configured entries' own lengths give their docs/ms in the report
-    lengths = sorted(set(settings.lengths) | {own} | {a["tokens"] for a in alike.values()})
+    lengths = sorted(set(settings.lengths) | {own} | {e.tokens for e in entries.values()})
     batch = settings.batch_size
     graphs = _bench_graphs(graph_set, max(lengths), max_words, max(batch, settings.documents), corpus)
     ids = list(graphs.records)[:batch]
@@ -179,14 +183,13 @@ def measure(
         columns=COLUMNS,
         rows=rows,
         notes=_notes(graphs, batch, settings.repeats, device),
-        docs_per_ms={entry: by_length[a["tokens"]][rates[a["model"]]] for entry, a in alike.items()},
+        docs_per_ms={name: by_length[e.tokens][rates[e.model]] for name, e in entries.items()},
         # the passes behind each entry's docs/ms: the timing of its model at its length, batch documents a pass
         rates={
-            entry: Rate(batch, timings[lengths.index(a["tokens"])][f"{a['model']} ms/batch"])
-            for entry, a in alike.items()
+            name: Rate(batch, timings[lengths.index(e.tokens)][f"{e.model} ms/batch"]) for name, e in entries.items()
         },
         side_by_side=True,
-        timed_entries=alike,
+        timed_entries=entries,
         device=str(device),
         timings=timings,
         extra={"by_length": by_length, "graph_ms_per_document": graphs.ms_per_document},

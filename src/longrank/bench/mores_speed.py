@@ -31,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from longrank.bench.records import SpeedRow
 from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_alternating
 from longrank.outputs import BenchTable, Timing
 from longrank.models.modules.encoders import (
@@ -133,7 +134,9 @@ def random_ids(generator, n: int, length: int, vocab: int, cls_id: int, sep_id: 
     return [[cls_id, *row.tolist(), sep_id] for row in body]
 
 
-def bench_size(encoder, tokenizer, size: str, args, store_dir: Path, device: torch.device) -> tuple[list[dict], dict]:
+def bench_size(
+    encoder, tokenizer, size: str, args, store_dir: Path, device: torch.device
+) -> tuple[list[SpeedRow], dict]:
     """Every variant at every length for one encoder size: rows of the speed table, and the size's dimensions."""
     cfg = encoder.config
     n, f, layers = cfg.hidden_size, cfg.intermediate_size, len(encoder_layers(encoder))
@@ -267,7 +270,7 @@ def _mores_variants(model, k: int, query: dict, docs, batches, stores, store_row
 
 def _row(
     size: str, d: int, variant: tuple, timing, bert_timing, query_timing, n_docs: int, dims: tuple, spaces: dict, args
-) -> dict:
+) -> SpeedRow:
     """One row of the speed table: time per target candidates, speed-up over the BERT ranker and the FLOP ratio.
     A MORES pass over ``n_docs`` candidates runs the query module once; extrapolated to ``--target`` candidates, it
     still runs once (``query_timing``), and only the rest of the pass scales."""
@@ -282,22 +285,22 @@ def _row(
         "%s d=%d %s %s: %.3fs per %d candidates (x%.1f; FLOP ratio x%.1f)",
         *(size, d, name, reuse, per_cand * args.target, args.target, bert_time / per_cand, bert_flops / flops),
     )
-    return {
-        "size": size,
-        "hidden": n,
-        "layers": layers,
-        "doc_len": d,
-        "model": name,
-        "reuse": reuse,
-        "time_s": per_cand * args.target,
-        "speedup": bert_time / per_cand,
-        "flop_ratio": bert_flops / flops,
-        "gflops_per_doc": flops / 1e9,
-        "space_mb_per_doc": 0.0 if kind in ("bert", "none") else spaces[(d, k, kind)],
-        "timed_candidates": n_docs,
-        "timing": timing.to_json(),  # seconds per pass over the timed candidates
-        "query_module_s": once,  # of which the query module, once per pass (extrapolated: once per target)
-    }
+    return SpeedRow(
+        size=size,
+        hidden=n,
+        layers=layers,
+        doc_len=d,
+        model=name,
+        reuse=reuse,
+        time_s=per_cand * args.target,
+        speedup=bert_time / per_cand,
+        flop_ratio=bert_flops / flops,
+        gflops_per_doc=flops / 1e9,
+        space_mb_per_doc=0.0 if kind in ("bert", "none") else spaces[(d, k, kind)],
+        timed_candidates=n_docs,
+        timing=timing.to_json(),
+        query_module_s=once,
+    )
 
 
 def run(args) -> None:
@@ -317,15 +320,18 @@ def run(args) -> None:
     columns = _columns(args.target)
     notes = _notes(args, device, shapes)
     # The report renders every bench JSON as {title, columns, rows, notes}; the raw measurements stay beside.
-    table = [[format(r[c["key"]], c["format"]) if "format" in c else str(r[c["key"]]) for c in columns] for r in rows]
+    table = [
+        [format(getattr(r, c["key"]), c["format"]) if "format" in c else str(getattr(r, c["key"])) for c in columns]
+        for r in rows
+    ]
     BenchTable(
         title="MORES ranking speed (Table 4)",
         columns=[c["label"] for c in columns],
         rows=table,
         notes=" ".join(notes),
         device=str(device),
-        timings=[{TIME_COLUMN.format(target=args.target): Timing.from_json(r["timing"])} for r in rows],
-        extra={"measurements": rows},
+        timings=[{TIME_COLUMN.format(target=args.target): Timing.from_json(r.timing)} for r in rows],
+        extra={"measurements": [r.to_json() for r in rows]},
     ).write(args.out)
 
 

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from longrank.evaluate.metrics import read_eval_tsv
 from longrank.evaluate.significance import compare, compare_pairs, smallest_holm_wilcoxon_p
-from longrank.io import InputError, atomic_path, write_text
+from longrank.evaluate.comparison_tables import PAIRS_FILE, ComparisonTables, write_csv
+from longrank.io import InputError, write_text
 from longrank.outputs import CompareSettings
 from longrank.tables import LETTER_NOTE, effectiveness_rows, to_latex, to_markdown
 from longrank.schema import schema_default
@@ -62,18 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-dir", required=True)
 
 
-def write_csv(path: Path, frame) -> None:
-    with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False, float_format="%.6g")
-
-
-def write_outputs(out_dir: str | Path, result: dict, settings: CompareSettings) -> None:
+def write_outputs(out_dir: str | Path, result: ComparisonTables, settings: CompareSettings) -> None:
     out = Path(out_dir)
-    write_csv(out / "table.csv", result["table"])
-    write_csv(out / "pairs.csv", result["pairs"])
-    if settings.reference:
-        write_csv(out / "noninferiority.csv", result["noninferiority"])
-    headers, rows = effectiveness_rows(result["table"], settings.systems, settings.measures)
+    result.write(out)
+    headers, rows = effectiveness_rows(result.table, settings.systems, settings.measures)
     note = LETTER_NOTE.format(alpha=settings.alpha) + f" {settings.n_queries} queries."
     write_text(out / "table.md", to_markdown(headers, rows) + "\n" + note + "\n")
     write_text(out / "table.tex", to_latex(headers, rows, caption="Effectiveness. " + note, label="tab:effectiveness"))
@@ -89,8 +82,8 @@ def run(args: argparse.Namespace) -> None:
         run_pairs(args, frames)
         return
     result = compare(frames, args.measures, args.reference, args.margins, args.alpha, args.bootstrap, args.seed)
-    measures = list(dict.fromkeys(result["table"]["measure"]))
-    n_queries = int(result["table"]["n_queries"].iloc[0]) if len(result["table"]) else 0
+    measures = list(dict.fromkeys(result.table["measure"]))
+    n_queries = int(result.table["n_queries"].iloc[0]) if len(result.table) else 0
     n_pairs = len(args.systems) * (len(args.systems) - 1) // 2  # Holm's family: every pair of one measure
     settings = CompareSettings(
         systems=list(args.systems),
@@ -147,6 +140,6 @@ def run_pairs(args: argparse.Namespace, frames: dict) -> None:
         smallest_p_holm=smallest_holm_wilcoxon_p(n_queries, len(pairs)),
     )
     out = Path(args.out_dir)
-    write_csv(out / "pairs.csv", result)
+    write_csv(out / PAIRS_FILE, result)
     settings.write(out / "settings.json")
     log.info("compared %d pairs on %d queries (one Holm family); wrote %s", len(pairs), n_queries, out)

@@ -24,6 +24,7 @@ import pandas as pd
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
+from longrank.evaluate.comparison_tables import ComparisonTables
 from longrank.io import InputError
 from longrank.schema import schema_default
 
@@ -231,8 +232,9 @@ def compare(
     alpha: float = schema_default("evaluation.alpha"),
     n_resamples: int = 10000,
     seed: int = 0,
-) -> dict[str, pd.DataFrame]:
-    """Tables ``table`` (per system and measure), ``pairs`` (per pair and measure), ``noninferiority``."""
+) -> ComparisonTables:
+    """The tables ``table`` (per system and measure), ``pairs`` (per pair and measure) and, with a ``reference``,
+    ``noninferiority``."""
     frames = align(frames)
     systems = list(frames)
     letters = letters_for(systems)
@@ -256,11 +258,11 @@ def compare(
         pair_rows.extend(rows)
         if reference is not None:
             ni_rows.extend(_noninferiority_rows(measure, values, reference, margins, alpha))
-    return {
-        "table": pd.DataFrame(table_rows, columns=TABLE_COLUMNS),
-        "pairs": pd.DataFrame(pair_rows, columns=PAIR_COLUMNS),
-        "noninferiority": pd.DataFrame(ni_rows, columns=NONINFERIORITY_COLUMNS),
-    }
+    return ComparisonTables(
+        table=pd.DataFrame(table_rows, columns=TABLE_COLUMNS),
+        pairs=pd.DataFrame(pair_rows, columns=PAIR_COLUMNS),
+        noninferiority=pd.DataFrame(ni_rows, columns=NONINFERIORITY_COLUMNS) if reference is not None else None,
+    )
 
 
 def _pair_rows(

@@ -8,21 +8,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from longrank.evaluate.comparison_tables import NONINFERIORITY_FILE, ComparisonTables
 from longrank.evaluate.metrics import read_eval_tsv
 from longrank.evaluate.significance import smallest_wilcoxon_p
 from longrank.outputs import CompareSettings
 from longrank.report.inputs import PRIMARY, Inputs
-from longrank.tables import fmt_p, read_table
-
-NONINFERIORITY = "noninferiority.csv"
+from longrank.tables import fmt_p
 
 
 @dataclass
 class Comparison:
     systems: list[str]
-    table: pd.DataFrame  # compare's table.csv: system, letter, measure, mean, ci_low, ci_high, better_than, n_queries
-    pairs: pd.DataFrame  # compare's pairs.csv
-    noninferiority: pd.DataFrame | None
+    tables: ComparisonTables  # compare's table.csv, pairs.csv and noninferiority.csv (with a reference)
     settings: CompareSettings
     frames: dict[str, pd.DataFrame]  # system -> per-query evaluation
     letters: dict[str, str] = field(init=False)
@@ -31,6 +28,19 @@ class Comparison:
     def __post_init__(self):
         self.letters = dict(zip(self.table["system"], self.table["letter"]))
         self.measures = list(dict.fromkeys(self.table["measure"]))
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """system, letter, measure, mean, ci_low, ci_high, better_than, n_queries"""
+        return self.tables.table
+
+    @property
+    def pairs(self) -> pd.DataFrame:
+        return self.tables.pairs
+
+    @property
+    def noninferiority(self) -> pd.DataFrame | None:
+        return self.tables.noninferiority
 
     @property
     def primary(self) -> str:
@@ -68,13 +78,9 @@ def load_comparison(inp: Inputs) -> Comparison:
     """The compare stage's outputs, with each compared system's per-query evaluation."""
     files = inp.manifest.compare
     settings = CompareSettings.read(files["settings"])
-    table = read_table(files["table"])
-    table["better_than"] = table["better_than"].fillna("").astype(str)
-    pairs = read_table(files["pairs"])
-    # compare writes noninferiority.csv beside its table exactly when it was given a reference
-    ni = read_table(Path(files["table"]).with_name(NONINFERIORITY)) if settings.reference else None
+    tables = ComparisonTables.read(files["table"], files["pairs"], with_noninferiority=bool(settings.reference))
     frames = {s: read_eval_tsv(inp.manifest.evals[s]) for s in settings.systems}
-    return Comparison(settings.systems, table, pairs, ni, settings, frames)
+    return Comparison(settings.systems, tables, settings, frames)
 
 
 def copy_tables(inp: Inputs, cmp: Comparison, out_dir: Path) -> None:
@@ -82,6 +88,6 @@ def copy_tables(inp: Inputs, cmp: Comparison, out_dir: Path) -> None:
     files = inp.manifest.compare
     sources = [files["table"], files["pairs"], files["markdown"], files["latex"]]
     if cmp.noninferiority is not None:
-        sources.append(str(Path(files["table"]).with_name(NONINFERIORITY)))
+        sources.append(str(Path(files["table"]).with_name(NONINFERIORITY_FILE)))
     for source in sources:
         shutil.copyfile(source, out_dir / Path(source).name)
