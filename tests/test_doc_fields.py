@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from longrank.config import validate_config
+from longrank.validation.validate import validate_config
 from longrank.data import word2vec
 from longrank.data.corpus import Corpus
 from longrank.data.doc_field import DocumentFields, field_dir, split_fields, write_field, write_field_store

@@ -72,7 +72,7 @@ def build_results(root: Path, models: dict, dataset: dict | None = None) -> Path
     from longrank import artifacts, interpolate
     from longrank.data.data import prepare
     from longrank.evaluate.metrics import per_query, write_eval_tsv
-    from longrank.model_types import artifact_scopes
+    from longrank.config.model_types import artifact_scopes
     from longrank.rerank import rerank
     from longrank.retrieval.bm25 import bm25_run
     from longrank.train import train as train_stage
@@ -138,7 +138,7 @@ def results(tmp_path_factory):
 @pytest.fixture(scope="module")
 def exported(results, tmp_path_factory):
     """Every model exported, then the results tree moved away: loading must not need it."""
-    from longrank.export import export
+    from longrank.api.export import export
 
     out = tmp_path_factory.mktemp("exported")
     dirs = {name: export(results, name, 0, out / name) for name in MODELS}
@@ -224,7 +224,7 @@ def test_the_export_directory_is_self_describing(results, exported):
 
 def test_mir_and_a_changed_or_missing_export_are_refused_by_name(results, exported, tmp_path):
     import longrank
-    from longrank.export import export
+    from longrank.api.export import export
 
     config = json.loads((results / "config.json").read_text())
     mir_results = tmp_path / "r"
@@ -446,7 +446,7 @@ def test_an_exported_word_model_scores_a_collection_it_never_saw(results, export
 
     import longrank
     from longrank.api import UnknownQueryWarning
-    from longrank.export import export
+    from longrank.api.export import export
 
     corpus = Corpus(results / "data")
     training_words = set(corpus.word_vocabulary().index)

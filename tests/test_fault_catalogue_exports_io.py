@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from longrank.config import validate_config
-from longrank.schema import SCHEMA_PATH
+from longrank.validation.validate import validate_config
+from longrank.config.schema import SCHEMA_PATH
 from longrank.io import InputError, write_run
 
 from conftest import REPO, snakemake_command, synthetic_collection, write_local_collection
@@ -310,7 +310,7 @@ def good_export(tmp_path_factory) -> Path:
     built here without training: the loader reads it like any other."""
     from longrank.api import _ExportedCollection
     from longrank.data.words import Vocabulary
-    from longrank.export import FORMAT
+    from longrank.api.export import FORMAT
     from longrank.models.checkpoint import save_weights
     from longrank.models.registry import build_model
 

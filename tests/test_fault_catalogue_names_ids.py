@@ -4,10 +4,10 @@ by class, each fixed at its root: each asserts the clear message and that nothin
 Kinds (``KINDS`` counts them, as in test_fault_catalogue.py):
 
 - ``name``: a name that becomes a path (dataset, model, first stage, pseudo-query or graph set) that is not the one
-  safe pattern (``longrank.names.SAFE_NAME``), refused when the config is validated, naming the key; a configured
+  safe pattern (``longrank.config.names.SAFE_NAME``), refused when the config is validated, naming the key; a configured
   input inside ``results/<name>/``; a run tag that is not one column. The workflow itself is run with each unsafe
   dataset name (slow): refused, and no file outside ``results/`` written or removed.
-- ``code``: the code a model trains and reranks with is an input (``longrank.code_digest``): changed arithmetic
+- ``code``: the code a model trains and reranks with is an input (``longrank.results.code_digest``): changed arithmetic
   changes the digest, a changed comment or docstring does not; a training state of other code is not resumed.
 - ``run_order``: a run file is read in its writer's rank order: ties across ranks kept in that order (a warning
   counts them), a score that rises with the rank refused (or negated by ``scores: ascending``), a rank that is no
@@ -32,12 +32,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from longrank.code_digest import closure, code_digest, module_path, source_digest
-from longrank.config import validate_config
-from longrank.schema import SCHEMA_PATH
+from longrank.results.code_digest import closure, code_digest, module_path, source_digest
+from longrank.validation.validate import validate_config
+from longrank.config.schema import SCHEMA_PATH
 from longrank.evaluate.metrics import read_eval_tsv, sorted_qids
 from longrank.io import InputError, id_problem, read_run, write_run
-from longrank.names import SAFE_NAME, check_outputs_not_inputs
+from longrank.config.names import SAFE_NAME, check_outputs_not_inputs
 from longrank.train.code import training_code_digest
 
 from conftest import REPO, snakemake_command, synthetic_collection, write_local_collection

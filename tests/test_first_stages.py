@@ -12,8 +12,8 @@ import ir_datasets
 import pytest
 import yaml
 
-from longrank.config import validate_config
-from longrank.schema import SCHEMA_PATH
+from longrank.validation.validate import validate_config
+from longrank.config.schema import SCHEMA_PATH
 from longrank.io import InputError, read_run
 from longrank.retrieval import candidates as stage
 

@@ -18,8 +18,8 @@ import pytest
 import torch
 import yaml
 
-from longrank.config import validate_config
-from longrank.schema import SCHEMA_PATH
+from longrank.validation.validate import validate_config
+from longrank.config.schema import SCHEMA_PATH
 from longrank.data.corpus import Corpus
 from longrank.data.data import prepare
 from longrank.io import InputError, read_qrels, read_run

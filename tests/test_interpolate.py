@@ -9,7 +9,7 @@ import pytest
 from longrank.data.corpus import Corpus
 from longrank.interpolate import WEIGHTS, add_arguments, interpolate, interpolate_folds, run
 from longrank.io import read_run, write_run
-from longrank.outputs import Interpolation
+from longrank.results.stage_outputs import Interpolation
 from longrank.runs import mean_measure, top_candidates, with_tail
 
 

@@ -123,7 +123,7 @@ def test_ncg_at_k_by_hand():
 
 
 def test_ncg_is_a_measure_the_config_accepts():
-    from longrank.config_checks import check_measures
+    from longrank.validation.checks import check_measures
 
     check_measures(["NCG@100", "nDCG@10"])
     with pytest.raises(InputError, match="evaluation.measures.0"):

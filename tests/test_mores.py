@@ -11,7 +11,7 @@ import torch
 from longrank.io import InputError, read_json
 from longrank.models.modules.encoders import load_encoder, load_tokenizer, random_encoder
 from longrank.models.mores import MORES
-from longrank.model_types import artifact_scopes, artifacts_of
+from longrank.config.model_types import artifact_scopes, artifacts_of
 from transformers import BertConfig
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')

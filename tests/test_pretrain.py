@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from longrank.config import validate_config
-from longrank.schema import SCHEMA_PATH
+from longrank.validation.validate import validate_config
+from longrank.config.schema import SCHEMA_PATH
 from longrank.train import pseudo_queries
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
 from longrank.io import InputError, read_json, read_run

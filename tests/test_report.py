@@ -18,7 +18,7 @@ from longrank.evaluate.metrics import write_eval_tsv
 from longrank.evaluate.significance import smallest_holm_wilcoxon_p, smallest_wilcoxon_p
 from longrank.floors import model_floors
 from longrank.io import read_json
-from longrank.outputs import CompareSettings, Interpolation, TrainSummary
+from longrank.results.stage_outputs import CompareSettings, Interpolation, TrainSummary
 from longrank.report import max_length
 from longrank.report.comparison import small_sample_warning
 from longrank.report.verdicts import pair_row
@@ -114,7 +114,7 @@ def test_the_sections_the_run_has_no_data_for_say_which_key_switched_them_off(wo
 def test_every_timing_the_report_shows_carries_its_spread_or_says_one_run(workflow_run):
     """The e2e config times one pass (bench.repeats, mir_speed.repeats: 1): every docs/ms, latency and training time
     says "1 run", from the passes the bench stages wrote beside each figure."""
-    from longrank.outputs import BenchTable
+    from longrank.results.stage_outputs import BenchTable
     from longrank.report.effectiveness import RATE_HEADER
 
     results, md = results_of(workflow_run), report_md(workflow_run)
@@ -366,7 +366,7 @@ def test_uniform_region_share_is_the_chance_baseline_of_the_position_table():
 
 
 def test_models_are_reported_by_family_then_length_whatever_the_config_order():
-    from longrank.config import model_order
+    from longrank.validation.validate import model_order
 
     models = {
         "mores_1ib": {"type": "mores", "max_doc_len": 128, "enabled": True},

@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from longrank import artifacts
 from longrank.data.corpus import Corpus
 from longrank.io import InputError, read_json, read_run, write_json
-from longrank import model_types
+from longrank.config import model_types
 from longrank.models import registry
 from longrank.models.knrm import KNRM as KNRMModel
 from longrank.interpolate import interpolate

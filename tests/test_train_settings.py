@@ -17,8 +17,8 @@ from longrank.train.settings import Pretraining, TrainSettings
 
 
 def schema_path():
-    """The schema the workflow validates against (longrank.config names its one place)."""
-    from longrank.schema import SCHEMA_PATH
+    """The schema the workflow validates against (longrank.validation.validate names its one place)."""
+    from longrank.config.schema import SCHEMA_PATH
 
     return SCHEMA_PATH
 

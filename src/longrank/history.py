@@ -29,7 +29,7 @@ from pathlib import Path
 
 from longrank.evaluate.metrics import read_eval_tsv
 from longrank.io import InputError, json_object, link_or_copy, read_json, replace_directory, write_json
-from longrank.provenance import source
+from longrank.results.run_metadata import source
 from longrank.train.state_sets import is_finished, set_problems, sets_newest_first
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from longrank.io import Run
 from longrank.models.base import Ranker
 from longrank.precision import autocast
 from longrank.runs import top_candidates
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 
 @torch.no_grad()

@@ -27,7 +27,7 @@ from longrank.io import (
     read_qrels,
     read_trec_docs,
 )
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 #: dataset.max_file_gb's default (the schema's): a local collection file larger than this is refused before it is
 #: read. MS MARCO's documents are ~22 GB as one .tsv; /dev/zero or a sparse file of a terabyte is not a collection.

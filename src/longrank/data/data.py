@@ -32,7 +32,7 @@ from longrank.io import (
     write_text,
 )
 from longrank.progress import progress
-from longrank.schema import schema_default, schema_defaults
+from longrank.config.schema import schema_default, schema_defaults
 
 log = logging.getLogger(__name__)
 

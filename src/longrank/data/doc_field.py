@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 
 from longrank.io import InputError
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 FIELDS_DIR = "fields"
 FIELD_META = "field.json"

@@ -58,7 +58,7 @@ from collections import Counter
 
 from longrank.data.words import analyzer, write_doc_freq
 from longrank.io import InputError, atomic_path, write_json
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from longrank.io import InputError
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 LETTERS = string.ascii_lowercase + string.ascii_uppercase
 

@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from longrank.io import InputError
-from longrank.model_types import DEFAULT_MAX_PASSAGES
+from longrank.config.model_types import DEFAULT_MAX_PASSAGES
 from longrank.models.base import Ranker
 from longrank.models.modules.encoders import (
     encoder_choice,

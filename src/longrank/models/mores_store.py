@@ -30,7 +30,7 @@ import torch
 from longrank.io import InputError, atomic_path, read_json, write_json
 from longrank.models.modules.doc_attention import DocRows, DocStates
 from longrank.models.modules.encoders import pad
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 

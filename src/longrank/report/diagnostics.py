@@ -18,7 +18,7 @@ from longrank.io import Run, read_tsv_dict
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import rerank_depth
-from longrank.report.sanity import SANITY
+from longrank.report.sanity_references import SANITY
 from longrank.retrieval.sanity import match_counts, read_docs
 from longrank.runs import top_candidates
 

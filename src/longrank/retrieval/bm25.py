@@ -7,7 +7,7 @@ import logging
 import time
 
 from longrank.io import InputError, Run
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 

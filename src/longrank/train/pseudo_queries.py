@@ -57,7 +57,7 @@ from longrank.io import (
     write_run,
     write_text,
 )
-from longrank.schema import schema_default, schema_defaults
+from longrank.config.schema import schema_default, schema_defaults
 
 log = logging.getLogger(__name__)
 

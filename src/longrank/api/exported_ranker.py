@@ -1,4 +1,4 @@
-"""The Python API over an exported model (``longrank export``, :mod:`longrank.export`):
+"""The Python API over an exported model (``longrank export``, :mod:`longrank.api.export`):
 
     ranker = longrank.load_ranker("exported/tk")
     ranker.score("wing lift", ["a text", "another text"])          # -> [float, float]
@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from longrank.io import InputError, Run, column_ids, read_json, read_ranked_run
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 DEFAULT_BATCH_SIZE = schema_default("rerank.batch_size")  # as the rerank stage scores
 
@@ -99,7 +99,7 @@ def weight_shapes(path: Path) -> dict[str, list[int]]:
 def check_vocabulary_sizes(directory: Path, meta: dict) -> None:
     """``vocabulary.words`` and ``vocabulary.embedding_dim`` against the embedding matrix in ``model.safetensors``
     ([words + 2, embedding_dim]: padding and the unknown word come first), before the embedder is built."""
-    from longrank.export import WEIGHTS
+    from longrank.api.export import WEIGHTS
 
     vocab = meta["vocabulary"]
     where = directory / "ranker.json"
@@ -319,7 +319,7 @@ class Ranker:
     ):
         import torch
 
-        from longrank.export import FORMAT, RANKER_FILE, WEIGHTS
+        from longrank.api.export import FORMAT, RANKER_FILE, WEIGHTS
         from longrank.models.checkpoint import load_weights
         from longrank.runtime import resolve_device
 

@@ -65,7 +65,7 @@ PACKAGES = [
     "pandas",
     "matplotlib",
 ]
-SOURCE = Path(__file__).resolve().parent  # the package's own directory: its checkout is what ran
+SOURCE = Path(__file__).resolve().parents[1]  # the package's own directory: its checkout is what ran
 
 
 def metadata_path(run_path: str | os.PathLike) -> Path:

@@ -1,5 +1,5 @@
 """``longrank export``: one trained model of a results tree as a self-contained directory, which
-``longrank.load_ranker`` (:mod:`longrank.api`), ``longrank rerank --ranker`` and ``longrank.pyterrier.Reranker``
+``longrank.load_ranker`` (:mod:`longrank.api`), ``longrank rerank --ranker`` and ``longrank.api.pyterrier.Reranker``
 read without the ``results/`` tree or ``config/``:
 
 - ``model.safetensors`` and ``model.manifest.json``: the fold's weights, as the train stage wrote them (checked);
@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 from longrank.io import InputError, names_full_disk, read_json, replace_directory, umask_mode, write_json, write_text
-from longrank.model_entries import rerank_depth
+from longrank.config.model_entries import rerank_depth
 
 FORMAT = "longrank-ranker/1"
 RANKER_FILE = "ranker.json"
@@ -213,7 +213,7 @@ def _json(obj) -> str:
 def export(results: Path, model: str, fold_index: int, out: Path, pretrained_words: bool = True) -> Path:
     from longrank.data.corpus import Corpus
     from longrank.models.checkpoint import load_model, verify_weights
-    from longrank.model_types import architecture_params
+    from longrank.config.model_types import architecture_params
     from longrank.models.registry import model_class
 
     config, entry = model_entry(results, model)
@@ -257,7 +257,7 @@ def export(results: Path, model: str, fold_index: int, out: Path, pretrained_wor
 
 def _check_exportable(model: str, entry: dict) -> None:
     """An export scores (query, document) texts alone: no graph set, no collection artifacts."""
-    from longrank.model_types import artifact_scopes, capabilities
+    from longrank.config.model_types import artifact_scopes, capabilities
 
     kind = entry.get("type")
     if capabilities(entry).reads_graph_set:
@@ -300,7 +300,7 @@ def _ranker_meta(model: str, entry: dict, config: dict, corpus, fold_index: int,
 def _interpolations(results: Path, model: str, fold_index: int) -> dict:
     """First stage -> the weight the interpolate stage chose on this fold's dev queries
     (``runs/{model}+{first_stage}.interpolation.json``): what the card's ``{model}+{first_stage}`` figure used."""
-    from longrank.outputs import Interpolation
+    from longrank.results.stage_outputs import Interpolation
 
     out = {}
     for path in sorted((results / "runs").glob(f"{model}+*.interpolation.json")):
@@ -346,7 +346,7 @@ def _write_text_side(tmp: Path, model: str, entry: dict, ranker, corpus=None) ->
         )
     encoder.save_pretrained(tmp / ENCODER_DIR)
     ranker.tokenizer.save_pretrained(tmp / ENCODER_DIR)
-    from longrank.model_types import DEFAULT_ENCODER
+    from longrank.config.model_types import DEFAULT_ENCODER
 
     return {"encoder": {"dir": ENCODER_DIR, "trained_from": entry.get("encoder", DEFAULT_ENCODER)}}
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-from longrank.schema import DATASETS, REPO
+from longrank.config.schema import DATASETS, REPO
 from longrank.io import InputError, load_yaml
 
 DEFAULT_CONFIG = "config/config.yaml"

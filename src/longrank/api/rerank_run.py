@@ -16,8 +16,8 @@ import logging
 from pathlib import Path
 
 from longrank.io import InputError, id_problem, write_run
-from longrank.provenance import write_run_metadata
-from longrank.schema import schema_default
+from longrank.results.run_metadata import write_run_metadata
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def run(args) -> None:
         read_scores(args.run) if args.interpolate else None,
     )
     write_run(args.out, reranked, tag=args.tag or ranker.name, first_stage=candidates)
-    # provenance beside the run, as the workflow's stages write it (longrank/provenance.py)
+    # provenance beside the run, as the workflow's stages write it (longrank/results/run_metadata.py)
     pipeline = {"reranks": str(args.run), "depth": depth}
     if weight is not None:
         pipeline["interpolation_weight"] = weight
