@@ -17,7 +17,7 @@ from ir_measures import nDCG
 from longrank.validation.validate import resolve_likes, validate_config
 from longrank.config.files import merged
 from longrank.data.corpus import Corpus
-from longrank.io import read_run
+from longrank.io.trec_files import read_run
 from longrank.models.checkpoint import load_model
 from longrank.models.ndrm import NDRM
 from longrank.scoring import score_candidates

@@ -21,7 +21,7 @@ import yaml
 
 from longrank.validation.validate import validate_config
 from longrank.config.files import merged
-from longrank.io import read_json
+from longrank.io.json_yaml import read_json
 
 SNAKEFILE = Path(__file__).resolve().parents[1] / "Snakefile"
 VARIANTS = {

@@ -264,7 +264,7 @@ def synthetic_collection(n_queries: int = 20, docs_per_query: int = 6, seed: int
 def tiny_data(tmp_path):
     """A prepared synthetic collection (data stage output) with BM25 candidates."""
     from longrank.data.data import prepare
-    from longrank.io import write_run
+    from longrank.io.trec_files import write_run
     from longrank.retrieval.bm25 import bm25_run
     from longrank.data.corpus import Corpus
 

@@ -9,7 +9,7 @@ from argparse import Namespace
 import numpy as np
 import pytest
 
-from longrank.io import read_json
+from longrank.io.json_yaml import read_json
 
 ATTENTIONS = ["materialised", "sdpa", "separable"]
 TINY = dict(batch_size=2, layers=2, hidden=64, heads=8)  # hidden divisible by the conv's 32 groups and 8 heads

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from longrank.cli import main
-from longrank.io import read_json
+from longrank.io.json_yaml import read_json
 from longrank.models.registry import build_model
 from longrank.models.checkpoint import save_weights
 from longrank.results.stage_outputs import Rate

@@ -11,7 +11,7 @@ import torch
 
 from longrank.bench.timing import time_alternating, time_region
 from longrank.cli import main
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.checkpoint import save_weights
 from longrank.models.registry import build_model
 from longrank.results.stage_outputs import SPREAD_LIMIT, BenchTable, Timing

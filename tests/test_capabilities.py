@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO
 from longrank.config import model_types
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.config.model_types import MODEL_TYPES, SPEED_BENCHES, Capabilities, capabilities
 from longrank.models import registry
 from longrank.models.base import Ranker

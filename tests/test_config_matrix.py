@@ -29,7 +29,7 @@ from longrank.config.files import (
     overlays,
     read_overlay,
 )
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.config.model_types import capabilities
 from rehearsal import DEV, RUNS, YEARS, full_scale, rehearsal
 

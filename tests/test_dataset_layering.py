@@ -14,7 +14,7 @@ import yaml
 from conftest import REPO, snakemake
 from longrank.validation.validate import validate_config
 from longrank.config.schema import SCHEMA_PATH
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.config.files import configfiles
 from test_config_matrix import COMBINATIONS, CONFIG, combo_id, merged_config
 

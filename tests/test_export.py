@@ -18,7 +18,9 @@ import torch
 from conftest import REPO, synthetic_collection, write_local_collection
 from longrank.cli import main
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, read_run, write_json, write_run
+from longrank.errors import InputError
+from longrank.io.json_yaml import write_json
+from longrank.io.trec_files import read_run, write_run
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
 

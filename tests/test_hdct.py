@@ -10,7 +10,8 @@ import pytest
 
 from longrank.data.corpus import Corpus
 from longrank.data.words import stop_words, tokenize
-from longrank.io import InputError, read_json
+from longrank.errors import InputError
+from longrank.io.json_yaml import read_json
 from longrank.models import hdct_encoder
 from longrank.retrieval import hdct_index
 from longrank.retrieval.candidates import retrieve

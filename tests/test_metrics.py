@@ -10,7 +10,8 @@ import pytrec_eval
 
 from longrank.evaluate.metrics import per_query, read_eval_tsv, write_eval_tsv
 from longrank.evaluate.metrics import test_queries as fold_test_queries
-from longrank.io import InputError, write_qrels, write_run
+from longrank.errors import InputError
+from longrank.io.trec_files import write_qrels, write_run
 
 QRELS = {
     "1": {"d1": 2, "d2": 0, "d3": 1, "d4": 3},

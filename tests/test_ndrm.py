@@ -18,7 +18,8 @@ from longrank import artifacts
 from longrank.data.corpus import Corpus
 from longrank.data.data import prepare
 from longrank.data.words import tokenize
-from longrank.io import InputError, read_run
+from longrank.errors import InputError
+from longrank.io.trec_files import read_run
 from longrank.models.base import config_keys
 from longrank.models.checkpoint import load_model
 from longrank.models.ndrm import NDRM, kernel_pooling, windowed_kernel_pooling

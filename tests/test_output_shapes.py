@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.results.stage_outputs import BenchTable, FoldWeight, Interpolation, TrainSummary
 
 

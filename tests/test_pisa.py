@@ -15,7 +15,9 @@ import yaml
 
 from longrank.data.corpus import Corpus
 from longrank.data.data import prepare
-from longrank.io import InputError, read_json, read_run
+from longrank.errors import InputError
+from longrank.io.json_yaml import read_json
+from longrank.io.trec_files import read_run
 from longrank.results.run_metadata import read_run_metadata
 from longrank.retrieval import pisa, pisa_index
 from longrank.retrieval.first_stage import parse_first_stage

@@ -16,7 +16,8 @@ import torch
 
 from conftest import DEVICES
 from longrank.cli import main
-from longrank.io import InputError, read_run
+from longrank.errors import InputError
+from longrank.io.trec_files import read_run
 from longrank.models.registry import build_model
 from longrank.precision import autocast
 from longrank.results.run_metadata import read_run_metadata

@@ -30,7 +30,7 @@ def test_pt_experiment_compares_the_first_stage_and_the_exported_reranker(cranfi
     from ir_measures import RR, nDCG
 
     from longrank.data.corpus import Corpus
-    from longrank.io import read_run
+    from longrank.io.trec_files import read_run
     from longrank.api.pyterrier import Reranker
 
     results, exported = cranfield_knrm

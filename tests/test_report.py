@@ -17,7 +17,7 @@ from longrank.evaluate import compare as compare_stage
 from longrank.evaluate.metrics import write_eval_tsv
 from longrank.evaluate.significance import smallest_holm_wilcoxon_p, smallest_wilcoxon_p
 from longrank.floors import model_floors
-from longrank.io import read_json
+from longrank.io.json_yaml import read_json
 from longrank.results.stage_outputs import CompareSettings, Interpolation, TrainSummary
 from longrank.report import max_length
 from longrank.report.comparison import small_sample_warning
@@ -148,7 +148,7 @@ def test_the_length_bias_figure_names_every_pair_of_panels_that_plot_the_same_do
     same curve: the caption's note must name them, with a reason; panels that differ carry no note."""
     from longrank.evaluate.lengths import top_k
     from longrank.evaluate.metrics import evaluable_queries, read_folds, test_queries
-    from longrank.io import read_qrels, read_run
+    from longrank.io.trec_files import read_qrels, read_run
 
     results, md = results_of(workflow_run), report_md(workflow_run)
     section = section_of(md, "Probability of relevance")

@@ -17,7 +17,7 @@ import pytest
 from longrank.cli import main
 from longrank.validation.validate import validate_config
 from longrank.config.files import merged
-from longrank.io import write_json
+from longrank.io.json_yaml import write_json
 from longrank.report import (
     attention_scaling_section,
     efficiency,

@@ -14,7 +14,7 @@ import yaml
 
 from conftest import REPO
 from longrank.results import run_metadata
-from longrank.io import read_run
+from longrank.io.trec_files import read_run
 from longrank.report.provenance import code_version
 from longrank.retrieval import candidates, sanity
 

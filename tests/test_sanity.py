@@ -16,7 +16,10 @@ import pytest
 from longrank import floors
 from longrank.validation.validate import validate_config
 from longrank.config.schema import SCHEMA_PATH
-from longrank.io import InputError, read_run, write_json, write_run, write_text
+from longrank.errors import InputError
+from longrank.io.atomic import write_text
+from longrank.io.json_yaml import write_json
+from longrank.io.trec_files import read_run, write_run
 from longrank.results.run_metadata import read_run_metadata
 from longrank.report.diagnostics import score_correlations
 from longrank.report.sanity_references import (

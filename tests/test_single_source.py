@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from longrank.config.schema import SCHEMA_PATH
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.config.model_types import MODEL_TYPES, WORKFLOW_KEYS
 from longrank.models.registry import build_model, constructor_defaults, model_class
 from longrank.train.losses import LOSSES

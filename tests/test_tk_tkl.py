@@ -254,7 +254,7 @@ def test_forward_shape_and_gradients(corpus, cfg):
 
 
 def test_rejects_heads_that_do_not_divide_the_width(corpus):
-    from longrank.io import InputError
+    from longrank.errors import InputError
 
     with pytest.raises(InputError, match="n_heads"):
         build_model(small("tk", n_heads=7), corpus)

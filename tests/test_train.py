@@ -14,7 +14,9 @@ from safetensors.torch import load_file
 
 from longrank import artifacts
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, read_json, read_run, write_json
+from longrank.errors import InputError
+from longrank.io.json_yaml import read_json, write_json
+from longrank.io.trec_files import read_run
 from longrank.config import model_types
 from longrank.models import registry
 from longrank.models.knrm import KNRM as KNRMModel

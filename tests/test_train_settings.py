@@ -11,7 +11,7 @@ import typing
 import pytest
 import yaml
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.train.losses import LOSSES
 from longrank.train.settings import Pretraining, TrainSettings
 

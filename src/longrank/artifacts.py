@@ -19,7 +19,9 @@ import tempfile
 from pathlib import Path
 
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, names_full_disk, read_run, replace_directory, umask_mode
+from longrank.errors import InputError
+from longrank.io.atomic import names_full_disk, replace_directory, umask_mode
+from longrank.io.trec_files import read_run
 from longrank.models.checkpoint import load_model
 from longrank.config.model_types import ARTIFACT_SCOPES, artifact_scopes
 from longrank.models.registry import build_model

@@ -22,7 +22,7 @@ import importlib
 import logging
 import sys
 
-from longrank.io import InputError
+from longrank.errors import InputError
 
 STAGES = {
     "resolved_config": ("longrank.resolved_config", "write the resolved config beside the results"),

@@ -18,7 +18,7 @@ from pathlib import Path
 import pprint
 
 
-from longrank.io import load_yaml
+from longrank.io.json_yaml import load_yaml
 from longrank.config.schema import REPO, SCHEMA, SCHEMA_PATH
 from longrank.train.settings import TrainSettings
 

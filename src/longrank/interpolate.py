@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from longrank.data.corpus import Corpus
-from longrank.io import Run, read_run, write_run
+from longrank.io.trec_files import Run, read_run, write_run
 from longrank.results.stage_outputs import FoldWeight, Interpolation
 from longrank.results.run_metadata import write_run_metadata
 from longrank.runs import mean_measure, top_candidates, with_tail

@@ -16,7 +16,9 @@ import json
 from pathlib import Path
 
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, Run, atomic_path, read_run, write_run
+from longrank.errors import InputError
+from longrank.io.atomic import atomic_path
+from longrank.io.trec_files import Run, read_run, write_run
 from longrank.models.checkpoint import load_model
 from longrank.config.model_types import artifact_scopes
 from longrank.precision import AUTOCAST_DTYPES

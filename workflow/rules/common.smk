@@ -18,7 +18,7 @@ from longrank.data.doc_field import extra_fields, field_readers
 from longrank.console import print_failures
 from longrank.config.model_types import DEFAULT_ENCODER, artifact_scopes, capabilities
 from longrank.models.registry import model_module
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.config.model_entries import effective_settings
 from longrank import downloads
 from longrank.config.names import check_outputs_not_inputs

@@ -29,7 +29,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from longrank.io import InputError, names_full_disk, read_json, replace_directory, umask_mode, write_json, write_text
+from longrank.errors import InputError
+from longrank.io.atomic import names_full_disk, replace_directory, umask_mode, write_text
+from longrank.io.json_yaml import read_json, write_json
 from longrank.config.model_entries import rerank_depth
 
 FORMAT = "longrank-ranker/1"
@@ -364,7 +366,7 @@ def _write_pretrained(tmp: Path, model: str, entry: dict, embedder, corpus) -> d
     from safetensors.numpy import save_file
 
     from longrank.data.words import _glove_table, tokenize
-    from longrank.io import numbered_lines
+    from longrank.io.text_files import numbered_lines
     from longrank.models.modules.word_embedder import WORD2VEC, WordEmbedder
 
     source = entry.get("embeddings", inspect.signature(WordEmbedder.__init__).parameters["embeddings"].default)

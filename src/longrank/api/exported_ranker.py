@@ -18,7 +18,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from longrank.io import InputError, Run, column_ids, read_json, read_ranked_run
+from longrank.errors import InputError
+from longrank.io.json_yaml import read_json
+from longrank.io.ids import column_ids
+from longrank.io.trec_files import Run, read_ranked_run
 from longrank.config.schema import schema_default
 
 DEFAULT_BATCH_SIZE = schema_default("rerank.batch_size")  # as the rerank stage scores
@@ -86,7 +89,7 @@ def weight_shapes(path: Path) -> dict[str, list[int]]:
     """Each tensor's shape from a safetensors file's header (no tensor is read)."""
     from safetensors import SafetensorError, safe_open
 
-    from longrank.io import check_regular_file
+    from longrank.io.text_files import check_regular_file
 
     check_regular_file(path)
     try:
@@ -131,7 +134,7 @@ def check_encoder_sizes(directory: Path, encoder: Path) -> None:
     """The encoder's ``config.json`` sizes against its own weights' header: each size key must be a dimension of
     some tensor (a hidden_size of 10**9 matches none), the layers no more than the tensors; checked before
     transformers builds (allocates) the model."""
-    from longrank.io import read_json
+    from longrank.io.json_yaml import read_json
 
     weights = encoder / "model.safetensors"
     if not weights.is_file():
@@ -161,7 +164,7 @@ def _read_pretrained(directory: Path, meta: dict) -> tuple[list[str], Any]:
     import torch
     from safetensors.torch import load_file
 
-    from longrank.io import numbered_lines
+    from longrank.io.text_files import numbered_lines
 
     if "pretrained_words" not in meta:
         return [], None
@@ -184,7 +187,7 @@ def _read_vocabulary(directory: Path, meta: dict, pretrained: list[str] = ()):
     """The training vocabulary (ids as at training), then the export's ``pretrained`` words (document frequency 0,
     as a query word the training collection lacked)."""
     from longrank.data.words import Vocabulary
-    from longrank.io import numbered_lines
+    from longrank.io.text_files import numbered_lines
 
     path = inside_export(directory, {"vocabulary": meta}, "vocabulary.file", "file")
     words, freqs = [], []
@@ -249,7 +252,8 @@ def read_queries(queries: Mapping[str, str] | str | os.PathLike) -> dict[str, st
     if isinstance(queries, Mapping):
         return {str(k): str(v) for k, v in queries.items()}
     from longrank.data.collections import read_local_queries
-    from longrank.io import numbered_lines, read_id_text_tsv
+    from longrank.io.text_files import numbered_lines
+    from longrank.io.text_records import read_id_text_tsv
 
     path = Path(queries)
     if path.suffix == ".tsv":
@@ -272,7 +276,7 @@ def read_docs(docs: Mapping[str, str] | str | os.PathLike, wanted: set[str]) -> 
 def read_scores(run) -> Run | None:
     """A run file's scores as written (``read_run``: ties stay ties), which interpolation normalises as the
     interpolate stage does; None for a DataFrame (its scores are used as they are)."""
-    from longrank.io import read_run
+    from longrank.io.trec_files import read_run
 
     return read_run(run) if isinstance(run, (str, os.PathLike)) else None
 
@@ -473,7 +477,7 @@ class Ranker:
         ties in the run's order. ``interpolate``: as ``rerank_run``'s (``run`` must be the first stage named)."""
         import pandas as pd
 
-        from longrank.io import ranked
+        from longrank.io.trec_files import ranked
         from longrank.runs import top_candidates
 
         candidates, where = read_ranking(run)

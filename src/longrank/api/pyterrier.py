@@ -25,7 +25,9 @@ except ImportError as err:  # pragma: no cover - the message is the point
     ) from err
 
 from longrank.api import Ranker, load_ranker, read_docs
-from longrank.io import InputError, column_ids, ranked
+from longrank.errors import InputError
+from longrank.io.ids import column_ids
+from longrank.io.trec_files import ranked
 from longrank.config.schema import schema_default
 
 

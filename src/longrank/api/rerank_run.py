@@ -15,7 +15,9 @@ import argparse
 import logging
 from pathlib import Path
 
-from longrank.io import InputError, id_problem, write_run
+from longrank.errors import InputError
+from longrank.io.ids import id_problem
+from longrank.io.trec_files import write_run
 from longrank.results.run_metadata import write_run_metadata
 from longrank.config.schema import schema_default
 

@@ -43,7 +43,7 @@ import torch
 from longrank.bench import fresh
 from longrank.bench.fresh import measure_in_fresh_process
 from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_region
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.results.stage_outputs import AttentionScaling, Timing
 from longrank.runtime import resolve_device
 from longrank.config.schema import schema_default

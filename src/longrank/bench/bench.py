@@ -42,7 +42,7 @@ import torch
 
 from longrank.data.corpus import Corpus
 from longrank.data.words import tokenize
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.bench import fresh
 from longrank.bench.fresh import glibc, measure_in_fresh_process
 from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_alternating, time_region

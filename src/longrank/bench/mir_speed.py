@@ -37,7 +37,8 @@ from longrank.mir_graphs.annotate import annotation, cut_text, load_pipeline
 from longrank.mir_graphs.annotate import settings as annotation_settings
 from longrank.mir_graphs.graphs import build_record, fit_tfidf
 from longrank.data.mir_graph_settings import GraphSetSettings, graph_settings
-from longrank.io import InputError, json_object
+from longrank.errors import InputError
+from longrank.io.json_yaml import json_object
 from longrank.results.stage_outputs import BenchTable, Rate
 from longrank.models.bert_ranker import BertRanker
 from longrank.models.modules.encoders import load_encoder, load_tokenizer

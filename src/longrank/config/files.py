@@ -18,7 +18,8 @@ from pathlib import Path
 
 
 from longrank.config.schema import DATASETS, REPO
-from longrank.io import InputError, load_yaml
+from longrank.errors import InputError
+from longrank.io.json_yaml import load_yaml
 
 DEFAULT_CONFIG = "config/config.yaml"
 HEADER = "# Overlay over:"

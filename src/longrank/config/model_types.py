@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.config.model_defaults import ARCHITECTURE_DEFAULTS
 
 # The pretrained encoders an entry's ``encoder:`` can name besides a Hugging Face checkpoint or a directory

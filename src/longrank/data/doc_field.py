@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.config.schema import schema_default
 
 FIELDS_DIR = "fields"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.config.schema import schema_default
 
 

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from longrank.evaluate.metrics import read_eval_tsv
 from longrank.evaluate.significance import compare, compare_pairs, smallest_holm_wilcoxon_p
-from longrank.io import InputError, atomic_path, write_text
+from longrank.errors import InputError
+from longrank.io.atomic import atomic_path, write_text
 from longrank.results.stage_outputs import CompareSettings
 from longrank.tables import LETTER_NOTE, effectiveness_rows, to_latex, to_markdown
 from longrank.config.schema import schema_default

@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.config.schema import schema_default
 
 LETTERS = string.ascii_lowercase + string.ascii_uppercase

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 from torch import nn
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.modules.kept_documents import KeptDocuments
 from longrank.config.schema import schema_default
 

@@ -16,7 +16,9 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from longrank.results.file_records import check_records, file_record
-from longrank.io import InputError, atomic_path, write_json
+from longrank.errors import InputError
+from longrank.io.atomic import atomic_path
+from longrank.io.json_yaml import write_json
 from longrank.models.registry import build_model
 
 MANIFEST_SUFFIX = ".manifest.json"

@@ -70,7 +70,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.base import Ranker
 from longrank.models.modules.encoders import (
     encoder_choice,

@@ -58,7 +58,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import BertModel
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.config.model_types import mores_store
 from longrank.models.base import Ranker, config_keys
 from longrank.models.modules.cuda_graphs import GraphCache

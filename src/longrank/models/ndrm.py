@@ -92,7 +92,7 @@ from torch.nn import functional as F
 from longrank.data.doc_field import DocumentFields
 from longrank.data.words import OOV, PAD, TEXT_PROCESSING, analyzer
 from longrank.data.words import query_terms as split_query
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.base import Ranker, config_keys, split_config
 from longrank.models.modules import kept_documents
 from longrank.models.modules.conformer import ConformerLayer

@@ -13,7 +13,7 @@ import inspect
 from functools import lru_cache
 from typing import Any
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.config.model_types import MODEL_TYPES, architecture_defaults, architecture_params, model_type
 
 # The class that implements each type of longrank.config.model_types (``module:Class``), imported when first asked for: the

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from longrank.io import Run, read_tsv_dict
+from longrank.io.trec_files import Run
+from longrank.io.text_records import read_tsv_dict
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import rerank_depth

@@ -14,7 +14,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from longrank.io import InputError, write_text
+from longrank.errors import InputError
+from longrank.io.atomic import write_text
 from longrank.report import (
     attention_scaling_section,
     confidence,

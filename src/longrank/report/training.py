@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 
-from longrank.io import read_json
+from longrank.io.json_yaml import read_json
 from longrank.results.stage_outputs import TrainSummary
 from longrank.report import plots
 from longrank.report.context import Context

@@ -41,7 +41,8 @@ from pathlib import Path
 
 import yaml
 
-from longrank.io import load_yaml, write_text
+from longrank.io.atomic import write_text
+from longrank.io.json_yaml import load_yaml
 
 SUFFIX = ".meta.yaml"
 SCHEMA_VERSION = "0.1"  # ir_metadata's

@@ -29,7 +29,9 @@ from pathlib import Path
 
 from longrank.data.collections import ir_datasets_downloads
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, Run, read_ranked_run, write_json, write_run
+from longrank.errors import InputError
+from longrank.io.json_yaml import write_json
+from longrank.io.trec_files import Run, read_ranked_run, write_run
 from longrank.results.run_metadata import write_run_metadata
 from longrank.retrieval import bm25, hdct_index, pisa
 from longrank.retrieval.first_stage import FirstStage, parse_first_stage

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from longrank.io import SCORE_ORDERS, InputError
+from longrank.errors import InputError
+from longrank.io.trec_files import SCORE_ORDERS
 from longrank.config.model_types import DEFAULT_ENCODER
 from longrank.retrieval.bm25 import METHOD as BM25_METHOD
 from longrank.retrieval.pisa import PisaSettings

@@ -29,7 +29,9 @@ from collections import Counter
 from pathlib import Path
 
 from longrank.data.words import stop_words, tokenize
-from longrank.io import InputError, Run, read_json
+from longrank.errors import InputError
+from longrank.io.json_yaml import read_json
+from longrank.io.trec_files import Run
 from longrank.retrieval.first_stage import HDCT_COMBINE
 
 log = logging.getLogger(__name__)

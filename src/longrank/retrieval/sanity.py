@@ -31,7 +31,8 @@ from typing import Iterable, Mapping
 
 from longrank.data.corpus import Corpus
 from longrank.data.words import query_terms, tokenize
-from longrank.io import InputError, Run, read_run, write_run
+from longrank.errors import InputError
+from longrank.io.trec_files import Run, read_run, write_run
 from longrank.results.run_metadata import write_run_metadata
 from longrank.retrieval.sanity_floor import NAME
 from longrank.runs import top_candidates, with_tail

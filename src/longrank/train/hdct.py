@@ -37,15 +37,11 @@ import torch
 from longrank.data.collections import read_field
 from longrank.data.corpus import Corpus
 from longrank.data.words import stop_words, tokenize
-from longrank.io import (
-    InputError,
-    names_full_disk,
-    read_qrels,
-    read_tsv_dict,
-    replace_directory,
-    umask_mode,
-    write_json,
-)
+from longrank.errors import InputError
+from longrank.io.atomic import names_full_disk, replace_directory, umask_mode
+from longrank.io.json_yaml import write_json
+from longrank.io.trec_files import read_qrels
+from longrank.io.text_records import read_tsv_dict
 from longrank.models.checkpoint import save_weights
 from longrank.models.hdct_encoder import HDCT, WEIGHTS
 from longrank.models.modules.encoders import load_encoder, load_tokenizer

@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, write_run
+from longrank.errors import InputError
+from longrank.io.trec_files import write_run
 from longrank.models.checkpoint import load_weights, save_weights
 from longrank.config.model_types import artifact_scopes
 from longrank.models.registry import build_model, model_class

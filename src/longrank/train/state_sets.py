@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from longrank.results.file_records import check_records
-from longrank.io import write_json
+from longrank.io.json_yaml import write_json
 from longrank.train.position import PositionShapeError, TrainingPosition
 
 log = logging.getLogger(__name__)

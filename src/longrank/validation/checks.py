@@ -10,7 +10,8 @@ from dataclasses import fields
 from pathlib import Path
 
 from longrank.data.collections import max_file_bytes
-from longrank.io import InputError, check_file_size, check_regular_file
+from longrank.errors import InputError
+from longrank.io.text_files import check_file_size, check_regular_file
 from longrank.config.model_types import DEFAULT_ENCODER, architecture_defaults, architecture_params, capabilities
 from longrank.retrieval import bm25, pisa
 from longrank.retrieval.first_stage import HDCTSettings, parse_first_stage

@@ -21,7 +21,8 @@ from longrank.validation.checks import (
     resolve_first_stages,
 )
 from longrank.data.grades import check_gain_order, integer_grades
-from longrank.io import InputError, load_yaml
+from longrank.errors import InputError
+from longrank.io.json_yaml import load_yaml
 from longrank.config.model_types import MODEL_TYPES, capabilities
 from longrank.config.names import check_config_names, check_name
 from longrank.config.schema import DATASETS_DIR, SCHEMA, SCHEMA_PATH, load_schema

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.config.model_types import DEFAULT_ENCODER, RANDOM_BERT_BASE
 from longrank.models.base import split_config
 
