@@ -3,7 +3,7 @@ gives an :class:`ExportedRanker`; ``longrank rerank --ranker`` (:mod:`longrank.a
 (:mod:`longrank.api.pyterrier`) read the same directory. Torch is imported when a ranker is loaded, not here."""
 
 from longrank.api.exported_ranker import (
-    Ranker,
+    ExportedRanker,
     UnknownQueryWarning,
     load_ranker,
     read_docs,
@@ -12,4 +12,12 @@ from longrank.api.exported_ranker import (
     read_scores,
 )
 
-__all__ = ["Ranker", "UnknownQueryWarning", "load_ranker", "read_docs", "read_queries", "read_ranking", "read_scores"]
+__all__ = [
+    "ExportedRanker",
+    "UnknownQueryWarning",
+    "load_ranker",
+    "read_docs",
+    "read_queries",
+    "read_ranking",
+    "read_scores",
+]

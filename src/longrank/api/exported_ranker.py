@@ -5,7 +5,7 @@
     ranker.rerank("first.run", "queries.tsv", "docs.jsonl.gz")      # -> DataFrame qid, docno, score, rank
 
 It reads the exported directory alone (no ``results/`` tree, no ``config/``) and scores exactly as the workflow's
-rerank stage does: the same model code (``Ranker.score_pairs``) over the same batches of (query, document) pairs.
+rerank stage does: the same model code (``longrank.models.base.Ranker.score_pairs``) over the same batches of (query, document) pairs.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def read_ranking(run) -> tuple[Run, str]:
     return out, "the run's DataFrame"
 
 
-class Ranker:
+class ExportedRanker:
     """A trained LongRank re-ranker loaded from an exported directory."""
 
     def __init__(
@@ -138,7 +138,7 @@ class Ranker:
         self.interpolation: dict[str, dict] = dict(self.meta.get("interpolation") or {})
 
     def __repr__(self) -> str:
-        return f"Ranker({str(self.path)!r}, {self.name!r}, type={self.type!r})"
+        return f"ExportedRanker({str(self.path)!r}, {self.name!r}, type={self.type!r})"
 
     def unknown_words(self, query: str) -> tuple[int, int]:
         """(unknown, all) of ``query``'s words as a word model reads them (stop words as configured, up to its query
@@ -289,6 +289,6 @@ class Ranker:
 
 def load_ranker(
     path: str | os.PathLike, device: str = schema_default("device"), batch_size: int = DEFAULT_BATCH_SIZE
-) -> Ranker:
+) -> ExportedRanker:
     """A ranker from a directory ``longrank export`` wrote (``device``: auto, cpu, cuda[:N])."""
-    return Ranker(path, device, batch_size)
+    return ExportedRanker(path, device, batch_size)

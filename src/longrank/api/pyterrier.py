@@ -24,7 +24,7 @@ except ImportError as err:  # pragma: no cover - the message is the point
         "longrank.api.pyterrier needs PyTerrier: pip install 'longrank[pyterrier]' (python-terrier)"
     ) from err
 
-from longrank.api import Ranker, load_ranker, read_docs
+from longrank.api.exported_ranker import ExportedRanker, load_ranker, read_docs
 from longrank.errors import InputError
 from longrank.io.ids import column_ids
 from longrank.io.trec_files import ranked
@@ -36,13 +36,13 @@ class Reranker(pt.Transformer):
 
     def __init__(
         self,
-        path: str | os.PathLike | Ranker,
+        path: str | os.PathLike | ExportedRanker,
         docstore: str | os.PathLike | None = None,
         text_field: str = "text",
         device: str = schema_default("device"),
         batch_size: int = schema_default("rerank.batch_size"),
     ):
-        self.ranker = path if isinstance(path, Ranker) else load_ranker(path, device, batch_size)
+        self.ranker = path if isinstance(path, ExportedRanker) else load_ranker(path, device, batch_size)
         self.docstore, self.text_field = docstore, text_field
 
     def __repr__(self) -> str:

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> None:
-    from longrank.api import load_ranker, read_docs, read_queries, read_ranking, read_scores
+    from longrank.api.exported_ranker import load_ranker, read_docs, read_queries, read_ranking, read_scores
     from longrank.runs import top_candidates
 
     if args.batch_size < 1 or (args.depth is not None and args.depth < 1):
