@@ -67,9 +67,9 @@ WORD_TYPES = ("knrm", "tk", "tkl", "ndrm")
 
 def resolved_entries(config: str) -> tuple[dict, dict]:
     """The enabled model entries of ``config`` and its top-level rerank settings, as the workflow resolves them."""
-    from longrank.config import validate_config
-    from longrank.config_files import configfiles, merged
-    from longrank.model_entries import is_enabled
+    from longrank.validation.validate import validate_config
+    from longrank.config.files import configfiles, merged
+    from longrank.config.model_entries import is_enabled
 
     config = validate_config(merged(configfiles(config)))  # every default filled in
     models = {n: e for n, e in config["models"].items() if is_enabled(e)}
@@ -200,7 +200,7 @@ def reset_peak(device) -> None:
 
 
 def bill_model(name: str, entry: dict, top: dict, corpus, data: Path, args, device) -> dict:
-    from longrank.model_entries import rerank_depth
+    from longrank.config.model_entries import rerank_depth
     from longrank.models.registry import build_model
     from longrank.train.settings import TrainSettings
 
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.write_entries:
         models, top = resolved_entries(args.config)
-        from longrank.config_files import configfiles, merged
+        from longrank.config.files import configfiles, merged
 
         top["mir_graphs"] = merged(configfiles(args.config)).get("mir_graphs", {})
         args.write_entries.write_text(json.dumps({"models": models, "top": top}, indent=1))
@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> None:
         models, top = loaded["models"], loaded["top"]
     else:
         models, top = resolved_entries(args.config)
-        from longrank.config_files import configfiles, merged
+        from longrank.config.files import configfiles, merged
 
         top["mir_graphs"] = merged(configfiles(args.config)).get("mir_graphs", {})
     if args.tiny:

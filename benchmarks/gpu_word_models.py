@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import yaml
 
-from longrank.config import resolve_likes
+from longrank.validation.validate import resolve_likes
 from longrank.data.corpus import Corpus
 from longrank.models.checkpoint import save_weights
 from longrank.models.registry import build_model

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from scipy.stats import wilcoxon
 
-from longrank.io import read_qrels, read_run
-from longrank.report.sanity import expected_random_ndcg
+from longrank.io.trec_files import read_qrels, read_run
+from longrank.report.sanity_references import expected_random_ndcg
 from longrank.runs import top_candidates
 from longrank.tables import read_table
 

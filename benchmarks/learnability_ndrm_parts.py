@@ -14,10 +14,10 @@ import ir_measures
 import torch
 from ir_measures import nDCG
 
-from longrank.config import resolve_likes, validate_config
-from longrank.config_files import merged
+from longrank.validation.validate import resolve_likes, validate_config
+from longrank.config.files import merged
 from longrank.data.corpus import Corpus
-from longrank.io import read_run
+from longrank.io.trec_files import read_run
 from longrank.models.checkpoint import load_model
 from longrank.models.ndrm import NDRM
 from longrank.scoring import score_candidates

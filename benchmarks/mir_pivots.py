@@ -19,9 +19,9 @@ from pathlib import Path
 
 import yaml
 
-from longrank.config import validate_config
-from longrank.config_files import merged
-from longrank.io import read_json
+from longrank.validation.validate import validate_config
+from longrank.config.files import merged
+from longrank.io.json_yaml import read_json
 
 SNAKEFILE = Path(__file__).resolve().parents[1] / "Snakefile"
 VARIANTS = {

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from longrank.data.corpus import Corpus  # noqa: E402
 from longrank.data.words import query_terms  # noqa: E402
-from longrank.io import read_run  # noqa: E402
+from longrank.io.trec_files import read_run
 from longrank.retrieval.sanity import query_term_matches_run, read_words  # noqa: E402
 from longrank.runs import mean_measure, top_candidates, with_tail  # noqa: E402
 

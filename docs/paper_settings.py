@@ -31,14 +31,14 @@ MISSING = object()
 
 def merged_config(name: str) -> dict:
     """config/<name> merged over the bases its header names (Snakemake's --configfile merge), validated."""
-    from longrank.config import validate_config
-    from longrank.config_files import configfiles, merged
+    from longrank.validation.validate import validate_config
+    from longrank.config.files import configfiles, merged
 
     return validate_config(merged(configfiles(f"config/{name}")))
 
 
 def stated_bases(name: str) -> tuple[str, ...]:
-    from longrank.config_files import read_overlay
+    from longrank.config.files import read_overlay
 
     return read_overlay(f"config/{name}").bases
 

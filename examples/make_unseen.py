@@ -30,7 +30,7 @@ QUERIES = {
 
 
 def main() -> None:
-    from longrank.io import write_run
+    from longrank.io.trec_files import write_run
     from longrank.retrieval.bm25 import bm25_run
 
     OUT.mkdir(exist_ok=True)

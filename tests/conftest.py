@@ -123,7 +123,7 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
 
 
 # One Python process imports Snakemake once, then forks one child per dry run, two at a time: a process per dry run
-# would pay that import every time. (The parse imports no model code: longrank.model_types.)
+# would pay that import every time. (The parse imports no model code: longrank.config.model_types.)
 DRY_RUNNER = r"""
 import json, os, sys
 
@@ -264,7 +264,7 @@ def synthetic_collection(n_queries: int = 20, docs_per_query: int = 6, seed: int
 def tiny_data(tmp_path):
     """A prepared synthetic collection (data stage output) with BM25 candidates."""
     from longrank.data.data import prepare
-    from longrank.io import write_run
+    from longrank.io.trec_files import write_run
     from longrank.retrieval.bm25 import bm25_run
     from longrank.data.corpus import Corpus
 
@@ -336,7 +336,7 @@ def pytest_xdist_make_scheduler(config, log):
 def resolved_for_report(config: dict) -> dict:
     """config.json's ``resolved_models`` of a hand-written config, as stage resolved_config writes it (the report's
     Inputs.resolved): each entry with its defaults, capabilities and effective settings."""
-    from longrank.model_entries import effective_settings
+    from longrank.config.model_entries import effective_settings
     from longrank.resolved_config import resolved_models
 
     return resolved_models(config["models"], effective_settings(config))

@@ -13,10 +13,10 @@ import re
 from pathlib import Path
 
 from conftest import REPO
-from longrank.config import validate_config
-from longrank.model_entries import effective_settings
+from longrank.validation.validate import validate_config
+from longrank.config.model_entries import effective_settings
 from longrank.resolved_config import resolved_models
-from longrank.config_files import merged
+from longrank.config.files import merged
 
 REHEARSAL = "config/studies/trec-dl-rehearsal.yaml"
 PASSAGE_REHEARSAL = "config/studies/trec-dl-rehearsal-passage.yaml"

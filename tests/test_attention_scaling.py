@@ -9,7 +9,7 @@ from argparse import Namespace
 import numpy as np
 import pytest
 
-from longrank.io import read_json
+from longrank.io.json_yaml import read_json
 
 ATTENTIONS = ["materialised", "sdpa", "separable"]
 TINY = dict(batch_size=2, layers=2, hidden=64, heads=8)  # hidden divisible by the conv's 32 groups and 8 heads
@@ -141,7 +141,7 @@ def hand_made() -> dict:
 
 
 def test_summary_ratios_and_straight_line_fit():
-    from longrank.report.attention_scaling import linear_fit, summarise
+    from longrank.report.attention_scaling_section import linear_fit, summarise
 
     s = summarise(hand_made())
     assert s["memory_materialised_at"] == pytest.approx(2050.0 / 310.0)  # at 2,000: materialised vs separable
@@ -163,19 +163,19 @@ def test_summary_ratios_and_straight_line_fit():
 def test_section_names_each_comparison_and_says_why_it_did_not_run_without_the_file(tmp_path):
     from types import SimpleNamespace
 
-    from longrank.outputs import AttentionScaling
-    from longrank.report import attention_scaling, report
+    from longrank.results.stage_outputs import AttentionScaling
+    from longrank.report import attention_scaling_section, report
     from longrank.report.context import Context
 
     manifest = SimpleNamespace(attention_scaling=None)  # the report's manifest names no such file
     config = {"attention_scaling": {"enabled": False}}
     ctx = Context(SimpleNamespace(manifest=manifest, config=config), None, tmp_path / "fig")
     ctx.fig_dir.mkdir()
-    off = attention_scaling.section(ctx)
+    off = attention_scaling_section.section(ctx)
     assert not off.ran and off.blocks[0].text.startswith("Not run: attention_scaling.enabled: false")
     manifest.attention_scaling = tmp_path / "attention_scaling.json"
     AttentionScaling(title="hand-made", **hand_made()).write(manifest.attention_scaling)
-    sec = attention_scaling.section(ctx)
+    sec = attention_scaling_section.section(ctx)
     text = " ".join(b.text for b in sec.blocks if b.kind in ("text", "howto", "note"))
     assert "Memory advantage (vs materialised attention only)" in text and "= 6.61×" in text
     assert "Time advantage (vs fused SDPA)" in text and "= 30.4×" in text
@@ -183,11 +183,11 @@ def test_section_names_each_comparison_and_says_why_it_did_not_run_without_the_f
     assert "materialised softmax(QKᵀ)V at 4,000 (estimated 24.6 GB > max_memory_gb 16)" in text
     images = [b.path for b in sec.blocks if b.kind == "image"]
     assert len(images) == 1 and images[0].stat().st_size > 0
-    assert attention_scaling in report.SECTIONS
+    assert attention_scaling_section in report.SECTIONS
 
 
 def test_missing_lengths_give_no_headline_ratio():
-    from longrank.report.attention_scaling import summarise
+    from longrank.report.attention_scaling_section import summarise
 
     data = hand_made()
     data["rows"] = [r for r in data["rows"] if r["length"] in (500, 1000)]

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from longrank.cli import main
-from longrank.io import read_json
+from longrank.io.json_yaml import read_json
 from longrank.models.registry import build_model
 from longrank.models.checkpoint import save_weights
-from longrank.outputs import Rate
+from longrank.results.stage_outputs import Rate
 from test_tk_tkl import write_tiny_corpus
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
@@ -121,7 +121,7 @@ def test_mir_speed_times_mir_at_other_lengths_and_maxp_over_its_windows_but_not_
 
 
 def test_the_side_by_side_throughput_wins_over_a_separate_bench_of_the_same_entry(tmp_path):
-    from longrank.outputs import BenchTable
+    from longrank.results.stage_outputs import BenchTable
     from longrank.report.inputs import throughput
 
     side = BenchTable("MIR", [], [], "", docs_per_ms={"mir": 1.0, "zz_maxp": 2.0}, side_by_side=True)

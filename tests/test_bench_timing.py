@@ -11,10 +11,10 @@ import torch
 
 from longrank.bench.timing import time_alternating, time_region
 from longrank.cli import main
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.checkpoint import save_weights
 from longrank.models.registry import build_model
-from longrank.outputs import SPREAD_LIMIT, BenchTable, Timing
+from longrank.results.stage_outputs import SPREAD_LIMIT, BenchTable, Timing
 from longrank.report.efficiency import NOISY_MARK, noisy_cells, timed_table
 from test_tk_tkl import write_tiny_corpus
 
@@ -105,7 +105,7 @@ def test_a_timing_for_a_column_the_table_lacks_is_refused(tk_bench):
 
 
 def test_attention_scaling_marks_a_noisy_time_median():
-    from longrank.report.attention_scaling import _measure_cells
+    from longrank.report.attention_scaling_section import _measure_cells
 
     def row(attention, seconds):
         timing = Timing(seconds=seconds, warmup=1)

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.bert_ranker import BertRanker
 from longrank.models.bi_encoder import BiEncoder
 from longrank.models.modules.encoders import load_encoder, load_tokenizer, random_encoder

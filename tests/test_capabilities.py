@@ -1,5 +1,5 @@
 """What the workflow, the config checks, the benches and the report ask of a model type is its row of the torch-free
-table ``longrank.model_types`` (``reads_graph_set``, ``speed_bench``, ``cross_encoder``, ``parameter_groups``,
+table ``longrank.config.model_types`` (``reads_graph_set``, ``speed_bench``, ``cross_encoder``, ``parameter_groups``,
 ``document_budget``, ``artifacts``, the architecture defaults), which the registry checks each class against; and
 nothing outside that table and the registry compares a ``type:`` name: a new model type is its own file and a row
 in ``MODEL_TYPES`` (and the schema's enum of types, which tests/test_single_source.py keeps equal to it)."""
@@ -12,15 +12,15 @@ import re
 import pytest
 
 from conftest import REPO
-from longrank import model_types
-from longrank.io import InputError
-from longrank.model_types import MODEL_TYPES, SPEED_BENCHES, Capabilities, capabilities
+from longrank.config import model_types
+from longrank.errors import InputError
+from longrank.config.model_types import MODEL_TYPES, SPEED_BENCHES, Capabilities, capabilities
 from longrank.models import registry
 from longrank.models.base import Ranker
 from longrank.models.registry import model_class
 from longrank.resolved_config import resolved_models
 
-TABLES = {REPO / "src/longrank/models/registry.py", REPO / "src/longrank/model_types.py"}
+TABLES = {REPO / "src/longrank/models/registry.py", REPO / "src/longrank/config/model_types.py"}
 # an entry's type read and compared (entry["type"] == "mir", entry.get("type") in {...}, "mir" != entry["type"]), or
 # a registered type's name compared as a string
 _TYPE_KEY = r"""(\[\s*["']type["']\s*\]|\.get\(\s*["']type["']\s*(,[^)]*)?\))"""
@@ -44,7 +44,7 @@ def test_no_model_type_is_compared_outside_the_registry():
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if any(pattern.search(line) for pattern in TYPE_COMPARISONS)
     ]
-    assert not found, "ask longrank.model_types.capabilities instead:\n" + "\n".join(found)
+    assert not found, "ask longrank.config.model_types.capabilities instead:\n" + "\n".join(found)
 
 
 def test_the_scan_finds_what_it_forbids():
@@ -120,7 +120,7 @@ def test_an_export_notes_the_fold_artifacts_it_leaves_out():
 
 
 def test_a_row_behind_its_class_stops_the_class_from_loading(monkeypatch):
-    """A default changed in a model's signature and not regenerated into longrank/model_defaults.py: the parse would
+    """A default changed in a model's signature and not regenerated into longrank/config/model_defaults.py: the parse would
     check and resolve entries against the old one, so the registry refuses the class and names the command."""
     stale = {**model_types.ARCHITECTURE_DEFAULTS["knrm"], "max_doc_len": 201}
     monkeypatch.setitem(model_types.ARCHITECTURE_DEFAULTS, "knrm", stale)

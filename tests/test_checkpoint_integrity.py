@@ -13,7 +13,9 @@ import pytest
 import torch
 
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, read_run, write_json
+from longrank.errors import InputError
+from longrank.io.json_yaml import write_json
+from longrank.io.trec_files import read_run
 from longrank.models.checkpoint import load_model, manifest_path
 from longrank.rerank import RerankJob, rerank
 from longrank.train import state_sets, train_state
@@ -51,7 +53,7 @@ def base(tmp_path_factory):
     """Shared by the cases (each copies what it changes): the tiny collection, an uninterrupted run (``reference``)
     and a run killed at step 21 (``killed``: checkpoint sets at steps 8 and 16, no model)."""
     from longrank.data.data import prepare
-    from longrank.io import write_run
+    from longrank.io.trec_files import write_run
     from longrank.retrieval.bm25 import bm25_run
 
     root = tmp_path_factory.mktemp("integrity")

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, snakemake
-from longrank.io import read_json
+from longrank.io.json_yaml import read_json
 
 pytestmark = pytest.mark.e2e
 COLLECTIONS = REPO / "tests" / "collections"

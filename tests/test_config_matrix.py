@@ -1,5 +1,5 @@
 """Every config under config/ builds its DAG over the bases its first line names (``# Overlay over: ...``,
-longrank.config_files), and so does every combination the README, docs/ and the configs' comments document:
+longrank.config.files), and so does every combination the README, docs/ and the configs' comments document:
 `snakemake -n` over the default config, without the data (an empty IR_DATASETS_HOME; local collections as empty
 placeholder files), so that a config nobody has run yet still parses, validates and resolves every rule's inputs.
 The combinations come from the headers and the documents, never from a hand list: a new overlay is in the matrix
@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from conftest import REPO, DryRun, dry_runs
-from longrank.config import resolve_likes, validate_config
-from longrank.config_files import (
+from longrank.validation.validate import resolve_likes, validate_config
+from longrank.config.files import (
     DEFAULT_CONFIG,
     check_command_line,
     check_order,
@@ -29,8 +29,8 @@ from longrank.config_files import (
     overlays,
     read_overlay,
 )
-from longrank.io import InputError
-from longrank.model_types import capabilities
+from longrank.errors import InputError
+from longrank.config.model_types import capabilities
 from rehearsal import DEV, RUNS, YEARS, full_scale, rehearsal
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.modules.conformer import (
     ATTENTIONS,
     ConformerLayer,

@@ -14,7 +14,8 @@ from longrank.data.data import prepare
 from longrank.data.queries import formulate
 from longrank.data.splits import make_folds
 from longrank.data.words import OOV, PAD, Vocabulary, count_doc_freq, tokenize, write_doc_freq
-from longrank.io import InputError, read_qrels
+from longrank.errors import InputError
+from longrank.io.trec_files import read_qrels
 
 from conftest import write_local_collection
 

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from conftest import REPO, snakemake
-from longrank.config import validate_config
-from longrank.schema import SCHEMA_PATH
-from longrank.io import InputError
-from longrank.config_files import configfiles
+from longrank.validation.validate import validate_config
+from longrank.config.schema import SCHEMA_PATH
+from longrank.errors import InputError
+from longrank.config.files import configfiles
 from test_config_matrix import COMBINATIONS, CONFIG, combo_id, merged_config
 
 SCHEMA = str(SCHEMA_PATH)

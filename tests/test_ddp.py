@@ -17,7 +17,8 @@ import torch
 from safetensors.torch import load_file
 
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, read_run
+from longrank.errors import InputError
+from longrank.io.trec_files import read_run
 from longrank.train import train as train_stage
 from longrank.train.state_sets import read_position, sets_newest_first
 from longrank.train.fingerprint import fingerprint_of, training_inputs

@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from longrank.config import validate_config
+from longrank.validation.validate import validate_config
 from longrank.data import word2vec
 from longrank.data.corpus import Corpus
 from longrank.data.doc_field import DocumentFields, field_dir, split_fields, write_field, write_field_store
 from longrank.data.data import prepare
 from longrank.data.words import analyzer
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.registry import build_model
 
 from conftest import synthetic_collection, write_local_collection

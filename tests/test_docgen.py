@@ -12,10 +12,10 @@ def test_configuration_page_is_up_to_date():
 
 
 def test_model_defaults_are_what_the_generator_writes_from_the_classes():
-    """src/longrank/model_defaults.py is generated; a hand edit or a formatter's rewrite makes ``docgen --check`` fail
+    """src/longrank/config/model_defaults.py is generated; a hand edit or a formatter's rewrite makes ``docgen --check`` fail
     (it did: ruff reformatted the file, and the check went red with no test noticing)."""
     assert docgen.MODEL_DEFAULTS_PATH.read_text(encoding="utf-8") == docgen.current_model_defaults(), (
-        "src/longrank/model_defaults.py is out of date: run python -m longrank.docgen"
+        "src/longrank/config/model_defaults.py is out of date: run python -m longrank.docgen"
     )
     assert docgen.main(["--check"]) == 0
 

@@ -13,7 +13,7 @@ import pytest
 from longrank.data.corpus import Corpus
 from longrank.data.docstore import INDEX_NAME, DocStore, write_docs
 from longrank.data.data import prepare
-from longrank.io import InputError
+from longrank.errors import InputError
 
 from conftest import synthetic_collection, write_local_collection
 

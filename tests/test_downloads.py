@@ -12,8 +12,8 @@ import yaml
 
 from conftest import REPO, snakemake_command
 from longrank import downloads
-from longrank.config import validate_config
-from longrank.config_files import merged
+from longrank.validation.validate import validate_config
+from longrank.config.files import merged
 
 TREC_DL = merged(("config/trec-dl.yaml", "config/trec-dl-2019.yaml"))
 OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")

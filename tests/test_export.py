@@ -18,7 +18,9 @@ import torch
 from conftest import REPO, synthetic_collection, write_local_collection
 from longrank.cli import main
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, read_run, write_json, write_run
+from longrank.errors import InputError
+from longrank.io.json_yaml import write_json
+from longrank.io.trec_files import read_run, write_run
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
 
@@ -72,8 +74,8 @@ def build_results(root: Path, models: dict, dataset: dict | None = None) -> Path
     from longrank import artifacts, interpolate
     from longrank.data.data import prepare
     from longrank.evaluate.metrics import per_query, write_eval_tsv
-    from longrank.model_entries import effective_settings
-    from longrank.model_types import artifact_scopes
+    from longrank.config.model_entries import effective_settings
+    from longrank.config.model_types import artifact_scopes
     from longrank.rerank import RerankJob, rerank
     from longrank.resolved_config import resolved_models
     from longrank.retrieval.bm25 import bm25_run
@@ -149,7 +151,7 @@ def results(tmp_path_factory):
 @pytest.fixture(scope="module")
 def exported(results, tmp_path_factory):
     """Every model exported, then the results tree moved away: loading must not need it."""
-    from longrank.export import export
+    from longrank.api.export import export
 
     out = tmp_path_factory.mktemp("exported")
     dirs = {name: export(results, name, 0, out / name) for name in MODELS}
@@ -235,7 +237,7 @@ def test_the_export_directory_is_self_describing(results, exported):
 
 def test_mir_and_a_changed_or_missing_export_are_refused_by_name(results, exported, tmp_path):
     import longrank
-    from longrank.export import export
+    from longrank.api.export import export
 
     config = json.loads((results / "config.json").read_text())
     mir_results = tmp_path / "r"
@@ -457,7 +459,7 @@ def test_an_exported_word_model_scores_a_collection_it_never_saw(results, export
 
     import longrank
     from longrank.api import UnknownQueryWarning
-    from longrank.export import export
+    from longrank.api.export import export
 
     corpus = Corpus(results / "data")
     training_words = set(corpus.word_vocabulary().index)

@@ -43,9 +43,10 @@ import pytest
 import yaml
 
 from longrank.cli import main as longrank
-from longrank.config import validate_config
-from longrank.schema import SCHEMA_PATH
-from longrank.io import InputError, read_run, write_run
+from longrank.validation.validate import validate_config
+from longrank.config.schema import SCHEMA_PATH
+from longrank.errors import InputError
+from longrank.io.trec_files import read_run, write_run
 
 from conftest import REPO, snakemake_command, synthetic_collection, write_local_collection
 

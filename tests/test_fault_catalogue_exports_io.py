@@ -30,9 +30,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from longrank.config import validate_config
-from longrank.schema import SCHEMA_PATH
-from longrank.io import InputError, write_run
+from longrank.validation.validate import validate_config
+from longrank.config.schema import SCHEMA_PATH
+from longrank.errors import InputError
+from longrank.io.trec_files import write_run
 
 from conftest import REPO, snakemake_command, synthetic_collection, write_local_collection
 from test_fault_catalogue import run_stage, snapshot  # the catalogue's own helpers
@@ -158,7 +159,9 @@ def local_dataset(tmp_path: Path, **keys) -> dict:
 def test_a_file_that_is_not_a_bounded_regular_file_is_refused_before_reading(
     tmp_path, results, capsys, monkeypatch, make, message
 ):
-    monkeypatch.setattr("longrank.io.MAX_LINE_BYTES", 2**20)  # the bound (256 MiB) made small, so the case is quick
+    monkeypatch.setattr(
+        "longrank.io.text_files.MAX_LINE_BYTES", 2**20
+    )  # the bound (256 MiB) made small, so the case is quick
     before = snapshot(results)
     dataset = local_dataset(tmp_path, **make(tmp_path))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -308,9 +311,9 @@ WORDS = ["wing", "lift", "flow", "heat", "shock"]
 def good_export(tmp_path_factory) -> Path:
     """A small KNRM export as ``longrank export`` writes one (ranker.json, vocabulary.tsv, weights + manifest),
     built here without training: the loader reads it like any other."""
-    from longrank.api import _ExportedCollection
+    from longrank.api.export_contents import _ExportedCollection
     from longrank.data.words import Vocabulary
-    from longrank.export import FORMAT
+    from longrank.api.export import FORMAT
     from longrank.models.checkpoint import save_weights
     from longrank.models.registry import build_model
 

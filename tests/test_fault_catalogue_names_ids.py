@@ -4,15 +4,15 @@ by class, each fixed at its root: each asserts the clear message and that nothin
 Kinds (``KINDS`` counts them, as in test_fault_catalogue.py):
 
 - ``name``: a name that becomes a path (dataset, model, first stage, pseudo-query or graph set) that is not the one
-  safe pattern (``longrank.names.SAFE_NAME``), refused when the config is validated, naming the key; a configured
+  safe pattern (``longrank.config.names.SAFE_NAME``), refused when the config is validated, naming the key; a configured
   input inside ``results/<name>/``; a run tag that is not one column. The workflow itself is run with each unsafe
   dataset name (slow): refused, and no file outside ``results/`` written or removed.
-- ``code``: the code a model trains and reranks with is an input (``longrank.code_digest``): changed arithmetic
+- ``code``: the code a model trains and reranks with is an input (``longrank.results.code_digest``): changed arithmetic
   changes the digest, a changed comment or docstring does not; a training state of other code is not resumed.
 - ``run_order``: a run file is read in its writer's rank order: ties across ranks kept in that order (a warning
   counts them), a score that rises with the rank refused (or negated by ``scores: ascending``), a rank that is no
   whole number refused, ids the collection lacks counted.
-- ``ids``: one id check everywhere (``longrank.io.id_problem``): control characters, whitespace, a null id refused
+- ``ids``: one id check everywhere (``longrank.io.ids.id_problem``): control characters, whitespace, a null id refused
   with file and line; ids a table reader would change ('NA', 'nan', 'null', '001' beside '1') kept distinct
   through data, evaluate and compare (slow: the workflow's own stages, no training).
 """
@@ -32,12 +32,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from longrank.code_digest import closure, code_digest, module_path, source_digest
-from longrank.config import validate_config
-from longrank.schema import SCHEMA_PATH
+from longrank.results.code_digest import closure, code_digest, module_path, source_digest
+from longrank.validation.validate import validate_config
+from longrank.config.schema import SCHEMA_PATH
 from longrank.evaluate.metrics import read_eval_tsv, sorted_qids
-from longrank.io import InputError, id_problem, read_run, write_run
-from longrank.names import SAFE_NAME, check_outputs_not_inputs
+from longrank.errors import InputError
+from longrank.io.ids import id_problem
+from longrank.io.trec_files import read_run, write_run
+from longrank.config.names import SAFE_NAME, check_outputs_not_inputs
 from longrank.train.code import training_code_digest
 
 from conftest import REPO, snakemake_command, synthetic_collection, write_local_collection
@@ -451,7 +453,8 @@ READERS = count(
 def test_every_reader_refuses_a_bad_id_with_its_file_and_line(tmp_path, name, content, message):
     import re
 
-    from longrank.io import read_id_text_jsonl, read_id_text_tsv, read_qrels
+    from longrank.io.trec_files import read_qrels
+    from longrank.io.text_records import read_id_text_jsonl, read_id_text_tsv
 
     path = tmp_path / name
     path.write_text(content)
@@ -467,7 +470,7 @@ def test_every_reader_refuses_a_bad_id_with_its_file_and_line(tmp_path, name, co
 
 
 def test_a_number_written_as_an_id_is_its_digits(tmp_path):
-    from longrank.io import read_id_text_jsonl
+    from longrank.io.text_records import read_id_text_jsonl
 
     (tmp_path / "d.jsonl").write_text('{"doc_id": 7, "text": "a"}\n')
     assert list(read_id_text_jsonl(tmp_path / "d.jsonl", "document", ["doc_id"], ["text"])) == [("7", "a")]
@@ -491,7 +494,7 @@ def test_ids_that_look_missing_or_numeric_stay_distinct_in_the_eval_tables(tmp_p
 def test_a_frame_s_missing_id_is_refused_naming_its_row():
     import math
 
-    from longrank.io import column_ids
+    from longrank.io.ids import column_ids
 
     assert column_ids(["NA", 7, "001"], "query", "frame") == ["NA", "7", "001"]
     for missing in (math.nan, None, 1.5):
@@ -551,7 +554,7 @@ KINDS["ids"] += 1
 
 # ---- kind bounded: reads that end, writes that name their file (class 7) -------------------------------------------
 def test_a_device_given_as_documents_is_refused_at_config_load_and_by_the_reader():
-    from longrank.io import numbered_lines
+    from longrank.io.text_files import numbered_lines
 
     config = copy.deepcopy(DEFAULT)
     config["dataset"] = {"name": "zero", "source": "local", "docs": "/dev/zero", "queries": "q", "qrels": "r"}
@@ -564,18 +567,18 @@ def test_a_device_given_as_documents_is_refused_at_config_load_and_by_the_reader
 
 
 def test_a_file_without_line_ends_is_refused_after_one_bounded_line(tmp_path, monkeypatch):
-    from longrank import io
+    from longrank.io import text_files, text_records
 
-    monkeypatch.setattr(io, "MAX_LINE_BYTES", 1 << 20)
+    monkeypatch.setattr(text_files, "MAX_LINE_BYTES", 1 << 20)
     (tmp_path / "docs.jsonl").write_bytes(b'{"doc_id": "d1", "text": "a"}\n' + b"x" * (3 << 20))
     with pytest.raises(InputError, match=r"docs.jsonl:2: a line longer than 1 MiB"):
-        list(io.read_id_text_jsonl(tmp_path / "docs.jsonl", "document", ["doc_id"], ["text"]))
+        list(text_records.read_id_text_jsonl(tmp_path / "docs.jsonl", "document", ["doc_id"], ["text"]))
 
 
 def test_a_full_disk_names_the_file_being_written(tmp_path):
     import errno
 
-    from longrank.io import atomic_path
+    from longrank.io.atomic import atomic_path
 
     with pytest.raises(OSError) as full:
         with atomic_path(tmp_path / "report.md"):

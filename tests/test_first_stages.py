@@ -12,9 +12,10 @@ import ir_datasets
 import pytest
 import yaml
 
-from longrank.config import validate_config
-from longrank.schema import SCHEMA_PATH
-from longrank.io import InputError, read_run
+from longrank.validation.validate import validate_config
+from longrank.config.schema import SCHEMA_PATH
+from longrank.errors import InputError
+from longrank.io.trec_files import read_run
 from longrank.retrieval import candidates as stage
 
 from conftest import REPO, snakemake

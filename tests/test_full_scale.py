@@ -33,13 +33,13 @@ import pytest
 import torch
 from transformers import BertConfig
 
-from longrank.config import validate_config
-from longrank.config_files import configfiles, merged
+from longrank.validation.validate import validate_config
+from longrank.config.files import configfiles, merged
 from longrank.data.corpus import Corpus
 from longrank.data.doc_field import field_dir, model_doc_fields, write_field_store
 from longrank.data.words import OOV, PAD, analyzer, count_doc_freq, write_doc_freq
 from longrank.models.modules.encoders import RANDOM_BERT_BASE, bert_base_config
-from longrank.model_types import model_type
+from longrank.config.model_types import model_type
 from longrank.models.registry import build_model, model_class
 from longrank.train.batches import TrainingBatches
 from longrank.train.losses import get_loss, with_negative_pairs

@@ -10,11 +10,12 @@ import pytest
 
 from longrank.data.corpus import Corpus
 from longrank.data.words import stop_words, tokenize
-from longrank.io import InputError, read_json
-from longrank.models import hdct as hdct_model
-from longrank.retrieval import hdct as hdct_index
+from longrank.errors import InputError
+from longrank.io.json_yaml import read_json
+from longrank.models import hdct_encoder
+from longrank.retrieval import hdct_index
 from longrank.retrieval.candidates import retrieve
-from longrank.retrieval.hdct import build_index, pseudo_frequencies
+from longrank.retrieval.hdct_index import build_index, pseudo_frequencies
 from longrank.train import hdct
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
@@ -112,5 +113,5 @@ def test_the_stage_trains_indexes_and_retrieves(tiny_data):
         cost["documents"] == len(corpus.docs)
         and read_json(tiny_data / "hdct" / "hdct" / "stats.json")["settings"]["m"] == 100
     )
-    model = hdct_model.load_model(tiny_data / "hdct" / "hdct", hdct.settings(spec).encoder)
+    model = hdct_encoder.load_model(tiny_data / "hdct" / "hdct", hdct.settings(spec).encoder)
     assert len(model([["wing", "lift", "airfoil"]])[0]) == 3

@@ -17,8 +17,9 @@ import yaml
 
 from longrank.cli import main
 from longrank.data.corpus import Corpus
-from longrank.io import read_json, read_run
-from longrank.report.history import changed_keys
+from longrank.io.json_yaml import read_json
+from longrank.io.trec_files import read_run
+from longrank.report.history_section import changed_keys
 from longrank.rerank import RerankJob, rerank
 from longrank.train import train as train_stage
 from longrank.train.state_sets import is_finished, sets_newest_first

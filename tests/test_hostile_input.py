@@ -18,11 +18,12 @@ import pytest
 import torch
 import yaml
 
-from longrank.config import validate_config
-from longrank.schema import SCHEMA_PATH
+from longrank.validation.validate import validate_config
+from longrank.config.schema import SCHEMA_PATH
 from longrank.data.corpus import Corpus
 from longrank.data.data import prepare
-from longrank.io import InputError, read_qrels, read_run
+from longrank.errors import InputError
+from longrank.io.trec_files import read_qrels, read_run
 from longrank.models.checkpoint import load_model, save_weights
 from longrank.models.registry import build_model
 
@@ -269,12 +270,13 @@ def test_a_full_disk_is_one_line_naming_the_file_not_a_traceback(tmp_path, monke
     """ENOSPC while a stage writes: the command line says what happened and where, exit 2, as for bad input."""
     import errno
 
-    from longrank import cli, io
+    from longrank import cli
+    from longrank.io import json_yaml
 
     def full(path, text):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
-    monkeypatch.setattr(io, "write_text", full)
+    monkeypatch.setattr(json_yaml, "write_text", full)  # what write_json writes through
     with pytest.raises(SystemExit) as done:
         cli.main(["resolved_config", "--json", '{"models": {}}', "--out", str(tmp_path / "config.json")])
     assert done.value.code == 2

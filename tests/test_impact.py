@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from longrank.io import InputError, write_json, write_qrels, write_run
+from longrank.errors import InputError
+from longrank.io.json_yaml import write_json
+from longrank.io.trec_files import write_qrels, write_run
 from longrank.retrieval.impact import FORMAT, impact_run, load_index
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
@@ -224,7 +226,8 @@ def first_stage_table(root, only=None):
     from types import SimpleNamespace
 
     from longrank.evaluate.metrics import read_folds, test_queries
-    from longrank.io import read_json, read_qrels, read_run
+    from longrank.io.json_yaml import read_json
+    from longrank.io.trec_files import read_qrels, read_run
     from longrank.report import first_stages
     from longrank.report.context import Context
 

@@ -8,8 +8,8 @@ import pytest
 
 from longrank.data.corpus import Corpus
 from longrank.interpolate import WEIGHTS, add_arguments, interpolate, interpolate_folds, run
-from longrank.io import read_run, write_run
-from longrank.outputs import Interpolation
+from longrank.io.trec_files import read_run, write_run
+from longrank.results.stage_outputs import Interpolation
 from longrank.runs import mean_measure, top_candidates, with_tail
 
 
@@ -91,7 +91,7 @@ def test_reranked_ties_keep_the_first_stages_order_not_the_doc_ids(tmp_path):
     """A reranker that scores documents alike (a query with no word it knows) must hand them back as the
     first stage ranked them: BM25's z9, m5, a1 came back a1, m5, z9 (doc-id order). Every writer of a reranked or
     interpolated run breaks ties by the first stage's rank (``io.ranked``)."""
-    from longrank.io import ranked
+    from longrank.io.trec_files import ranked
 
     first = {"q": {"z9": 3.0, "m5": 2.0, "a1": 1.0, "b2": 0.5}}
     tied = {"q": {"a1": 0.5, "m5": 0.5, "z9": 0.5}}

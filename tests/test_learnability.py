@@ -11,9 +11,9 @@ import hashlib
 import re
 from pathlib import Path
 
-from longrank.config import validate_config
+from longrank.validation.validate import validate_config
 from longrank.resolved_config import resolved_models
-from longrank.config_files import merged
+from longrank.config.files import merged
 from rehearsal import generator
 
 SMALL = dict(learnability=True, train_queries=20, train_pool=40, dev_queries=10, judged_queries=6, background_docs=10)

@@ -10,7 +10,8 @@ import pytrec_eval
 
 from longrank.evaluate.metrics import per_query, read_eval_tsv, write_eval_tsv
 from longrank.evaluate.metrics import test_queries as fold_test_queries
-from longrank.io import InputError, write_qrels, write_run
+from longrank.errors import InputError
+from longrank.io.trec_files import write_qrels, write_run
 
 QRELS = {
     "1": {"d1": 2, "d2": 0, "d3": 1, "d4": 3},
@@ -123,7 +124,7 @@ def test_ncg_at_k_by_hand():
 
 
 def test_ncg_is_a_measure_the_config_accepts():
-    from longrank.config_checks import check_measures
+    from longrank.validation.checks import check_measures
 
     check_measures(["NCG@100", "nDCG@10"])
     with pytest.raises(InputError, match="evaluation.measures.0"):

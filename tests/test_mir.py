@@ -9,11 +9,12 @@ from itertools import combinations
 import pytest
 import torch
 
-from longrank.io import InputError, write_json
+from longrank.errors import InputError
+from longrank.io.json_yaml import write_json
 from longrank.models.mir import MIR
 from longrank.models.modules.encoders import bert_base_config, load_encoder, load_tokenizer, random_encoder
 from longrank.train.losses import listwise_ce
-from longrank.model_types import artifacts_of
+from longrank.config.model_types import artifacts_of
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
 

@@ -26,7 +26,10 @@ from longrank.mir_graphs.graphs import (
     words,
 )
 from longrank.data.records import GraphStore, RecordWriter
-from longrank.io import InputError, write_json, write_run, write_text
+from longrank.errors import InputError
+from longrank.io.atomic import write_text
+from longrank.io.json_yaml import write_json
+from longrank.io.trec_files import write_run
 from longrank.models.modules.encoders import load_tokenizer
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')

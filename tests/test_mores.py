@@ -8,10 +8,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from longrank.io import InputError, read_json
+from longrank.errors import InputError
+from longrank.io.json_yaml import read_json
 from longrank.models.modules.encoders import load_encoder, load_tokenizer, random_encoder
 from longrank.models.mores import MORES
-from longrank.model_types import artifact_scopes, artifacts_of
+from longrank.config.model_types import artifact_scopes, artifacts_of
 from transformers import BertConfig
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
@@ -473,7 +474,7 @@ def test_speed_table_smoke(tmp_path):
     from argparse import Namespace
 
     from longrank.bench import mores_speed
-    from longrank.io import read_json
+    from longrank.io.json_yaml import read_json
 
     out = tmp_path / "speed.json"
     mores_speed.run(
@@ -523,7 +524,7 @@ def test_artifacts_stage_builds_the_fold_store_that_rerank_reads(tiny_data):
     has the scores of the same weights encoding the text (a ``checkpoint_of`` reuse variant)."""
     from longrank import artifacts
     from longrank.data.corpus import Corpus
-    from longrank.io import read_run
+    from longrank.io.trec_files import read_run
     from longrank.models.checkpoint import save_weights
     from longrank.models.registry import build_model
     from longrank.rerank import RerankJob, rerank

@@ -18,7 +18,8 @@ from longrank import artifacts
 from longrank.data.corpus import Corpus
 from longrank.data.data import prepare
 from longrank.data.words import tokenize
-from longrank.io import InputError, read_run
+from longrank.errors import InputError
+from longrank.io.trec_files import read_run
 from longrank.models.base import config_keys
 from longrank.models.checkpoint import load_model
 from longrank.models.ndrm import NDRM, kernel_pooling, windowed_kernel_pooling
@@ -28,7 +29,7 @@ from longrank.train import train as train_stage, trainer
 from longrank.train.losses import ranknet, with_negative_pairs
 from longrank.train.optimiser import parameter_groups
 from longrank.train.settings import TrainSettings
-from longrank.model_types import artifacts_of
+from longrank.config.model_types import artifacts_of
 
 from conftest import synthetic_collection, write_local_collection
 

@@ -16,7 +16,7 @@ from longrank.data import word2vec as stage
 from longrank.data.corpus import Corpus
 from longrank.data.data import prepare
 from longrank.data.words import CK_STOP_WORDS, OOV, Vocabulary, analyzer, tokenize
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.modules.conformer import ConformerLayer
 from longrank.models.ndrm import LOG_EPS, ndrm_idf
 from longrank.models.registry import build_model

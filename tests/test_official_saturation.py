@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.registry import build_model
 from longrank.models.modules.windows import contextualize_windows
 

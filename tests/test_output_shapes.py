@@ -1,4 +1,4 @@
-"""longrank.outputs: the one definition of each intermediate JSON file. What a writer writes reads back equal, and a
+"""longrank.results.stage_outputs: the one definition of each intermediate JSON file. What a writer writes reads back equal, and a
 file of another shape fails naming the file and the field (rather than a reader finding no key and showing '–')."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from longrank.io import InputError
-from longrank.outputs import BenchTable, FoldWeight, Interpolation, TrainSummary
+from longrank.errors import InputError
+from longrank.results.stage_outputs import BenchTable, FoldWeight, Interpolation, TrainSummary
 
 
 def test_an_interpolation_reads_back_as_written(tmp_path):

@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from longrank.io import atomic_path, write_text
+from longrank.io.atomic import atomic_path, write_text
 
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])

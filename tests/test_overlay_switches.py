@@ -2,7 +2,7 @@
 nothing: the block's settings reach no job. config/trec-dl.yaml set Fig. 2's ``attention_scaling`` lengths for the GPU
 while config/config.yaml's ``enabled: false`` still held, so the full-scale run had no attention-scaling job at all
 (found by the TREC DL rehearsal, docs/studies/trec-dl-rehearsal.md). Every shipped overlay is read over its stated
-bases (longrank.config_files)."""
+bases (longrank.config.files)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from longrank.config_files import merged, overlays
+from longrank.config.files import merged, overlays
 
 OVERLAYS = overlays()
 

@@ -102,7 +102,7 @@ def test_no_key_of_a_cpu_entry_reaches_a_full_scale_entry_of_the_same_name(files
     config itself; a model default is the constructor's, never the CPU entry's."""
     import yaml
 
-    from longrank.config_files import merged
+    from longrank.config.files import merged
 
     resolved = merged(tuple(f"config/{name}" for name in files))["models"]
     own = {}

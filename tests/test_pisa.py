@@ -15,8 +15,10 @@ import yaml
 
 from longrank.data.corpus import Corpus
 from longrank.data.data import prepare
-from longrank.io import InputError, read_json, read_run
-from longrank.provenance import read_run_metadata
+from longrank.errors import InputError
+from longrank.io.json_yaml import read_json
+from longrank.io.trec_files import read_run
+from longrank.results.run_metadata import read_run_metadata
 from longrank.retrieval import pisa, pisa_index
 from longrank.retrieval.first_stage import parse_first_stage
 from longrank.retrieval.pisa import PisaSettings
@@ -181,7 +183,7 @@ def test_a_rebuild_for_new_settings_replaces_the_index_and_a_failed_one_leaves_i
     ],
 )
 def test_a_bad_setting_is_named_when_the_config_is_validated(entry, message):
-    from longrank.config import validate_config
+    from longrank.validation.validate import validate_config
 
     config = {
         "dataset": {"name": "x", "id": "cranfield"},
@@ -196,7 +198,7 @@ SCHEMA = next(p for p in (REPO / "workflow/schemas/config.schema.yaml", REPO / "
 
 
 def test_the_config_resolves_pisa_defaults():
-    from longrank.config import validate_config
+    from longrank.validation.validate import validate_config
 
     config = validate_config(
         {

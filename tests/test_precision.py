@@ -16,10 +16,11 @@ import torch
 
 from conftest import DEVICES
 from longrank.cli import main
-from longrank.io import InputError, read_run
+from longrank.errors import InputError
+from longrank.io.trec_files import read_run
 from longrank.models.registry import build_model
 from longrank.precision import autocast
-from longrank.provenance import read_run_metadata
+from longrank.results.run_metadata import read_run_metadata
 from longrank.runs import mean_measure
 from longrank.scoring import score_candidates
 from test_tk_tkl import write_tiny_corpus
@@ -131,7 +132,7 @@ if "cuda" in DEVICES:  # defined only where CUDA is: a CPU machine generates no 
     def test_training_in_half_precision_on_cuda_learns_as_fp32(tmp_path, corpus, precision):
         """train.precision on CUDA: the same recipe trained in fp32 and under autocast reaches a dev nDCG@10
         within 0.05 (fp16 with its gradient scaler), with finite weights."""
-        from longrank.outputs import TrainSummary
+        from longrank.results.stage_outputs import TrainSummary
         from safetensors.torch import load_file
 
         candidates = tmp_path / "candidates.run"

@@ -10,11 +10,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from longrank.config import validate_config
-from longrank.schema import SCHEMA_PATH
+from longrank.validation.validate import validate_config
+from longrank.config.schema import SCHEMA_PATH
 from longrank.train import pseudo_queries
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
-from longrank.io import InputError, read_json, read_run
+from longrank.errors import InputError
+from longrank.io.json_yaml import read_json
+from longrank.io.trec_files import read_run
 from longrank.train import train as train_stage
 from longrank.train.settings import TrainSettings
 

@@ -33,7 +33,7 @@ def test_progress_writes_lines_to_a_file_and_redraws_on_a_terminal():
 
 def test_training_logs_one_line_per_dev_evaluation(tiny_data, caplog):
     from longrank.data.corpus import Corpus
-    from longrank.io import read_run
+    from longrank.io.trec_files import read_run
     from longrank.train import train as train_stage
 
     cfg = {"type": "knrm", "max_doc_len": 60, "train": {"steps": 6, "batch_size": 2, "eval_every": 3}}

@@ -15,12 +15,12 @@ import yaml
 from importlib import resources
 
 from conftest import REPO, SHARED
-from longrank.config import validate_config
-from longrank.model_entries import effective_settings
+from longrank.validation.validate import validate_config
+from longrank.config.model_entries import effective_settings
 from longrank.resolved_config import resolved_models
 from longrank.evaluate import ncg
-from longrank.config_files import configfiles, merged
-from longrank.outputs import CompareSettings
+from longrank.config.files import configfiles, merged
+from longrank.results.stage_outputs import CompareSettings
 from longrank.report import reproduction
 from longrank.evaluate.comparison_tables import ComparisonTables
 from longrank.report.comparison import Comparison

@@ -1,4 +1,4 @@
-"""longrank.pyterrier.Reranker: an exported model in a PyTerrier pipeline, run by pt.Experiment on the
+"""longrank.api.pyterrier.Reranker: an exported model in a PyTerrier pipeline, run by pt.Experiment on the
 bundled Cranfield beside the first stage it reranks (the project's own BM25 run, as a pt.Transformer)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ pt = pytest.importorskip("pyterrier", reason="the pyterrier extra (pip install '
 
 @pytest.fixture(scope="module")
 def cranfield_knrm(tmp_path_factory, ir_datasets_home):
-    from longrank.export import export
+    from longrank.api.export import export
 
     dataset = yaml.safe_load((REPO / "config" / "datasets" / "cranfield.yaml").read_text())
     models = {"knrm": {"type": "knrm", **WORD, "train": {"steps": 4, "batch_size": 4, "eval_every": 4}}}
@@ -30,8 +30,8 @@ def test_pt_experiment_compares_the_first_stage_and_the_exported_reranker(cranfi
     from ir_measures import RR, nDCG
 
     from longrank.data.corpus import Corpus
-    from longrank.io import read_run
-    from longrank.pyterrier import Reranker
+    from longrank.io.trec_files import read_run
+    from longrank.api.pyterrier import Reranker
 
     results, exported = cranfield_knrm
     corpus = Corpus(results / "data")

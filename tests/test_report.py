@@ -17,8 +17,8 @@ from longrank.evaluate import compare as compare_stage
 from longrank.evaluate.metrics import write_eval_tsv
 from longrank.evaluate.significance import smallest_holm_wilcoxon_p, smallest_wilcoxon_p
 from longrank.floors import model_floors
-from longrank.io import read_json
-from longrank.outputs import CompareSettings, Interpolation, TrainSummary
+from longrank.io.json_yaml import read_json
+from longrank.results.stage_outputs import CompareSettings, Interpolation, TrainSummary
 from longrank.report import max_length
 from longrank.report.comparison import small_sample_warning
 from longrank.report.verdicts import pair_row
@@ -114,7 +114,7 @@ def test_the_sections_the_run_has_no_data_for_say_which_key_switched_them_off(wo
 def test_every_timing_the_report_shows_carries_its_spread_or_says_one_run(workflow_run):
     """The e2e config times one pass (bench.repeats, mir_speed.repeats: 1): every docs/ms, latency and training time
     says "1 run", from the passes the bench stages wrote beside each figure."""
-    from longrank.outputs import BenchTable
+    from longrank.results.stage_outputs import BenchTable
     from longrank.report.effectiveness import RATE_HEADER
 
     results, md = results_of(workflow_run), report_md(workflow_run)
@@ -148,7 +148,7 @@ def test_the_length_bias_figure_names_every_pair_of_panels_that_plot_the_same_do
     same curve: the caption's note must name them, with a reason; panels that differ carry no note."""
     from longrank.evaluate.lengths import top_k
     from longrank.evaluate.metrics import evaluable_queries, read_folds, test_queries
-    from longrank.io import read_qrels, read_run
+    from longrank.io.trec_files import read_qrels, read_run
 
     results, md = results_of(workflow_run), report_md(workflow_run)
     section = section_of(md, "Probability of relevance")
@@ -366,7 +366,7 @@ def test_uniform_region_share_is_the_chance_baseline_of_the_position_table():
 
 
 def test_models_are_reported_by_family_then_length_whatever_the_config_order():
-    from longrank.config import model_order
+    from longrank.validation.validate import model_order
 
     models = {
         "mores_1ib": {"type": "mores", "max_doc_len": 128, "enabled": True},

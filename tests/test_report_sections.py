@@ -15,16 +15,16 @@ import pandas as pd
 import pytest
 
 from longrank.cli import main
-from longrank.config import validate_config
-from longrank.config_files import merged
-from longrank.io import write_json
+from longrank.validation.validate import validate_config
+from longrank.config.files import merged
+from longrank.io.json_yaml import write_json
 from longrank.report import (
-    attention_scaling,
+    attention_scaling_section,
     efficiency,
     interpolation,
     length_bias,
     max_length,
-    mir,
+    mir_section,
     noninferiority,
     provenance,
     regions,
@@ -113,10 +113,10 @@ def test_a_section_that_did_not_run_names_the_key_that_switched_it_off(tiny_data
     }
     ctx = context(tiny_data, off)
     said = {
-        "attention scaling": (attention_scaling.section(ctx), "attention_scaling.enabled: false"),
+        "attention scaling": (attention_scaling_section.section(ctx), "attention_scaling.enabled: false"),
         "non-inferiority": (noninferiority.section(ctx), "evaluation.noninferiority_reference: null"),
         "efficiency": (efficiency.section(ctx), "mores_speed.enabled: false"),
-        "MIR": (mir.section(ctx), "mir not among the compared systems"),
+        "MIR": (mir_section.section(ctx), "mir not among the compared systems"),
         "regions": (regions.section(ctx), "hold no region positions (runs/<model>.details.jsonl is empty"),
         "length sweep": (max_length.section(ctx), "no two enabled model entries differ in max_doc_len only"),
         "training": (training.section(ctx), "knrm has no training summary among the report's inputs"),
@@ -131,7 +131,7 @@ def test_a_section_that_did_not_run_names_the_key_that_switched_it_off(tiny_data
 def test_with_every_model_disabled_each_section_says_so(tiny_data):
     every = merged(())["models"]
     ctx = context(tiny_data, {"models": {m: {**e, "enabled": False} for m, e in every.items()}})
-    for module in (length_bias, training, efficiency, mir, regions, interpolation):
+    for module in (length_bias, training, efficiency, mir_section, regions, interpolation):
         section = module.section(ctx)
         assert not section.ran, module.__name__
         assert any("every entry of models: has enabled: false" in n for n in notes(section)), notes(section)
@@ -187,7 +187,7 @@ def test_the_resolved_config_is_folded_and_holds_only_the_models_that_ran(tiny_d
 
 @pytest.mark.parametrize("runs", [1, 5])
 def test_a_rate_says_1_run_or_gives_the_range_of_its_passes(runs):
-    from longrank.outputs import Rate, Timing
+    from longrank.results.stage_outputs import Rate, Timing
 
     rate = Rate(docs=8, timing=Timing(seconds=[0.004, 0.005, 0.008, 0.004, 0.004][:runs], warmup=1))
     text = rate.describe()

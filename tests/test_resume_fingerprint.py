@@ -12,7 +12,8 @@ import torch
 from longrank.data import words
 from longrank.data.corpus import Corpus
 from longrank.data.data import prepare
-from longrank.io import read_qrels, read_run, read_tsv_dict
+from longrank.io.trec_files import read_qrels, read_run
+from longrank.io.text_records import read_tsv_dict
 from longrank.train import train as train_stage
 from longrank.train.sampling import PairSampler
 from conftest import synthetic_collection, write_local_collection

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import yaml
 
 from conftest import REPO
-from longrank import provenance
-from longrank.io import read_run
+from longrank.results import run_metadata
+from longrank.io.trec_files import read_run
 from longrank.report.provenance import code_version
 from longrank.retrieval import candidates, sanity
 
@@ -49,14 +49,14 @@ def test_the_candidates_stage_writes_its_runs_metadata_with_the_commit_the_entry
     assert meta["run"]["file"] == "lexical.run"
     # measured from this process's start (a stage is one process; here the test runner's, which may have run for
     # an hour under a loaded CI): between the time to the call and the time to now
-    started = provenance.process_started()
+    started = run_metadata.process_started()
     assert before - started - 1 <= meta["run"]["wall_time_s"] <= time.time() - started + 1
     hardware = meta["platform"]["hardware"]
     assert hardware["cpu"]["cores"] >= 1 and hardware["cpu"]["model"] and hardware["memory_bytes"] > 0
     software = meta["platform"]["software"]
     assert software["python"] and software["libraries"]["bm25s"] != "not installed"
     assert not list((tiny_data / "candidates").glob(".*.tmp"))  # written atomically: no temporary left
-    assert provenance.read_run_metadata(out) == meta
+    assert run_metadata.read_run_metadata(out) == meta
 
 
 def test_the_sanity_stage_writes_metadata_and_the_report_names_its_commit(tiny_data):
@@ -70,7 +70,7 @@ def test_the_sanity_stage_writes_metadata_and_the_report_names_its_commit(tiny_d
             out=str(out),
         )
     )
-    meta = provenance.read_run_metadata(out)
+    meta = run_metadata.read_run_metadata(out)
     assert meta["method"]["config"] == {"method": "query_term_matches", "rerank_depth": 10}
     manifest = SimpleNamespace(candidates={"bm25": str(tiny_data / "bm25.run")}, runs={"query_term_matches": str(out)})
     text = code_version(SimpleNamespace(manifest=manifest))  # bm25.run has none: the first with one is read
@@ -78,14 +78,14 @@ def test_the_sanity_stage_writes_metadata_and_the_report_names_its_commit(tiny_d
 
 
 def test_the_given_start_gives_the_wall_time_and_outside_a_checkout_the_source_is_unknown(tmp_path, monkeypatch):
-    path = provenance.write_run_metadata(tmp_path / "x.run", {"type": "knrm"}, started=time.time() - 5)
+    path = run_metadata.write_run_metadata(tmp_path / "x.run", {"type": "knrm"}, started=time.time() - 5)
     meta = yaml.safe_load(path.read_text())
     assert path.name == "x.run.meta.yaml" and 5 <= meta["run"]["wall_time_s"] < 60
-    provenance.source.cache_clear()
-    monkeypatch.setattr(provenance, "SOURCE", tmp_path)  # no git checkout here
+    run_metadata.source.cache_clear()
+    monkeypatch.setattr(run_metadata, "SOURCE", tmp_path)  # no git checkout here
     try:
-        assert provenance.source() == {"commit": "unknown", "dirty": "unknown"}
+        assert run_metadata.source() == {"commit": "unknown", "dirty": "unknown"}
         manifest = SimpleNamespace(candidates={}, runs={})
         assert "commit unknown" in code_version(SimpleNamespace(manifest=manifest))
     finally:
-        provenance.source.cache_clear()
+        run_metadata.source.cache_clear()

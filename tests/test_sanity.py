@@ -14,12 +14,15 @@ import pandas as pd
 import pytest
 
 from longrank import floors
-from longrank.config import validate_config
-from longrank.schema import SCHEMA_PATH
-from longrank.io import InputError, read_run, write_json, write_run, write_text
-from longrank.provenance import read_run_metadata
+from longrank.validation.validate import validate_config
+from longrank.config.schema import SCHEMA_PATH
+from longrank.errors import InputError
+from longrank.io.atomic import write_text
+from longrank.io.json_yaml import write_json
+from longrank.io.trec_files import read_run, write_run
+from longrank.results.run_metadata import read_run_metadata
 from longrank.report.diagnostics import score_correlations
-from longrank.report.sanity import (
+from longrank.report.sanity_references import (
     expected_random_ndcg,
     interpolation_weights,
     own_floor_cells,
@@ -354,7 +357,7 @@ def test_score_correlations_read_only_the_scored_candidates():
 
 
 def test_weight_zero_in_every_fold_reads_identical_to_bm25(tmp_path):
-    from longrank.outputs import FoldWeight, Interpolation
+    from longrank.results.stage_outputs import FoldWeight, Interpolation
 
     config = {"first_stages": {"bm25": {"method": "bm25"}}, "models": {"knrm": {"type": "knrm"}, "tk": {"type": "tk"}}}
     config["rerank_depth"] = 100

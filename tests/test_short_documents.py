@@ -21,10 +21,11 @@ from longrank.data.words import tokenize
 from longrank.mir_graphs import annotate
 from longrank.mir_graphs import graphs
 from longrank.mir_graphs.annotate import Annotations
-from longrank.io import InputError, read_json
+from longrank.errors import InputError
+from longrank.io.json_yaml import read_json
 from longrank.models.mir import MIR
 from longrank.models.modules.encoders import bert_base_config, load_tokenizer, random_encoder
-from longrank.retrieval import hdct as hdct_index
+from longrank.retrieval import hdct_index
 from longrank.retrieval.candidates import retrieve
 from longrank.train import hdct, pseudo_queries
 from longrank.train.pseudo_queries import _span

@@ -12,7 +12,7 @@ from statsmodels.stats.multitest import multipletests
 
 from longrank.evaluate import significance as sig
 from longrank.evaluate.metrics import write_eval_tsv
-from longrank.io import InputError
+from longrank.errors import InputError
 
 
 def frame(values, qids=None, measure="nDCG@10"):

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from longrank.schema import SCHEMA_PATH
-from longrank.io import InputError
-from longrank.model_types import MODEL_TYPES, WORKFLOW_KEYS
+from longrank.config.schema import SCHEMA_PATH
+from longrank.errors import InputError
+from longrank.config.model_types import MODEL_TYPES, WORKFLOW_KEYS
 from longrank.models.registry import build_model, constructor_defaults, model_class
 from longrank.train.losses import LOSSES
 
@@ -132,12 +132,12 @@ NOT_THE_SCHEMAS = {
     # HDCT's batch when it weights a collection's passages: no config key sets it
     ("src/longrank/train/hdct.py", "batch_size"): "HDCT's weighting batch",
     # generated from the models' signatures: a model entry's encoder, whose default the schema leaves to the model
-    ("src/longrank/model_defaults.py", "encoder"): "a model's encoder",
+    ("src/longrank/config/model_defaults.py", "encoder"): "a model's encoder",
 }
 
 
 def second_defaults(parameters: bool) -> list[str]:
-    from longrank.schema import REPO
+    from longrank.config.schema import REPO
 
     keys: dict[str, dict[str, object]] = {}
     _schema_defaults(SCHEMA, "", keys)
@@ -151,7 +151,7 @@ def second_defaults(parameters: bool) -> list[str]:
 
 def test_no_schema_default_is_written_again_in_src():
     """A key's default lives in the schema, which validation fills into the config every stage is given; a stage, a
-    bench or a hand-typed command that needs it reads it there (longrank.schema.schema_default). The same value
+    bench or a hand-typed command that needs it reads it there (longrank.config.schema.schema_default). The same value
     written again for the same key is a second home that drifts when the schema's changes."""
     found = second_defaults(parameters=False)
     assert not found, f"{len(found)} schema default(s) written again in src/:\n" + "\n".join(found)

@@ -254,7 +254,7 @@ def test_forward_shape_and_gradients(corpus, cfg):
 
 
 def test_rejects_heads_that_do_not_divide_the_width(corpus):
-    from longrank.io import InputError
+    from longrank.errors import InputError
 
     with pytest.raises(InputError, match="n_heads"):
         build_model(small("tk", n_heads=7), corpus)
@@ -374,7 +374,7 @@ def test_official_sinusoids_are_matchmakers_table():
 def test_sinusoids_key_reaches_the_models_positions(corpus, model_type):
     """``sinusoids: official`` in a config gives TK's fixed table and TKL's learned table's start matchmaker's
     values: queries at rows 0.., documents at rows 500.. (doc_position_offset)."""
-    from longrank.config import check_model_keys
+    from longrank.validation.validate import check_model_keys
     from longrank.models.modules.positions import sinusoidal_positions
 
     check_model_keys({model_type: small(model_type, sinusoids="official", mask_unknown_words=False)})

@@ -14,8 +14,10 @@ from safetensors.torch import load_file
 
 from longrank import artifacts
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, read_json, read_run, write_json
-from longrank import model_types
+from longrank.errors import InputError
+from longrank.io.json_yaml import read_json, write_json
+from longrank.io.trec_files import read_run
+from longrank.validation.validate import model_types
 from longrank.models import registry
 from longrank.models.knrm import KNRM as KNRMModel
 from longrank.interpolate import interpolate

@@ -11,14 +11,14 @@ import typing
 import pytest
 import yaml
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.train.losses import LOSSES
 from longrank.train.settings import Pretraining, TrainSettings
 
 
 def schema_path():
-    """The schema the workflow validates against (longrank.config names its one place)."""
-    from longrank.schema import SCHEMA_PATH
+    """The schema the workflow validates against (longrank.validation.validate names its one place)."""
+    from longrank.config.schema import SCHEMA_PATH
 
     return SCHEMA_PATH
 

@@ -13,8 +13,8 @@ import torch
 from safetensors.torch import load_file
 
 from longrank.data.corpus import Corpus
-from longrank.io import read_run
-from longrank.file_records import file_record
+from longrank.io.trec_files import read_run
+from longrank.results.file_records import file_record
 from longrank.train import train as train_stage
 from longrank.train.state_sets import read_position, sets_newest_first
 from longrank.train.job import TrainingJob, prepare

@@ -9,7 +9,8 @@ import torch
 
 from longrank.data.corpus import Corpus
 from longrank.data.words import OOV, Vocabulary, query_terms
-from longrank.io import InputError, read_run
+from longrank.errors import InputError
+from longrank.io.trec_files import read_run
 from longrank.models.knrm import KNRM
 from longrank.models.modules.word_embedder import WordEmbedder
 from longrank.models.registry import build_model, constructor_defaults

@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from conftest import IR_DATASETS_HOME, REPO, snakemake
-from longrank.config import validate_config
-from longrank.config_files import merged
+from longrank.validation.validate import validate_config
+from longrank.config.files import merged
 from rehearsal import (
     DEV,
     PASSAGE,

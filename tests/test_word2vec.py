@@ -14,7 +14,8 @@ import pytest
 from longrank.data import word2vec as stage
 from longrank.data.corpus import Corpus
 from longrank.data.words import count_doc_freq, write_doc_freq
-from longrank.io import InputError, write_text
+from longrank.errors import InputError
+from longrank.io.atomic import write_text
 from longrank.models.modules.word_embedder import WordEmbedder
 
 from conftest import REPO

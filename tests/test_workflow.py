@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from longrank.io import read_json
+from longrank.io.json_yaml import read_json
 
 from conftest import E2E_CONFIG, REPO, snakemake, snakemake_dry_runs
 

@@ -1,4 +1,4 @@
-"""Stage ``artifacts``: build the per-document artifacts a model declares (its row of ``longrank.model_types``: ``artifacts``) for one scope.
+"""Stage ``artifacts``: build the per-document artifacts a model declares (its row of ``longrank.config.model_types``: ``artifacts``) for one scope.
 
 - ``--scope collection``: built once from the data, without trained weights (the model is built from its
   config as training builds it); attached in training and reranking.
@@ -19,12 +19,14 @@ import tempfile
 from pathlib import Path
 
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, names_full_disk, read_run, replace_directory, umask_mode
+from longrank.errors import InputError
+from longrank.io.atomic import names_full_disk, replace_directory, umask_mode
+from longrank.io.trec_files import read_run
 from longrank.models.checkpoint import load_model
-from longrank.model_types import ARTIFACT_SCOPES, artifact_scopes
+from longrank.config.model_types import ARTIFACT_SCOPES, artifact_scopes
 from longrank.models.registry import build_model
 from longrank.runtime import resolve_device
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 

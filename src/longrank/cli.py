@@ -22,7 +22,7 @@ import importlib
 import logging
 import sys
 
-from longrank.io import InputError
+from longrank.errors import InputError
 
 STAGES = {
     "resolved_config": ("longrank.resolved_config", "write the resolved config beside the results"),
@@ -70,7 +70,7 @@ STAGES = {
     ),
     "rerank": ("longrank.rerank", "rerank the test queries' candidates with each fold's trained model"),
     "rerank_run": (
-        "longrank.rerank_run",
+        "longrank.api.rerank_run",
         "rerank any TREC run with an exported model, outside the workflow (also `rerank --ranker DIR ...`)",
     ),
     "interpolate": (
@@ -107,7 +107,7 @@ STAGES = {
         "MORES Table 4: time to rank 1,000 candidates, BERT ranker vs MORES with no reuse / Reuse-S1 / Reuse-S2",
     ),
     "export": (
-        "longrank.export",
+        "longrank.api.export",
         "one trained model as a self-contained directory (weights, vocabulary or encoder, config, "
         "model card) for longrank.load_ranker, rerank --ranker and PyTerrier",
     ),

@@ -11,8 +11,8 @@ import importlib.util
 import os
 from pathlib import Path
 
-from longrank.model_types import DEFAULT_ENCODER, RANDOM_BERT_BASE
-from longrank.model_entries import is_enabled
+from longrank.config.model_types import DEFAULT_ENCODER, RANDOM_BERT_BASE
+from longrank.config.model_entries import is_enabled
 
 GLOVE_PACKAGE = "glove-6b-50d"
 WORD2VEC = "word2vec"

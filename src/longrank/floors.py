@@ -4,14 +4,14 @@ reads, at its own depth, on the first stage it reranks (:class:`~longrank.retrie
 
 The workflow asks this at parse time (workflow/rules/common.smk: ``FLOORS``, ``MODEL_FLOORS``) and hands the report
 each model's floor by its run in the manifest (``read_floors``). Each model's floor reads what the model reads: its
-effective settings (:func:`longrank.model_entries.effective_settings`), torch-free as everything the parse imports.
+effective settings (:func:`longrank.config.model_entries.effective_settings`), torch-free as everything the parse imports.
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
-from longrank.model_entries import effective_settings, is_enabled, is_zero_shot
+from longrank.config.model_entries import effective_settings, is_enabled, is_zero_shot
 from longrank.retrieval.sanity_floor import NAME, Floor
 
 

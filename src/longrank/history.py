@@ -28,8 +28,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from longrank.evaluate.metrics import read_eval_tsv
-from longrank.io import InputError, json_object, link_or_copy, read_json, replace_directory, write_json
-from longrank.provenance import source
+from longrank.errors import InputError
+from longrank.io.atomic import link_or_copy, replace_directory
+from longrank.io.json_yaml import json_object, read_json, write_json
+from longrank.results.run_metadata import source
 from longrank.train.state_sets import is_finished, set_problems, sets_newest_first
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@
 reranked. ``w`` is chosen per fold on that fold's *dev* queries, from the kept model's dev scores that
 training saved (test queries are scored once and never choose anything); ties go to more weight on the
 model. ``runs/{model}+{first_stage}.interpolation.json`` keeps the chosen weights and the dev curves
-(``longrank.outputs.Interpolation``, the shape the report reads).
+(``longrank.results.stage_outputs.Interpolation``, the shape the report reads).
 Candidates below the rerank depth keep their first-stage order underneath, as in the model's own run.
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from longrank.data.corpus import Corpus
-from longrank.io import Run, read_run, write_run
-from longrank.outputs import FoldWeight, Interpolation
-from longrank.provenance import write_run_metadata
+from longrank.io.trec_files import Run, read_run, write_run
+from longrank.results.stage_outputs import FoldWeight, Interpolation
+from longrank.results.run_metadata import write_run_metadata
 from longrank.runs import mean_measure, top_candidates, with_tail
 
 WEIGHTS = [round(w, 2) for w in np.linspace(0.0, 1.0, 11)]

@@ -10,7 +10,7 @@ from typing import Literal
 
 import torch
 
-from longrank.io import InputError
+from longrank.errors import InputError
 
 Precision = Literal["fp32", "bf16", "fp16"]
 AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}

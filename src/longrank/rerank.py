@@ -6,7 +6,7 @@
 Candidates below the rerank depth keep their first-stage order underneath the reranked ones, so recall
 at the candidate depth is the first stage's. Mixing the model's scores with the first stage's is the
 ``interpolate`` stage's (:mod:`longrank.interpolate`). A model that declares per-document artifacts
-(``longrank.model_types``: ``artifacts``) gets them attached before it scores: ``--collection-artifacts`` (built once from the
+(``longrank.config.model_types``: ``artifacts``) gets them attached before it scores: ``--collection-artifacts`` (built once from the
 data) and ``--fold-artifacts`` (one directory per fold, built from that fold's weights).
 """
 
@@ -19,15 +19,17 @@ from pathlib import Path
 import torch
 
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, Run, atomic_path, read_run, write_run
+from longrank.errors import InputError
+from longrank.io.atomic import atomic_path
+from longrank.io.trec_files import Run, read_run, write_run
 from longrank.models.checkpoint import load_model
-from longrank.model_types import artifact_scopes
+from longrank.config.model_types import artifact_scopes
 from longrank.precision import AUTOCAST_DTYPES
-from longrank.provenance import write_run_metadata
+from longrank.results.run_metadata import write_run_metadata
 from longrank.runs import with_tail
 from longrank.runtime import resolve_device
 from longrank.scoring import score_candidates
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 
 def add_arguments(parser):

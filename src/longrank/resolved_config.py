@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from longrank.io import write_json
-from longrank.model_entries import Effective, effective_settings
-from longrank.model_types import architecture_defaults, architecture_params, capabilities, model_type
+from longrank.io.json_yaml import write_json
+from longrank.config.model_entries import Effective, effective_settings
+from longrank.config.model_types import architecture_defaults, architecture_params, capabilities, model_type
 from longrank.train.settings import TrainSettings
 
 
@@ -32,8 +32,8 @@ def resolved_models(models: dict, effective: dict[str, Effective] | None = None)
     """Each model entry as its jobs read it, for the report, which imports nothing from models/ or train/: its
     architecture keys with the model's defaults filled in, its training keys with the loop's, the entry it is
     ``like`` (if any), whether it is built on a pretrained WordPiece encoder, its capabilities (what the report
-    asks of its type: longrank.model_types.Capabilities) and, from a whole config, its effective settings (its rerank
-    depth, first stage and the words it reads: longrank.model_entries.Effective)."""
+    asks of its type: longrank.config.model_types.Capabilities) and, from a whole config, its effective settings (its rerank
+    depth, first stage and the words it reads: longrank.config.model_entries.Effective)."""
     return {
         name: {
             "architecture": {**architecture_defaults(entry["type"]), **architecture_params(entry)},

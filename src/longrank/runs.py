@@ -4,7 +4,7 @@ so that lexical baselines, interpolation and the report use it without importing
 
 from __future__ import annotations
 
-from longrank.io import Run, in_order
+from longrank.io.trec_files import Run, in_order
 
 
 def top_candidates(candidates: Run, qid: str, depth: int) -> list[str]:

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import torch
 
-from longrank.io import InputError
+from longrank.errors import InputError
 
 
 def resolve_device(name: str = "auto") -> torch.device:

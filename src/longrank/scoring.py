@@ -8,11 +8,11 @@ import functools
 import torch
 from longrank.progress import progress
 
-from longrank.io import Run
+from longrank.io.trec_files import Run
 from longrank.models.base import Ranker
 from longrank.precision import autocast
 from longrank.runs import top_candidates
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 
 @torch.no_grad()

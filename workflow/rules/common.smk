@@ -9,21 +9,21 @@ import sys
 from pathlib import Path
 
 from longrank.cli import stage_module
-from longrank.code_digest import code_digest
+from longrank.results.code_digest import code_digest
 from longrank.train.code import training_code_digest
-from longrank.config import model_order, validate_config
-from longrank.schema import DATASETS, SCHEMA
-from longrank.config_files import check_command_line
+from longrank.validation.validate import model_order, validate_config
+from longrank.config.schema import DATASETS, SCHEMA
+from longrank.config.files import check_command_line
 from longrank.data.doc_field import extra_fields, field_readers
 from longrank.console import print_failures
-from longrank.model_types import DEFAULT_ENCODER, artifact_scopes, capabilities
+from longrank.config.model_types import DEFAULT_ENCODER, artifact_scopes, capabilities
 from longrank.models.registry import model_module
-from longrank.io import InputError
-from longrank.model_entries import effective_settings
+from longrank.errors import InputError
+from longrank.config.model_entries import effective_settings
 from longrank import downloads
-from longrank.names import check_outputs_not_inputs
+from longrank.config.names import check_outputs_not_inputs
 from longrank.floors import floor_systems, model_floors
-from longrank.results_lock import acquire as acquire_results, check_owner, release as release_results
+from longrank.results.lock import acquire as acquire_results, check_owner, release as release_results
 
 try:
     # A shipped overlay without its bases (first line of each file under config/), named before validation trips on
@@ -38,13 +38,13 @@ try:
 except InputError as err:
     raise WorkflowError(str(err)) from None
 
-R = f"results/{config['dataset']['name']}"  # a safe name (longrank.names.SAFE_NAME): always a folder of results/
+R = f"results/{config['dataset']['name']}"  # a safe name (longrank.config.names.SAFE_NAME): always a folder of results/
 try:
     # no configured input inside results/<name>/: the data stage would overwrite (and Snakemake first delete) it
     check_outputs_not_inputs(config, R)
 except InputError as err:
     raise WorkflowError(str(err)) from None
-# Results owned by one workflow (src/longrank/results_lock.py): Snakemake's lock and records are in this working
+# Results owned by one workflow (src/longrank/results/lock.py): Snakemake's lock and records are in this working
 # directory's .snakemake/, not beside the outputs, so a checkout whose results/ is another's (a symlink) would count
 # that one's outputs up to date. Another working directory's config on these results is refused now, dry runs
 # included; the lock on R itself is taken when jobs start (onstart, in the Snakefile) and released when they end.
@@ -115,13 +115,13 @@ WORD2VEC = f"{R}/data/word2vec.txt"
 
 
 def capability(model):
-    """What a configured model's type declares (longrank.model_types.Capabilities): the workflow asks it, never
+    """What a configured model's type declares (longrank.config.model_types.Capabilities): the workflow asks it, never
     the model's type name."""
     return capabilities(config["models"][model])
 
 
 def speed_benched(bench):
-    """The configured models the paper-figure bench ``bench`` times (longrank.model_types: speed_bench)."""
+    """The configured models the paper-figure bench ``bench`` times (longrank.config.model_types: speed_bench)."""
     return [m for m in MODELS if capability(m).speed_bench == bench]
 
 
@@ -228,7 +228,7 @@ wildcard_constraints:
 
 def code_of(stage, model=None):
     """A digest of the code ``stage`` runs (its module, the model's, and the package modules they import:
-    longrank.code_digest), a parameter of its rule: changed arithmetic reruns the job, a changed comment does not."""
+    longrank.results.code_digest), a parameter of its rule: changed arithmetic reruns the job, a changed comment does not."""
     if stage == "train":
         return training_code_digest(config["models"][model]["type"])  # the one the training fingerprint holds
     roots = [stage_module(stage)] + ([model_module(config["models"][model]["type"])] if model else [])

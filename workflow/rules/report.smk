@@ -69,7 +69,7 @@ rule report:
         CONDA_ENV
     params:
         manifest=REPORT_MANIFEST.to_json(),
-        # the report's code (longrank.code_digest): a changed table or verdict rebuilds it
+        # the report's code (longrank.results.code_digest): a changed table or verdict rebuilds it
         code=code_of("report"),
         out_dir=lambda wc, output: os.path.dirname(output.html),
     shell:

@@ -25,7 +25,7 @@ rule rerank:
         gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
     params:
         model=model_config,
-        # the code that reranks with this model (longrank.code_digest): changed arithmetic reruns it
+        # the code that reranks with this model (longrank.results.code_digest): changed arithmetic reruns it
         code=lambda wc: code_of("rerank", wc.model),
         rerank_depth=lambda wc: EFFECTIVE[wc.model].rerank_depth,
         batch_size=config["rerank"]["batch_size"],

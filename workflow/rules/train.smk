@@ -25,7 +25,7 @@ rule train:
         gpu=training_gpus,
     params:
         model=model_config,
-        # the code that trains this model (longrank.code_digest): changed arithmetic retrains it (params trigger)
+        # the code that trains this model (longrank.results.code_digest): changed arithmetic retrains it (params trigger)
         code=lambda wc: code_of("train", wc.model),
         candidates=lambda wc, input: input.candidates,
         artifacts=lambda wc, input: ["--collection-artifacts", *input.artifacts] if input.artifacts else [],

@@ -29,7 +29,7 @@ How it measures (also written into the output's ``method``):
 
 Output: ``{"title", "rows": [{attention, length, peak_mb, seconds, device, skipped, reason, estimate_mb,
 seconds_all, timing}], "config": {...}, "device", "device_name", "memory_method", "method"}``. It has no
-``columns``/``notes`` table: the report's own section (``longrank.report.attention_scaling``) renders it.
+``columns``/``notes`` table: the report's own section (``longrank.report.attention_scaling_section``) renders it.
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ import torch
 from longrank.bench import fresh
 from longrank.bench.fresh import measure_in_fresh_process
 from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_region
-from longrank.io import InputError
-from longrank.outputs import AttentionScaling, Timing
+from longrank.errors import InputError
+from longrank.results.stage_outputs import AttentionScaling, Timing
 from longrank.runtime import resolve_device
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 # Measures in fresh processes forked from a server that the CLI forks from this process (bench.fresh.start_here) after

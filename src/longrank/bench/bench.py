@@ -42,17 +42,17 @@ import torch
 
 from longrank.data.corpus import Corpus
 from longrank.data.words import tokenize
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.bench import fresh
 from longrank.bench.fresh import measure_in_fresh_process
 from longrank.bench.memory import MemoryProbe
 from longrank.bench.records import LengthMeasurement
 from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_alternating, time_region
-from longrank.outputs import BenchTable, Rate, Timing
+from longrank.results.stage_outputs import BenchTable, Rate, Timing
 from longrank.models.checkpoint import load_model
-from longrank.model_types import MODEL_TYPES
+from longrank.config.model_types import MODEL_TYPES
 from longrank.runtime import resolve_device
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 # Measures in fresh processes forked from a server that the CLI forks from this process (bench.fresh.start_here) after

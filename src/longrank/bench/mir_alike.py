@@ -5,7 +5,7 @@ an ablation does not rerun the bench and adding MIR-1K does."""
 from __future__ import annotations
 
 from longrank.data.mir_graph_settings import graph_settings
-from longrank.model_types import architecture_defaults, architecture_params, capabilities
+from longrank.config.model_types import architecture_defaults, architecture_params, capabilities
 
 
 def timed_alike(models: dict, reference: str, graph_set: dict) -> dict[str, dict]:

@@ -38,14 +38,15 @@ from longrank.mir_graphs.annotate import annotation, cut_text, load_pipeline
 from longrank.mir_graphs.annotate import settings as annotation_settings
 from longrank.mir_graphs.graphs import build_record, fit_tfidf
 from longrank.data.mir_graph_settings import GraphSetSettings, graph_settings
-from longrank.io import InputError, json_object
-from longrank.outputs import BenchTable, Rate, TimedEntry
+from longrank.errors import InputError
+from longrank.io.json_yaml import json_object
+from longrank.results.stage_outputs import BenchTable, Rate, TimedEntry
 from longrank.models.bert_ranker import BertRanker
 from longrank.models.modules.encoders import load_encoder, load_tokenizer
-from longrank.model_types import architecture_defaults, architecture_params
+from longrank.config.model_types import architecture_defaults, architecture_params
 from longrank.models.registry import build_model
 from longrank.runtime import resolve_device
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 

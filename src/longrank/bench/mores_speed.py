@@ -33,7 +33,7 @@ import torch
 
 from longrank.bench.records import SpeedRow
 from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_alternating
-from longrank.outputs import BenchTable, Timing
+from longrank.results.stage_outputs import BenchTable, Timing
 from longrank.models.modules.encoders import (
     DEFAULT_ENCODER,
     RANDOM_BERT_BASE,
@@ -45,7 +45,7 @@ from longrank.models.mores import MORES
 from longrank.models.mores_store import ReuseStore, token_inputs, write_store
 from longrank.precision import AUTOCAST_DTYPES, autocast
 from longrank.runtime import resolve_device
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from longrank.outputs import Record, Timing
+from longrank.results.stage_outputs import Record, Timing
 
 
 @dataclass

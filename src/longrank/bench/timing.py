@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import torch
 
-from longrank.io import InputError
-from longrank.outputs import Timing
+from longrank.errors import InputError
+from longrank.results.stage_outputs import Timing
 
 # At least this many timed passes: fewer leave the median to a single unlucky pass and the spread unmeasured.
 MIN_REPEATS = 5

@@ -15,7 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
-from longrank.io import atomic_path
+from longrank.io.atomic import atomic_path
 
 BUNDLED = Path(__file__).parent / "bundled"
 

@@ -18,16 +18,11 @@ from pathlib import Path
 from typing import Iterator
 
 from longrank.data.bundled import ir_datasets_cache, seed_ir_datasets_cache
-from longrank.io import (
-    InputError,
-    check_file_size,
-    check_regular_file,
-    read_id_text_jsonl,
-    read_id_text_tsv,
-    read_qrels,
-    read_trec_docs,
-)
-from longrank.schema import schema_default
+from longrank.errors import InputError
+from longrank.io.text_files import check_file_size, check_regular_file
+from longrank.io.trec_files import read_qrels
+from longrank.io.text_records import read_id_text_jsonl, read_id_text_tsv, read_trec_docs
+from longrank.config.schema import schema_default
 
 #: dataset.max_file_gb's default (the schema's): a local collection file larger than this is refused before it is
 #: read. MS MARCO's documents are ~22 GB as one .tsv; /dev/zero or a sparse file of a terabyte is not a collection.

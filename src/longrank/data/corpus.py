@@ -18,7 +18,9 @@ from functools import cached_property
 from pathlib import Path
 
 from longrank.data.docstore import DocStore
-from longrank.io import read_json, read_qrels, read_tsv_dict
+from longrank.io.json_yaml import read_json
+from longrank.io.trec_files import read_qrels
+from longrank.io.text_records import read_tsv_dict
 
 
 class Corpus:

@@ -20,19 +20,13 @@ from longrank.data.grades import check_gain_order, integer_grades, relevance_rec
 from longrank.data.queries import formulate
 from longrank.data.splits import make_folds
 from longrank.data.words import tokenize, write_doc_freq
-from longrank.io import (
-    ID_RULE,
-    InputError,
-    id_problem,
-    names_full_disk,
-    replace_directory,
-    umask_mode,
-    write_json,
-    write_qrels,
-    write_text,
-)
+from longrank.errors import InputError
+from longrank.io.atomic import names_full_disk, replace_directory, umask_mode, write_text
+from longrank.io.json_yaml import write_json
+from longrank.io.ids import ID_RULE, id_problem
+from longrank.io.trec_files import write_qrels
 from longrank.progress import progress
-from longrank.schema import schema_default, schema_defaults
+from longrank.config.schema import schema_default, schema_defaults
 
 log = logging.getLogger(__name__)
 

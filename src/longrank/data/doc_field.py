@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from longrank.io import InputError
-from longrank.schema import schema_default
+from longrank.errors import InputError
+from longrank.config.schema import schema_default
 
 FIELDS_DIR = "fields"
 FIELD_META = "field.json"

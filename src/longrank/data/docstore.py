@@ -25,7 +25,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Iterable
 
-from longrank.io import ID_RULE, InputError, atomic_path, id_problem
+from longrank.errors import InputError
+from longrank.io.atomic import atomic_path
+from longrank.io.ids import ID_RULE, id_problem
 
 INDEX_NAME = "docs.index.sqlite"
 

@@ -4,7 +4,7 @@ the qrels really hold (data/data.py), which records the map it applied."""
 
 from __future__ import annotations
 
-from longrank.io import InputError
+from longrank.errors import InputError
 
 
 def integer_grades(gains: dict) -> dict[str, int]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from longrank.io import InputError
-from longrank.schema import schema_default
+from longrank.errors import InputError
+from longrank.config.schema import schema_default
 
 NUMERIC_LABELS = ("DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL")
 # en_core_web_sm's NER labels (OntoNotes 5) without the numeric ones

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from longrank.io import InputError
-from longrank.schema import schema_default
+from longrank.errors import InputError
+from longrank.config.schema import schema_default
 
 
 def formulate(

@@ -12,7 +12,8 @@ import numpy as np
 from longrank.progress import progress
 
 from longrank.data.collections import ir_datasets_downloads, local_file, max_file_bytes, read_local_queries
-from longrank.io import InputError, read_qrels
+from longrank.errors import InputError
+from longrank.io.trec_files import read_qrels
 
 log = logging.getLogger(__name__)
 

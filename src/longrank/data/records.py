@@ -14,7 +14,8 @@ import sqlite3
 from pathlib import Path
 from typing import Iterator
 
-from longrank.io import InputError, read_json
+from longrank.errors import InputError
+from longrank.io.json_yaml import read_json
 
 GRAPHS = "graphs.sqlite"
 SETTINGS = "settings.json"

@@ -57,8 +57,10 @@ import numpy as np
 from collections import Counter
 
 from longrank.data.words import analyzer, write_doc_freq
-from longrank.io import InputError, atomic_path, write_json
-from longrank.schema import schema_default
+from longrank.errors import InputError
+from longrank.io.atomic import atomic_path
+from longrank.io.json_yaml import write_json
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 

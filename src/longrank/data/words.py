@@ -28,7 +28,9 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
-from longrank.io import InputError, atomic_path, numbered_lines
+from longrank.errors import InputError
+from longrank.io.text_files import numbered_lines
+from longrank.io.atomic import atomic_path
 
 PAD, OOV = 0, 1
 _TOKEN = re.compile(r"\w+")

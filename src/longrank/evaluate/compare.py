@@ -25,10 +25,11 @@ from pathlib import Path
 from longrank.evaluate.metrics import read_eval_tsv
 from longrank.evaluate.significance import compare, compare_pairs, smallest_holm_wilcoxon_p
 from longrank.evaluate.comparison_tables import PAIRS_FILE, ComparisonTables, write_csv
-from longrank.io import InputError, write_text
-from longrank.outputs import CompareSettings
+from longrank.errors import InputError
+from longrank.io.atomic import write_text
+from longrank.results.stage_outputs import CompareSettings
 from longrank.tables import LETTER_NOTE, effectiveness_rows, to_latex, to_markdown
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from longrank.io import atomic_path
+from longrank.io.atomic import atomic_path
 from longrank.tables import read_table
 
 TABLE_FILE = "table.csv"

@@ -6,7 +6,7 @@ import argparse
 import logging
 
 from longrank.evaluate.metrics import DEFAULT_MEASURES, per_query, read_folds, test_queries, write_eval_tsv
-from longrank.io import read_qrels, read_run
+from longrank.io.trec_files import read_qrels, read_run
 
 log = logging.getLogger(__name__)
 

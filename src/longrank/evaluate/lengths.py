@@ -20,7 +20,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.tables import read_table
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,9 @@ import ir_measures
 import pandas as pd
 
 from longrank.evaluate import ncg
-from longrank.io import InputError, atomic_path, read_json
+from longrank.errors import InputError
+from longrank.io.atomic import atomic_path
+from longrank.io.json_yaml import read_json
 from longrank.tables import read_table
 
 log = logging.getLogger(__name__)

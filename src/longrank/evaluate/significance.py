@@ -25,8 +25,8 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from longrank.evaluate.comparison_tables import ComparisonTables
-from longrank.io import InputError
-from longrank.schema import schema_default
+from longrank.errors import InputError
+from longrank.config.schema import schema_default
 
 LETTERS = string.ascii_lowercase + string.ascii_uppercase
 

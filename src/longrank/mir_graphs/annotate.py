@@ -34,8 +34,10 @@ from longrank.progress import progress
 
 from longrank.data.corpus import Corpus
 from longrank.data.records import Records, RecordWriter
-from longrank.io import InputError, json_object, names_full_disk, read_json, replace_directory, umask_mode, write_json
-from longrank.schema import schema_default
+from longrank.errors import InputError
+from longrank.io.atomic import names_full_disk, replace_directory, umask_mode
+from longrank.io.json_yaml import json_object, read_json, write_json
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 

@@ -52,16 +52,11 @@ from longrank.data.records import GRAPHS, SETTINGS, RecordWriter
 from longrank.mir_graphs.record import build_record, fit_tfidf, words
 from longrank.data.mir_graph_settings import GraphSetSettings, graph_settings
 from longrank.mir_graphs.record import p2p_edges as p2p_edges, passage_windows as passage_windows  # re-exported
-from longrank.io import (
-    InputError,
-    Run,
-    names_full_disk,
-    read_run,
-    read_tsv_dict,
-    replace_directory,
-    umask_mode,
-    write_json,
-)
+from longrank.errors import InputError
+from longrank.io.atomic import names_full_disk, replace_directory, umask_mode
+from longrank.io.json_yaml import write_json
+from longrank.io.trec_files import Run, read_run
+from longrank.io.text_records import read_tsv_dict
 
 log = logging.getLogger(__name__)
 

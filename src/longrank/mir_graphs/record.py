@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
 from longrank.data.mir_graph_settings import GraphSetSettings
-from longrank.io import InputError
+from longrank.errors import InputError
 
 # ASCII letters and digits, lower-cased after matching: "lowercase [a-z0-9] runs" whose offsets stay those of
 # the text (lower-casing first can change a string's length: "İ".lower() has two characters)

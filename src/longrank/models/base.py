@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 from torch import nn
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.modules.kept_documents import KeptDocuments
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 if TYPE_CHECKING:
     from longrank.data.corpus import Corpus
@@ -105,7 +105,7 @@ class Ranker(nn.Module):
 
     # --- per-document artifacts (see the module docstring) -------------------------------------------
     # What the workflow asks of a model type without building one (its capabilities, document budget, the artifacts
-    # it needs) is its row of the torch-free table longrank.model_types, which the registry checks this class against.
+    # it needs) is its row of the torch-free table longrank.config.model_types, which the registry checks this class against.
     def build_artifacts(
         self,
         scope: str,

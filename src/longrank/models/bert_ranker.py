@@ -38,8 +38,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from longrank.io import InputError
-from longrank.model_types import DEFAULT_MAX_PASSAGES
+from longrank.errors import InputError
+from longrank.config.model_types import DEFAULT_MAX_PASSAGES
 from longrank.models.base import Ranker
 from longrank.models.modules.encoders import (
     encoder_choice,

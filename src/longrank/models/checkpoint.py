@@ -4,7 +4,7 @@ entry and its weights. The resumable training state (optimiser, scheduler, posit
 
 Every weights file is written with a manifest beside it (``model.safetensors`` -> ``model.manifest.json``: its size
 and SHA-256), and read only if it still matches: a truncated or bit-flipped file is refused by name, never scored
-with. The records are :mod:`longrank.file_records`'s, which verify the training state's checkpoint sets too."""
+with. The records are :mod:`longrank.results.file_records`'s, which verify the training state's checkpoint sets too."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from longrank.file_records import check_records, file_record
-from longrank.io import InputError, atomic_path, write_json
+from longrank.results.file_records import check_records, file_record
+from longrank.errors import InputError
+from longrank.io.atomic import atomic_path
+from longrank.io.json_yaml import write_json
 from longrank.models.registry import build_model
 
 MANIFEST_SUFFIX = ".manifest.json"

@@ -70,7 +70,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.base import Ranker
 from longrank.models.modules.encoders import (
     encoder_choice,
@@ -97,7 +97,7 @@ from longrank.models.mir_inputs import (
 )
 from longrank.models.modules.mir_graph_layer import GraphLayer
 from longrank.models.modules.node_pooling import init_linear, node_pooling
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 
 class MIR(Ranker):

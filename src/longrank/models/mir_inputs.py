@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.modules.node_pooling import POOLINGS
 from longrank.data.mir_graph_settings import GraphSetSettings
 

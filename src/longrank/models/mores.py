@@ -58,8 +58,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import BertModel
 
-from longrank.io import InputError
-from longrank.model_types import mores_store
+from longrank.errors import InputError
+from longrank.config.model_types import mores_store
 from longrank.models.base import Ranker, config_keys
 from longrank.models.modules.cuda_graphs import GraphCache
 from longrank.models.modules.doc_attention import DocRows, DocStates, attend_own_rows, attend_rows, kernel_available
@@ -68,7 +68,7 @@ from longrank.models.modules.half_weights import half_copies, held_half
 from longrank.models.modules.residual_norm import fused_norm_available, output_norm
 from longrank.models.modules.encoders import encoder_choice, encoder_layers, from_encoder_config, single_inputs
 from longrank.models.mores_store import ReuseStore, write_store
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from longrank.io import InputError, atomic_path, read_json, write_json
+from longrank.errors import InputError
+from longrank.io.atomic import atomic_path
+from longrank.io.json_yaml import read_json, write_json
 from longrank.models.modules.doc_attention import DocRows, DocStates
 from longrank.models.modules.encoders import pad
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 

@@ -92,7 +92,7 @@ from torch.nn import functional as F
 from longrank.data.doc_field import DocumentFields
 from longrank.data.words import OOV, PAD, TEXT_PROCESSING, analyzer
 from longrank.data.words import query_terms as split_query
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.base import Ranker, config_keys, split_config
 from longrank.models.modules import kept_documents
 from longrank.models.modules.conformer import ConformerLayer
@@ -107,7 +107,7 @@ from longrank.models.modules.windowed_kernel_pooling import kernel_pooling as ke
 from longrank.models.modules.word_embedder import WordEmbedder, pretrained_rows
 from longrank.models.ndrm_impact import impact_scores, read_exact_index, write_impact_index
 from longrank.models.ndrm_terms import IDF_FORMULAS, ExplicitMatch, ndrm_idf, ndrm_kernels, processed_embedder
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 VARIANTS = ("ndrm1", "ndrm2", "ndrm3")
 KERNEL_BUDGET = 1 << 24  # elements of one [docs, terms, kernels, length] block when scoring many terms

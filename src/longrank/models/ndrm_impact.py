@@ -22,7 +22,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from longrank.io import InputError, write_json
+from longrank.errors import InputError
+from longrank.io.json_yaml import write_json
 
 IMPACT_FORMAT = "longrank-impact/1"
 

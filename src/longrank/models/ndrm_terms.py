@@ -11,9 +11,10 @@ from torch import nn
 
 from longrank.data import word2vec as word2vec_stage
 from longrank.data.words import PAD, Vocabulary, analyzer
-from longrank.io import InputError, read_tsv_dict
+from longrank.errors import InputError
+from longrank.io.text_records import read_tsv_dict
 from longrank.models.modules.word_embedder import WORD2VEC, WordEmbedder, word2vec_path
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 SCALE_EPS = 1e-6  # Eq. 4's ε, in BatchScale and in the denominator
 IDF_FORMULAS = ("smoothed", "clipped")

@@ -1,7 +1,7 @@
 """Model registry: loads the class that implements a config entry's ``type:`` (one paper model per file) and builds
 the model an entry describes.
 
-What the workflow asks of a type without building one is in the torch-free table ``longrank.model_types``; each class
+What the workflow asks of a type without building one is in the torch-free table ``longrank.config.model_types``; each class
 is checked against its row there the first time it is loaded (``check_row``). Imports are lazy so that a workflow
 using only KNRM never imports transformers.
 """
@@ -13,10 +13,10 @@ import inspect
 from functools import lru_cache
 from typing import Any
 
-from longrank.io import InputError
-from longrank.model_types import MODEL_TYPES, architecture_defaults, architecture_params, model_type
+from longrank.errors import InputError
+from longrank.config.model_types import MODEL_TYPES, architecture_defaults, architecture_params, model_type
 
-# The class that implements each type of longrank.model_types (``module:Class``), imported when first asked for: the
+# The class that implements each type of longrank.config.model_types (``module:Class``), imported when first asked for: the
 # module's code is an input of the model's training and reranking jobs (``model_module``)
 IMPLEMENTATIONS = {
     "knrm": "longrank.models.knrm:KNRM",
@@ -30,10 +30,10 @@ IMPLEMENTATIONS = {
 }
 if set(IMPLEMENTATIONS) != set(MODEL_TYPES):
     raise ImportError(
-        f"longrank.model_types and the registry list different model types: {set(IMPLEMENTATIONS) ^ set(MODEL_TYPES)}"
+        f"longrank.config.model_types and the registry list different model types: {set(IMPLEMENTATIONS) ^ set(MODEL_TYPES)}"
     )
 
-REGENERATE = "python -m longrank.docgen"  # writes longrank/model_defaults.py from the classes' signatures
+REGENERATE = "python -m longrank.docgen"  # writes longrank/config/model_defaults.py from the classes' signatures
 
 
 def model_module(name: str) -> str:
@@ -74,10 +74,10 @@ def constructor_defaults(name: str) -> dict[str, Any]:
 
 
 def row_problems(name: str, cls) -> list[str]:
-    """Where the class that implements ``name`` disagrees with its row of longrank.model_types."""
+    """Where the class that implements ``name`` disagrees with its row of longrank.config.model_types."""
     row, problems = model_type(name), []
     if constructor_defaults(name) != architecture_defaults(name):
-        problems.append(f"its architecture defaults are not those of longrank/model_defaults.py ({REGENERATE})")
+        problems.append(f"its architecture defaults are not those of longrank/config/model_defaults.py ({REGENERATE})")
     if tuple(sorted(cls.parameter_groups)) != tuple(sorted(row.parameter_groups)):
         problems.append(
             f"it maps parameter groups {sorted(cls.parameter_groups)}, its row lists {row.parameter_groups}"
@@ -96,6 +96,6 @@ def check_row(name: str, cls) -> None:
     problems = row_problems(name, cls)
     if problems:
         raise InputError(
-            f"model type {name!r} ({cls.__qualname__}) and longrank/model_types.py: " + "; ".join(problems)
+            f"model type {name!r} ({cls.__qualname__}) and longrank/config/model_types.py: " + "; ".join(problems)
         )
     _CHECKED.add(name)

@@ -50,7 +50,7 @@ import torch
 from torch import nn
 
 from longrank.data.words import PAD
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.base import Ranker, config_keys, split_config
 from longrank.models.modules import kept_documents
 from longrank.models.modules.contextualizer import Contextualizer

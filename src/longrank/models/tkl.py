@@ -75,7 +75,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from longrank.data.words import PAD
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.base import Ranker, config_keys, split_config
 from longrank.models.modules import kept_documents
 from longrank.models.modules.contextualizer import Contextualizer

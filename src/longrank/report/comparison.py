@@ -11,7 +11,7 @@ import pandas as pd
 from longrank.evaluate.comparison_tables import NONINFERIORITY_FILE, ComparisonTables
 from longrank.evaluate.metrics import read_eval_tsv
 from longrank.evaluate.significance import smallest_wilcoxon_p
-from longrank.outputs import CompareSettings
+from longrank.results.stage_outputs import CompareSettings
 from longrank.report.inputs import PRIMARY, Inputs
 from longrank.tables import fmt_p
 

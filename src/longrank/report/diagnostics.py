@@ -14,11 +14,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from longrank.io import Run, read_tsv_dict
+from longrank.io.trec_files import Run
+from longrank.io.text_records import read_tsv_dict
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import rerank_depth
-from longrank.report.sanity import SANITY
+from longrank.report.sanity_references import SANITY
 from longrank.retrieval.sanity import match_counts, read_docs
 from longrank.runs import top_candidates
 

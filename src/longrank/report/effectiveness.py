@@ -4,11 +4,11 @@ against the sanity references, and every pair's differences."""
 
 from __future__ import annotations
 
-from longrank.report import sanity
+from longrank.report import sanity_references
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import interpolated, stage_label
-from longrank.model_entries import is_zero_shot
+from longrank.config.model_entries import is_zero_shot
 from longrank.report.verdicts import verdict_rows
 from longrank.tables import LETTER_NOTE, Cell, effectiveness_rows, fmt, fmt_p
 
@@ -25,12 +25,12 @@ def section(ctx: Context) -> Section:
     inp, cmp = ctx.inp, ctx.cmp
     sec = Section("Effectiveness")
     sec.warning(cmp.too_few_queries)
-    weights, expected = sanity.interpolation_weights(inp), sanity.random_order(inp)
+    weights, expected = sanity_references.interpolation_weights(inp), sanity_references.random_order(inp)
     _systems_table(sec, ctx, weights, expected)
     _against_first_stages(sec, ctx, weights)
     _against_zero_shot_floors(sec, ctx)
     sec.table(
-        *sanity.sanity_table(
+        *sanity_references.sanity_table(
             inp,
             cmp.table,
             cmp.pairs,
@@ -58,14 +58,17 @@ def _systems_table(sec: Section, ctx: Context, weights, expected) -> None:
     rates = inp.docs_per_ms
     extra_cols = ["Max doc len"] + ([RATE_HEADER] if rates else [])
     extra = {s: {"Max doc len": inp.max_doc_len(s) or "–", RATE_HEADER: inp.rate_cell(s)} for s in systems}
-    extra_cols += sanity.weight_column(weights, extra)  # "w (dev)" beside every model+{first stage} row
+    extra_cols += sanity_references.weight_column(weights, extra)  # "w (dev)" beside every model+{first stage} row
     headers, rows = effectiveness_rows(cmp.table, systems, cmp.measures, extra, extra_cols)
-    rows += sanity.random_order_rows(expected, headers, cmp.primary)  # reference rows: the nDCG@10 column only
+    rows += sanity_references.random_order_rows(
+        expected, headers, cmp.primary
+    )  # reference rows: the nDCG@10 column only
     settings = cmp.settings
     sec.howto(
         LETTER_NOTE.format(alpha=cmp.alpha) + " Confidence intervals are percentile bootstrap 95% intervals "
         f"over queries ({settings.bootstrap} resamples, seed {settings.seed}). "
-        f"All systems are evaluated on the same {settings.n_queries} test queries. " + sanity.reference_note(inp)
+        f"All systems are evaluated on the same {settings.n_queries} test queries. "
+        + sanity_references.reference_note(inp)
     )
     sec.table(headers, rows)
 
@@ -87,7 +90,7 @@ def _against_first_stages(sec: Section, ctx: Context, weights) -> None:
             [(s, stage) for s in others],
             label,
             cmp.alpha,
-            sanity.zero_weight_verdicts(weights, label),
+            sanity_references.zero_weight_verdicts(weights, label),
         )
         sec.table(
             ["System", f"vs {label} on {primary}", *VERDICT_HEADERS],

@@ -8,7 +8,7 @@ from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import PRIMARY, measure_missing, no_model_reason
-from longrank.outputs import SPREAD_LIMIT, BenchTable
+from longrank.results.stage_outputs import SPREAD_LIMIT, BenchTable
 from longrank.tables import Cell, fmt
 
 NOISY_MARK = "‡"  # beside a median whose timings spread by more than SPREAD_LIMIT of it

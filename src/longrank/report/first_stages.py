@@ -7,7 +7,7 @@ weights: the Conformer-Kernel paper's fullrank setting)."""
 from __future__ import annotations
 
 from longrank.evaluate.metrics import per_query
-from longrank.io import read_json
+from longrank.io.json_yaml import read_json
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import stage_label

@@ -17,12 +17,13 @@ from typing import Mapping
 
 from longrank.evaluate.lengths import read_doc_lengths
 from longrank.evaluate.metrics import evaluable_queries, read_folds, test_queries
-from longrank.io import read_json, read_qrels, read_run
-from longrank.outputs import BenchTable, Interpolation, Rate
+from longrank.io.json_yaml import read_json
+from longrank.io.trec_files import read_qrels, read_run
+from longrank.results.stage_outputs import BenchTable, Interpolation, Rate
 from longrank.report.manifest import Manifest
 from longrank.retrieval.sanity_floor import Floor
-from longrank.model_entries import is_enabled
-from longrank.schema import schema_default
+from longrank.config.model_entries import is_enabled
+from longrank.config.schema import schema_default
 
 PRIMARY = "nDCG@10"  # the report's primary measure
 

@@ -6,7 +6,7 @@ from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import interpolations, model_stage, no_model_reason, stage_label
 from longrank.tables import Cell, fmt
-from longrank.model_entries import interpolates
+from longrank.config.model_entries import interpolates
 
 
 def section(ctx: Context) -> Section:

@@ -16,7 +16,7 @@ import matplotlib.ticker as ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from longrank.io import atomic_path  # noqa: E402
+from longrank.io.atomic import atomic_path
 from longrank.report.panels import panel_check  # noqa: E402,F401 (the figures' caption notes)
 
 plt.rcParams.update(

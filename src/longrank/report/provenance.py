@@ -6,8 +6,8 @@ import datetime as dt
 import json
 import platform
 
-from longrank.outputs import TrainSummary
-from longrank.provenance import package_versions, read_run_metadata, source
+from longrank.results.stage_outputs import TrainSummary
+from longrank.results.run_metadata import package_versions, read_run_metadata, source
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.tables import fmt
@@ -153,7 +153,7 @@ def seeds(inp) -> str:
 
 
 def code_version(inp) -> str:
-    """The commit the runs were made from, as the first run's ``.meta.yaml`` recorded it (longrank.provenance), or the
+    """The commit the runs were made from, as the first run's ``.meta.yaml`` recorded it (longrank.results.run_metadata), or the
     report's own checkout where no run has one (runs made before the metadata existed)."""
     for run in [*inp.manifest.candidates.values(), *inp.manifest.runs.values()]:
         meta = read_run_metadata(run)

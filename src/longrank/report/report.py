@@ -14,20 +14,21 @@ import argparse
 import logging
 from pathlib import Path
 
-from longrank.io import InputError, write_text
+from longrank.errors import InputError
+from longrank.io.atomic import write_text
 from longrank.report import (
-    attention_scaling,
+    attention_scaling_section,
     confidence,
     diagnostics,
     effectiveness,
     efficiency,
     first_stages,
-    history,
+    history_section,
     interpolation,
     length_bias,
     length_buckets,
     max_length,
-    mir,
+    mir_section,
     noninferiority,
     provenance,
     regions,
@@ -55,13 +56,13 @@ SECTIONS = [
     length_bias,
     max_length,
     regions,
-    mir,
+    mir_section,
     efficiency,
-    attention_scaling,
+    attention_scaling_section,
     noninferiority,
     interpolation,
     training,
-    history,
+    history_section,
     provenance,
 ]
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 from importlib import resources
 
 
-from longrank.io import load_yaml
+from longrank.io.json_yaml import load_yaml
 from longrank.report import effect_ratio
 from longrank.report.context import Context
 from longrank.report.html import Section

@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 
-from longrank.io import read_json
-from longrank.outputs import TrainSummary
+from longrank.io.json_yaml import read_json
+from longrank.results.stage_outputs import TrainSummary
 from longrank.report import plots
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import PRIMARY, no_model_reason
-from longrank.model_entries import is_zero_shot
+from longrank.config.model_entries import is_zero_shot
 from longrank.report.verdicts import pair_row, verdict
 from longrank.runs import mean_measure
 from longrank.tables import Cell, fmt, fmt_p, read_table

@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 import time
 
-from longrank.io import InputError, Run
-from longrank.schema import schema_default
+from longrank.errors import InputError
+from longrank.io.trec_files import Run
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 

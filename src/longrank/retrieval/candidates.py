@@ -11,7 +11,7 @@ Methods (``first_stages[].method``):
 - ``model``: a trained model ranks the whole collection through its per-fold impact index (a query-term-
   independent model such as NDRM: :mod:`longrank.retrieval.impact`); each query is ranked by the model of the
   fold that tests it;
-- ``hdct``: BM25 over the term weights HDCT predicts (:mod:`longrank.retrieval.hdct`), from the index the ``hdct``
+- ``hdct``: BM25 over the term weights HDCT predicts (:mod:`longrank.retrieval.hdct_index`), from the index the ``hdct``
   stage built once for the collection (it never saw a query).
 
 Beside the run, ``candidates/{name}.stats.json`` keeps what the first stage cost (index and query time,
@@ -29,9 +29,11 @@ from pathlib import Path
 
 from longrank.data.collections import ir_datasets_downloads
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, Run, read_ranked_run, write_json, write_run
-from longrank.provenance import write_run_metadata
-from longrank.retrieval import bm25, hdct, pisa
+from longrank.errors import InputError
+from longrank.io.json_yaml import write_json
+from longrank.io.trec_files import Run, read_ranked_run, write_run
+from longrank.results.run_metadata import write_run_metadata
+from longrank.retrieval import bm25, hdct_index, pisa
 from longrank.retrieval.first_stage import FirstStage, parse_first_stage
 from longrank.retrieval.impact import impact_run
 
@@ -96,7 +98,7 @@ def _hdct_run(artifacts: list[Path], queries: dict, depth: int) -> tuple[Run, di
         raise InputError(
             "first stage method hdct: give its index directory (--artifacts results/{dataset}/hdct/{name})"
         )
-    return hdct.retrieve(artifacts[0], queries, depth)
+    return hdct_index.retrieve(artifacts[0], queries, depth)
 
 
 def run_file(stage: FirstStage, corpus: Corpus) -> tuple[Run, dict]:

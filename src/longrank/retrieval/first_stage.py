@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from longrank.io import SCORE_ORDERS, InputError
-from longrank.model_types import DEFAULT_ENCODER
+from longrank.errors import InputError
+from longrank.io.trec_files import SCORE_ORDERS
+from longrank.config.model_types import DEFAULT_ENCODER
 from longrank.retrieval.bm25 import METHOD as BM25_METHOD
 from longrank.retrieval.pisa import PisaSettings
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 
 @dataclass(frozen=True)

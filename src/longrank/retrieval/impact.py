@@ -36,7 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from longrank.io import InputError, Run
+from longrank.errors import InputError
+from longrank.io.trec_files import Run
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from longrank.io import InputError, Run, read_json
+from longrank.errors import InputError
+from longrank.io.json_yaml import read_json
+from longrank.io.trec_files import Run
 
 log = logging.getLogger(__name__)
 

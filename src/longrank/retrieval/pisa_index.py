@@ -22,7 +22,9 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from longrank.io import InputError, names_full_disk, replace_directory, umask_mode, write_json
+from longrank.errors import InputError
+from longrank.io.atomic import names_full_disk, replace_directory, umask_mode
+from longrank.io.json_yaml import write_json
 from longrank.retrieval.pisa import MANIFEST, MANIFEST_FORMAT, QUERY_ALGORITHM, Bm25sAnalyser, PisaSettings, engine
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ Two kinds of floor, one run per distinct (first stage, depth, words read) (:clas
   (the config's global depth). A model below it has learned less than "count the query words".
 - ``query_term_matches@{first stage}-top{depth}-first{words}w``: the count over the first ``words`` words, on the
   candidates a model reranks at its own depth; ``words`` is what the model reads (its ``document_budget``,
-  :func:`longrank.model_types.capabilities`, the model's defaults filled in). On long documents the
+  :func:`longrank.config.model_types.capabilities`, the model's defaults filled in). On long documents the
   whole-document count is a length prior (a long document holds more of any 25 words), and the count over the words
   a model reads can be far above it (IRLeD, top 30 of BM25, test nDCG@10: whole document 0.228, TK's first 200
   words 0.278, TKL's first 2,000 0.285; docs/studies/irled-exact-match.md): a model below *that* floor did not learn to
@@ -31,8 +31,9 @@ from typing import Iterable, Mapping
 
 from longrank.data.corpus import Corpus
 from longrank.data.words import query_terms, tokenize
-from longrank.io import InputError, Run, read_run, write_run
-from longrank.provenance import write_run_metadata
+from longrank.errors import InputError
+from longrank.io.trec_files import Run, read_run, write_run
+from longrank.results.run_metadata import write_run_metadata
 from longrank.retrieval.sanity_floor import NAME
 from longrank.runs import top_candidates, with_tail
 

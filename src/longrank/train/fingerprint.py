@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
-from longrank.file_records import sha256_of
+from longrank.results.file_records import sha256_of
 from longrank.models.registry import constructor_defaults
 from longrank.train.state_sets import clear_state, newest_good_set, read_position
 from longrank.train.code import training_code_digest
@@ -65,7 +65,7 @@ def training_inputs(
         if collection_artifacts is not None
         else None,
         "optimiser layout": layout,
-        # the code that trains and the model's own (longrank.code_digest: the AST without docstrings): weights left
+        # the code that trains and the model's own (longrank.results.code_digest: the AST without docstrings): weights left
         # by other arithmetic are never resumed, as `snakemake -R train` after an edit used to
         "code": training_code_digest(model_cfg["type"]),
     }

@@ -1,6 +1,6 @@
-"""Stage ``hdct`` (workflow/rules/hdct.smk): HDCT's term-weight encoder (:mod:`longrank.models.hdct`) trained on
+"""Stage ``hdct`` (workflow/rules/hdct.smk): HDCT's term-weight encoder (:mod:`longrank.models.hdct_encoder`) trained on
 the collection's titles or a pseudo_queries set, every document weighted through it, and the BM25 index of the
-pseudo-documents written (:mod:`longrank.retrieval.hdct`), once per collection and first stage; ``candidates``
+pseudo-documents written (:mod:`longrank.retrieval.hdct_index`), once per collection and first stage; ``candidates``
 retrieves from it for every query. HDCT (Dai & Callan, WWW 2020) is a first stage (``method: hdct``) beside BM25,
 and the MIR paper's candidate generator. Both stages record their cost (indexing documents per second through the
 encoder, query milliseconds) for the report.
@@ -37,23 +37,19 @@ import torch
 from longrank.data.collections import read_field
 from longrank.data.corpus import Corpus
 from longrank.data.words import stop_words, tokenize
-from longrank.io import (
-    InputError,
-    names_full_disk,
-    read_qrels,
-    read_tsv_dict,
-    replace_directory,
-    umask_mode,
-    write_json,
-)
+from longrank.errors import InputError
+from longrank.io.atomic import names_full_disk, replace_directory, umask_mode
+from longrank.io.json_yaml import write_json
+from longrank.io.trec_files import read_qrels
+from longrank.io.text_records import read_tsv_dict
 from longrank.models.checkpoint import save_weights
-from longrank.models.hdct import HDCT, WEIGHTS
+from longrank.models.hdct_encoder import HDCT, WEIGHTS
 from longrank.models.modules.encoders import load_encoder, load_tokenizer
 from longrank.progress import progress
 from longrank.retrieval.first_stage import HDCTSettings
-from longrank.retrieval.hdct import INDEX, STATS, build_index, passages_of, pseudo_frequencies
+from longrank.retrieval.hdct_index import INDEX, STATS, build_index, passages_of, pseudo_frequencies
 from longrank.runtime import resolve_device, seed_everything
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,12 @@ from pathlib import Path
 import torch
 
 from longrank.data.corpus import Corpus
-from longrank.io import InputError, write_run
+from longrank.errors import InputError
+from longrank.io.trec_files import write_run
 from longrank.models.checkpoint import load_weights, save_weights
-from longrank.model_types import artifact_scopes
+from longrank.config.model_types import artifact_scopes
 from longrank.models.registry import build_model, model_class
-from longrank.outputs import TrainSummary
+from longrank.results.stage_outputs import TrainSummary
 from longrank.runs import mean_measure
 from longrank.runtime import seed_everything
 from longrank.scoring import score_candidates

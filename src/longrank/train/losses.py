@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from longrank.io import InputError
+from longrank.errors import InputError
 
 
 def pairwise_hinge(scores: torch.Tensor, margin: float = 1.0) -> torch.Tensor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from torch.nn.parallel import DistributedDataParallel
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.train.settings import TrainSettings
 
 # Training keys that set the learning rate of one of a model's declared parameter groups (Ranker.parameter_groups).

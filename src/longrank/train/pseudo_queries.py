@@ -47,17 +47,11 @@ import numpy as np
 from longrank.data.collections import read_field
 from longrank.data.corpus import Corpus
 from longrank.data.queries import formulate
-from longrank.io import (
-    InputError,
-    names_full_disk,
-    replace_directory,
-    umask_mode,
-    write_json,
-    write_qrels,
-    write_run,
-    write_text,
-)
-from longrank.schema import schema_default, schema_defaults
+from longrank.errors import InputError
+from longrank.io.atomic import names_full_disk, replace_directory, umask_mode, write_text
+from longrank.io.json_yaml import write_json
+from longrank.io.trec_files import write_qrels, write_run
+from longrank.config.schema import schema_default, schema_defaults
 
 log = logging.getLogger(__name__)
 

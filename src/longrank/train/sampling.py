@@ -26,7 +26,7 @@ import logging
 
 import numpy as np
 
-from longrank.io import InputError
+from longrank.errors import InputError
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from longrank.io import InputError
+from longrank.errors import InputError
 
 Precision = Literal["fp32", "bf16", "fp16"]
 Positives = Literal["candidates", "judged"]

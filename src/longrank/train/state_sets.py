@@ -1,5 +1,5 @@
 """The resumable training state's checkpoint sets: their names, which exist, which verify, and a finished training's
-set. Torch-free (the manifest's records are :mod:`longrank.file_records`'s), so that a stage that only checks sets,
+set. Torch-free (the manifest's records are :mod:`longrank.results.file_records`'s), so that a stage that only checks sets,
 ``history``, starts without importing torch; writing and loading a set's tensors is :mod:`longrank.train.train_state`'s.
 
 A set is one directory ``train_state/step-<step>/`` holding everything a resume needs, written together:
@@ -29,8 +29,8 @@ import shutil
 import time
 from pathlib import Path
 
-from longrank.file_records import check_records
-from longrank.io import write_json
+from longrank.results.file_records import check_records
+from longrank.io.json_yaml import write_json
 from longrank.train.position import PositionShapeError, TrainingPosition
 
 log = logging.getLogger(__name__)

@@ -36,11 +36,12 @@ import torch
 import torch.distributed as dist
 
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
-from longrank.io import InputError, read_run
+from longrank.errors import InputError
+from longrank.io.trec_files import read_run
 from longrank.runtime import distributed_env, init_process_group, launch_processes, process_device, resolve_device
 from longrank.train.settings import TrainSettings
 from longrank.train.trainer import TrainingJob, run_job
-from longrank.schema import schema_default
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 

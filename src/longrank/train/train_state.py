@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from longrank.file_records import check_records, file_record
-from longrank.io import write_json
+from longrank.results.file_records import check_records, file_record
+from longrank.io.json_yaml import write_json
 from longrank.models.checkpoint import load_weights, save_weights, write_manifest
 from longrank.train.position import TrainingPosition
 from longrank.train.state_sets import (

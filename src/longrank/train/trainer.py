@@ -16,8 +16,10 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from longrank.io import InputError, link_or_copy, write_run, write_text
-from longrank.outputs import TrainSummary
+from longrank.errors import InputError
+from longrank.io.atomic import link_or_copy, write_text
+from longrank.io.trec_files import write_run
+from longrank.results.stage_outputs import TrainSummary
 from longrank.precision import AUTOCAST_DTYPES
 from longrank.progress import progress, to_console
 from longrank.train.batches import TrainingBatches, step_seed

@@ -39,7 +39,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from longrank.io import InputError
+from longrank.errors import InputError
 
 ATTENTIONS = ("separable", "sdpa", "materialised")
 

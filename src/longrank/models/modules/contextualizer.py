@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from longrank.io import InputError
+from longrank.errors import InputError
 from longrank.models.modules.positions import SINUSOIDS, sinusoidal_positions
 from longrank.models.modules.transformer import EncoderLayer
 

@@ -12,7 +12,7 @@
 
 Encoders are loaded without BERT's pooler: every model here scores from token states it owns.
 ``transformers`` is imported only when an encoder or tokenizer is loaded, so declaring a model (its class,
-e.g. to check it against its row of ``longrank.model_types``) stays cheap.
+e.g. to check it against its row of ``longrank.config.model_types``) stays cheap.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from longrank.io import InputError
-from longrank.model_types import DEFAULT_ENCODER, RANDOM_BERT_BASE
+from longrank.errors import InputError
+from longrank.config.model_types import DEFAULT_ENCODER, RANDOM_BERT_BASE
 from longrank.models.base import split_config
 
 if TYPE_CHECKING:

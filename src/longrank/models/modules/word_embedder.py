@@ -35,7 +35,7 @@ from torch import nn
 
 from longrank.data.word2vec import FILE_NAME as WORD2VEC_FILE
 from longrank.data.words import OOV, PAD, Vocabulary, embedding_matrix, query_terms
-from longrank.io import InputError
+from longrank.errors import InputError
 
 if TYPE_CHECKING:
     from longrank.data.corpus import Corpus

@@ -1,5 +1,5 @@
 """``longrank export``: one trained model of a results tree as a self-contained directory, which
-``longrank.load_ranker`` (:mod:`longrank.api`), ``longrank rerank --ranker`` and ``longrank.pyterrier.Reranker``
+``longrank.load_ranker`` (:mod:`longrank.api`), ``longrank rerank --ranker`` and ``longrank.api.pyterrier.Reranker``
 read without the ``results/`` tree or ``config/``:
 
 - ``model.safetensors`` and ``model.manifest.json``: the fold's weights, as the train stage wrote them (checked);
@@ -29,8 +29,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from longrank.export_card import card
-from longrank.io import InputError, names_full_disk, read_json, replace_directory, umask_mode, write_json, write_text
+from longrank.api.export_card import card
+from longrank.errors import InputError
+from longrank.io.atomic import names_full_disk, replace_directory, umask_mode, write_text
+from longrank.io.json_yaml import read_json, write_json
 
 FORMAT = "longrank-ranker/1"
 RANKER_FILE = "ranker.json"
@@ -119,7 +121,7 @@ def model_entry(results: Path, model: str) -> tuple[dict, dict]:
 
 def resolved_depth(config: dict, model: str) -> int:
     """The model's rerank depth as the workflow resolved it (config.json's ``resolved_models``, written by stage
-    ``resolved_config`` from :func:`longrank.model_entries.effective_settings`)."""
+    ``resolved_config`` from :func:`longrank.config.model_entries.effective_settings`)."""
     try:
         return int(config["resolved_models"][model]["effective"]["rerank_depth"])
     except (KeyError, TypeError):
@@ -149,7 +151,7 @@ def _test_ndcg(results: Path, model: str, test_qids: list[str]) -> dict[str, flo
 def export(results: Path, model: str, fold_index: int, out: Path, pretrained_words: bool = True) -> Path:
     from longrank.data.corpus import Corpus
     from longrank.models.checkpoint import load_model, verify_weights
-    from longrank.model_types import architecture_params
+    from longrank.config.model_types import architecture_params
     from longrank.models.registry import model_class
 
     config, entry = model_entry(results, model)
@@ -191,7 +193,7 @@ def export(results: Path, model: str, fold_index: int, out: Path, pretrained_wor
 
 def _check_exportable(model: str, entry: dict) -> None:
     """An export scores (query, document) texts alone: no graph set, no collection artifacts."""
-    from longrank.model_types import artifact_scopes, capabilities
+    from longrank.config.model_types import artifact_scopes, capabilities
 
     kind = entry.get("type")
     if capabilities(entry).reads_graph_set:
@@ -234,7 +236,7 @@ def _ranker_meta(model: str, entry: dict, config: dict, corpus, fold_index: int,
 def _interpolations(results: Path, model: str, fold_index: int) -> dict:
     """First stage -> the weight the interpolate stage chose on this fold's dev queries
     (``runs/{model}+{first_stage}.interpolation.json``): what the card's ``{model}+{first_stage}`` figure used."""
-    from longrank.outputs import Interpolation
+    from longrank.results.stage_outputs import Interpolation
 
     out = {}
     for path in sorted((results / "runs").glob(f"{model}+*.interpolation.json")):
@@ -280,7 +282,7 @@ def _write_text_side(tmp: Path, model: str, entry: dict, ranker, corpus=None) ->
         )
     encoder.save_pretrained(tmp / ENCODER_DIR)
     ranker.tokenizer.save_pretrained(tmp / ENCODER_DIR)
-    from longrank.model_types import DEFAULT_ENCODER
+    from longrank.config.model_types import DEFAULT_ENCODER
 
     return {"encoder": {"dir": ENCODER_DIR, "trained_from": entry.get("encoder", DEFAULT_ENCODER)}}
 
@@ -298,7 +300,7 @@ def _write_pretrained(tmp: Path, model: str, entry: dict, embedder, corpus) -> d
     from safetensors.numpy import save_file
 
     from longrank.data.words import _glove_table, tokenize
-    from longrank.io import numbered_lines
+    from longrank.io.text_files import numbered_lines
     from longrank.models.modules.word_embedder import WORD2VEC, WordEmbedder
 
     source = entry.get("embeddings", inspect.signature(WordEmbedder.__init__).parameters["embeddings"].default)

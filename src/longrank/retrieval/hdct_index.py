@@ -1,5 +1,5 @@
 """First-stage method ``hdct``: BM25 over the pseudo term frequencies HDCT predicts (the network:
-:mod:`longrank.models.hdct`; the stage that trains it and writes the index: :mod:`longrank.train.hdct`). What turns
+:mod:`longrank.models.hdct_encoder`; the stage that trains it and writes the index: :mod:`longrank.train.hdct`). What turns
 a document into passages, its passages' predicted weights into pseudo term frequencies, and those into the bm25s
 index, and the retrieval from that index: none of it needs torch or the encoder, so that retrieving (stage
 ``candidates``) and a dry run import neither, and the index's format has one home beside its reader.
@@ -29,7 +29,9 @@ from collections import Counter
 from pathlib import Path
 
 from longrank.data.words import stop_words, tokenize
-from longrank.io import InputError, Run, read_json
+from longrank.errors import InputError
+from longrank.io.json_yaml import read_json
+from longrank.io.trec_files import Run
 from longrank.retrieval.first_stage import HDCT_COMBINE
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """HDCT (Dai & Callan, WWW 2020, "Context-aware document term weighting for ad-hoc search"): a pretrained
 encoder with a per-token regression head predicts how important each term of a passage is. The network and its
 weights' file only: what it is trained on and how (stage ``hdct``, :mod:`longrank.train.hdct`) and how its weights
-become the BM25 index a first stage (``method: hdct``) retrieves from (:mod:`longrank.retrieval.hdct`) sit above
+become the BM25 index a first stage (``method: hdct``) retrieves from (:mod:`longrank.retrieval.hdct_index`) sit above
 it, so that nothing here imports the first stages or the training.
 
 - **Term weights**: the encoder reads a passage (its words given as pre-split words; a word's weight is its

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from longrank.model_types import architecture_defaults, capabilities
-from longrank.schema import schema_default
+from longrank.config.model_types import architecture_defaults, capabilities
+from longrank.config.schema import schema_default
 
 
 def is_enabled(entry: Mapping) -> bool:

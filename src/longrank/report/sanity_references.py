@@ -17,9 +17,9 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from longrank.io import Run
+from longrank.io.trec_files import Run
 from longrank.report.inputs import PRIMARY, default_first_stage, first_stages, interpolations, rerank_depth, stage_of
-from longrank.model_entries import is_enabled, is_zero_shot
+from longrank.config.model_entries import is_enabled, is_zero_shot
 from longrank.report.verdicts import verdict_rows
 from longrank.retrieval.sanity_floor import NAME as SANITY
 from longrank.retrieval.sanity_floor import Floor

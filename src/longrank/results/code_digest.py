@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 PACKAGE = "longrank"
-ROOT = Path(__file__).resolve().parent  # src/longrank/
+ROOT = Path(__file__).resolve().parents[1]  # src/longrank/
 
 
 def module_path(name: str) -> Path | None:

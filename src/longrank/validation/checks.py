@@ -1,6 +1,6 @@
 """The config checks past the JSON schema, each naming the key it refuses: what the schema cannot know (a model
 type's own keys, ir-measures' names, the names a key must refer to, a path that is a directory) and the first stages'
-resolution (``first_stages`` as a mapping, each model's ``first_stage``). ``longrank.config.validate_config`` runs
+resolution (``first_stages`` as a mapping, each model's ``first_stage``). ``longrank.validation.validate.validate_config`` runs
 them after the schema."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from dataclasses import fields
 from pathlib import Path
 
 from longrank.data.collections import max_file_bytes
-from longrank.io import InputError, check_file_size, check_regular_file
-from longrank.model_types import DEFAULT_ENCODER, architecture_defaults, architecture_params, capabilities
+from longrank.errors import InputError
+from longrank.io.text_files import check_file_size, check_regular_file
+from longrank.config.model_types import DEFAULT_ENCODER, architecture_defaults, architecture_params, capabilities
 from longrank.retrieval import bm25, pisa
 from longrank.retrieval.first_stage import HDCTSettings, parse_first_stage
-from longrank.model_entries import interpolates
+from longrank.config.model_entries import interpolates
 
 
 def check_input_files(config: dict) -> None:
@@ -93,7 +94,7 @@ def _measure_hint(name: str) -> str:
 
 def check_noninferiority_reference(config: dict, models: list[str]) -> None:
     """``evaluation.noninferiority_reference`` names a system of this run (checked here, not after every model trained);
-    ``models`` are the enabled models in the report's order (longrank.config.model_order)."""
+    ``models`` are the enabled models in the report's order (longrank.validation.validate.model_order)."""
     from longrank.retrieval import sanity_floor
 
     reference = config.get("evaluation", {}).get("noninferiority_reference")

@@ -2,7 +2,7 @@
 (``longrank export``) as a ``pt.Transformer`` that reranks a results frame.
 
     import pyterrier as pt
-    from longrank.pyterrier import Reranker
+    from longrank.api.pyterrier import Reranker
 
     pipeline = first_stage >> Reranker("exported/tk", docstore="docs.jsonl.gz")
     pt.Experiment([first_stage, pipeline], topics, qrels, eval_metrics=[nDCG@10])
@@ -20,11 +20,15 @@ import os
 try:
     import pyterrier as pt
 except ImportError as err:  # pragma: no cover - the message is the point
-    raise ImportError("longrank.pyterrier needs PyTerrier: pip install 'longrank[pyterrier]' (python-terrier)") from err
+    raise ImportError(
+        "longrank.api.pyterrier needs PyTerrier: pip install 'longrank[pyterrier]' (python-terrier)"
+    ) from err
 
-from longrank.api import Ranker, load_ranker, read_docs
-from longrank.io import InputError, column_ids, ranked
-from longrank.schema import schema_default
+from longrank.api.exported_ranker import ExportedRanker, load_ranker, read_docs
+from longrank.errors import InputError
+from longrank.io.ids import column_ids
+from longrank.io.trec_files import ranked
+from longrank.config.schema import schema_default
 
 
 class Reranker(pt.Transformer):
@@ -32,17 +36,17 @@ class Reranker(pt.Transformer):
 
     def __init__(
         self,
-        path: str | os.PathLike | Ranker,
+        path: str | os.PathLike | ExportedRanker,
         docstore: str | os.PathLike | None = None,
         text_field: str = "text",
         device: str = schema_default("device"),
         batch_size: int = schema_default("rerank.batch_size"),
     ):
-        self.ranker = path if isinstance(path, Ranker) else load_ranker(path, device, batch_size)
+        self.ranker = path if isinstance(path, ExportedRanker) else load_ranker(path, device, batch_size)
         self.docstore, self.text_field = docstore, text_field
 
     def __repr__(self) -> str:
-        return f"longrank.pyterrier.Reranker({str(self.ranker.path)!r})"
+        return f"longrank.api.pyterrier.Reranker({str(self.ranker.path)!r})"
 
     def transform(self, inp):
         import pandas as pd

@@ -4,7 +4,7 @@ the report ask of it (its capabilities), how much of a document it reads and whi
 
 Torch-free on purpose: the config checks and the workflow's parse (``snakemake -n``) read this table, never the model
 classes, so a dry run imports no torch. The classes stay the truth of their own keys: the architecture defaults here
-are generated from their signatures (``longrank.model_defaults``, written by ``python -m longrank.docgen``), and
+are generated from their signatures (``longrank.config.model_defaults``, written by ``python -m longrank.docgen``), and
 ``longrank.models.registry`` checks each class against its row the first time it loads it, so a table that has fallen
 behind a model's code stops the job that would have read it, with the command that brings it up to date.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
-from longrank.io import InputError
-from longrank.model_defaults import ARCHITECTURE_DEFAULTS
+from longrank.errors import InputError
+from longrank.config.model_defaults import ARCHITECTURE_DEFAULTS
 
 # The pretrained encoders an entry's ``encoder:`` can name besides a Hugging Face checkpoint or a directory
 # (longrank.models.modules.encoders loads them)
@@ -31,7 +31,7 @@ SPEED_BENCHES = ("mores_speed", "mir_speed", "attention_scaling")
 ARTIFACT_SCOPES = ("collection", "fold")
 
 # Keys of a model's config entry that belong to the workflow, not to the model's constructor (``like`` is resolved
-# away when the config is validated: longrank.config.resolve_likes).
+# away when the config is validated: longrank.validation.validate.resolve_likes).
 WORKFLOW_KEYS = {
     "type",
     "train",

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-from longrank.schema import DATASETS, REPO
-from longrank.io import InputError, load_yaml
+from longrank.config.schema import DATASETS, REPO
+from longrank.errors import InputError
+from longrank.io.json_yaml import load_yaml
 
 DEFAULT_CONFIG = "config/config.yaml"
 HEADER = "# Overlay over:"

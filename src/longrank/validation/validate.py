@@ -1,6 +1,6 @@
 """Config validation against the JSON schema (``workflow/schemas/config.schema.yaml``) with messages that name the
 key and the schema rule it broke, defaults filled in from the schema. Torch-free, as everything the workflow's parse
-imports: it asks the model types' table (``longrank.model_types``), never a model class. Stage ``resolved_config``
+imports: it asks the model types' table (``longrank.config.model_types``), never a model class. Stage ``resolved_config``
 (``longrank.resolved_config``) writes the result beside the results it produced."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from jsonschema import Draft202012Validator, validators
 
 from longrank.data.doc_field import check_model_fields
-from longrank.config_checks import (
+from longrank.validation.checks import (
     check_input_files,
     check_measures,
     check_model_keys,
@@ -21,11 +21,12 @@ from longrank.config_checks import (
     resolve_first_stages,
 )
 from longrank.data.grades import check_gain_order, integer_grades
-from longrank.io import InputError, load_yaml
-from longrank.model_types import MODEL_TYPES, capabilities
-from longrank.names import check_config_names, check_name
-from longrank.schema import DATASETS_DIR, SCHEMA, SCHEMA_PATH, load_schema
-from longrank.model_entries import is_enabled
+from longrank.errors import InputError
+from longrank.io.json_yaml import load_yaml
+from longrank.config.model_types import MODEL_TYPES, capabilities
+from longrank.config.names import check_config_names, check_name
+from longrank.config.schema import DATASETS_DIR, SCHEMA, SCHEMA_PATH, load_schema
+from longrank.config.model_entries import is_enabled
 
 
 def _key(path) -> str:

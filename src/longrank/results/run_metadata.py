@@ -41,7 +41,8 @@ from pathlib import Path
 
 import yaml
 
-from longrank.io import load_yaml, write_text
+from longrank.io.atomic import write_text
+from longrank.io.json_yaml import load_yaml
 
 SUFFIX = ".meta.yaml"
 SCHEMA_VERSION = "0.1"  # ir_metadata's
@@ -65,7 +66,7 @@ PACKAGES = [
     "pandas",
     "matplotlib",
 ]
-SOURCE = Path(__file__).resolve().parent  # the package's own directory: its checkout is what ran
+SOURCE = Path(__file__).resolve().parents[1]  # the package's own directory: its checkout is what ran
 
 
 def metadata_path(run_path: str | os.PathLike) -> Path:

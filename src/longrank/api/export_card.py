@@ -1,4 +1,4 @@
-"""The model card (``README.md``) of an exported ranker (:mod:`longrank.export`): what trained it, on what, how well
+"""The model card (``README.md``) of an exported ranker (:mod:`longrank.api.export`): what trained it, on what, how well
 it did, its configuration and the directory's files, written from its ``ranker.json`` and training summary."""
 
 from __future__ import annotations

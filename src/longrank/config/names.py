@@ -19,7 +19,7 @@ import os
 import re
 from pathlib import Path
 
-from longrank.io import InputError
+from longrank.errors import InputError
 
 SAFE_NAME = "^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$"
 _SAFE = re.compile(SAFE_NAME)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from longrank.outputs import SPREAD_LIMIT, AttentionScaling, Timing
+from longrank.results.stage_outputs import SPREAD_LIMIT, AttentionScaling, Timing
 from longrank.report.efficiency import NOISY_MARK
 from longrank.report import plots
 from longrank.report.context import Context

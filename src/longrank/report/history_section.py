@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from longrank.io import read_json
+from longrank.io.json_yaml import read_json
 from longrank.report.context import Context
 from longrank.report.html import Section
 from longrank.report.inputs import PRIMARY

@@ -21,7 +21,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from longrank.io import InputError, read_json, write_json
+from longrank.errors import InputError
+from longrank.io.json_yaml import read_json, write_json
 
 
 class Record:

@@ -1,7 +1,7 @@
 """The config schema (``workflow/schemas/config.schema.yaml``): where it is, and the defaults it states.
 
 The schema is the one home of every config key's default that it states: validation fills them into the config the
-workflow runs (``longrank.config.fill_defaults``), and a stage, a bench or a command a user types by hand that needs
+workflow runs (``longrank.validation.validate.fill_defaults``), and a stage, a bench or a command a user types by hand that needs
 one reads it here (``schema_default("rerank.batch_size")``) rather than writing the value a second time
 (tests/test_single_source.py scans src/ for a schema default written as a literal)."""
 
@@ -19,8 +19,8 @@ import yaml
 # (workflow/rules/common.smk), docgen, docs/ and the tests read it from here.
 SCHEMA = "workflow/schemas/config.schema.yaml"
 DATASETS = "config/datasets"
-# Found from this module's place in the checkout (src/longrank/schema.py), as the editable install runs it.
-REPO = Path(__file__).resolve().parents[2]
+# Found from this module's place in the checkout (src/longrank/config/schema.py), as the editable install runs it.
+REPO = Path(__file__).resolve().parents[3]
 SCHEMA_PATH = REPO / SCHEMA
 DATASETS_DIR = REPO / DATASETS
 

@@ -15,9 +15,11 @@ import argparse
 import logging
 from pathlib import Path
 
-from longrank.io import InputError, id_problem, write_run
-from longrank.provenance import write_run_metadata
-from longrank.schema import schema_default
+from longrank.errors import InputError
+from longrank.io.ids import id_problem
+from longrank.io.trec_files import write_run
+from longrank.results.run_metadata import write_run_metadata
+from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> None:
-    from longrank.api import load_ranker, read_docs, read_queries, read_ranking, read_scores
+    from longrank.api.exported_ranker import load_ranker, read_docs, read_queries, read_ranking, read_scores
     from longrank.runs import top_candidates
 
     if args.batch_size < 1 or (args.depth is not None and args.depth < 1):
@@ -77,7 +79,7 @@ def run(args) -> None:
         read_scores(args.run) if args.interpolate else None,
     )
     write_run(args.out, reranked, tag=args.tag or ranker.name, first_stage=candidates)
-    # provenance beside the run, as the workflow's stages write it (longrank/provenance.py)
+    # provenance beside the run, as the workflow's stages write it (longrank/results/run_metadata.py)
     pipeline = {"reranks": str(args.run), "depth": depth}
     if weight is not None:
         pipeline["interpolation_weight"] = weight

@@ -30,7 +30,8 @@ import time
 import uuid
 from pathlib import Path
 
-from longrank.io import InputError, write_json
+from longrank.errors import InputError
+from longrank.io.json_yaml import write_json
 
 log = logging.getLogger(__name__)
 
