@@ -172,9 +172,8 @@ def test_pretraining_plans_its_sets_inputs():
 
 def test_the_inputs_of_first_stages_and_pseudo_queries_on_trec_dl():
     plan = plan_of(*TREC_DL_2019)
-    assert inputs.stage_artifacts(plan, "bm25") == [
-        "results/msmarco-document-2019/pisa/bm25"
-    ] or inputs.stage_artifacts(plan, "bm25") == [f"{plan.results}/pisa/bm25"]
+    assert plan.results == "results/trec-dl-2019"
+    assert inputs.stage_artifacts(plan, "bm25") == [f"{plan.results}/pisa/bm25"]  # method pisa
     assert inputs.pseudo_query_index(plan, "titles") == [f"{plan.results}/pisa/bm25"]
     source = inputs.pseudo_query_source(plan, "titles")
     assert source[0] == "--dataset" and source[-2:] == ["--index", f"{plan.results}/pisa/bm25"]
