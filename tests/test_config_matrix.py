@@ -405,7 +405,7 @@ def mir_models(combo: tuple[str, ...]) -> list[str]:
 
 
 def mir_chain_shape(combo: tuple[str, ...]) -> tuple:
-    """What kinds of job MIR's chain holds in ``combo`` (common.smk, mir_chain): per MIR model, its first stage's method
+    """What kinds of job MIR's chain holds in ``combo`` (longrank.plan.mir_chain): per MIR model, its first stage's method
     (and HDCT's targets), a pre-training set, its weights from another entry, its graph set's PRF queries and their
     index. Configurations of one shape have chains of the same rules."""
     config = validate_config(merged_config(combo))
@@ -432,7 +432,7 @@ MIR_COMBINATIONS = list({mir_chain_shape(c): c for c in reversed(COMBINATIONS) i
 
 
 def test_long_jobs_go_first_and_mirs_whole_chain_before_them_in_every_configuration_with_mir(tmp_path):
-    """The jobs' priorities (common.smk): MIR's chain, the default run's longest, goes first among ready jobs: every
+    """The jobs' priorities (longrank.plan.priorities): MIR's chain, the default run's longest, goes first among ready jobs: every
     job a MIR model's rerank waits for, since a rule's priority does not pass to the jobs a job waits for (the graphs'
     PRF pseudo-queries, left at 0, once held them back by six minutes), and no other job; the data, which every job
     waits for, is ready first anyway. Then the other trainings and what they wait for, then the reranks and the papers'

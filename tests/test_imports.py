@@ -226,7 +226,7 @@ LAYERS = [
     pytest.param(("train",), ("report", "evaluate", "bench", "api", "rerank"), id="training-below-its-readers"),
     pytest.param(("bench",), ("report",), id="benches-write-files-the-report-reads"),
     pytest.param(
-        ("validation", "config", "floors", "bench.mir_alike", "data.mir_graph_settings"),
+        ("validation", "config", "floors", "bench.mir_alike", "data.mir_graph_settings", "plan"),
         ("models", "train"),
         id="the-workflows-parse-below-the-models",
     ),

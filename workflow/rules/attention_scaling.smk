@@ -1,9 +1,7 @@
 # NDRM paper Fig. 2 brought up to date: peak training memory and forward+backward time of one
 # Conformer stack with materialised, fused (SDPA) and separable attention by sequence length. It reads nothing
 # from the collection (random inputs), so one run's table serves every dataset. Runs when an NDRM model is
-# configured (as mores_speed with MORES); `enabled: false` leaves it out.
-_WANTS_SCALING = config["attention_scaling"]["enabled"] and speed_benched("attention_scaling")
-ATTENTION_SCALING = [f"{R}/bench/attention_scaling.json"] if _WANTS_SCALING else []
+# configured (as mores_speed with MORES); `enabled: false` leaves it out (ATTENTION_SCALING, longrank.plan.targets).
 
 
 rule attention_scaling:

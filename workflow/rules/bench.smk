@@ -39,7 +39,7 @@ rule mores_speed:
     resources:
         gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
     params:
-        encoder=mores_speed_encoder(),
+        encoder=PLAN.mores_speed_encoder,
         sizes=config["mores_speed"]["sizes"],
         lengths=config["mores_speed"]["lengths"],
         blocks=config["mores_speed"]["blocks"],

@@ -3,11 +3,7 @@ rule candidates:
     collection's scoreddocs, or a run file the user brings."""
     input:
         data=[DATA[name] for name in ("docs.jsonl", "queries.tsv", "excluded.tsv")],
-        run_file=lambda wc: (
-            [config["first_stages"][wc.first_stage]["path"]]
-            if config["first_stages"][wc.first_stage]["method"] == "run_file"
-            else []
-        ),
+        run_file=brought_run_file,
         artifacts=stage_artifacts,
     output:
         run=f"{R}/candidates/{{first_stage}}.run",

@@ -48,7 +48,7 @@ rule compare:
 
 rule compare_floors:
     input:
-        expand(f"{R}/eval/{{system}}.tsv", system=dict.fromkeys(s for pair in FLOOR_PAIRS for s in pair)),
+        expand(f"{R}/eval/{{system}}.tsv", system=PLAN.floor_pair_systems),
     output:
         pairs=f"{R}/compare/floors/pairs.csv",
         settings=f"{R}/compare/floors/settings.json",
@@ -57,7 +57,7 @@ rule compare_floors:
     conda:
         CONDA_ENV
     params:
-        systems=list(dict.fromkeys(s for pair in FLOOR_PAIRS for s in pair)),
+        systems=PLAN.floor_pair_systems,
         pairs=[f"{m}:{floor}" for m, floor in FLOOR_PAIRS],
         alpha=config["evaluation"]["alpha"],
         bootstrap=config["evaluation"]["bootstrap"],

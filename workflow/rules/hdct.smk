@@ -3,7 +3,7 @@ rule hdct:
     its pseudo-documents (src/longrank/train/hdct.py): once per collection and first stage; no query is seen."""
     input:
         data=[DATA[name] for name in ("docs.jsonl", "queries.tsv")],
-        pseudo_queries=lambda wc: hdct_pseudo_queries(wc.first_stage),
+        pseudo_queries=hdct_pseudo_queries,
     output:
         directory(f"{R}/hdct/{{first_stage}}"),
     log:

@@ -6,7 +6,7 @@
 rule history:
     input:
         evals=lambda wc: [f"{R}/eval/{s}.tsv" for s in model_systems(wc.model)],
-        runs=lambda wc: [run_file(SimpleNamespace(system=s)) for s in model_systems(wc.model)],
+        runs=lambda wc: [PLAN.run_file(s) for s in model_systems(wc.model)],
         summaries=history_summaries,
     output:
         f"{R}/history/{{model}}/latest.json",

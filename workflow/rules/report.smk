@@ -1,5 +1,3 @@
-from types import SimpleNamespace
-
 from longrank.resolved_config import CONFIG_JSON_SHAPE
 
 from longrank.report.manifest import COMPARE_FILES as REPORT_COMPARE_FILES
@@ -24,25 +22,23 @@ rule resolved_config:
 
 # The files the report reads, and nothing else: the same object gives the rule its inputs and the report its
 # --manifest (src/longrank/report/manifest.py), so outputs of a model an earlier config had never reach it.
-_TRAINED = [m for m in MODELS if weights_of(m) == m]
-_PRETRAINED = [m for m in _TRAINED if pseudo_queries_of(m)]
 REPORT_MANIFEST = Manifest(
     config=f"{R}/config.json",
     data={name: DATA[name] for name in REPORT_DATA_FILES},
     compare={name: str(getattr(rules.compare.output, name)) for name in REPORT_COMPARE_FILES},
-    runs={s: run_file(SimpleNamespace(system=s)) for s in SYSTEMS},
+    runs={s: PLAN.run_file(s) for s in SYSTEMS},
     evals={s: f"{R}/eval/{s}.tsv" for s in SYSTEMS},
     candidates={s: f"{R}/candidates/{s}.run" for s in FIRST_STAGES},
     candidate_stats={s: f"{R}/candidates/{s}.stats.json" for s in FIRST_STAGES},
     interpolations={s: f"{R}/runs/{s}.interpolation.json" for s in SYSTEMS if "+" in s},
     details={m: f"{R}/runs/{m}.details.jsonl" for m in MODELS},
-    read_floors={m: run_file(SimpleNamespace(system=floor)) for m, floor in MODEL_FLOORS.items()},
+    read_floors={m: PLAN.run_file(floor) for m, floor in MODEL_FLOORS.items()},
     floor_pairs=str(rules.compare_floors.output.pairs) if FLOOR_PAIRS else None,
     benches=[f"{R}/bench/{m}.json" for m in BENCHED] + MORES_SPEED + MIR_SPEED,
     attention_scaling=next(iter(ATTENTION_SCALING), None),
-    training={m: [f"{R}/models/{m}/fold{fold}/train_summary.json" for fold in FOLDS] for m in _TRAINED},
-    pretraining={m: f"{R}/models/{m}/pretrained/train_summary.json" for m in _PRETRAINED},
-    pseudo_queries={pseudo_queries_of(m): f"{R}/pseudo_queries/{pseudo_queries_of(m)}" for m in _PRETRAINED},
+    training={m: [f"{R}/models/{m}/fold{fold}/train_summary.json" for fold in FOLDS] for m in PLAN.trained},
+    pretraining={m: f"{R}/models/{m}/pretrained/train_summary.json" for m in PLAN.pretrained},
+    pseudo_queries={pseudo_queries_of(m): f"{R}/pseudo_queries/{pseudo_queries_of(m)}" for m in PLAN.pretrained},
     history={m: f"{R}/history/{m}/latest.json" for m in MODELS},
 )
 
