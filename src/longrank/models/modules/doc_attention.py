@@ -79,7 +79,7 @@ class DocRows:
 class DocStates:
     """Candidates' states ``[B, L, hidden]`` as the document module left them (what a Reuse-S1 store holds) and
     their key mask ``[B, L]`` (right-padded): the blocks attend over them without projecting them
-    (``mores.attend_states``)."""
+    (``mores_interaction.attend_states``)."""
 
     states: torch.Tensor
     mask: torch.Tensor
