@@ -141,6 +141,13 @@ def _length_against_throughput(ctx: Context, sec: Section) -> None:
         rows,
         caption=f"Effectiveness and throughput measured side by side (MIR Fig. 5; {speed.device}).",
     )
+    _mir_against_maxp(ctx, sec, speed, timed)
+
+
+def _mir_against_maxp(ctx: Context, sec: Section, speed, timed: dict) -> None:
+    """Each MIR entry against each MaxP entry among the ``timed`` ones (``speed``'s): the difference in the primary
+    measure with its test, and the throughput ratio."""
+    cmp = ctx.cmp
     pairs = []
     for mir, t in timed.items():
         for maxp, u in timed.items():
