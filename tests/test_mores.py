@@ -96,7 +96,7 @@ def test_reuse_s1_attends_over_unprojected_states_as_over_their_keys_and_values(
     documents (a padded state is never read) and a query shared by every candidate (an expanded tensor). Documents
     too short for that to cost less are projected (the block's output the same either way)."""
     from longrank.models.modules.doc_attention import DocStates
-    from longrank.models.mores import attend, attend_states, carrying_queries_pays
+    from longrank.models.mores_interaction import attend, attend_states, carrying_queries_pays
 
     model = small_mores(tokenizer, reuse="s1").to(device)
     block = model.interaction_blocks[0]

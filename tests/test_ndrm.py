@@ -22,7 +22,8 @@ from longrank.errors import InputError
 from longrank.io.trec_files import read_run
 from longrank.models.base import config_keys
 from longrank.models.checkpoint import load_model
-from longrank.models.ndrm import NDRM, kernel_pooling, windowed_kernel_pooling
+from longrank.models.modules.windowed_kernel_pooling import windowed_kernel_pooling
+from longrank.models.ndrm import NDRM, kernel_pooling
 from longrank.models.registry import build_model, constructor_defaults, model_class
 from longrank.rerank import RerankJob, rerank
 from longrank.train import train as train_stage, trainer

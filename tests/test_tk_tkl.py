@@ -15,7 +15,7 @@ from longrank.data.corpus import Corpus
 from longrank.data.words import OOV, count_doc_freq, write_doc_freq
 from longrank.models.registry import build_model
 from longrank.models.modules.windows import contextualize_windows, merge_windows, split_windows
-from longrank.models.tkl import saturate, top_local_max
+from longrank.models.tkl_regions import saturate, top_local_max
 
 pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
 
@@ -312,7 +312,7 @@ def test_scores_do_not_depend_on_batch_mates_and_survive_empty_texts(corpus, mod
 
 
 def test_region_sums_match_direct_sums():
-    from longrank.models.tkl import region_sums
+    from longrank.models.tkl_regions import region_sums
 
     torch.manual_seed(0)
     values = torch.rand(2, 3, 4000) * (torch.rand(2, 3, 4000) > 0.7)

@@ -16,7 +16,7 @@ Transformer layer over L tokens = 2(4n^2 L + 2nL^2 + 2nfL); an Interaction Block
 2n^2 d [cross K,V] + 2nqd [cross attention] + n^2 q [cross out] + 4n^2 q + 2nq^2 [query self-attention] +
 2nfq [FFN]). BERT ranker: all layers over q + d tokens. MORES no reuse: the document module over d plus the IBs;
 Reuse-S2: the IBs without the K,V projections (stored); Reuse-S1: the IBs with the cross-attention over the
-stored states unprojected (``mores.attend_states``): 2n^2 q [queries into the states' space, W_k; the weighted
+stored states unprojected (``mores_interaction.attend_states``): 2n^2 q [queries into the states' space, W_k; the weighted
 states out of it, W_v] + 2hqdn [scores and weighted states] in place of 2n^2 d + 2nqd where that is less. The query
 module runs once per query and is shared by the candidates.
 """
@@ -112,7 +112,7 @@ def ib_flops(q: int, d: int, n: int, f: int, heads: int, documents: str) -> floa
     projected = 2 * n * n * d + 2 * n * q * d
     cross = {
         "states": projected,
-        "stored states": min(2 * n * n * q + 2 * heads * q * d * n, projected),  # as mores.carrying_queries_pays
+        "stored states": min(2 * n * n * q + 2 * heads * q * d * n, projected),  # as carrying_queries_pays
         "stored keys and values": 2 * n * q * d,
     }[documents]
     return 2.0 * (n * n * q + cross + n * n * q + 4 * n * n * q + 2 * n * q * q + 2 * n * f * q)

@@ -231,7 +231,7 @@ class ReuseStore:
     ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]] | DocRows | DocStates, torch.Tensor | None]:
         """Per-IB (keys, values) in ``dtype`` and the key mask for ``doc_ids`` (or their ``rows_of``), gathered
         with one indexed copy from the memory map (or the resident copy); for Reuse-S1 the states themselves with
-        their mask (``DocStates``: the blocks attend over them unprojected, ``mores.attend_states``). Padded
+        their mask (``DocStates``: the blocks attend over them unprojected, ``mores_interaction.attend_states``). Padded
         positions read the store's row 0: the mask keeps attention off them, so they need no zeroing.
 
         Where the model reads a store in place (``model.reads_store_rows``: inference with the fused kernel on CUDA,

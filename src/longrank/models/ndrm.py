@@ -83,70 +83,30 @@ on its text alone (not with ``convolve_padding`` over a batch padded to its long
 
 from __future__ import annotations
 
-from collections import Counter
-
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from longrank.data.doc_field import DocumentFields
-from longrank.data.words import OOV, PAD, TEXT_PROCESSING, analyzer
-from longrank.data.words import query_terms as split_query
+from longrank.data.words import OOV, PAD, analyzer
 from longrank.errors import InputError
 from longrank.models.base import Ranker, config_keys, split_config
 from longrank.models.modules import kept_documents
 from longrank.models.modules.conformer import ConformerLayer
-from longrank.models.modules.positions import LAYOUTS, sinusoidal_positions
 from longrank.models.modules.windowed_kernel_pooling import (  # LOG_EPS and kernel_pooling: NDRM's, re-exported
     LOG_EPS as LOG_EPS,
-    aligned_length,
-    term_kernels,
-    windowed_kernel_pooling,
+    kernel_pooling as kernel_pooling,
 )
-from longrank.models.modules.windowed_kernel_pooling import kernel_pooling as kernel_pooling
 from longrank.models.modules.word_embedder import WordEmbedder, pretrained_rows
+from longrank.models.ndrm_inputs import NDRMInputs, check_choices, check_sizes
+from longrank.models.ndrm_latent import LatentMatch
 from longrank.models.ndrm_impact import impact_scores, read_exact_index, write_impact_index
-from longrank.models.ndrm_terms import IDF_FORMULAS, ExplicitMatch, ndrm_idf, ndrm_kernels, processed_embedder
+from longrank.models.ndrm_terms import ExplicitMatch, ndrm_idf, ndrm_kernels, processed_embedder
 from longrank.config.schema import schema_default
 
-VARIANTS = ("ndrm1", "ndrm2", "ndrm3")
 KERNEL_BUDGET = 1 << 24  # elements of one [docs, terms, kernels, length] block when scoring many terms
-DOC_MARKERS = ("<S>", "</S>")  # the authors' document start and end tokens (ids past the vocabulary's, own rows)
-PAD_ROWS = ("zero", "unknown")  # a document's padding: the zero row, or the unknown-word row (the authors')
-WORDS_WITHOUT_VECTORS = ("own_row", "unknown")  # a vocabulary word without a pretrained vector, in the latent model
-UNKNOWN_QUERY_WORDS = ("masked", "scored")  # a query word outside the vocabulary: left out, or the authors' UNK row
 
 
-def _check_choices(variant: str, text_processing: str, idf_formula: str, **choices: str) -> None:
-    options = {
-        "position_layout": LAYOUTS,
-        "pad_row": PAD_ROWS,
-        "words_without_vectors": WORDS_WITHOUT_VECTORS,
-        "unknown_query_words": UNKNOWN_QUERY_WORDS,
-    }
-    for key, value in choices.items():
-        if value not in options[key]:
-            raise InputError(f"{key}: {value!r} is not one of {list(options[key])}")
-    if variant not in VARIANTS:
-        raise InputError(f"variant: {variant!r} is not one of {list(VARIANTS)}")
-    if text_processing not in TEXT_PROCESSING:
-        raise InputError(f"text_processing: {text_processing!r} is not one of {list(TEXT_PROCESSING)}")
-    if idf_formula not in IDF_FORMULAS:
-        raise InputError(f"idf_formula: {idf_formula!r} is not one of {list(IDF_FORMULAS)}")
-
-
-def _check_sizes(impact_depth: int | None, **sizes: int) -> None:
-    """Positive sizes (``n_layers`` may be 0: no Conformer layer; ``impact_depth`` null: every document)."""
-    for key, value in sizes.items():
-        if int(value) < 1 and not (key == "n_layers" and value == 0):
-            raise InputError(f"{key}: must be a positive integer, got {value!r}")
-    if impact_depth is not None and int(impact_depth) < 1:
-        raise InputError(
-            f"impact_depth: must be a positive integer or null (keep every document), got {impact_depth!r}"
-        )
-
-
-class NDRM(Ranker):
+class NDRM(NDRMInputs, LatentMatch, Ranker):
     default_loss = "ranknet"
     config_parts = (WordEmbedder, ConformerLayer, ndrm_kernels)
     parameter_groups = {"embeddings": ("embedder.", "markers."), "scoring": ("window_scorer.", "explicit.", "combine.")}
@@ -182,16 +142,10 @@ class NDRM(Ranker):
         per vocabulary id (``ndrm_idf`` of ``idf_formula``, which ``from_config`` applies). ``text_processing`` must
         be the processing ``embedder``'s vocabulary was built with (``from_config`` builds it so)."""
         super().__init__()
-        _check_choices(
-            variant,
-            text_processing,
-            idf_formula,
-            position_layout=position_layout,
-            pad_row=pad_row,
-            words_without_vectors=words_without_vectors,
-            unknown_query_words=unknown_query_words,
+        check_choices(
+            variant, text_processing, idf_formula, position_layout, pad_row, words_without_vectors, unknown_query_words
         )
-        _check_sizes(
+        check_sizes(
             impact_depth,
             hidden_dim=hidden_dim,
             n_layers=n_layers,
@@ -208,56 +162,44 @@ class NDRM(Ranker):
         self.position_layout, self.pad_row = position_layout, pad_row
         self.words_without_vectors, self.unknown_query_words = words_without_vectors, unknown_query_words
         self.score_unknown = unknown_query_words == "scored"
-        # the latent model's embedding row of each id (padding and words without vectors -> the unknown-word row,
-        # per the settings; ``from_config`` marks the words without vectors, ``use_vector_rows``)
-        self.register_buffer("latent_row", torch.arange(len(embedder.vocab)), persistent=False)
-        if pad_row == "unknown":
-            self.latent_row[PAD] = OOV
         self._analyze = None if text_processing == "words" else analyzer(text_processing)
         self.latent, self.explicit_match = variant != "ndrm2", variant != "ndrm1"
+        self._add_tables(mu, sigma, idf)
+        self._impact: dict | None = None
+        self.doc_fields, self.fields = doc_fields, None  # ``from_config`` attaches the fields' stores
+        self._kept_documents = kept_documents.KeptDocuments()
+        self._add_variant_layers(hidden_dim, n_heads, n_layers, conformer, n_kernels=len(mu))
+
+    def _add_tables(self, mu: torch.Tensor, sigma: torch.Tensor, idf: torch.Tensor) -> None:
+        """The buffers the scoring reads: each id's embedding row in the latent model, the kernels, the IDF."""
+        # the latent model's embedding row of each id (padding and words without vectors -> the unknown-word row,
+        # per the settings; ``from_config`` marks the words without vectors, ``use_vector_rows``)
+        self.register_buffer("latent_row", torch.arange(len(self.embedder.vocab)), persistent=False)
+        if self.pad_row == "unknown":
+            self.latent_row[PAD] = OOV
         self.register_buffer("mu", mu, persistent=False)
         self.register_buffer("sigma", sigma, persistent=False)
         if self.score_unknown:  # an unknown query word: IDF 0, as the authors' table lacks it (its TF is then moot)
             idf = idf.clone()
             idf[OOV] = 0.0
         self.register_buffer("idf", idf, persistent=False)
-        self._impact: dict | None = None
-        self.doc_fields, self.fields = doc_fields, None  # ``from_config`` attaches the fields' stores
-        self._kept_documents = kept_documents.KeptDocuments()
+
+    def _add_variant_layers(
+        self, hidden_dim: int, n_heads: int, n_layers: int, conformer: dict, n_kernels: int
+    ) -> None:
+        """The variant's layers: NDRM1's latent model, NDRM2's explicit match, NDRM3's both and their combination."""
         if self.latent:
-            self._add_latent_model(embedder.dim, hidden_dim, n_heads, n_layers, conformer, n_kernels=len(mu))
+            self._add_latent_model(self.embedder.dim, hidden_dim, n_heads, n_layers, conformer, n_kernels=n_kernels)
         else:
-            embedder.embedding.weight.requires_grad_(False)  # NDRM2 reads token ids only
+            self.embedder.embedding.weight.requires_grad_(False)  # NDRM2 reads token ids only
         if self.explicit_match:
             self.explicit = ExplicitMatch()
-        if variant == "ndrm3":
+        if self.variant == "ndrm3":
             self.normalise = nn.BatchNorm1d(2, affine=False)
             self.combine = nn.Linear(2, 1)
             with torch.no_grad():
                 self.combine.weight.fill_(1.0)
                 self.combine.bias.zero_()
-
-    def _add_latent_model(
-        self, dim: int, hidden_dim: int, n_heads: int, n_layers: int, conformer: dict, n_kernels: int
-    ) -> None:
-        """NDRM1's layers (module docstring): projections, Conformer encoder, raw/contextual mix, window scorer."""
-        layer_keys = {**config_keys(ConformerLayer), **conformer}
-        self.project = nn.Identity() if dim == hidden_dim else nn.Linear(dim, hidden_dim)
-        self.query_proj = nn.Linear(hidden_dim, hidden_dim)
-        nn.init.eye_(self.query_proj.weight)
-        nn.init.zeros_(self.query_proj.bias)
-        self.position_dropout = nn.Dropout(layer_keys["dropout"])
-        if self.doc_markers:  # the authors' <S>, </S> rows: zeros at the start, trained with the embeddings
-            self.markers = nn.Embedding(len(DOC_MARKERS), dim)
-            nn.init.zeros_(self.markers.weight)
-        self.encoder = nn.ModuleList(ConformerLayer(hidden_dim, n_heads, **conformer) for _ in range(n_layers))
-        self.mix = nn.Linear(2, 1)
-        with torch.no_grad():
-            self.mix.weight.fill_(0.5)
-            self.mix.bias.zero_()
-        self.window_scorer = nn.Sequential(
-            nn.Linear(n_kernels, hidden_dim), nn.ReLU(), nn.Dropout(layer_keys["dropout"]), nn.Linear(hidden_dim, 1)
-        )
 
     @classmethod
     def from_config(cls, params, corpus):
@@ -290,55 +232,6 @@ class NDRM(Ranker):
             "is not exported: rerank a first stage's run with it"
         ]
 
-    # ---- inputs -----------------------------------------------------------------------------------------
-    def _query_words(self, text: str) -> list[str]:
-        """A query's processed words, out-of-vocabulary ones included, truncated to ``max_query_len``: ``words``
-        processing is the embedder's (stop words as ``remove_query_stopwords`` says), ``ck`` the authors' (their
-        stop words always removed; a query of stop words only has no terms, as theirs)."""
-        if self._analyze is None:
-            return split_query(text, self.embedder.remove_query_stopwords)[: self.max_query_len]
-        return self._analyze(text)[: self.max_query_len]
-
-    def query_terms(self, text: str) -> list[str]:
-        """The terms the model scores ``text`` by (module docstring): Σ term_scores over them = the score. With
-        ``unknown_query_words: scored`` every word, those outside the vocabulary too (through the unknown-word row)."""
-        words = self._query_words(text)
-        return words if self.score_unknown else [w for w in words if self.embedder.vocab.index.get(w, OOV) > OOV]
-
-    def _query_ids(self, queries: list[str]) -> torch.Tensor:
-        index = self.embedder.vocab.index
-        rows = [[index.get(w, OOV) for w in self._query_words(q)] for q in queries]
-        out = torch.full((len(rows), max(1, max((len(r) for r in rows), default=0))), PAD, dtype=torch.long)
-        for i, row in enumerate(rows):
-            out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-        return out
-
-    def _doc_ids(self, docs: list[str]) -> torch.Tensor:
-        """Documents -> ids [D, L] (through the vocabulary's processing), at most ``max_doc_len`` terms; with
-        ``doc_markers`` <S> first and </S> last, then truncated (a long document loses </S>, as the authors'); with
-        ``score_padding_windows`` every row padded to ``max_doc_len``."""
-        vocab = self.embedder.vocab
-        start, end = len(vocab), len(vocab) + 1
-        rows = [vocab.ids(text, self.max_doc_len) for text in docs]
-        if self.doc_markers:
-            rows = [([start] + row + [end])[: self.max_doc_len] for row in rows]
-        width = self.max_doc_len if self.score_padding_windows else max(1, max((len(r) for r in rows), default=0))
-        out = torch.full((len(rows), width), PAD, dtype=torch.long)
-        for i, row in enumerate(rows):
-            out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-        return out
-
-    def _document_counts(self, docs: list[str]) -> tuple[list[Counter], torch.Tensor]:
-        """Per document: term-id counts over the whole text, and its length in terms (Eq. 4's TF and |d|; with
-        ``doc_markers`` the two markers count in |d|, as the authors' len(d))."""
-        counts = [Counter(self.embedder.vocab.ids(text)) for text in docs]
-        extra = len(DOC_MARKERS) if self.doc_markers else 0
-        return counts, torch.tensor([float(sum(c.values()) + extra) for c in counts])
-
-    def _with_fields(self, doc_ids: list[str], docs: list[str]) -> list[str]:
-        """The documents' text with this entry's ``doc_fields`` beyond the collection's (``data/doc_field.py``)."""
-        return docs if self.fields is None else self.fields.texts(doc_ids, docs)
-
     def encode(self, queries, doc_ids, docs):
         docs = self._with_fields(doc_ids, docs)
         query = self._query_ids(queries)
@@ -351,42 +244,6 @@ class NDRM(Ranker):
         return batch
 
     # ---- scoring ----------------------------------------------------------------------------------------
-    def _encode_documents(self, doc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """doc ids [D, L] -> unit document vectors [D, L, H] (zero at padding/OOV), mask [D, L], lengths [D]."""
-        marker = doc >= len(self.embedder.vocab) if self.doc_markers else None
-        words = doc if marker is None else doc.masked_fill(marker, PAD)
-        vectors, mask = self.embedder.embedding(self.latent_row[words]), self.embedder.token_mask(words)
-        if marker is not None:
-            vectors = torch.where(
-                marker[..., None], self.markers((doc - len(self.embedder.vocab)).clamp(min=0)), vectors
-            )
-            mask = mask + marker.to(mask.dtype)
-        raw = self.project(vectors)
-        positions = sinusoidal_positions(doc.shape[1], raw.shape[-1], raw.device, layout=self.position_layout)
-        contextual = self.position_dropout(raw + positions)
-        for layer in self.encoder:
-            contextual = layer(contextual, mask)
-        a, c = self.mix.weight[0]  # the mix as a Linear(2, 1) over [raw, contextual], without stacking the two
-        mixed = a * raw + c * contextual + self.mix.bias
-        return F.normalize(mixed, dim=-1, eps=1e-8) * mask[..., None], mask, (doc != PAD).sum(dim=1)
-
-    def _query_vectors(self, ids: torch.Tensor) -> torch.Tensor:
-        rows = self.latent_row[ids]
-        return F.normalize(self.query_proj(self.project(self.embedder.embedding(rows))), dim=-1, eps=1e-8)
-
-    def _latent_scores(self, q: torch.Tensor, docs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        """Unit query vectors [D or 1, T, H] against encoded documents -> per-term scores [D, T] (best window)."""
-        d, d_mask, lengths = docs
-        cosine = q @ d.transpose(1, 2)  # [D, T, L], padded (as padding) to where the last window ends
-        missing = aligned_length(cosine.shape[-1], self.pool_window, self.pool_stride) - cosine.shape[-1]
-        cosine, d_mask = F.pad(cosine, (0, missing)), F.pad(d_mask, (0, missing))
-        kernels = term_kernels(cosine, d_mask, self.mu, self.sigma)  # [D, T, K, L']
-        if self.score_padding_windows:  # the authors': every window of the padded length, all-padding ones too
-            lengths = torch.full_like(lengths, kernels.shape[-1])
-        features, valid = windowed_kernel_pooling(kernels, lengths[:, None], self.pool_window, self.pool_stride)
-        window_scores = self.window_scorer(features).squeeze(-1)  # [D, T, J]
-        return window_scores.masked_fill(~valid, float("-inf")).amax(dim=-1)
-
     def _combine(self, latent: torch.Tensor | None, explicit: torch.Tensor | None, mask: torch.Tensor) -> torch.Tensor:
         """Per-term scores of the variant [D, T] from its parts (Eq. 3 for NDRM3; BN over real terms)."""
         if self.variant == "ndrm1":

@@ -79,7 +79,7 @@ class DocRows:
 class DocStates:
     """Candidates' states ``[B, L, hidden]`` as the document module left them (what a Reuse-S1 store holds) and
     their key mask ``[B, L]`` (right-padded): the blocks attend over them without projecting them
-    (``mores.attend_states``)."""
+    (``mores_interaction.attend_states``)."""
 
     states: torch.Tensor
     mask: torch.Tensor
@@ -218,9 +218,8 @@ if triton is not None:
         m = tl.arange(0, BLOCK_M)
         d = tl.arange(0, HEAD_DIM)
         n = tl.arange(0, BLOCK_N)
-        q = tl.load(
-            Q + b * stride_qb + m[:, None] * stride_qm + h * HEAD_DIM + d[None, :], mask=m[:, None] < M, other=0.0
-        )
+        in_tile = m[:, None] < M
+        q = tl.load(Q + b * stride_qb + m[:, None] * stride_qm + h * HEAD_DIM + d[None, :], mask=in_tile, other=0.0)
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
@@ -243,9 +242,8 @@ if triton is not None:
             else:
                 acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m_i = m_new
-        out = acc / l_i[:, None]
         tl.store(
             Out + b * stride_ob + m[:, None] * stride_om + h * HEAD_DIM + d[None, :],
-            out.to(Out.dtype.element_ty),
-            mask=m[:, None] < M,
+            (acc / l_i[:, None]).to(Out.dtype.element_ty),
+            mask=in_tile,
         )
