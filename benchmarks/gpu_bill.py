@@ -422,7 +422,7 @@ def main(argv: list[str] | None = None) -> None:
     result = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch": torch.__version__,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="minutes"),
         "commit": args.commit or commit.strip(),
         "tiny": args.tiny,
         "test_queries": args.test_queries,

@@ -147,7 +147,7 @@ def equivalence(model, stores, rows, query, precision, device) -> dict:
     for reuse in ("s1", "s2"):
         read = rows[reuse][:64]
 
-        def score(store, fused, prec, dtype):
+        def score(store, fused, prec, dtype, read=read):
             with torch.inference_mode(), autocast(device, prec):
                 q = model.represent_queries(**query).expand(len(read), -1, -1)
                 mask = query["attention_mask"]  # None on CUDA: the query has no padding

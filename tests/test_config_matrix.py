@@ -394,7 +394,7 @@ def test_model_jobs_run_on_one_thread_whatever_the_cores(tmp_path):
     )
     assert {key: run.returncode for key, run in done.items()} == {"eight": 0, "set": 0}, done["eight"].output[-3000:]
     eight, asked = job_threads(done["eight"].output), job_threads(done["set"].output)
-    assert MODEL_RULES <= set(eight), sorted(eight)  # the default config runs every kind of model job
+    assert set(eight) >= MODEL_RULES, sorted(eight)  # the default config runs every kind of model job
     assert {rule: eight[rule] for rule in MODEL_RULES} == {rule: {1} for rule in MODEL_RULES}
     assert asked["train"] == {3} and asked["rerank"] == {1}
 

@@ -22,7 +22,7 @@ SCHEMA = str(SCHEMA_PATH)
 TREC_DL_2019 = configfiles("config/trec-dl-2019.yaml")  # the year over the two years' base, config/trec-dl.yaml
 SCHEMA_DEFAULTS = {
     k: v["default"]
-    for k, v in yaml.safe_load(open(SCHEMA))["properties"]["dataset"]["properties"].items()
+    for k, v in yaml.safe_load(Path(SCHEMA).read_text())["properties"]["dataset"]["properties"].items()
     if "default" in v
 }
 # a user's own collection as the README tells them to write it

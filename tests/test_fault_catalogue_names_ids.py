@@ -580,9 +580,8 @@ def test_a_full_disk_names_the_file_being_written(tmp_path):
 
     from longrank.io.atomic import atomic_path
 
-    with pytest.raises(OSError) as full:
-        with atomic_path(tmp_path / "report.md"):
-            raise OSError(errno.ENOSPC, "No space left on device")  # what a write() raises: no file name
+    with pytest.raises(OSError) as full, atomic_path(tmp_path / "report.md"):
+        raise OSError(errno.ENOSPC, "No space left on device")  # what a write() raises: no file name
     assert full.value.filename == str(tmp_path / "report.md")
     assert list(tmp_path.iterdir()) == []  # no partial file under any name
 

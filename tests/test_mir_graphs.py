@@ -262,7 +262,7 @@ def test_the_annotate_stage_writes_what_the_reader_returns(tmp_path):
     for doc_id, text in docs.items():
         cut, rec = cut_text(text, 8), ann[doc_id]
         assert " ".join(cut[s:e] for s, e in rec["sentences"]).split() == cut.split()  # in order, covering the cut
-        for s, e, label, mention in rec["entities"]:
+        for s, e, _label, mention in rec["entities"]:
             assert cut[s:e] == mention
     assert cut_text(docs["d3"], 8) == "Mary visited Berlin last week and then flew"
     assert [docs["d1"][s:e] for s, e in ann["d1"]["sentences"]] == ["Alice moved to Paris.", "Bob stayed in London."]

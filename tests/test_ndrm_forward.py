@@ -20,6 +20,7 @@ without a vector and one outside the vocabulary.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -91,7 +92,7 @@ def _randomise(model, seed: int = 0) -> None:
     """Every weight random (embeddings, markers, mix, scorers, BN statistics, BatchScale means), Q = K·hd^-½."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for name, p in model.named_parameters():
+        for _name, p in model.named_parameters():
             p.copy_(torch.randn(p.shape, generator=g) * (0.5 if p.dim() > 1 else 0.3))
         for layer in model.encoder:
             layer.qkv.weight[:H] = layer.qkv.weight[H : 2 * H] * (H // HEADS) ** -0.5
@@ -242,7 +243,7 @@ def _max_difference(model, corpus) -> float:
 
 @pytest.fixture(scope="module")
 def has_vector(corpus):
-    lines = open(corpus.vectors, encoding="utf-8").read().splitlines()
+    lines = Path(corpus.vectors).read_text(encoding="utf-8").splitlines()
     return {line.split(" ")[0] for line in lines}
 
 

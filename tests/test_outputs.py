@@ -24,9 +24,8 @@ def test_atomic_writes_get_the_umask_permissions(tmp_path, umask, mode):
 def test_a_failed_write_keeps_the_finished_output_and_leaves_no_temporary_file(tmp_path):
     out = tmp_path / "model.run"
     write_text(out, "finished\n")
-    with pytest.raises(OSError, match="No space left on device"):
-        with atomic_path(out) as tmp:
-            tmp.write_text("half writ")
-            raise OSError(28, "No space left on device")  # what a full disk raises in the middle of a write
+    with pytest.raises(OSError, match="No space left on device"), atomic_path(out) as tmp:
+        tmp.write_text("half writ")
+        raise OSError(28, "No space left on device")  # what a full disk raises in the middle of a write
     assert out.read_text() == "finished\n"
     assert [p.name for p in tmp_path.iterdir()] == ["model.run"]

@@ -36,8 +36,11 @@ def collection(scaling, tmp_path_factory):
             record = json.loads(line)
             assert set(record) == {"doc_id", "text"}
             docs[record["doc_id"]] = record["text"]
-    queries = dict(line.rstrip("\n").split("\t") for line in open(out / "queries.tsv", encoding="utf-8"))
-    qrels = [line.split() for line in open(out / "qrels.txt", encoding="utf-8")]
+    queries = dict(
+        line.rstrip("\n").split("\t")
+        for line in (out / "queries.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
+    )
+    qrels = [line.split() for line in (out / "qrels.txt").read_text(encoding="utf-8").splitlines()]
     return out, info, docs, queries, qrels
 
 

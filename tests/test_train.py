@@ -237,7 +237,7 @@ def test_a_collection_artifact_is_built_once_and_attached_in_training_and_rerank
     train_stage.train(
         "length_knrm", cfg, corpus, candidates, 0, 30, torch.device("cpu"), model_out, collection_artifacts=out
     )
-    assert ATTACHED == [str(out)]
+    assert [str(out)] == ATTACHED
     with pytest.raises(InputError, match="--collection-artifacts"):
         rerank(
             RerankJob(
@@ -266,7 +266,7 @@ def test_a_collection_artifact_is_built_once_and_attached_in_training_and_rerank
             collection_artifacts=out,
         )
     )
-    assert ATTACHED == [str(out)] * 2
+    assert [str(out)] * 2 == ATTACHED
     assert set(read_run(tiny_data / "runs" / "length_knrm.run")) == set(corpus.folds[0]["test"])
     # a model without artifacts refuses a directory rather than ignoring it
     with pytest.raises(InputError, match="declares no collection artifacts"):

@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="stage", required=True, metavar="STAGE")
     argv = sys.argv[1:] if argv is None else argv
     wanted = argv[0] if argv and argv[0] in STAGES else None
-    for name, (module_name, help_text) in STAGES.items():
+    for name, (_module_name, help_text) in STAGES.items():
         stage_parser = sub.add_parser(name, help=help_text)
         if name == wanted:  # only import the module of the stage that runs
             importlib.import_module(stage_module(stage_of(name, argv[1:]))).add_arguments(stage_parser)

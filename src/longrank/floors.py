@@ -9,7 +9,7 @@ effective settings (:func:`longrank.config.model_entries.effective_settings`), t
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from longrank.config.model_entries import effective_settings, is_enabled, is_zero_shot
 from longrank.retrieval.sanity_floor import NAME, Floor

@@ -24,7 +24,7 @@ import hashlib
 import json
 import logging
 import shutil
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 from longrank.evaluate.metrics import read_eval_tsv
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> None:
             "hash": digest,
             "settings": settings,
             "scores": scores,
-            "archived": datetime.now(timezone.utc).isoformat(),  # UTC, to the microsecond: sorts as it reads
+            "archived": datetime.now(UTC).isoformat(),  # UTC, to the microsecond: sorts as it reads
             "source": source(),
             "weights": kept_states,
         },

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 

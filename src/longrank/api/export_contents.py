@@ -76,7 +76,7 @@ def weight_shapes(path: Path) -> dict[str, list[int]]:
     check_regular_file(path)
     try:
         with safe_open(str(path), framework="pt") as f:
-            return {name: list(f.get_slice(name).get_shape()) for name in f.keys()}
+            return {name: list(f.get_slice(name).get_shape()) for name in f}
     except SafetensorError as err:
         raise InputError(f"{path} is not a safetensors file ({err}); weights are only read from safetensors") from None
 

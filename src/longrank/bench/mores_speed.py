@@ -263,7 +263,7 @@ def _mores_variants(model, k: int, query: dict, docs, batches, stores, store_row
             + [(f"{r} via host", r, stores[r]) for r in ("s1", "s2")]
         )
     return [
-        (f"MORES {k}xIB", label, k, reuse, lambda s=store, r=store_rows.get(reuse): mores(s, r))
+        (f"MORES {k}xIB", label, k, reuse, lambda s=store, r=store_rows.get(reuse): mores(s, r))  # noqa: B008 (binds this row's)
         for label, reuse, store in reads
     ]
 

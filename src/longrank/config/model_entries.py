@@ -9,7 +9,8 @@ config.json for the report. No stage works them out again."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from longrank.config.model_types import architecture_defaults, capabilities
 from longrank.config.schema import schema_default

@@ -12,7 +12,8 @@ behind a model's code stops the job that would have read it, with the command th
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 from longrank.errors import InputError
 from longrank.config.model_defaults import ARCHITECTURE_DEFAULTS

@@ -8,7 +8,7 @@ one reads it here (``schema_default("rerank.batch_size")``) rather than writing 
 from __future__ import annotations
 
 import copy
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ SCHEMA_PATH = REPO / SCHEMA
 DATASETS_DIR = REPO / DATASETS
 
 
-@lru_cache(maxsize=None)
+@cache
 def _schema() -> dict:
     with open(SCHEMA_PATH, encoding="utf-8") as f:  # libyaml's parser where PyYAML has it (as io.load_yaml: the
         return yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # ground floor imports no io)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from longrank.data.bundled import ir_datasets_cache, seed_ir_datasets_cache
 from longrank.errors import InputError

@@ -23,7 +23,7 @@ import os
 import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 from longrank.errors import InputError
 from longrank.io.atomic import atomic_path
@@ -138,7 +138,7 @@ class DocStore(Mapping):
     def _open(self):
         if self._pid != os.getpid():
             self._db = sqlite3.connect(f"file:{self.index_path}?mode=ro", uri=True, check_same_thread=False)
-            self._file = open(self.path, "rb")
+            self._file = open(self.path, "rb")  # noqa: SIM115 (held open across reads, closed by close())
             self._pid = os.getpid()
         return self._db, self._file
 

@@ -12,7 +12,7 @@ import json
 import os
 import sqlite3
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from longrank.errors import InputError
 from longrank.io.json_yaml import read_json
@@ -42,7 +42,7 @@ class RecordWriter:
         except sqlite3.IntegrityError:
             raise InputError(f"document {doc_id!r} given twice to {self.path}") from None
 
-    def __enter__(self) -> "RecordWriter":
+    def __enter__(self) -> RecordWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

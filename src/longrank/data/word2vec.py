@@ -50,7 +50,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 

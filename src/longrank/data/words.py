@@ -21,7 +21,8 @@ from collections import Counter
 from functools import lru_cache
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -189,7 +190,7 @@ class Vocabulary:
         min_doc_freq: int = 1,
         max_words: int | None = None,
         analyze: Callable[[str], list[str]] | None = None,
-    ) -> "Vocabulary":
+    ) -> Vocabulary:
         """Words of the documents (``from_doc_freq``'s filters) plus every word of ``extra_texts`` (queries)."""
         df = count_doc_freq(doc_texts) if analyze is None else count_doc_freq(doc_texts, analyze)
         num_docs = df.pop(_NUM_DOCS)
@@ -204,7 +205,7 @@ class Vocabulary:
         min_doc_freq: int = 1,
         max_words: int | None = None,
         analyze: Callable[[str], list[str]] | None = None,
-    ) -> "Vocabulary":
+    ) -> Vocabulary:
         """The vocabulary from a ``word<TAB>doc_freq`` file (``write_doc_freq``; the data stage's
         ``word_doc_freq.tsv``), read line by line: memory is the words kept, not the collection's word types."""
 
@@ -228,7 +229,7 @@ class Vocabulary:
         min_doc_freq: int = 1,
         max_words: int | None = None,
         analyze: Callable[[str], list[str]] | None = None,
-    ) -> "Vocabulary":
+    ) -> Vocabulary:
         """Keep the document words in ``min_doc_freq`` documents or more and, with ``max_words``, only the
         ``max_words`` most frequent of those (ties: the first in word order, so the cut is deterministic), plus
         every word of ``extra_texts`` (with its document frequency), sorted for a deterministic id assignment. ``pairs()`` yields (word, df) in
@@ -259,7 +260,7 @@ class Vocabulary:
         words = sorted(kept)
         return cls(words, [kept[w] for w in words], num_docs, analyze)
 
-    def restricted(self, min_doc_freq: int = 1, max_words: int | None = None) -> "Vocabulary":
+    def restricted(self, min_doc_freq: int = 1, max_words: int | None = None) -> Vocabulary:
         """This vocabulary cut by ``from_doc_freq``'s filters; words with document frequency 0 (query words) stay."""
         pairs = [(w, df) for w, df in zip(self.words[2:], self.doc_freq[2:]) if df > 0]
         if all(df >= min_doc_freq for _, df in pairs) and (max_words is None or len(pairs) <= max_words):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -100,7 +100,7 @@ def uniform_region_share(
     the baseline a region-position share is read against (long collections push it up by themselves)."""
     keep = set(qids)
     shares = []
-    for q, docs in top_k({q: v for q, v in run.items() if q in keep}, top_docs).items():
+    for _q, docs in top_k({q: v for q, v in run.items() if q in keep}, top_docs).items():
         for d in docs:
             if d in lengths.index:
                 starts = max(int(min(lengths[d], read_len)) - region_size + 1, 1)  # possible region starts

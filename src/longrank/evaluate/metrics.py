@@ -15,7 +15,7 @@ import logging
 import math
 import os
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import ir_measures
 import pandas as pd

@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 
 def umask_mode(base: int = 0o666) -> int:

@@ -9,7 +9,7 @@ import os
 import stat
 import zlib
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from longrank.errors import InputError
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from longrank.errors import InputError
 from longrank.io.ids import check_id

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 from collections import defaultdict
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 from longrank.errors import InputError
 from longrank.io.atomic import write_text

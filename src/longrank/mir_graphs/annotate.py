@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, fields
 from itertools import islice
 from pathlib import Path
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from longrank.progress import progress
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -76,7 +77,7 @@ class Ranker(nn.Module):
         return []
 
     @classmethod
-    def from_config(cls, params: dict[str, Any], corpus: "Corpus") -> "Ranker":
+    def from_config(cls, params: dict[str, Any], corpus: Corpus) -> Ranker:
         raise NotImplementedError
 
     def encode(self, queries: list[str], doc_ids: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
@@ -87,7 +88,7 @@ class Ranker(nn.Module):
     def forward(self, **batch: torch.Tensor) -> torch.Tensor:  # noqa: D401 - shape [batch]
         raise NotImplementedError
 
-    def train(self, mode: bool = True) -> "Ranker":
+    def train(self, mode: bool = True) -> Ranker:
         """As ``nn.Module.train``; back to training, the documents' states kept for reranking
         (:mod:`longrank.models.modules.kept_documents`) are dropped: the next step makes them stale, and on a GPU
         they would hold memory through the training."""
@@ -109,7 +110,7 @@ class Ranker(nn.Module):
     def build_artifacts(
         self,
         scope: str,
-        corpus: "Corpus",
+        corpus: Corpus,
         doc_ids: list[str],
         out_dir: Path,
         *,

@@ -116,8 +116,8 @@ class MIR(Ranker):
         tokenizer,
         max_query_len: int = 30,
         max_doc_tokens: int | None = None,
-        graphs: list[str] = ["p2p", "s2s", "t2t"],
-        views: list[str] = ["passage", "sentence", "token"],
+        graphs: list[str] = ["p2p", "s2s", "t2t"],  # noqa: B006 (see below: never mutated)
+        views: list[str] = ["passage", "sentence", "token"],  # noqa: B006
         pooling: str = "attention",
         aggregator: str = "attention",
         shared: bool = False,

@@ -173,7 +173,7 @@ class ReuseStore:
         self._host_table: torch.Tensor | None = None  # the memory map as a torch table, made on first CPU read
 
     @classmethod
-    def open(cls, path, model=None) -> "ReuseStore":
+    def open(cls, path, model=None) -> ReuseStore:
         path = Path(path)
         try:
             meta = read_json(path)
@@ -206,7 +206,7 @@ class ReuseStore:
                 f"reuse store {path} was computed from other weights than this model's; rebuild the fold's artifacts"
             )
 
-    def resident(self, device, dtype: torch.dtype | None = None) -> "ReuseStore":
+    def resident(self, device, dtype: torch.dtype | None = None) -> ReuseStore:
         """The store held in ``device`` memory (in ``dtype``: bfloat16 / float16 halve it; default the file's).
         The paper's GPU timings prefetch documents to the GPU on a separate CUDA stream (its footnote 5): 1,000
         candidates of 12 MB cannot cross PCIe in its 0.1 s, so what it times is the compute with the store already

@@ -103,6 +103,8 @@ from longrank.models.ndrm_impact import impact_scores, read_exact_index, write_i
 from longrank.models.ndrm_terms import ExplicitMatch, ndrm_idf, ndrm_kernels, processed_embedder
 from longrank.config.schema import schema_default
 
+RERANK_BATCH = schema_default("rerank.batch_size")  # candidates per forward while indexing, as rerank's
+
 KERNEL_BUDGET = 1 << 24  # elements of one [docs, terms, kernels, length] block when scoring many terms
 
 
@@ -360,7 +362,7 @@ class NDRM(NDRMInputs, LatentMatch, Ranker):
         return kept_documents.trimmed_rows((vectors, mask), lengths.tolist())
 
     # ---- the impact index (fold artifact; models/ndrm_impact.py) ----------------------------------------
-    def build_artifacts(self, scope, corpus, doc_ids, out_dir, *, batch_size=schema_default("rerank.batch_size")):
+    def build_artifacts(self, scope, corpus, doc_ids, out_dir, *, batch_size=RERANK_BATCH):
         """Write the impact index of this (fold-trained) model: ``impact.npz`` (scipy.sparse CSR float32,
         [n_terms, n_docs], row t = s_{t,d} − floor_t for the term's top ``impact_depth`` documents, all if
         null) and ``impact.json`` (format, terms, doc_ids, impact_depth, term_floors, build_seconds, and every

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from longrank.errors import InputError
@@ -49,7 +49,7 @@ def model_class(name: str):
     return cls
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(implementation: str):
     module_name, class_name = implementation.split(":")
     return getattr(importlib.import_module(module_name), class_name)

@@ -5,7 +5,7 @@ chain carries the chain's priority itself (longrank.plan.priorities)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from longrank.plan.models import graph_set_readers, pseudo_queries_of, weights_of
 

@@ -3,7 +3,7 @@ uses, what it pre-trains on, which paper-figure bench times it, which entries re
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from longrank.errors import InputError
 from longrank.config.model_types import DEFAULT_ENCODER, capabilities

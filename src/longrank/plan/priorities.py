@@ -14,7 +14,8 @@ Snakemake starts the ready job of highest priority, so the jobs are given levels
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from longrank.plan.mir_chain import MirChain
 

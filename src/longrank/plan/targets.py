@@ -4,7 +4,7 @@ resolved once so that the rules pass these values and no stage works them out ag
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from collections.abc import Mapping
 
 from longrank.validation.validate import model_order
 from longrank.floors import floor_systems, model_floors

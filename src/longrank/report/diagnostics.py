@@ -8,7 +8,7 @@ learned "short documents first" shows a strongly negative length correlation and
 from __future__ import annotations
 
 import warnings
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd

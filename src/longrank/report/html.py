@@ -6,7 +6,7 @@ import base64
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from longrank.tables import to_html, to_markdown
 
@@ -40,15 +40,15 @@ class Section:
     title: str
     blocks: list[Block] = field(default_factory=list)
 
-    def text(self, text: str) -> "Section":
+    def text(self, text: str) -> Section:
         self.blocks.append(Block("text", text))
         return self
 
-    def note(self, text: str) -> "Section":
+    def note(self, text: str) -> Section:
         self.blocks.append(Block("note", text))
         return self
 
-    def not_run(self, why: str) -> "Section":
+    def not_run(self, why: str) -> Section:
         """The section (or a part of it) has nothing to show: ``why`` names the config key that switched it off or the
         input that is missing (``attention_scaling.enabled: false``), never just "skipped"."""
         if not why.strip():
@@ -61,17 +61,17 @@ class Section:
         """Whether the section shows anything beyond notes saying why it did not run."""
         return not all(b.kind == "note" and b.text.startswith("Not run:") for b in self.blocks)
 
-    def warning(self, text: str | None) -> "Section":
+    def warning(self, text: str | None) -> Section:
         """A caveat that changes how everything below it reads (none: nothing is added)."""
         if text:
             self.blocks.append(Block("warning", text))
         return self
 
-    def howto(self, text: str) -> "Section":
+    def howto(self, text: str) -> Section:
         self.blocks.append(Block("howto", text))
         return self
 
-    def table(self, headers, rows, caption: str = "") -> "Section":
+    def table(self, headers, rows, caption: str = "") -> Section:
         # A short row would shift every later cell under the wrong header, silently.
         bad = next((row for row in rows if len(row) != len(headers)), None)
         if bad is not None:
@@ -82,17 +82,17 @@ class Section:
         self.blocks.append(Block("table", caption, headers, rows))
         return self
 
-    def image(self, path: Path, caption: str = "", panel_note: str = "") -> "Section":
+    def image(self, path: Path, caption: str = "", panel_note: str = "") -> Section:
         """A figure; ``panel_note`` says which of its panels are empty or repeat another, and why (plots.py's checks)."""
         self.blocks.append(Block("image", caption, body=panel_note, path=Path(path)))
         return self
 
-    def details(self, summary: str, body: str) -> "Section":
+    def details(self, summary: str, body: str) -> Section:
         """Pre-formatted ``body`` folded under a one-line ``summary`` (HTML ``<details>``, collapsed)."""
         self.blocks.append(Block("details", summary, body=body))
         return self
 
-    def code(self, text: str) -> "Section":
+    def code(self, text: str) -> Section:
         self.blocks.append(Block("code", text))
         return self
 

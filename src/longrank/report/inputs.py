@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from functools import cached_property
-from typing import Mapping
+from collections.abc import Mapping
 
 from longrank.evaluate.lengths import read_doc_lengths
 from longrank.evaluate.metrics import evaluable_queries, read_folds, test_queries

@@ -61,7 +61,7 @@ class Manifest:
         return json.dumps(asdict(self))  # in order: systems as compared, first stages as configured
 
     @classmethod
-    def from_json(cls, text: str) -> "Manifest":
+    def from_json(cls, text: str) -> Manifest:
         obj = json.loads(text)
         missing = [
             k for k in ("config", "data", "compare", "runs", "evals", "candidates", "candidate_stats") if k not in obj

@@ -3,7 +3,7 @@ reference curve, and why (a reader otherwise takes two identical panels for a pl
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 

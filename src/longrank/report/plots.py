@@ -6,7 +6,7 @@ import math
 import os
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import matplotlib
 

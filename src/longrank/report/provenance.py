@@ -18,7 +18,7 @@ def section(ctx: Context) -> Section:
     sec = Section("Provenance")
     versions = [["python", platform.python_version()], *map(list, package_versions().items())]
     sec.text(
-        f"Generated {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} from {inp.manifest.config} "
+        f"Generated {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')} from {inp.manifest.config} "
         "and the files its rule named."
     )
     sec.text(code_version(inp))

@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from longrank.errors import InputError
 from longrank.io.atomic import names_full_disk, replace_directory, umask_mode

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from longrank.data.corpus import Corpus
 from longrank.data.words import query_terms, tokenize

@@ -44,7 +44,7 @@ class DocRows:
     resident: bool = False  # the table is a resident store's: the same tensor on every call (CUDA graphs may keep it)
 
     @classmethod
-    def from_dense(cls, kv: torch.Tensor, mask: torch.Tensor, blocks: int, max_len: int | None = None) -> "DocRows":
+    def from_dense(cls, kv: torch.Tensor, mask: torch.Tensor, blocks: int, max_len: int | None = None) -> DocRows:
         """``kv``: ``[B, L, 2 * blocks * hidden]`` (block k's keys, then its values), ``mask``: ``[B, L]`` right-padded."""
         batch, length, width = kv.shape
         hidden = width // (2 * blocks)

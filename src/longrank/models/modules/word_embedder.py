@@ -57,7 +57,7 @@ def word2vec_path(data_dir: str | Path) -> Path:
     return path
 
 
-def pretrained_rows(vocab: Vocabulary, corpus: "Corpus", embeddings: str = "glove-6b-50d") -> torch.Tensor:
+def pretrained_rows(vocab: Vocabulary, corpus: Corpus, embeddings: str = "glove-6b-50d") -> torch.Tensor:
     """[len(vocab)] bool: the ids whose word has a vector in ``embeddings`` (as the config names it; ``word2vec``
     is ``corpus``'s file), the rows ``embedding_matrix`` copied; false for padding, the unknown-word id and every
     word that started from a random row (NDRM's ``words_without_vectors``)."""
@@ -107,7 +107,7 @@ class WordEmbedder(nn.Module):
         self.register_buffer("idf", vocab.idf() if query_term_weights == "idf" else None, persistent=False)
 
     @classmethod
-    def for_corpus(cls, corpus: "Corpus", **keys) -> "WordEmbedder":
+    def for_corpus(cls, corpus: Corpus, **keys) -> WordEmbedder:
         """The embedder over ``corpus``'s word vocabulary with the config ``keys`` (this class's keyword
         arguments); ``embeddings: word2vec`` becomes the collection's ``<data dir>/word2vec.txt``."""
         if keys.get("embeddings") == WORD2VEC:
