@@ -11,8 +11,8 @@ import pytest
 from longrank.validation.validate import validate_config
 from longrank.config.files import merged
 from longrank.errors import InputError
-from longrank.plan import Plan, build_plan, inputs
-from longrank.plan.checks import planned_names
+from longrank.plan import Plan, build_plan, job_inputs
+from longrank.plan.preflight import planned_names
 from longrank.plan.priorities import MIR_CHAIN_PRIORITY, RERANK_PRIORITY, TRAINING_PRIORITY
 
 TREC_DL_2019 = ("config/trec-dl.yaml", "config/trec-dl-2019.yaml")
@@ -134,10 +134,10 @@ def test_shared_weights_point_at_the_trained_entry():
     shared = [m for m in plan.models if plan.weights_of(m) != m]
     assert shared and not set(shared) & set(plan.trained)
     for model in shared:
-        assert inputs.checkpoints(plan, model) == [
+        assert job_inputs.checkpoints(plan, model) == [
             f"results/cranfield/models/{plan.weights_of(model)}/fold0/model.safetensors"
         ]
-        assert inputs.history_summaries(plan, model) == []
+        assert job_inputs.history_summaries(plan, model) == []
 
 
 def test_a_chain_of_shared_weights_is_refused():
@@ -158,32 +158,32 @@ def test_pretraining_plans_its_sets_inputs():
         "bert_firstp_pretrained",
         "mir_pretrained",
     ]
-    assert inputs.pretrained_weights(plan, "knrm_pretrained") == [
+    assert job_inputs.pretrained_weights(plan, "knrm_pretrained") == [
         "results/cranfield/models/knrm_pretrained/pretrained/model.safetensors"
     ]
-    assert inputs.pretrained_weights(plan, "knrm") == []
+    assert job_inputs.pretrained_weights(plan, "knrm") == []
     # a MIR model pre-trains on its graph set built for the pseudo-queries' positives
-    assert inputs.pretraining_artifacts(plan, "mir_pretrained") == ["results/cranfield/graphs_pretrain/titles/mir"]
-    assert inputs.collection_artifacts(plan, "mir") == ["results/cranfield/graphs/mir"]
-    assert inputs.stage_artifacts(plan, "hdct") == ["results/cranfield/hdct/hdct"]
-    assert inputs.stage_artifacts(plan, "bm25") == []
-    assert inputs.hdct_pseudo_queries(plan, "hdct") == []  # targets: titles
+    assert job_inputs.pretraining_artifacts(plan, "mir_pretrained") == ["results/cranfield/graphs_pretrain/titles/mir"]
+    assert job_inputs.collection_artifacts(plan, "mir") == ["results/cranfield/graphs/mir"]
+    assert job_inputs.stage_artifacts(plan, "hdct") == ["results/cranfield/hdct/hdct"]
+    assert job_inputs.stage_artifacts(plan, "bm25") == []
+    assert job_inputs.hdct_pseudo_queries(plan, "hdct") == []  # targets: titles
 
 
 def test_the_inputs_of_first_stages_and_pseudo_queries_on_trec_dl():
     plan = plan_of(*TREC_DL_2019)
     assert plan.results == "results/trec-dl-2019"
-    assert inputs.stage_artifacts(plan, "bm25") == [f"{plan.results}/pisa/bm25"]  # method pisa
-    assert inputs.pseudo_query_index(plan, "titles") == [f"{plan.results}/pisa/bm25"]
-    source = inputs.pseudo_query_source(plan, "titles")
+    assert job_inputs.stage_artifacts(plan, "bm25") == [f"{plan.results}/pisa/bm25"]  # method pisa
+    assert job_inputs.pseudo_query_index(plan, "titles") == [f"{plan.results}/pisa/bm25"]
+    source = job_inputs.pseudo_query_source(plan, "titles")
     assert source[0] == "--dataset" and source[-2:] == ["--index", f"{plan.results}/pisa/bm25"]
 
 
 def test_the_default_models_embeddings_and_artifacts(default):
-    assert inputs.model_embeddings(default, "ndrm3") == ["results/cranfield/data/word2vec.txt"]
-    assert inputs.model_embeddings(default, "knrm") == []
-    assert inputs.fold_artifacts(default, "knrm") == []
-    assert inputs.stage_artifacts(default, "ndrm3_full") == ["results/cranfield/artifacts/ndrm3/fold0"]
+    assert job_inputs.model_embeddings(default, "ndrm3") == ["results/cranfield/data/word2vec.txt"]
+    assert job_inputs.model_embeddings(default, "knrm") == []
+    assert job_inputs.fold_artifacts(default, "knrm") == []
+    assert job_inputs.stage_artifacts(default, "ndrm3_full") == ["results/cranfield/artifacts/ndrm3/fold0"]
 
 
 def test_the_downloads_check_reads_every_planned_wildcard_value():

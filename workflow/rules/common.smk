@@ -17,9 +17,9 @@ from longrank.console import print_failures
 from longrank.models.registry import model_module
 from longrank.errors import InputError
 from longrank.config.names import check_outputs_not_inputs
-from longrank.plan import build_plan, inputs
-from longrank.plan.checks import ResultsOwner, check_downloads as download_check, planned_names
-from longrank.plan.inputs import as_json
+from longrank.plan import build_plan, job_inputs
+from longrank.plan.preflight import ResultsOwner, check_downloads as download_check, planned_names
+from longrank.plan.job_inputs import as_json
 from longrank.plan.priorities import MIR_CHAIN_PRIORITY, RERANK_PRIORITY, TRAINING_PRIORITY
 
 try:
@@ -35,7 +35,7 @@ try:
     R = f"results/{config['dataset']['name']}"  # a safe name (longrank.names.SAFE_NAME): always a folder of results/
     # no configured input inside results/<name>/: the data stage would overwrite (and Snakemake first delete) it
     check_outputs_not_inputs(config, R)
-    # Results owned by one workflow (longrank.plan.checks): the lock on R itself is taken when jobs start (onstart,
+    # Results owned by one workflow (longrank.plan.preflight): the lock on R itself is taken when jobs start (onstart,
     # in the Snakefile) and released when they end
     RESULTS_OWNER = ResultsOwner(Path(R), Path.cwd(), copy.deepcopy(config))  # the config as validated
     RESULTS_OWNER.check()
@@ -110,7 +110,7 @@ wildcard_constraints:
 
 
 def by_wildcard(wildcard, question):
-    """An input function: ``question`` (longrank.plan.inputs) of the plan and the job's ``wildcard``."""
+    """An input function: ``question`` (longrank.plan.job_inputs) of the plan and the job's ``wildcard``."""
     return lambda wc: question(PLAN, getattr(wc, wildcard))
 
 
@@ -119,22 +119,22 @@ candidates_of = PLAN.candidates_of
 weights_of = PLAN.weights_of
 pseudo_queries_of = PLAN.pseudo_queries_of
 model_systems = PLAN.model_systems
-checkpoints = by_wildcard("model", inputs.checkpoints)
-dev_runs = by_wildcard("model", inputs.dev_runs)
-collection_artifacts = by_wildcard("model", inputs.collection_artifacts)
-pretraining_artifacts = by_wildcard("model", inputs.pretraining_artifacts)
-fold_artifacts = by_wildcard("model", inputs.fold_artifacts)
-model_embeddings = by_wildcard("model", inputs.model_embeddings)
-pretrained_weights = by_wildcard("model", inputs.pretrained_weights)
-training_gpus = by_wildcard("model", inputs.training_gpus)
-history_summaries = by_wildcard("model", inputs.history_summaries)
-stage_artifacts = by_wildcard("first_stage", inputs.stage_artifacts)
-hdct_pseudo_queries = by_wildcard("first_stage", inputs.hdct_pseudo_queries)
-pseudo_query_source = by_wildcard("pseudo_set", inputs.pseudo_query_source)
-pseudo_query_index = by_wildcard("pseudo_set", inputs.pseudo_query_index)
-graph_set_prf_queries = by_wildcard("graph_set", inputs.graph_set_prf_queries)
-doc_field_readers = by_wildcard("field", inputs.doc_field_readers)
-brought_run_file = by_wildcard("first_stage", inputs.brought_run_file)
+checkpoints = by_wildcard("model", job_inputs.checkpoints)
+dev_runs = by_wildcard("model", job_inputs.dev_runs)
+collection_artifacts = by_wildcard("model", job_inputs.collection_artifacts)
+pretraining_artifacts = by_wildcard("model", job_inputs.pretraining_artifacts)
+fold_artifacts = by_wildcard("model", job_inputs.fold_artifacts)
+model_embeddings = by_wildcard("model", job_inputs.model_embeddings)
+pretrained_weights = by_wildcard("model", job_inputs.pretrained_weights)
+training_gpus = by_wildcard("model", job_inputs.training_gpus)
+history_summaries = by_wildcard("model", job_inputs.history_summaries)
+stage_artifacts = by_wildcard("first_stage", job_inputs.stage_artifacts)
+hdct_pseudo_queries = by_wildcard("first_stage", job_inputs.hdct_pseudo_queries)
+pseudo_query_source = by_wildcard("pseudo_set", job_inputs.pseudo_query_source)
+pseudo_query_index = by_wildcard("pseudo_set", job_inputs.pseudo_query_index)
+graph_set_prf_queries = by_wildcard("graph_set", job_inputs.graph_set_prf_queries)
+doc_field_readers = by_wildcard("field", job_inputs.doc_field_readers)
+brought_run_file = by_wildcard("first_stage", job_inputs.brought_run_file)
 
 
 def run_file(wildcards):
@@ -142,19 +142,19 @@ def run_file(wildcards):
 
 
 def local_collection_files(wildcards):
-    return inputs.local_collection_files(PLAN)
+    return job_inputs.local_collection_files(PLAN)
 
 
 def word2vec_field_stores(wildcards):
-    return inputs.word2vec_field_stores(PLAN)
+    return job_inputs.word2vec_field_stores(PLAN)
 
 
 def graph_set_settings(name):
-    return inputs.graph_set_settings(PLAN, name)
+    return job_inputs.graph_set_settings(PLAN, name)
 
 
 def mir_speed_alike():
-    return inputs.mir_speed_alike(PLAN)
+    return job_inputs.mir_speed_alike(PLAN)
 
 
 def model_config(wildcards):

@@ -46,7 +46,7 @@ from longrank.errors import InputError
 from longrank.bench import fresh
 from longrank.bench.fresh import measure_in_fresh_process
 from longrank.bench.memory import MemoryProbe
-from longrank.bench.records import LengthMeasurement
+from longrank.bench.rows import LengthMeasurement
 from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_alternating, time_region
 from longrank.results.stage_outputs import BenchTable, Rate, Timing
 from longrank.models.checkpoint import load_model

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from longrank.bench.records import SpeedRow
+from longrank.bench.rows import SpeedRow
 from longrank.bench.timing import MIN_REPEATS, check_repeats, median_of, time_alternating
 from longrank.results.stage_outputs import BenchTable, Timing
 from longrank.models.modules.encoders import (
