@@ -49,6 +49,7 @@ def sequence(request):
     return measured(request.param, *SEQUENCE)
 
 
+@pytest.mark.stage  # starts a server or an interpreter with torch and transformers: seconds each
 def test_each_measurement_is_a_fresh_process_with_the_mmap_threshold_set(sequence):
     before = os.environ.get("MALLOC_MMAP_THRESHOLD_")
     outcomes, caller, after = sequence
@@ -59,6 +60,7 @@ def test_each_measurement_is_a_fresh_process_with_the_mmap_threshold_set(sequenc
     assert after == before  # set for the server only
 
 
+@pytest.mark.stage  # starts a server or an interpreter with torch and transformers: seconds each
 def test_a_failing_measurement_returns_its_traceback_and_the_next_one_runs(sequence):
     failed, next_one = sequence[0][2:4]
     assert failed["result"] is None
@@ -66,6 +68,7 @@ def test_a_failing_measurement_returns_its_traceback_and_the_next_one_runs(seque
     assert next_one["result"]["seen"] == ["a"]
 
 
+@pytest.mark.stage  # starts a server or an interpreter with torch and transformers: seconds each
 def test_a_killed_measurement_returns_its_signal_and_the_next_one_runs(sequence):
     killed, next_one = sequence[0][4:6]
     assert killed["result"] is None and killed["exitcode"] == -signal.SIGKILL
@@ -152,6 +155,7 @@ def run_script(script: str) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.stage  # starts a server or an interpreter with torch and transformers: seconds each
 def test_a_fresh_process_is_safe_to_fork_and_one_that_ran_a_parallel_region_is_not():
     out = run_script(
         "from longrank.bench import fresh; import torch; torch.set_num_threads(2); before = fresh.fork_is_safe(); "
@@ -160,12 +164,14 @@ def test_a_fresh_process_is_safe_to_fork_and_one_that_ran_a_parallel_region_is_n
     assert out == [True, False]
 
 
+@pytest.mark.stage  # starts a server or an interpreter with torch and transformers: seconds each
 def test_a_process_that_computed_with_torch_measures_in_the_forkserver_and_finishes():
     out = run_script(COMPUTED_FIRST)
     assert not out["forked_here"], "the server was forked from a process that ran OpenMP: its children hang"
     assert out["error"] == "" and out["result"]["sum"] == float(2 << 18)
 
 
+@pytest.mark.stage  # starts a server or an interpreter with torch and transformers: seconds each
 def test_a_hung_measurement_in_a_server_forked_here_is_killed_within_its_bound_with_a_clear_error():
     out = run_script(HUNG_HERE)
     assert out["forked_here"]
@@ -175,6 +181,7 @@ def test_a_hung_measurement_in_a_server_forked_here_is_killed_within_its_bound_w
     assert out["after"]["seen"] == ["a"]  # the server goes on measuring
 
 
+@pytest.mark.stage  # starts a server or an interpreter with torch and transformers: seconds each
 def test_a_hung_measurement_in_the_forkserver_is_killed_within_its_bound_with_a_clear_error():
     measure_in_fresh_process("fresh_probe", {"do": "a"})  # the forkserver started: its start is not the bound's
     start = time.monotonic()

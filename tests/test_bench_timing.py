@@ -18,7 +18,7 @@ from longrank.outputs import SPREAD_LIMIT, BenchTable, Timing
 from longrank.report.efficiency import NOISY_MARK, noisy_cells, timed_table
 from test_tk_tkl import write_tiny_corpus
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from longrank.cli import main
 from longrank.data.corpus import Corpus
 from longrank.io import InputError, read_run, write_json, write_run
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 DEPTH = 30
 TRAIN = {"steps": 2, "batch_size": 2, "eval_every": 2, "eval_batch_size": 16}

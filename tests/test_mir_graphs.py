@@ -29,7 +29,7 @@ from longrank.data.records import GraphStore, RecordWriter
 from longrank.io import InputError, write_json, write_run, write_text
 from longrank.models.modules.encoders import load_tokenizer
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 # One WordPiece per word or full stop (asserted below): sentence k spans the tokens noted beside it.
 SENTENCES = [

@@ -34,7 +34,7 @@ from longrank.retrieval import sanity as lexical
 from longrank.retrieval.sanity_floor import Floor
 from longrank.tables import fmt_p
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 
 QUERY = "the wing lift of a plate"  # terms: wing, lift, plate ("the", "of", "a" are stop words)

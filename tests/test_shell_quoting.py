@@ -21,7 +21,7 @@ import yaml
 
 from conftest import REPO
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 RULES = sorted((REPO / "workflow" / "rules").glob("*.smk"))
 # {threads} is an int Snakemake fills in itself; everything else (params, input, output, log, wildcards) is quoted,
