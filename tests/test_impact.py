@@ -13,7 +13,6 @@ import scipy.sparse
 from longrank.io import InputError, write_json, write_qrels, write_run
 from longrank.retrieval.impact import FORMAT, impact_run, load_index
 
-pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 TERMS = ["wing", "lift", "heat", "flux", "shock", "mach"]
 
