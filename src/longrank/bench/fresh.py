@@ -98,7 +98,7 @@ def start_here(module: str, preload: tuple[str, ...] = PRELOAD) -> None:
     for name in (*preload, module):
         importlib.import_module(name)
     if not fork_is_safe():
-        log.info("this process has run torch's parallel code, so a fork of it would hang: measuring in the forkserver")
+        log.info("a fork of this process hangs in torch's parallel code (it has run some): measuring in the forkserver")
         return
     ours, its = multiprocessing.Pipe()
     pid = os.fork()
