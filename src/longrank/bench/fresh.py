@@ -115,7 +115,9 @@ def fork_is_safe() -> bool:
     parallel region (elementwise and MKL's matrix product) at two threads at least (a measurement may ask for more
     threads than this process uses) and must exit cleanly within :data:`PROBE_TIMEOUT_S`. It checks the failure
     itself, whatever its cause (OpenMP's inherited pool, a lock another thread held at the fork); a probe that is
-    only slow counts as unsafe, which costs time, never a hang."""
+    only slow counts as unsafe, which costs time, never a hang. Counting this process's threads cannot tell: numpy's
+    and scipy's OpenBLAS start theirs at import (fork-safe: they re-create them in a child), and torch does not say
+    whether OpenMP's pool exists."""
     import torch
 
     pid = os.fork()
