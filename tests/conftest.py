@@ -292,15 +292,20 @@ def _module(nodeid: str) -> str:
     return nodeid.split("::")[0]
 
 
-def pytest_collection_modifyitems(config, items):
-    """An end-to-end run is slow too, so ``pytest -m "not slow"`` (the quick tier, under a minute on two cores) leaves
-    out everything that trains a model, runs a stage or a workflow; ``pytest`` runs it all.
+# The time limit of an end-to-end test (pyproject.toml's timeout is for the rest): its setup may make a whole workflow
+# run, the TREC DL rehearsal's 13 minutes under -n 2 on two cores, and this machine's pace varies twofold.
+E2E_TIMEOUT_S = 3600
 
-    The modules that run a workflow go first (a stable sort: each module keeps its order): under pytest-xdist the
-    longest work starts first and the quick modules fill the other worker meanwhile, so neither waits at the end."""
+
+def pytest_collection_modifyitems(config, items):
+    """End-to-end tests get E2E_TIMEOUT_S, unless marked with their own ``timeout``.
+
+    The modules that run a workflow go first (a stable sort: each module keeps its order; it runs after
+    pytest-randomly's shuffle): under pytest-xdist the longest work starts first and the quick modules fill the
+    other worker meanwhile, so neither waits at the end."""
     for item in items:
-        if item.get_closest_marker("e2e"):
-            item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("e2e") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_S))
     readers = {_module(item.nodeid) for item in items if "workflow_run" in getattr(item, "fixturenames", ())}
     if not readers <= SHARED_RUN_MODULES:
         raise pytest.UsageError(

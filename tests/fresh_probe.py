@@ -2,6 +2,7 @@
 
 import os
 import signal
+import time
 
 SEEN = []  # a child's state: a fresh process starts with it empty
 
@@ -11,5 +12,12 @@ def measure(job: dict) -> dict:
         raise ValueError("the measurement's own error")
     if job["do"] == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if job["do"] == "hang":  # as a child stuck in a deadlock: never answers
+        time.sleep(3600)
+    if job["do"] == "parallel":  # one of torch's OpenMP parallel regions (what hangs in a fork of a computed process)
+        import torch
+
+        torch.set_num_threads(2)
+        return {"sum": float(torch.ones(1 << 18).mul_(2).sum())}
     SEEN.append(job["do"])
     return {"seen": list(SEEN), "pid": os.getpid(), "mmap_threshold": os.environ.get("MALLOC_MMAP_THRESHOLD_")}

@@ -32,7 +32,7 @@ def bench_args(out, **overrides):
     return Namespace(**args)
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 def test_every_attention_is_measured_on_tiny_lengths(tmp_path):
     from longrank.bench import attention_scaling
 
@@ -59,7 +59,7 @@ def test_memory_estimate_is_quadratic_only_for_materialised_attention():
     assert quadratic >= 2 * 4 * 32 * 2000**2 * 4  # at least batch . heads . n^2 . 4 bytes per layer
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 def test_configurations_over_the_cap_are_skipped_by_estimate(tmp_path, monkeypatch):
     from longrank.bench import attention_scaling
 

@@ -14,7 +14,7 @@ from longrank.models.checkpoint import save_weights
 from longrank.results.stage_outputs import Rate
 from test_tk_tkl import write_tiny_corpus
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from longrank.bench.fresh import measure_in_fresh_process
+from longrank.bench.fresh import MeasurementHung, measure_in_fresh_process
 
 TESTS = Path(__file__).resolve().parent
 
@@ -48,6 +49,7 @@ def sequence(request):
     return measured(request.param, *SEQUENCE)
 
 
+@pytest.mark.stage  # starts a server or an interpreter with torch and transformers: seconds each
 def test_each_measurement_is_a_fresh_process_with_the_mmap_threshold_set(sequence):
     before = os.environ.get("MALLOC_MMAP_THRESHOLD_")
     outcomes, caller, after = sequence
@@ -58,6 +60,7 @@ def test_each_measurement_is_a_fresh_process_with_the_mmap_threshold_set(sequenc
     assert after == before  # set for the server only
 
 
+@pytest.mark.stage  # starts a server or an interpreter with torch and transformers: seconds each
 def test_a_failing_measurement_returns_its_traceback_and_the_next_one_runs(sequence):
     failed, next_one = sequence[0][2:4]
     assert failed["result"] is None
@@ -65,6 +68,7 @@ def test_a_failing_measurement_returns_its_traceback_and_the_next_one_runs(seque
     assert next_one["result"]["seen"] == ["a"]
 
 
+@pytest.mark.stage  # starts a server or an interpreter with torch and transformers: seconds each
 def test_a_killed_measurement_returns_its_signal_and_the_next_one_runs(sequence):
     killed, next_one = sequence[0][4:6]
     assert killed["result"] is None and killed["exitcode"] == -signal.SIGKILL
@@ -110,3 +114,78 @@ def test_the_command_line_forks_the_server_before_a_measuring_stage_runs(monkeyp
         "transformers.models.auto.modeling_auto",
         "transformers.models.bert.modeling_bert",
     }
+
+
+# A process that computed with torch before it measures: a test session calling cli.main after other tests did
+COMPUTED_FIRST = """
+import json, sys, time
+import torch
+from longrank.bench import fresh
+torch.set_num_threads(2)
+torch.ones(1 << 20).exp()  # an OpenMP parallel region: GNU OpenMP now holds a pool of worker threads
+fresh.start_here("fresh_probe")
+start = time.monotonic()
+outcome = fresh.measure_in_fresh_process("fresh_probe", {"do": "parallel"})
+print(json.dumps({"forked_here": "fresh_probe" in fresh._here, "result": outcome.result, "error": outcome.error,
+                  "seconds": time.monotonic() - start}))
+"""
+
+# A measurement that never answers, under a bound of two seconds, then one that does, through the server forked here
+HUNG_HERE = """
+import json, sys, time
+from longrank.bench import fresh
+fresh.start_here("fresh_probe")
+start = time.monotonic()
+try:
+    fresh.measure_in_fresh_process("fresh_probe", {"do": "hang"}, timeout_s=2)
+    error = None
+except fresh.MeasurementHung as hung:
+    error = str(hung)
+seconds = time.monotonic() - start
+after = fresh.measure_in_fresh_process("fresh_probe", {"do": "a"}, timeout_s=60)
+print(json.dumps({"forked_here": "fresh_probe" in fresh._here, "error": error, "seconds": seconds,
+                  "after": after.result}))
+"""
+
+
+def run_script(script: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.stage  # starts a server or an interpreter with torch and transformers: seconds each
+def test_a_fresh_process_is_safe_to_fork_and_one_that_ran_a_parallel_region_is_not():
+    out = run_script(
+        "from longrank.bench import fresh; import torch; torch.set_num_threads(2); before = fresh.fork_is_safe(); "
+        "torch.ones(1 << 20).exp(); print(__import__('json').dumps([before, fresh.fork_is_safe()]))"
+    )
+    assert out == [True, False]
+
+
+@pytest.mark.stage  # starts a server or an interpreter with torch and transformers: seconds each
+def test_a_process_that_computed_with_torch_measures_in_the_forkserver_and_finishes():
+    out = run_script(COMPUTED_FIRST)
+    assert not out["forked_here"], "the server was forked from a process that ran OpenMP: its children hang"
+    assert out["error"] == "" and out["result"]["sum"] == float(2 << 18)
+
+
+@pytest.mark.stage  # starts a server or an interpreter with torch and transformers: seconds each
+def test_a_hung_measurement_in_a_server_forked_here_is_killed_within_its_bound_with_a_clear_error():
+    out = run_script(HUNG_HERE)
+    assert out["forked_here"]
+    assert "fresh_probe.measure(do=hang)" in out["error"] and "did not answer within 2 s" in out["error"]
+    assert "its output (stderr) went to" in out["error"]
+    assert 2 <= out["seconds"] < 15
+    assert out["after"]["seen"] == ["a"]  # the server goes on measuring
+
+
+@pytest.mark.stage  # starts a server or an interpreter with torch and transformers: seconds each
+def test_a_hung_measurement_in_the_forkserver_is_killed_within_its_bound_with_a_clear_error():
+    measure_in_fresh_process("fresh_probe", {"do": "a"})  # the forkserver started: its start is not the bound's
+    start = time.monotonic()
+    with pytest.raises(MeasurementHung, match=r"fresh_probe\.measure\(do=hang\) .*did not answer within 2 s"):
+        measure_in_fresh_process("fresh_probe", {"do": "hang"}, timeout_s=2)
+    assert time.monotonic() - start < 15
+    assert measure_in_fresh_process("fresh_probe", {"do": "a"}).result["seen"] == ["a"]

@@ -18,8 +18,6 @@ from longrank.results.stage_outputs import SPREAD_LIMIT, BenchTable, Timing
 from longrank.report.efficiency import NOISY_MARK, noisy_cells, timed_table
 from test_tk_tkl import write_tiny_corpus
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
-
 
 @pytest.fixture(scope="module")
 def tk_bench(tmp_path_factory):
@@ -61,6 +59,7 @@ def test_time_region_warms_up_then_times_every_pass():
         time_region(lambda: None, "cpu", repeats=0)
 
 
+@pytest.mark.stage  # the bench stage runs TK
 def test_two_rows_at_the_same_effective_length_agree_within_their_spread(tk_bench):
     table = BenchTable.read(tk_bench)
     assert len(table.timings) == len(table.rows)
@@ -74,6 +73,7 @@ def test_two_rows_at_the_same_effective_length_agree_within_their_spread(tk_benc
     assert row_a[4] == pytest.approx(1000 * a.median_s)
 
 
+@pytest.mark.stage  # the bench stage runs TK
 def test_report_marks_a_median_whose_spread_exceeds_the_limit(tk_bench):
     raw = json.loads(tk_bench.read_text())
     for row in raw["timings"]:  # the real passes made steady (the shared test machine's own spread varies) ...
@@ -97,6 +97,7 @@ def test_report_marks_a_median_whose_spread_exceeds_the_limit(tk_bench):
     assert rows[0][headers.index("ms/batch (median): spread (min / max, IQR)")].text.startswith("+0% / +20%")
 
 
+@pytest.mark.stage  # the bench stage runs TK
 def test_a_timing_for_a_column_the_table_lacks_is_refused(tk_bench):
     raw = json.loads(tk_bench.read_text())
     raw["timings"][0] = {"no such column": {"seconds": [0.1], "warmup": 0}}

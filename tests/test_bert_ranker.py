@@ -12,7 +12,7 @@ from longrank.models.bert_ranker import BertRanker
 from longrank.models.bi_encoder import BiEncoder
 from longrank.models.modules.encoders import load_encoder, load_tokenizer, random_encoder
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 
 @pytest.fixture(scope="module")

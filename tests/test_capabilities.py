@@ -134,6 +134,7 @@ def test_a_row_behind_its_class_stops_the_class_from_loading(monkeypatch):
     )
 
 
+@pytest.mark.stage  # Snakemake plans the default config in a new interpreter
 def test_a_dry_run_of_the_default_config_imports_no_model_code(tmp_path):
     """The config checks, the floors and the workflow's parse ask the table, never a model class: ``snakemake -n
     report`` on the default config plans every job and imports neither torch nor transformers, spaCy or

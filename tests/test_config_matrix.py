@@ -33,7 +33,7 @@ from longrank.errors import InputError
 from longrank.config.model_types import capabilities
 from rehearsal import DEV, RUNS, YEARS, full_scale, rehearsal
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 CONFIG = REPO / "config"
 OVERLAYS = {overlay.path: overlay for overlay in overlays()}  # a missing header or base fails collection, naming it

@@ -25,7 +25,7 @@ def test_a_log_with_a_worded_error_gives_that_line_and_one_without_gives_its_tai
     assert job_error(tmp_path / "absent.log")[0].startswith("(the log could not be read")
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 def test_a_failed_run_prints_the_failing_jobs_own_message_last(tmp_path, ir_datasets_home, monkeypatch):
     docs, queries, qrels = synthetic_collection(n_queries=6)
     dataset = write_local_collection(tmp_path / "mine", docs, queries, qrels)
@@ -60,7 +60,7 @@ def test_training_lines_reach_stdout_only_when_stderr_goes_elsewhere(tmp_path):
     assert done.stdout == ""
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 def test_the_rich_logger_the_readme_offers_is_installed_and_plans_the_run(tmp_path, ir_datasets_home):
     (tmp_path / "config").symlink_to(REPO / "config")
     done = snakemake(tmp_path, "-n", "report", "--logger", "rich")

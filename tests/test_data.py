@@ -382,7 +382,7 @@ def test_a_collection_that_cannot_be_downloaded_names_the_dataset_and_where_its_
     assert not (tmp_path / "data").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 def test_irled_through_its_config(irled_dir, tmp_path):
     """config/irled.yaml's data stage on the real files: whole-case queries cut to 25 tf-idf terms, judgments
     of thousands of words, empty judgments dropped with their ids logged."""

@@ -158,7 +158,7 @@ def snakemake_resolves(tmp_path: Path, *configfiles: Path) -> dict:
     return json.loads((tmp_path / target).read_text())
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 def test_snakemake_resolves_trec_dl_and_a_users_collection_without_cranfields_keys(tmp_path):
     trec = snakemake_resolves(tmp_path / "trec", *(REPO / path for path in TREC_DL_2019))["dataset"]
     assert trec == {**SCHEMA_DEFAULTS, **described("trec-dl-2019"), "gains": {}}

@@ -27,7 +27,7 @@ from longrank.train.optimiser import parameter_groups
 from longrank.train.sampling import PairSampler
 from longrank.train.settings import TrainSettings
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 # eval_every 1: training_log.tsv then holds every step's loss (it logs the mean loss since the last evaluation)
 KNRM = {

@@ -158,7 +158,7 @@ def test_a_store_of_another_field_order_is_refused(prepared):
         DocumentFields(corpus.dir, ["title", "url", "body"])
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 def test_the_field_store_is_written_after_the_data_stage(tmp_path):
     """The data stage replaces results/<name>/data whole, so a field store written under it must come after it: the
     TREC DL rehearsal once ran doc_field first, the data stage then deleted the URL store, and NDRM2's training found

@@ -78,7 +78,7 @@ def _read_in_child(store, doc_id, queue):
     queue.put(store[doc_id])
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 def test_the_store_works_in_forked_and_spawned_workers(tmp_path):
     write_docs(tmp_path / "docs.jsonl", iter(DOCS))
     store = DocStore(tmp_path / "docs.jsonl")

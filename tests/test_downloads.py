@@ -69,7 +69,7 @@ def test_with_the_hub_reachable_an_uncached_model_is_a_note(tmp_path, monkeypatc
     assert problems == [] and "first job that loads it downloads it" in notes[0]
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 def test_the_workflow_names_them_before_any_job_runs(tmp_path):
     """The real workflow (not a dry run, which needs no weights): it stops at onstart, naming the key, and no job ran."""
     (tmp_path / "config").symlink_to(REPO / "config")

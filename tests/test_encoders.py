@@ -20,7 +20,7 @@ LOOKUPS = {
 }
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 @pytest.mark.parametrize("lookup", list(LOOKUPS))
 def test_looking_up_an_encoder_leaves_the_environment_unchanged(lookup, monkeypatch):
     LOOKUPS[lookup]()  # torch's and transformers' own imports set variables of theirs once

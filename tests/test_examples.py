@@ -16,7 +16,7 @@ import yaml
 
 from conftest import REPO, snakemake
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 EXAMPLES = REPO / "examples"
 CONFIG = "examples/mine.yaml"  # as the user types it, from the repository root

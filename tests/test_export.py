@@ -22,7 +22,7 @@ from longrank.errors import InputError
 from longrank.io.json_yaml import write_json
 from longrank.io.trec_files import read_run, write_run
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 DEPTH = 30
 TRAIN = {"steps": 2, "batch_size": 2, "eval_every": 2, "eval_batch_size": 16}

@@ -50,7 +50,7 @@ from longrank.io.trec_files import read_run, write_run
 
 from conftest import REPO, snakemake_command, synthetic_collection, write_local_collection
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 SPLITS = {"method": "holdout", "dev": 0.25, "test": 0.25}
 SCHEMA = str(SCHEMA_PATH)
@@ -967,7 +967,7 @@ def final_outputs(directory: Path) -> dict[str, bytes]:
 KILLED = kind("kill", ["data", "candidates", "train", "rerank", "artifacts"])
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 @pytest.mark.parametrize("stage", KILLED)
 def test_kill_9_of_a_stage_keeps_its_previous_outputs_and_a_rerun_succeeds(tmp_path, stages, stage):
     for attempt, delay in enumerate((0.3, 0.05, 0.0)):  # sooner each time the stage finished before the kill
@@ -1007,7 +1007,7 @@ def comparable(outputs: dict[str, bytes], stamped: bool = True) -> dict[str, byt
 KINDS["lock"] = 1
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 def test_a_second_workflow_on_the_same_results_is_refused_and_the_first_completes(tmp_path):
     """The first workflow's data job runs through a gate, a ``python`` first on its PATH that waits for a file before
     it runs the stage, so it holds Snakemake's lock, at work, until the test opens it: the second is started in that

@@ -10,9 +10,10 @@ Kinds (``KINDS`` counts them):
 - ``disk_full``: ENOSPC raised by ``write()`` (which names no file): the stage's one-line error names the output.
 - ``export``: an exported ranker whose ``ranker.json`` points outside its folder or gives sizes its weights do not
   have: refused naming the key, never echoing a line of the file it points at, before anything is allocated.
-- ``shared_results`` (slow: runs the workflow): two checkouts whose ``results/`` is one folder (a symlink).
+- ``shared_results`` (e2e: runs the workflow): two checkouts whose ``results/`` is one folder (a symlink).
 
-The quick cases run in the quick tier; the workflow cases are marked slow, and share one small data-stage run."""
+The quick cases are unit tests; the workflow cases run a real (one-job) Snakemake DAG, so they are marked e2e, and share
+one small data-stage run."""
 
 from __future__ import annotations
 
@@ -557,7 +558,7 @@ def dead_pid() -> int:
     return process.pid
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_second_checkout_is_locked_out_of_a_shared_results_folder_while_the_first_runs(checkouts):
     a, b, gate, results = checkouts["A"], checkouts["B"], checkouts["gate"], checkouts["results"]
     same = checkouts["root"] / "same.yaml"
@@ -595,7 +596,7 @@ def test_a_second_checkout_is_locked_out_of_a_shared_results_folder_while_the_fi
 KINDS["shared_results"] = 3  # locked out while the first runs; a stale lock taken over; a dry run not refused
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_another_checkouts_config_is_refused_not_called_up_to_date(checkouts):
     a, b, results, root = checkouts["A"], checkouts["B"], checkouts["results"], checkouts["root"]
     same, other = root / "same.yaml", root / "other.yaml"
@@ -624,7 +625,7 @@ def test_another_checkouts_config_is_refused_not_called_up_to_date(checkouts):
 KINDS["shared_results"] += 3  # another config refused (dry and real); the same config, or its own checkout, allowed
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_lock_of_another_host_is_named_with_the_file_to_remove(checkouts):
     b, results, root = checkouts["B"], checkouts["results"], checkouts["root"]
     (checkouts["gate"] / "open").touch()

@@ -185,7 +185,7 @@ for configfile in sys.argv[2:]:
 """
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 def test_the_workflow_refuses_each_unsafe_collection_name_and_changes_nothing_outside_results(tmp_path):
     """The collection in ./data/ (as a user keeps it), the workflow loaded with each unsafe dataset
     name, and once with the collection inside results/<name>/: each is refused when the workflow loads, naming the
@@ -281,7 +281,7 @@ def test_the_train_rerank_and_report_rules_take_the_code_as_a_parameter():
         assert "params" in triggers, profile
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 def test_a_training_state_of_other_code_is_not_resumed(tiny_data, monkeypatch, caplog):
     """``snakemake -R train`` after an edit: the finished state of the old code is discarded (logged by name) and
     the model trained afresh, not copied out of the old weights."""
@@ -511,7 +511,7 @@ KINDS["ids"] += 3  # the eval table, the id order, a frame's missing id
 KINDS["name"] += 1  # dataset: <name> that is a path
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 def test_query_ids_a_table_reader_would_change_run_through_data_evaluate_and_compare(tmp_path):
     """The workflow's data, candidates, sanity and evaluate jobs on a collection whose query ids include 'NA', 'nan',
     'null', '001' and '1', then the compare stage as its rule runs it: every query evaluated once, none merged."""

@@ -20,7 +20,7 @@ from longrank.retrieval import candidates as stage
 
 from conftest import REPO, snakemake
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 
 SCHEMA = str(SCHEMA_PATH)

@@ -47,7 +47,7 @@ from longrank.train.optimiser import make_optimizer, parameter_groups
 from longrank.train.sampling import PairSampler
 from longrank.train.settings import TrainSettings
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.stage
 
 FULL_SCALE = ("config/trec-dl-2019.yaml", "config/trec-dl-2020.yaml")
 BERT_POSITIONS = BertConfig().max_position_embeddings  # 512

@@ -18,7 +18,7 @@ from longrank.retrieval.candidates import retrieve
 from longrank.retrieval.hdct_index import build_index, pseudo_frequencies
 from longrank.train import hdct
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 DOCS = {
     "d1": "wing lift wing drag of the wing",

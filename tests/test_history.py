@@ -25,7 +25,7 @@ from longrank.train import train as train_stage
 from longrank.train.state_sets import is_finished, sets_newest_first
 from conftest import E2E_CONFIG, snakemake
 
-pytestmark = pytest.mark.slow  # trainings run: not in the quick tier
+pytestmark = pytest.mark.stage  # trainings run: not in the unit tier
 
 KNRM = {
     "type": "knrm",

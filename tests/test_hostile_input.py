@@ -250,7 +250,7 @@ def test_checkpoints_are_safetensors_of_the_configured_model_or_refused(tiny_dat
 
 
 # ---- the shell -----------------------------------------------------------------------------------------------
-@pytest.mark.slow
+@pytest.mark.stage
 def test_shell_metacharacters_in_config_values_never_reach_a_shell_unquoted(tmp_path):
     """A working (results) directory whose name holds a space and quotes, and a collection under a directory whose
     name is a shell command: the data, candidates, sanity and evaluate jobs read and write them, and no command runs."""

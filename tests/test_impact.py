@@ -15,7 +15,6 @@ from longrank.io.json_yaml import write_json
 from longrank.io.trec_files import write_qrels, write_run
 from longrank.retrieval.impact import FORMAT, impact_run, load_index
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
 
 TERMS = ["wing", "lift", "heat", "flux", "shock", "mach"]
 

@@ -16,7 +16,7 @@ from test_mores import small_mores
 from test_ndrm import SMALL as NDRM_SMALL
 from test_tk_tkl import small, write_tiny_corpus
 
-pytestmark = pytest.mark.slow  # models run: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # models run: not in the unit tier (pytest -m 'not stage and not e2e')
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ from longrank.models.registry import build_model
 from test_ndrm import SMALL as NDRM_SMALL
 from test_tk_tkl import pairs, small, write_tiny_corpus
 
-pytestmark = pytest.mark.slow  # models are built and run: not in the quick tier
 
 MODELS = {
     "knrm": small("knrm"),

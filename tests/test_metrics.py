@@ -76,6 +76,7 @@ def test_empty_run_gives_zeros():
     assert frame.shape == (2, len(MEASURES)) and (frame.values == 0).all()
 
 
+@pytest.mark.stage  # runs the evaluate stage's command line
 def test_cli_roundtrip(tmp_path):
     write_run(tmp_path / "x.run", RUN, "t")
     write_qrels(tmp_path / "qrels.txt", QRELS)

@@ -16,7 +16,7 @@ from longrank.models.modules.encoders import bert_base_config, load_encoder, loa
 from longrank.train.losses import listwise_ce
 from longrank.config.model_types import artifacts_of
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 WINDOW, OVERLAP, STRIDE, MAX_TOKENS = 8, 0.25, 6, 32  # stride = round(8 * 0.75)
 

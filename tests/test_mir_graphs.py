@@ -32,7 +32,6 @@ from longrank.io.json_yaml import write_json
 from longrank.io.trec_files import write_run
 from longrank.models.modules.encoders import load_tokenizer
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
 
 # One WordPiece per word or full stop (asserted below): sentence k spans the tokens noted beside it.
 SENTENCES = [
@@ -237,6 +236,7 @@ def _parse(module, argv):
     return parser.parse_args(argv)
 
 
+@pytest.mark.stage  # runs the annotate stage (spaCy)
 def test_the_annotate_stage_writes_what_the_reader_returns(tmp_path):
     docs = {
         "d1": "Alice moved to Paris. Bob stayed in London.",
@@ -311,6 +311,7 @@ def test_bad_settings_are_errors_naming_the_key(tmp_path):
         )
 
 
+@pytest.mark.stage  # runs the graphs stage
 def test_the_graphs_stage_and_the_store_round_trip(tmp_path, tok):
     docs = {"d1": TEXT, "d2": "Bread in Paris.", "d3": ""}
     write_docs(tmp_path / "data" / "docs.jsonl", iter(docs.items()))
@@ -381,6 +382,7 @@ def test_the_graphs_stage_and_the_store_round_trip(tmp_path, tok):
         GraphStore(tmp_path / "nowhere")
 
 
+@pytest.mark.stage  # builds pretraining graphs with spaCy
 def test_pretraining_graphs_read_the_positives_without_their_query_text(tmp_path, tok):
     """Pre-training reads a pseudo-query's positive without the text the query came from; MIR reads records, so the
     graph set built for pre-training must be cut from those texts, and the positive's own query must not pick its

@@ -15,7 +15,7 @@ from longrank.models.mores import MORES
 from longrank.config.model_types import artifact_scopes, artifacts_of
 from transformers import BertConfig
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 QUERIES = ["boundary layer flow", "heat transfer at hypersonic speed", "boundary layer flow"]
 DOCS = [

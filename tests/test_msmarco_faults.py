@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, snakemake_command
 from rehearsal import make_msmarco, rehearsal
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.stage
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,7 @@ from longrank.config.model_types import artifacts_of
 
 from conftest import synthetic_collection, write_local_collection
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 VARIANTS = ("ndrm1", "ndrm2", "ndrm3")
 # CPU-quick sizes; windows of 16 every 8 terms so that the ~46-term documents have several

@@ -33,7 +33,7 @@ from longrank.models.registry import build_model
 
 from conftest import synthetic_collection, write_local_collection
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.stage
 
 H, HEADS, WINDOW, LAYERS, MAX_DOC, POOL, STRIDE, MAX_Q = 16, 4, 5, 2, 64, 16, 8, 8
 #: the full-scale NDRM entries' settings of the authors' code (config/trec-dl.yaml), at small widths

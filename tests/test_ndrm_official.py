@@ -24,7 +24,7 @@ from longrank.retrieval.impact import impact_run
 
 from conftest import synthetic_collection, write_local_collection
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 SMALL = {
     "type": "ndrm",

@@ -25,7 +25,7 @@ from longrank.retrieval.pisa import PisaSettings
 
 from conftest import REPO, snakemake, snakemake_dry_runs, write_local_collection
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 pytest.importorskip("pyterrier_pisa", reason="pyterrier-pisa is in the test extra: pip install -e '.[test]'")
 

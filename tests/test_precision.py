@@ -25,7 +25,7 @@ from longrank.runs import mean_measure
 from longrank.scoring import score_candidates
 from test_tk_tkl import write_tiny_corpus
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 SCORE_TOLERANCE = 0.10  # of the fp32 scores' standard deviation
 NDCG_TOLERANCE = 0.05

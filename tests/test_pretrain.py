@@ -20,7 +20,7 @@ from longrank.io.trec_files import read_run
 from longrank.train import train as train_stage
 from longrank.train.settings import TrainSettings
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 
 SCHEMA = str(SCHEMA_PATH)

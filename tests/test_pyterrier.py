@@ -9,7 +9,7 @@ import yaml
 from conftest import REPO
 from test_export import WORD, build_results
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 pt = pytest.importorskip("pyterrier", reason="the pyterrier extra (pip install 'longrank[pyterrier]') is not installed")
 

@@ -26,7 +26,7 @@ from longrank.tables import fmt_p
 
 from conftest import E2E_CONFIG, resolved_for_report, snakemake
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 e2e = pytest.mark.e2e
 

@@ -18,7 +18,7 @@ from longrank.train import train as train_stage
 from longrank.train.sampling import PairSampler
 from conftest import synthetic_collection, write_local_collection
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 KNRM = {
     "type": "knrm",

@@ -37,8 +37,6 @@ from longrank.retrieval import sanity as lexical
 from longrank.retrieval.sanity_floor import Floor
 from longrank.tables import fmt_p
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
-
 
 QUERY = "the wing lift of a plate"  # terms: wing, lift, plate ("the", "of", "a" are stop words)
 DOCS = {
@@ -67,6 +65,7 @@ def test_lexical_reranker_counts_distinct_terms_keeps_bm25_ties_and_the_tail():
     ]
 
 
+@pytest.mark.stage  # runs the sanity stage
 def test_sanity_stage_writes_the_run_of_the_test_queries(tmp_path):
     data = tmp_path / "data"
     write_text(data / "docs.jsonl", "".join(json.dumps({"doc_id": d, "text": t}) + "\n" for d, t in DOCS.items()))
@@ -192,6 +191,7 @@ def run_stage(module, args: list[str]) -> None:
     module.run(parser.parse_args(args))
 
 
+@pytest.mark.stage  # runs the stages behind the section
 def test_the_sanity_section_reads_each_models_own_floor_from_the_stages_runs(tmp_path):
     """The sanity stage's runs, evaluated and compared by the real stages, reach the sanity table's own-floor cells."""
     from longrank.evaluate import compare, evaluate

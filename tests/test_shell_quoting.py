@@ -21,7 +21,6 @@ import yaml
 
 from conftest import REPO
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
 
 RULES = sorted((REPO / "workflow" / "rules").glob("*.smk"))
 # {threads} is an int Snakemake fills in itself; everything else (params, input, output, log, wildcards) is quoted,
@@ -125,6 +124,7 @@ def stage(commands: list[list[str]], name: str) -> list[list[str]]:
     return found
 
 
+@pytest.mark.stage  # Snakemake prints every rule's command
 def test_a_hostile_encoder_name_is_one_argument(printed_commands):
     (speed,) = stage(printed_commands, "mores_speed")
     assert argv_after(speed, "--encoder") == HOSTILE
@@ -133,6 +133,7 @@ def test_a_hostile_encoder_name_is_one_argument(printed_commands):
             assert json.loads(argv_after(argv, "--model-config"))["encoder"] == HOSTILE
 
 
+@pytest.mark.stage  # Snakemake prints every rule's command
 def test_hostile_paths_are_one_argument(printed_commands):
     (data,) = stage(printed_commands, "data")
     assert json.loads(argv_after(data, "--dataset"))["docs"].endswith(f"{HOSTILE}/docs.jsonl")
@@ -140,6 +141,7 @@ def test_hostile_paths_are_one_argument(printed_commands):
     assert any(spec.get("path", "").endswith(f"{HOSTILE}/first.run") for spec in specs)
 
 
+@pytest.mark.stage  # Snakemake prints every rule's command
 def test_no_command_holds_a_fragment_of_a_hostile_value(printed_commands):
     """A value split by the shell would leave its pieces as words of their own (`touch`, `PWNED`)."""
     for argv in printed_commands:

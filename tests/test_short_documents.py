@@ -32,7 +32,7 @@ from longrank.train.pseudo_queries import _span
 
 from conftest import synthetic_collection, write_local_collection
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 # config/irled.yaml's settings, as a user copies them for another local collection
 IRLED_FORMULATION = {"method": "tfidf_terms", "n": 25}

@@ -104,7 +104,7 @@ def test_mismatched_queries_raise():
         sig.compare({"bm25": frame([0.1, 0.2, 0.3], ["q1", "q2", "q9"]), "knrm": frame([0.1, 0.2], ["q1", "q2"])})
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 def test_compare_cli(tmp_path):
     rng = np.random.default_rng(2)
     base = rng.uniform(size=30)
@@ -178,7 +178,7 @@ def test_pair_ci_is_paired_bootstrap_of_differences():
 # scipy's exact permutation path with ties costs ~0.1-0.3 s a call: the larger ones in the full run, not the quick tier
 @pytest.mark.parametrize(
     "n_queries",
-    [1, 2, 6, pytest.param(10, marks=pytest.mark.slow), pytest.param(13, marks=pytest.mark.slow), 14, 43],
+    [1, 2, 6, pytest.param(10, marks=pytest.mark.stage), pytest.param(13, marks=pytest.mark.stage), 14, 43],
 )
 def test_the_wilcoxon_p_keyed_by_signed_ranks_is_scipys_p_of_the_pair_to_the_bit(n_queries):
     # Graded gains on few queries: ties and zeros everywhere, so up to 13 queries scipy takes its exact

@@ -17,7 +17,7 @@ from longrank.models.registry import build_model
 from longrank.models.modules.windows import contextualize_windows, merge_windows, split_windows
 from longrank.models.tkl_regions import saturate, top_local_max
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 TOPICS = {
     "q1": ("river flood water bank", ["river", "flood", "water", "bank", "rain", "dam"]),

@@ -23,7 +23,7 @@ from longrank.train.sampling import PairSampler
 from longrank.train.settings import TrainSettings
 from longrank.train.trainer import Trainer
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 KNRM = {
     "type": "knrm",

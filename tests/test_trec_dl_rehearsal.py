@@ -38,7 +38,7 @@ from rehearsal import (
     resolved,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+pytestmark = pytest.mark.e2e
 
 
 # ---- the overlay: size keys only, each smaller (no run needed) -----------------------------------------------------

@@ -23,7 +23,7 @@ from rehearsal import (
     resolved,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from longrank.models.modules.word_embedder import WordEmbedder
 
 from conftest import REPO
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 TOPICS = {
     "aero": "wing lift drag airfoil flow boundary layer pressure",

@@ -7,6 +7,10 @@ import hashlib
 
 import torch
 
+# How long the loop waits for a worker's batch before it raises: a batch is the tokenisation of one step's documents,
+# well under a second; ten minutes says the worker is stuck (and the error names the DataLoader's timeout).
+WORKER_TIMEOUT_S = 600
+
 
 class TrainingBatches(torch.utils.data.IterableDataset):
     """The training steps ``start .. stop - 1`` as ``(step, groups, encoded batch)``: the sampler's global batch
@@ -36,7 +40,12 @@ class TrainingBatches(torch.utils.data.IterableDataset):
         if not num_workers:
             return torch.utils.data.DataLoader(batches, batch_size=None)
         return torch.utils.data.DataLoader(
-            batches, batch_size=None, num_workers=num_workers, prefetch_factor=2, multiprocessing_context="fork"
+            batches,
+            batch_size=None,
+            num_workers=num_workers,
+            prefetch_factor=2,
+            multiprocessing_context="fork",
+            timeout=WORKER_TIMEOUT_S,
         )
 
 
