@@ -32,7 +32,7 @@ try:
         os.path.join(workflow.basedir, SCHEMA),
         datasets_dir=os.path.join(workflow.basedir, DATASETS),
     )
-    R = f"results/{config['dataset']['name']}"  # a safe name (longrank.names.SAFE_NAME): always a folder of results/
+    R = f"results/{config['dataset']['name']}"  # a safe name (longrank.config.names.SAFE_NAME): always a folder of results/
     # no configured input inside results/<name>/: the data stage would overwrite (and Snakemake first delete) it
     check_outputs_not_inputs(config, R)
     # Results owned by one workflow (longrank.plan.preflight): the lock on R itself is taken when jobs start (onstart,

@@ -1,5 +1,6 @@
 """The jobs' priorities. With one thread a job, a run is a list schedule of its jobs on --cores cores, and it ends
-soonest when the long jobs start first and the short ones fill the cores at the end (docs/studies/speed.md, 11-13).
+soonest when the long jobs start first and the short ones fill the cores at the end (docs/studies/speed.md, "The
+default run's time").
 Snakemake starts the ready job of highest priority, so the jobs are given levels by how long they take:
 
 - MIR's chain (spaCy's annotation, its graphs and what they read, then its training and rerank) is the longest of
