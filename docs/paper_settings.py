@@ -130,7 +130,7 @@ def reads(config: dict, name: str) -> dict:
         train.pop("negative_pairs")
     return {
         "model": {k: v for k, v in architecture_params(entry).items() if k in takes},
-        "train": {k: v for k, v in train.items() if k in TrainSettings},
+        "train": {k: v for k, v in train.items() if k in TrainSettings.keys()},  # noqa: SIM118 (a classmethod)
         "candidates": config["first_stages"].get(entry.get("first_stage")),
         "depth": entry.get("rerank_depth", config.get("rerank_depth")),
         "graphs": _graph_set(config, entry.get("graph_set")),
