@@ -119,9 +119,11 @@ ALIASES = {"rerank": ("--ranker", "rerank_run")}
 
 def stage_of(stage: str, argv: list[str]) -> str:
     """The stage that runs for ``longrank <stage> <argv>``: ``stage`` itself, or the one an alias stands for."""
-    flag, target = ALIASES.get(stage, (None, None))
-    if flag and any(a == flag or a.startswith(flag + "=") for a in argv):
-        return target
+    alias = ALIASES.get(stage)
+    if alias is not None:
+        flag, target = alias
+        if any(a == flag or a.startswith(flag + "=") for a in argv):
+            return target
     return stage
 
 

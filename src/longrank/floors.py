@@ -24,19 +24,26 @@ def model_floors(config: Mapping) -> dict[str, str]:
     """Each enabled trained model -> the system name of its floor: its first stage, its rerank depth, the words it
     reads (``NAME`` where that is the global floor: a model reading whole documents of the default first stage at
     the global depth). Zero-shot models are left out, as in the report's sanity table."""
-    reference, out = global_floor(config), {}
+    reference = global_floor(config)
+    return {model: NAME if floor == reference else floor.name for model, floor in _model_floors(config).items()}
+
+
+def _model_floors(config: Mapping) -> dict[str, Floor]:
+    """Each enabled trained model -> the floor over the words it reads (the global floor included, unnamed)."""
+    out = {}
     for model, effective in effective_settings(config).items():
         entry = config["models"][model]
         if is_enabled(entry) and not is_zero_shot(entry):
-            floor = Floor(effective.first_stage, effective.rerank_depth, effective.words_read)
-            out[model] = NAME if floor == reference else floor.name
+            out[model] = Floor(effective.first_stage, effective.rerank_depth, effective.words_read)
     return out
 
 
 def floor_systems(config: Mapping) -> dict[str, Floor]:
     """Every floor run to make, by system name: ``NAME`` first, then the models' own, each once (two models that
     read the same words of the same candidates at the same depth share one)."""
-    systems = {NAME: global_floor(config)}
-    for name in model_floors(config).values():
-        systems.setdefault(name, Floor.parse(name))
+    reference = global_floor(config)
+    systems = {NAME: reference}
+    for floor in _model_floors(config).values():
+        if floor != reference:
+            systems.setdefault(floor.name, floor)
     return systems

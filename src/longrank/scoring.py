@@ -34,7 +34,7 @@ def score_candidates(
     was_training = model.training
     model.eval()
     # Only models that override Ranker.explain have anything to say; do not re-encode batches for the rest.
-    explains = details is not None and type(model).explain is not Ranker.explain
+    explanations = details if type(model).explain is not Ranker.explain else None
     pairs = [(q, d) for q in qids for d in top_candidates(candidates, q, depth)]
     out: Run = {q: {} for q in qids if candidates.get(q)}
     for start in progress(range(0, len(pairs), batch_size), desc=desc, unit="batch", mininterval=5):
@@ -46,12 +46,12 @@ def score_candidates(
             scores = model.score_pairs(queries, doc_ids, docs).float().cpu().tolist()
         for (q, d), s in zip(chunk, scores):
             out[q][d] = s
-        if explains:
+        if explanations is not None:
             with in_precision():
                 explained = model.explain_pairs(queries, doc_ids, docs)
             if explained:
                 for i, (q, d) in enumerate(chunk):
-                    details.append(
+                    explanations.append(
                         {"query_id": q, "doc_id": d, **{k: v[i].float().cpu().tolist() for k, v in explained.items()}}
                     )
     model.train(was_training)

@@ -28,7 +28,9 @@ def interpolates(entry: Mapping) -> bool:
 
 def is_zero_shot(entry: Mapping | None) -> bool:
     """An untrained model (``train: {steps: 0}``), e.g. the bi-encoder floor every fine-tuned encoder is read against."""
-    return bool(entry) and not entry.get("checkpoint_of") and (entry.get("train") or {}).get("steps", 1) == 0
+    if not entry:
+        return False
+    return not entry.get("checkpoint_of") and (entry.get("train") or {}).get("steps", 1) == 0
 
 
 def rerank_depth(entry: Mapping | None, global_depth: int) -> int:

@@ -14,6 +14,7 @@ one by file name and names the config key of a missing file.
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from collections.abc import Iterator
 
@@ -39,7 +40,7 @@ def max_file_bytes(dataset: dict) -> int:
 
 
 def read_local_docs(
-    path: str,
+    path: str | os.PathLike,
     id_field: str | None = None,
     text_fields: list[str] | None = None,
     max_bytes: int | None = int(MAX_FILE_GB * 1e9),
@@ -62,7 +63,7 @@ def read_local_docs(
 
 
 def read_local_queries(
-    path: str,
+    path: str | os.PathLike,
     id_field: str | None = None,
     text_fields: list[str] | None = None,
     max_bytes: int | None = int(MAX_FILE_GB * 1e9),

@@ -30,7 +30,7 @@ class Corpus:
         self._vocabularies: dict = {}
 
     @cached_property
-    def docs(self) -> DocStore:
+    def docs(self) -> Mapping[str, str]:
         """doc id -> text, read from disk by id (``data/docstore.py``): never the whole collection in memory."""
         return DocStore(self.dir / "docs.jsonl")
 
@@ -96,7 +96,7 @@ class PseudoQueryCorpus(Corpus):
         self.pseudo_dir = self.queries_dir = Path(pseudo_dir)
 
     @cached_property
-    def docs(self) -> Mapping[str, str]:
+    def docs(self) -> _Overridden:
         overrides = {}
         with open(self.pseudo_dir / "overrides.jsonl", encoding="utf-8") as f:
             for line in f:
@@ -109,7 +109,7 @@ class PseudoQueryCorpus(Corpus):
         return {}
 
 
-class _Overridden(Mapping):
+class _Overridden(Mapping[str, str]):
     """A document store with some documents' texts replaced."""
 
     def __init__(self, store: Mapping[str, str], overrides: dict[str, str]):

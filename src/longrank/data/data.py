@@ -204,7 +204,7 @@ def _read_queries(queries_iter) -> dict[str, str]:
 
 def _judgments(
     raw_qrels: dict, queries: dict[str, str], docs, empty: set[str], gain_map: dict[int, int], exclude_grades: set[int]
-) -> tuple[dict[str, dict[str, int]], dict[str, set[str]], Counter[int]]:
+) -> tuple[dict[str, dict[str, int]], dict[str, set[str]], Counter[int], dict]:
     """The qrels as gains, the documents excluded per query (an ``exclude_grades`` grade), how many judgments each
     grade had, and the judgments of documents the collection lacks (``query_sets.missing_documents``: dropped,
     counted and logged; a document dropped as empty is not one of them). A judgment naming an unknown query is an

@@ -22,6 +22,7 @@ fields the documents have: taking it as empty would give the model silently othe
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from longrank.errors import InputError
@@ -63,7 +64,7 @@ def model_doc_fields(config: dict, model: str) -> list[str] | None:
     return config["models"][model].get("doc_fields") or config["dataset"].get("doc_fields")
 
 
-def field_readers(config: dict) -> dict[str, list[str] | None]:
+def field_readers(config: Mapping) -> dict[str, list[str] | None]:
     """Each config key that names the fields a reader of the documents reads (a model entry's ``doc_fields``,
     word2vec's), by its dotted name: what the config check checks and the ``doc_field`` job names in its errors."""
     readers = {

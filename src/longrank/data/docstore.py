@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from typing import BinaryIO
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from collections.abc import Iterable
@@ -120,7 +121,7 @@ def _index_existing(docs: Path) -> None:
         _stamp(tmp_index, docs)
 
 
-class DocStore(Mapping):
+class DocStore(Mapping[str, str]):
     """``doc_id -> text`` over ``docs.jsonl`` and its index: a read-only Mapping, so code written for a dict
     works unchanged. ``values()`` and ``items()`` stream the file in its order; ``keys()`` and iteration come
     from the index, in the same order. Connections are opened per process (safe across fork)."""
@@ -132,10 +133,10 @@ class DocStore(Mapping):
         self.index_path = self.path.parent / INDEX_NAME
         if not _stamp_matches(self.index_path, self.path):
             _index_existing(self.path)
-        self._pid = None
-        self._len = None
+        self._pid: int | None = None
+        self._len: int | None = None
 
-    def _open(self):
+    def _open(self) -> tuple[sqlite3.Connection, BinaryIO]:
         if self._pid != os.getpid():
             self._db = sqlite3.connect(f"file:{self.index_path}?mode=ro", uri=True, check_same_thread=False)
             self._file = open(self.path, "rb")  # noqa: SIM115 (held open across reads, closed by close())
@@ -168,13 +169,13 @@ class DocStore(Mapping):
             self._len = db.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
         return self._len
 
-    def items(self) -> Iterator[tuple[str, str]]:
+    def items(self) -> Iterator[tuple[str, str]]:  # type: ignore[override]  # streams the file, not a view
         with open(self.path, encoding="utf-8") as f:
             for line in f:
                 record = json.loads(line)
                 yield record["doc_id"], record["text"]
 
-    def values(self) -> Iterator[str]:
+    def values(self) -> Iterator[str]:  # type: ignore[override]  # streams the file, not a view
         return (text for _, text in self.items())
 
     def __getstate__(self):  # pickled into a worker process: reopen there

@@ -8,6 +8,8 @@ keep a term."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from longrank.errors import InputError
@@ -16,7 +18,7 @@ from longrank.config.schema import schema_default
 
 def formulate(
     queries: dict[str, str],
-    docs: dict[str, str],
+    docs: Mapping[str, str],
     method: str = schema_default("query_formulation.method"),
     n: int = schema_default("query_formulation.n"),
 ) -> dict[str, str]:
@@ -29,7 +31,7 @@ def formulate(
     raise InputError(f"query_formulation.method: {method!r}; expected full, first_words or tfidf_terms")
 
 
-def _top_tfidf_terms(queries: dict[str, str], docs: dict[str, str], n: int) -> dict[str, str]:
+def _top_tfidf_terms(queries: dict[str, str], docs: Mapping[str, str], n: int) -> dict[str, str]:
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     # IDF from the documents (the collection the terms must discriminate in); English stop words and

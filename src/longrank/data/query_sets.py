@@ -39,30 +39,33 @@ def missing_documents(key: str, missing: dict[str, dict[str, int]], kept: dict[s
     ``kept``: the judgments in the collection), logged as a warning and recorded in stats.json: the judgments, the
     relevant ones, and the queries left with no relevant document in the collection (not used)."""
     judgments = sum(len(d) for d in missing.values())
-    record = {
-        "judgments": judgments,
-        "relevant": sum(g > 0 for d in missing.values() for g in d.values()),
-        "documents": len({doc for d in missing.values() for doc in d}),
-        "queries_without_relevant": sorted(
-            q
-            for q, d in missing.items()
-            if any(g > 0 for g in d.values()) and not any(g > 0 for g in kept.get(q, {}).values())
-        ),
-        "examples": sorted(f"{q}:{doc}" for q, d in missing.items() for doc in d)[:5],
-    }
+    relevant = sum(g > 0 for d in missing.values() for g in d.values())
+    documents = len({doc for d in missing.values() for doc in d})
+    without_relevant = sorted(
+        q
+        for q, d in missing.items()
+        if any(g > 0 for g in d.values()) and not any(g > 0 for g in kept.get(q, {}).values())
+    )
+    examples = sorted(f"{q}:{doc}" for q, d in missing.items() for doc in d)[:5]
     if judgments:
         log.warning(
             "%s: %d judgments (%d relevant) name %d documents not in the collection, dropped (e.g. %s); %d queries "
             "are left with no relevant document in the collection and are not used (%s)",
             key,
             judgments,
-            record["relevant"],
-            record["documents"],
-            ", ".join(record["examples"][:3]),
-            len(record["queries_without_relevant"]),
-            ", ".join(record["queries_without_relevant"][:3]) or "none",
+            relevant,
+            documents,
+            ", ".join(examples[:3]),
+            len(without_relevant),
+            ", ".join(without_relevant[:3]) or "none",
         )
-    return record
+    return {
+        "judgments": judgments,
+        "relevant": relevant,
+        "documents": documents,
+        "queries_without_relevant": without_relevant,
+        "examples": examples,
+    }
 
 
 def held_out(dataset: dict, role: str) -> bool:

@@ -59,11 +59,11 @@ class Records:
         self.path, self.table, self.what = Path(path), table, what
         if not self.path.exists():
             raise InputError(f"{what} {self.path.parent}: {self.path.name} not found; {how_to_build}")
-        self._pid = None
-        self._db = None
+        self._pid: int | None = None
+        self._db: sqlite3.Connection | None = None
 
     def _open(self) -> sqlite3.Connection:
-        if self._pid != os.getpid():
+        if self._db is None or self._pid != os.getpid():
             self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
             self._pid = os.getpid()
         return self._db

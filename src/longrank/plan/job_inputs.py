@@ -147,9 +147,11 @@ def mir_speed_alike(plan: Plan) -> str:
     over the same windows): as a param, so that adding an ablation does not rerun it, adding MIR-1K does."""
     from longrank.bench.mir_alike import timed_alike  # only when a mir_speed job is planned
 
+    reference = plan.mir_reference
+    assert reference is not None, "a mir_speed job is planned only with a MIR reference (Plan.mir_speed)"
     models = plan.config["models"]
-    graph_set = json.loads(graph_set_settings(plan, models[plan.mir_reference]["graph_set"]))
-    return as_json(timed_alike({m: models[m] for m in plan.models}, plan.mir_reference, graph_set))
+    graph_set = json.loads(graph_set_settings(plan, models[reference]["graph_set"]))
+    return as_json(timed_alike({m: models[m] for m in plan.models}, reference, graph_set))
 
 
 def training_gpus(plan: Plan, model: str) -> int:

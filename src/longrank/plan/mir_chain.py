@@ -32,25 +32,32 @@ def _stage_reads(config: Mapping, stage: str) -> tuple[set[str], set[str]]:
     return models, (set() if targets == "titles" else {targets})
 
 
+def _named(name: str | None) -> set[str]:
+    """The one name, or none where the setting is unset."""
+    return set() if name is None else {name}
+
+
 def mir_chain(config: Mapping, models: list[str], first_stage_of: Callable[[str], str]) -> MirChain:
     """A walk from the MIR models over what each job reads, until nothing is added (each pass only adds configured
     names, so it ends)."""
-    chain_models, stages, index_only, sets = set(graph_set_readers(config, models)), set(), set(), set()
+    chain_models = set(graph_set_readers(config, models))
+    stages: set[str] = set()
+    index_only: set[str] = set()
+    sets: set[str] = set()
     while True:
         size = (len(chain_models), len(stages), len(index_only), len(sets))
         for m in list(chain_models):
             entry = config["models"][m]
             chain_models.add(weights_of(config, m))
             stages.add(first_stage_of(m))
-            sets.add(pseudo_queries_of(config, m))
+            sets |= _named(pseudo_queries_of(config, m))
             if entry.get("graph_set") in config["mir_graphs"]:
-                sets.add(config["mir_graphs"][entry["graph_set"]].get("prf_queries"))
+                sets |= _named(config["mir_graphs"][entry["graph_set"]].get("prf_queries"))
         for stage in stages:
             stage_models, stage_sets = _stage_reads(config, stage)
             chain_models |= stage_models
             sets |= stage_sets
-        sets.discard(None)
-        index_only |= {config["pseudo_queries"][p].get("first_stage") for p in sets if p in config["pseudo_queries"]}
-        index_only.discard(None)
+        read_alone = (config["pseudo_queries"][p].get("first_stage") for p in sets if p in config["pseudo_queries"])
+        index_only |= {first for first in read_alone if first is not None}
         if size == (len(chain_models), len(stages), len(index_only), len(sets)):
             return MirChain(frozenset(chain_models), frozenset(stages), frozenset(stages | index_only), frozenset(sets))

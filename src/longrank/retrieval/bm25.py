@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 
 from longrank.errors import InputError
 from longrank.io.trec_files import Run
@@ -31,7 +32,7 @@ def _stemmer(language: str | None):
 
 
 def bm25_run(
-    docs: dict[str, str],
+    docs: Mapping[str, str],
     queries: dict[str, str],
     k1: float = 0.9,
     b: float = 0.4,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from longrank.data.collections import ir_datasets_downloads
@@ -34,7 +35,7 @@ from longrank.io.json_yaml import write_json
 from longrank.io.trec_files import Run, read_ranked_run, write_run
 from longrank.results.run_metadata import write_run_metadata
 from longrank.retrieval import bm25, hdct_index, pisa
-from longrank.retrieval.first_stage import FirstStage, parse_first_stage
+from longrank.retrieval.first_stage import FirstStage, RunFileSettings, parse_first_stage
 from longrank.retrieval.impact import impact_run
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def run(args):
 
 
 def retrieve(
-    stage: FirstStage | dict, corpus: Corpus, dataset: dict, depth: int, artifacts: list[Path] = ()
+    stage: FirstStage | dict, corpus: Corpus, dataset: dict, depth: int, artifacts: Sequence[Path] = ()
 ) -> tuple[Run, dict]:
     """The first stage's ranking of every query (at least ``depth`` documents each where the method allows) and
     what it cost (timings, index size; empty where the ranking came ready-made). ``stage``: parsed, or an entry."""
@@ -93,7 +94,7 @@ def retrieve(
     return methods[stage.method]()
 
 
-def _hdct_run(artifacts: list[Path], queries: dict, depth: int) -> tuple[Run, dict]:
+def _hdct_run(artifacts: Sequence[Path], queries: dict, depth: int) -> tuple[Run, dict]:
     if len(artifacts) != 1:
         raise InputError(
             "first stage method hdct: give its index directory (--artifacts results/{dataset}/hdct/{name})"
@@ -102,14 +103,16 @@ def _hdct_run(artifacts: list[Path], queries: dict, depth: int) -> tuple[Run, di
 
 
 def run_file(stage: FirstStage, corpus: Corpus) -> tuple[Run, dict]:
-    path = Path(stage.settings.path)
+    settings = stage.settings
+    assert isinstance(settings, RunFileSettings), "a run_file first stage's settings (parse_first_stage)"
+    path = Path(settings.path)
     if not path.exists():
         raise InputError(
             f"config key first_stages.{stage.name}.path: run file {path} not found (relative to the working directory, {Path.cwd()})"
         )
     if path.is_dir():
         raise InputError(f"config key first_stages.{stage.name}.path: {path} is a directory; expected a TREC run file")
-    ranked, ties = read_ranked_run(path, stage.settings.scores, key=f"first_stages.{stage.name}.scores")
+    ranked, ties = read_ranked_run(path, settings.scores, key=f"first_stages.{stage.name}.scores")
     if ties:
         log.warning(
             "%s: %d documents have the score of the document ranked above them; kept in the file's rank order "
@@ -142,7 +145,7 @@ def _scoreddocs_datasets(dataset: dict) -> list:
     return loaded
 
 
-def scoreddocs_run(datasets, queries: dict, docs: dict, source: str) -> tuple[Run, dict]:
+def scoreddocs_run(datasets, queries: dict, docs: Mapping[str, str], source: str) -> tuple[Run, dict]:
     """The ranked lists of ``datasets`` (ir_datasets objects: ``scoreddocs_iter()`` yields ``query_id, doc_id,
     score``) restricted to the prepared queries and documents, and what was dropped (``within_collection``)."""
     ranked: Run = {}
@@ -154,7 +157,7 @@ def scoreddocs_run(datasets, queries: dict, docs: dict, source: str) -> tuple[Ru
     return within_collection(ranked, queries, docs, source)
 
 
-def within_collection(ranked: Run, queries: dict, docs: dict, source: str) -> tuple[Run, dict]:
+def within_collection(ranked: Run, queries: dict, docs: Mapping[str, str], source: str) -> tuple[Run, dict]:
     """Keep what the prepared collection knows: queries it has, documents it has (empty documents were dropped),
     and count what was dropped (the candidates' stats.json): the ranked entries naming a document the collection
     lacks, those documents, the queries it does not have. A ranking that shares no query or no document with the

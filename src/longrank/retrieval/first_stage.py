@@ -88,6 +88,9 @@ class ModelSettings:
     model: str
 
 
+#: the settings of a first stage's method, one type per method
+FirstStageSettings = Bm25Settings | PisaSettings | RunFileSettings | ModelSettings | HDCTSettings
+
 #: each method's settings type; None: the method has none (scoreddocs)
 SETTINGS = {
     BM25_METHOD: Bm25Settings,
@@ -104,7 +107,7 @@ class FirstStage:
     name: str
     method: str
     top_k: int
-    settings: Bm25Settings | PisaSettings | RunFileSettings | ModelSettings | HDCTSettings | None
+    settings: FirstStageSettings | None
     entry: dict  # the resolved entry as configured: what provenance records and the hdct stage reads
 
 
@@ -122,6 +125,7 @@ def parse_first_stage(spec: dict, where: str | None = None) -> FirstStage:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise InputError(f"config key {where}.top_k: {top_k!r} is not a whole number >= 1")
     kind = SETTINGS[method]
+    settings: FirstStageSettings | None
     if kind in (Bm25Settings, PisaSettings, HDCTSettings):
         settings = kind.from_spec(spec, where)
     elif kind is RunFileSettings:

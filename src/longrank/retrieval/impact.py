@@ -31,6 +31,7 @@ import json
 import logging
 import time
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,7 +190,7 @@ def fold_of_queries(folds: list[dict], queries) -> dict[str, int]:
     return {q: tested.get(q, 0) for q in queries}
 
 
-def impact_run(index_dirs: list[Path], folds: list[dict], queries, top_k: int) -> tuple[Run, dict]:
+def impact_run(index_dirs: Sequence[Path], folds: list[dict], queries, top_k: int) -> tuple[Run, dict]:
     """Rank every query of ``queries`` (ids; a mapping's keys) with the impact index of the fold that tests it and
     keep its ``top_k`` documents. ``index_dirs[k]`` is fold k's index directory (``artifacts/{model}/fold{k}``).
 
@@ -210,7 +211,9 @@ def impact_run(index_dirs: list[Path], folds: list[dict], queries, top_k: int) -
         by_fold.setdefault(fold_of[q], []).append(q)
 
     run: Run = {}
-    per_fold, latencies, empty = [], [], []
+    per_fold: list[dict] = []
+    latencies: list[float] = []
+    empty: list[str] = []
     load_seconds = 0.0
     for k, directory in enumerate(index_dirs):
         started = time.perf_counter()

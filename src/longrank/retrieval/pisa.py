@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -217,7 +218,7 @@ def retrieve(
     }
 
 
-def candidates(stage, corpus, depth: int, artifacts: list[Path]) -> tuple[Run, dict]:
+def candidates(stage, corpus, depth: int, artifacts: Sequence[Path]) -> tuple[Run, dict]:
     """The ``pisa`` first stage ``stage`` (a parsed :class:`~longrank.retrieval.first_stage.FirstStage`) over a
     prepared corpus, from its index (the one artifact)."""
     if len(artifacts) != 1:

@@ -168,7 +168,7 @@ def settings(spec: dict) -> HDCTSettings:
 
 
 def build(
-    spec: dict,
+    entry: dict,
     corpus: Corpus,
     out: Path,
     titles: dict[str, str] | None = None,
@@ -177,12 +177,12 @@ def build(
 ) -> dict:
     """Train HDCT on the collection's titles or pseudo-queries, weight every document, index: ``out`` gets the
     weights, the index and the stats, or (on failure) stays as it was."""
-    spec = settings(spec)
-    device = resolve_device(device)
+    spec = settings(entry)
+    torch_device = resolve_device(device)
     started = time.perf_counter()
     examples = training_examples(spec, corpus, _queries_of_documents(spec, corpus, titles, pseudo_dir))
     seed_everything(spec.seed)
-    model = HDCT(load_encoder(spec.encoder), load_tokenizer(spec.encoder)).to(device)
+    model = HDCT(load_encoder(spec.encoder), load_tokenizer(spec.encoder)).to(torch_device)
     curve = train_model(model, examples, spec) if spec.steps else []
     trained = time.perf_counter()
     doc_ids, tfs = document_frequencies(model, corpus, spec)
@@ -206,7 +206,7 @@ def build(
                 "pseudo_length_mean": float(np.mean(lengths)),
                 "distinct_terms_mean": float(np.mean([len(tf) for tf in tfs])),
                 "index_mb": sum(p.stat().st_size for p in (staging / INDEX).rglob("*") if p.is_file()) / 1e6,
-                "device": str(device),
+                "device": str(torch_device),
                 "settings": dataclasses.asdict(spec),
                 "loss_curve": curve,
             }

@@ -76,7 +76,7 @@ class TrainingPosition:
         return position
 
 
-_TYPES = {
+_TYPES: dict[str, type | tuple[type, ...]] = {
     "step": int,
     "best_dev_ndcg10": (int, float),
     "best_step": int,

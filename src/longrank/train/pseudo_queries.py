@@ -127,6 +127,7 @@ def make_pseudo_queries(
     """(pseudo-query id -> text, pseudo-query id -> its positive's text without what the query came from, how many
     spans were shortened to half their document), before the filters. Deterministic for a fixed seed. Ids are
     ``p<doc id>``: one per document at most."""
+    titles = titles or {}  # read only where the source is titles, which needs them
     rng, short_rng = np.random.default_rng(cfg.seed), np.random.default_rng([cfg.seed, 1])
     doc_ids = sorted(corpus.docs)
     if cfg.source == "titles":
@@ -137,7 +138,9 @@ def make_pseudo_queries(
             )
         doc_ids = [d for d in doc_ids if titles.get(d, "").strip()]
     order = rng.permutation(len(doc_ids))
-    queries, positives, shortened = {}, {}, set()
+    queries: dict[str, str] = {}
+    positives: dict[str, str] = {}
+    shortened: set[str] = set()
     for i in order:
         if len(queries) >= cfg.count:
             break
@@ -339,5 +342,7 @@ def _pisa_bm25(args, cfg: PseudoQuerySettings, corpus: Corpus):
             f"pseudo_queries.{args.name}.first_stage: {stage.name!r} is a {stage.method!r} first stage; "
             f"expected a {pisa.METHOD!r} one (BM25 from its on-disk index)"
         )
+    settings = stage.settings
+    assert isinstance(settings, pisa.PisaSettings), "a pisa first stage's settings (parse_first_stage)"
     docs_path = corpus.dir / "docs.jsonl"
-    return lambda queries, depth: pisa.retrieve(Path(args.index), queries, stage.settings, depth, docs_path)[0]
+    return lambda queries, depth: pisa.retrieve(Path(args.index), queries, settings, depth, docs_path)[0]

@@ -89,7 +89,7 @@ class PairSampler:
     def _collection_negatives(self, qid: str, n: int, rng: np.random.Generator) -> list[str]:
         """``n`` documents drawn uniformly from the collection, redrawn while judged relevant for ``qid``."""
         judged = self.qrels.get(qid, {})
-        out = []
+        out: list[str] = []
         while len(out) < n:
             d = self.doc_ids[rng.integers(len(self.doc_ids))]
             if judged.get(d, 0) <= 0:
@@ -104,7 +104,7 @@ class PairSampler:
         for qid in qids:
             pos = self.positives[qid][rng.integers(len(self.positives[qid]))]
             negs = self.negatives[qid]
-            picks = (
+            picks: np.ndarray | list[int] = (
                 rng.choice(len(negs), size=self.from_candidates, replace=len(negs) < self.from_candidates)
                 if self.from_candidates
                 else []

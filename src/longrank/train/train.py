@@ -216,8 +216,8 @@ def train(
         depth,
         device,
         out,
-        collection_artifacts,
-        init,
+        Path(collection_artifacts) if collection_artifacts is not None else None,
+        Path(init) if init is not None else None,
         reuse_from=Path(reuse_from) if reuse_from else None,
     )
     if env is None or env[2] == 1 or not settings.steps:  # steps: 0 trains nothing: rank 0 alone writes the outputs

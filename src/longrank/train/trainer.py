@@ -111,7 +111,7 @@ class Trainer:
             keep_only_a_fitting_state(job.state_dir, inputs, fingerprint)
             # what is left was verified and fits (keep_only_a_fitting_state): no set left is no rehash of one
             if job.reuse_from is not None and not sets_newest_first(job.state_dir):
-                self._restore_finished(fingerprint)
+                self._restore_finished(job.reuse_from, fingerprint)
         if job.world > 1:
             dist.barrier()
         newest = next(iter(sets_newest_first(job.state_dir)), None)
@@ -138,13 +138,13 @@ class Trainer:
             )
         self.position = position
 
-    def _restore_finished(self, fingerprint: str) -> None:
+    def _restore_finished(self, reuse_from: Path, fingerprint: str) -> None:
         """A training finished before from exactly these inputs (``fingerprint``: the documents, queries, judgments,
         candidates, settings, initial weights and code) is copied, not trained again: an earlier setting's, kept in
         the model's history, or with ``job.reuse_from`` the folder of results folders, another collection's (the
         other TREC DL year: the same training and dev queries over the same documents)."""
         job = self.job
-        kept = find_finished_set(kept_finished_sets(job.reuse_from, job.name, job.out.parent.name), fingerprint)
+        kept = find_finished_set(kept_finished_sets(reuse_from, job.name, job.out.parent.name), fingerprint)
         if kept is None:
             return
         clear_state(job.state_dir)
