@@ -43,5 +43,19 @@ def json_object(text: str, what: str) -> dict:
     return value
 
 
+class UnreadableFileError(InputError, ValueError):
+    """A JSON file that is not JSON (or not UTF-8): the message names the file and the line. A ValueError too, so
+    that a reader that treats an unreadable record as absent (a cache, a lock, a manifest) still does."""
+
+
 def read_json(path: str | os.PathLike):
-    return json.loads(check_regular_file(path).read_text(encoding="utf-8"))
+    """The file's JSON value; a file that is not UTF-8 JSON is refused naming the file and the line."""
+    path = check_regular_file(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise UnreadableFileError(
+            f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at byte {err.start}); expected JSON"
+        ) from None
+    except json.JSONDecodeError as err:
+        raise UnreadableFileError(f"{path}:{err.lineno}: not valid JSON ({err.msg}, column {err.colno})") from None
