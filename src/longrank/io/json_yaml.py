@@ -20,6 +20,23 @@ def load_yaml(stream):
     return yaml.load(stream, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
+def read_yaml(path: str | os.PathLike):
+    """The YAML file's value (read safely); a file that is not YAML is refused naming the file, the line and the
+    column where the parser stopped (its ``problem_mark``), and what it found there."""
+    import yaml
+
+    path = check_regular_file(path)
+    try:
+        return load_yaml(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise UnreadableFileError(f"{path}: not UTF-8 text (byte {err.start}); expected YAML") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise UnreadableFileError(f"{where}: not valid YAML ({problem})") from None
+
+
 def write_json(path: str | os.PathLike, obj) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
 
