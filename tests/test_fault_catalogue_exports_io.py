@@ -397,6 +397,40 @@ def encoder_export(hidden_size):
     return change
 
 
+def link(name: str, target: str, before=None):
+    """``name`` in the export (any depth) made a link to ``target``, after ``before`` (another change) if given."""
+
+    def change(out, meta):
+        if before is not None:
+            before(out, meta)
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        path.unlink(missing_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.symlink_to(target)
+
+    return change
+
+
+def set_config(key, value, before=None):
+    def change(out, meta):
+        if before is not None:
+            before(out, meta)
+        meta["config"][key] = value
+
+    return change
+
+
+def write_file(name: str, text: str, before=None):
+    def change(out, meta):
+        if before is not None:
+            before(out, meta)
+        (out / name).write_text(text)
+
+    return change
+
+
 EXPORTS = kind(
     "export",
     [
@@ -452,6 +486,37 @@ EXPORTS = kind(
             encoder_export(10**9),
             r"encoder/config.json: hidden_size 1000000000 is the size of no tensor in .*encoder/model.safetensors",
         ),
+        # every path at any depth, links to files and to folders; every JSON file named on error; every size
+        (
+            "encoder_tokenizer_a_link_out_of_the_folder",
+            link("encoder/tokenizer.json", "/etc/passwd", before=encoder_export(8)),
+            r"'encoder/tokenizer.json' is not inside the export's folder .*no link out of the folder",
+        ),
+        (
+            "a_nested_folder_a_link_out_of_the_folder",
+            link("notes/more", "/etc"),
+            r"'notes/more' is not inside the export's folder",
+        ),
+        (
+            "encoder_dir_a_link_to_a_folder_outside",
+            link("encoder", "/usr", before=encoder_export(8)),
+            r"encoder.dir: 'encoder' is not inside the export's folder",
+        ),
+        (
+            "encoder_config_json_not_json",
+            write_file("encoder/config.json", f"{SECRET}\n", before=encoder_export(8)),
+            r"encoder/config.json:1: not valid JSON \(Expecting value, column 1\)",
+        ),
+        (
+            "n_kernels_10_to_the_8",
+            set_config("n_kernels", 10**8),
+            r"ranker.json: config.n_kernels 100000000 is more than the \d+ weights the export holds",
+        ),
+        (
+            "encoder_entry_size_10_to_the_9",
+            set_config("max_len", 10**9, before=encoder_export(8)),
+            r"ranker.json: config.max_len 1000000000 is more than the \d+ weights the export holds",
+        ),
     ],
 )
 
@@ -505,6 +570,28 @@ def test_the_rerank_command_names_the_key_too(tmp_path, good_export, capsys):
 
 
 KINDS["export"] += 2  # the command line's refusal, and the good export that loads (the control)
+
+
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        pytest.param("vocabulary.tsv", r"ranker.json:1: not valid JSON \(Expecting value, column 1\)", id="not_json"),
+        pytest.param("/etc/passwd", r"'ranker.json' is not inside the export's folder", id="outside"),
+    ],
+)
+def test_a_ranker_json_that_links_elsewhere_is_refused_naming_the_file(tmp_path, good_export, target, message):
+    from longrank.api import load_ranker
+
+    out = tmp_path / "export"
+    shutil.copytree(good_export, out, symlinks=True)
+    (out / "ranker.json").unlink()
+    (out / "ranker.json").symlink_to(target)
+    with pytest.raises(InputError, match=message) as err:
+        load_ranker(out, device="cpu")
+    assert "root:" not in str(err.value) and "doc_freq" not in str(err.value)
+
+
+KINDS["export"] += 2
 
 
 # ---- kind shared_results: two checkouts whose results/ is one folder --------------------------------------------

@@ -60,7 +60,7 @@ def run_setting(tiny_data, entry: dict, keep: int = 5) -> dict:
     main(["history", "--model", "knrm", "--settings", json.dumps(settings), "--systems", "knrm",
           "--evals", str(evaluation), "--runs", str(results / "runs" / "knrm.run"),
           "--summaries", str(out.parent / "train_summary.json"), "--keep", str(keep), "--weights", "true",
-          "--out", str(latest)])  # fmt: skip
+          "--data", str(data), "--candidates", str(tiny_data / "bm25.run"), "--out", str(latest)])  # fmt: skip
     return read_json(latest)
 
 

@@ -7,8 +7,9 @@ hash>/``: ``settings.json`` (the model's config entry, the first stage it rerank
 which commit), its systems' per-query evaluations and runs (the model's and its interpolation's), each fold's
 training summary, and, with ``history.weights``, each fold's finished training state (the best weights, their dev run
 and the position, a few hundred MB for a BERT-base model; hard-linked, so the current setting's costs no second
-copy). The settings hash is of the settings alone: a rerun with
-the same settings replaces its entry. ``history.keep`` entries per model are kept (the newest by archive time; the
+copy). An entry is keyed by the settings and the data they ran on (``data_digests``: the data stage's documents,
+queries, judgments and folds and the first stage's candidates, by content): a rerun with the same settings on the
+same data replaces its entry, the same settings on changed judgments are another entry. ``history.keep`` entries per model are kept (the newest by archive time; the
 current one always), so the disk a model's history takes is bounded by ``keep`` times its entry's size.
 
 Two readers: the report's experiment log (``report/history.py``: every kept setting's scores beside today's, with
@@ -31,12 +32,15 @@ from longrank.evaluate.metrics import read_eval_tsv
 from longrank.errors import InputError
 from longrank.io.atomic import link_or_copy, replace_directory
 from longrank.io.json_yaml import json_object, read_json, write_json
-from longrank.results.run_metadata import source
+from longrank.results.file_records import sha256_of
+from longrank.results.run_metadata import file_sha256, source
 from longrank.train.state_sets import is_finished, set_problems, sets_newest_first
 
 log = logging.getLogger(__name__)
 
 SETTINGS = "settings.json"
+#: the data stage's outputs a setting's training, reranking and evaluation read, by their role in settings.json
+DATA_FILES = {"docs": "docs.jsonl", "queries": "queries.tsv", "qrels": "qrels.txt", "folds": "folds.json"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,12 +54,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--summaries", nargs="*", default=[], help="each fold's train_summary.json (trained models)")
     parser.add_argument("--keep", type=int, required=True, help="entries kept per model (history.keep)")
     parser.add_argument("--weights", choices=["true", "false"], required=True, help="keep the finished states")
+    parser.add_argument("--data", required=True, help="results/<name>/data: the data the setting ran on")
+    parser.add_argument("--candidates", required=True, help="the first stage's candidates the model reranked")
     parser.add_argument("--out", required=True, help="results/<name>/history/<model>/latest.json")
 
 
 def settings_hash(settings: dict) -> str:
-    """The first 12 hex digits of the settings' SHA-256 (canonical JSON): an entry's folder name."""
+    """The first 12 hex digits of the settings' SHA-256 (canonical JSON)."""
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def entry_hash(settings: dict, data: dict[str, str]) -> str:
+    """An entry's folder name: of the settings and the data they ran on, so that a setting run again on changed
+    judgments (or documents, folds, candidates) is a new entry beside the old data's, not its replacement."""
+    return settings_hash({"settings": settings, "data": data})
+
+
+def data_digests(data_dir: Path, candidates: Path) -> dict[str, str]:
+    """The SHA-256 of each data file a setting ran on, by role (``DATA_FILES``, then ``candidates``). The data
+    stage's files through ``file_sha256``'s cache (the collection's documents are hashed once, not per model)."""
+    found = {role: file_sha256(data_dir / name) for role, name in DATA_FILES.items()}
+    return {**found, "candidates": sha256_of(candidates)}
+
+
+def finish_interrupted(model_dir: Path) -> list[str]:
+    """Complete or clean what a history stage killed mid-way left in ``model_dir``: a staging folder
+    (``.partial-<hash>``) is removed; an entry moved aside by ``replace_directory`` (``.<hash>.<random>.old``) whose
+    replacement never arrived is put back (the entry as it was), and one whose replacement did is removed. Hidden
+    folders are no entries, so ``keep`` would never prune them. Returns what it did, for the log."""
+    done = []
+    hidden = (
+        sorted(p for p in model_dir.iterdir() if p.name.startswith(".") and p.is_dir()) if model_dir.is_dir() else []
+    )
+    for path in hidden:
+        if path.name.startswith(".partial-"):
+            shutil.rmtree(path)
+            done.append(f"removed {path.name}")
+        elif path.name.endswith(".old"):
+            entry = model_dir / path.name[1:].split(".")[0]
+            if entry.exists():
+                shutil.rmtree(path)
+                done.append(f"removed {path.name}")
+            else:
+                path.rename(entry)
+                done.append(f"put {path.name} back as {entry.name}")
+    return done
 
 
 def entries(model_dir: Path) -> list[Path]:
@@ -76,10 +119,12 @@ def run(args: argparse.Namespace) -> None:
         raise InputError(f"history.keep is {args.keep}; expected at least 1 (the current setting's entry)")
     out = Path(args.out)
     model_dir = out.parent
-    digest = settings_hash(settings)
+    for done in finish_interrupted(model_dir):
+        log.warning("history of %s: an earlier history job was interrupted: %s", args.model, done)
+    data = data_digests(Path(args.data), Path(args.candidates))
+    digest = entry_hash(settings, data)
     entry = model_dir / digest
     staged = model_dir / f".partial-{digest}"
-    shutil.rmtree(staged, ignore_errors=True)
     staged.mkdir(parents=True)
     scores = {}
     (staged / "eval").mkdir()
@@ -104,6 +149,7 @@ def run(args: argparse.Namespace) -> None:
             "model": args.model,
             "hash": digest,
             "settings": settings,
+            "data": data,
             "scores": scores,
             "archived": datetime.now(UTC).isoformat(),  # UTC, to the microsecond: sorts as it reads
             "source": source(),

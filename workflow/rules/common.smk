@@ -11,6 +11,7 @@ from longrank.cli import stage_module
 from longrank.results.code_digest import code_digest
 from longrank.train.code import training_code_digest
 from longrank.validation.validate import validate_config
+from longrank.validation.checks import check_input_files_exist
 from longrank.config.schema import DATASETS, SCHEMA
 from longrank.config.files import check_command_line
 from longrank.console import print_failures
@@ -32,6 +33,8 @@ try:
         os.path.join(workflow.basedir, SCHEMA),
         datasets_dir=os.path.join(workflow.basedir, DATASETS),
     )
+    # every input file a config key names, by its key, before any job runs (Snakemake would list a job's inputs)
+    check_input_files_exist(config)
     R = f"results/{config['dataset']['name']}"  # a safe name (longrank.config.names.SAFE_NAME): always a folder of results/
     # no configured input inside results/<name>/: the data stage would overwrite (and Snakemake first delete) it
     check_outputs_not_inputs(config, R)

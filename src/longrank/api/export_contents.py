@@ -6,6 +6,8 @@ ids as at training, then the pre-trained words), encoder models over the exporte
 
 from __future__ import annotations
 
+import math
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -52,13 +54,66 @@ def inside_folder(directory: Path, value, where: str, kind: str) -> Path:
     root = directory.resolve()
     path = (root / value).resolve()
     if Path(value).is_absolute() or ".." in Path(value).parts or not path.is_relative_to(root):
-        raise InputError(
-            f"{where}: {value!r} is not inside the export's folder {directory}; an export names only its own files "
-            "(a relative path without '..', no link out of the folder)"
-        )
+        raise _outside(directory, value, where)
     if not (path.is_dir() if kind == "directory" else path.is_file()):
         raise InputError(f"{where}: {value!r} is not a {kind} of the export {directory}")
     return path
+
+
+def _outside(directory: Path, value: str, where: str) -> InputError:
+    return InputError(
+        f"{where}: {value!r} is not inside the export's folder {directory}; an export names only its own files "
+        "(a relative path without '..', no link out of the folder)"
+    )
+
+
+def check_all_inside(directory: Path, meta: dict) -> None:
+    """Every path of the export, at any depth (``encoder/tokenizer.json`` as much as ``ranker.json``), resolves
+    inside its folder: a link out of it, to a file or a folder, is refused naming the key of ``ranker.json`` that
+    names it, else its path in the export. Links to folders are not walked into: each is checked as a name, so a
+    link that leads out is refused before anything below it is read."""
+    root = directory.resolve()
+    keys = {}
+    for key, _ in EXPORT_PATHS:
+        section, field = key.split(".")
+        value = meta.get(section, {}).get(field) if isinstance(meta.get(section), dict) else None
+        if isinstance(value, str):
+            keys[os.path.normpath(value)] = key
+    for folder, dirs, files in os.walk(root):
+        for name in sorted(dirs + files):
+            path = Path(folder) / name
+            if path.is_symlink() and not path.resolve().is_relative_to(root):
+                relative = str(path.relative_to(root))
+                key = keys.get(relative)
+                raise _outside(directory, relative, f"{directory / 'ranker.json'}: {key}" if key else str(directory))
+
+
+def check_config_sizes(directory: Path, cfg: dict, weights: list[Path]) -> None:
+    """Every whole number the config entry gives its architecture (at any depth) is at most the number of weights
+    the export holds (the safetensors headers' shapes): a size beyond that is the size of nothing the weights fill,
+    and building it (``n_kernels: 10**8``: a list and a layer of 10**8) would exhaust memory before the weights'
+    shapes were compared. Lengths (``max_doc_len``) fall under the bound too: no model is smaller than its inputs."""
+    from longrank.config.model_types import architecture_params
+
+    total = sum(math.prod(shape) for path in weights for shape in weight_shapes(path).values())
+    for key, value in _whole_numbers(architecture_params(cfg)):
+        if value > total:
+            raise InputError(
+                f"{directory / 'ranker.json'}: config.{key} {value} is more than the {total} weights the export "
+                "holds, so it is the size of none of them; nothing was built"
+            )
+
+
+def _whole_numbers(value, prefix: str = ""):
+    """(dotted key, whole number) for each whole number in a config value, at any depth (``dims.0`` in a list)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _whole_numbers(item, f"{prefix}{key}.")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _whole_numbers(item, f"{prefix}{index}.")
+    elif isinstance(value, int) and not isinstance(value, bool):
+        yield prefix.rstrip("."), value
 
 
 def _whole_number(value, where: str, minimum: int = 1) -> int:
@@ -76,7 +131,8 @@ def weight_shapes(path: Path) -> dict[str, list[int]]:
     check_regular_file(path)
     try:
         with safe_open(str(path), framework="pt") as f:
-            return {name: list(f.get_slice(name).get_shape()) for name in f}
+            # safe_open is no mapping: it lists its tensors by keys() and cannot be iterated
+            return {name: list(f.get_slice(name).get_shape()) for name in f.keys()}  # noqa: SIM118
     except SafetensorError as err:
         raise InputError(f"{path} is not a safetensors file ({err}); weights are only read from safetensors") from None
 
@@ -199,6 +255,7 @@ def build_exported_model(directory: Path, meta: dict):
     """The model the directory describes, untrained (its weights are loaded after), and a word model's pre-trained
     vectors of the words after its training vocabulary (None: none): word models over the exported vocabulary
     (training words first, ids as at training), encoder models over the exported encoder."""
+    from longrank.api.export import WEIGHTS
     from longrank.models.registry import build_model
 
     cfg = meta.get("config")
@@ -207,6 +264,7 @@ def build_exported_model(directory: Path, meta: dict):
     cfg = dict(cfg)
     if "vocabulary" in meta:
         check_vocabulary_sizes(directory, meta)
+        check_config_sizes(directory, cfg, [directory / WEIGHTS])
         pretrained, vectors = _read_pretrained(directory, meta["vocabulary"])
         vocab = _read_vocabulary(directory, meta["vocabulary"], pretrained)
         # The initial vectors (GloVe, word2vec) are overwritten by the trained weights: a one-word file of the right
@@ -224,5 +282,6 @@ def build_exported_model(directory: Path, meta: dict):
     if "encoder" in meta:
         encoder = inside_export(directory, meta, "encoder.dir", "directory")
         check_encoder_sizes(directory, encoder)
+        check_config_sizes(directory, cfg, [directory / WEIGHTS, encoder / "model.safetensors"])
         return build_model({**cfg, "encoder": str(encoder)}, None), None
     raise InputError(f"{directory / 'ranker.json'}: names neither a vocabulary nor an encoder")

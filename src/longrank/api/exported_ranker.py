@@ -22,7 +22,7 @@ from longrank.io.json_yaml import read_json
 from longrank.io.ids import column_ids
 from longrank.io.trec_files import Run, read_ranked_run
 from longrank.config.schema import schema_default
-from longrank.api.export_contents import build_exported_model, inside_folder
+from longrank.api.export_contents import build_exported_model, check_all_inside, inside_folder
 
 DEFAULT_BATCH_SIZE = schema_default("rerank.batch_size")  # as the rerank stage scores
 
@@ -118,10 +118,12 @@ class ExportedRanker:
                 f"{self.path} is not an exported ranker ({RANKER_FILE} not found); write one with "
                 "`longrank export --results results/<dataset> --model <name> --fold N --out DIR`"
             )
+        inside_folder(self.path, RANKER_FILE, str(self.path), "file")
         self.meta: dict[str, Any] = read_json(self.path / RANKER_FILE)
         found = self.meta.get("format") if isinstance(self.meta, dict) else None
         if found != FORMAT:
             raise InputError(f"{self.path / RANKER_FILE}: format {found!r}; this LongRank reads {FORMAT!r}")
+        check_all_inside(self.path, self.meta)
         self.name, self.type = self.meta.get("name"), self.meta.get("type")
         self.batch_size = batch_size
         #: the model's rerank depth as the workflow resolved it (export: config.json's resolved_models)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
+from longrank.evaluate.satisfiable import check_satisfiable
 from longrank.evaluate.metrics import DEFAULT_MEASURES, per_query, read_folds, test_queries, write_eval_tsv
 from longrank.io.trec_files import read_qrels, read_run
 
@@ -26,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     trec_run = read_run(args.run)
     qrels = read_qrels(args.qrels)
+    check_satisfiable(args.measures, qrels, args.qrels)
     qids = test_queries(read_folds(args.folds))
     frame = per_query(trec_run, qrels, qids, args.measures, name=str(args.run))
     write_eval_tsv(args.out, frame)

@@ -20,6 +20,23 @@ def load_yaml(stream):
     return yaml.load(stream, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
+def read_yaml(path: str | os.PathLike):
+    """The YAML file's value (read safely); a file that is not YAML is refused naming the file, the line and the
+    column where the parser stopped (its ``problem_mark``), and what it found there."""
+    import yaml
+
+    path = check_regular_file(path)
+    try:
+        return load_yaml(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise UnreadableFileError(f"{path}: not UTF-8 text (byte {err.start}); expected YAML") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise UnreadableFileError(f"{where}: not valid YAML ({problem})") from None
+
+
 def write_json(path: str | os.PathLike, obj) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
 
@@ -43,5 +60,19 @@ def json_object(text: str, what: str) -> dict:
     return value
 
 
+class UnreadableFileError(InputError, ValueError):
+    """A JSON file that is not JSON (or not UTF-8): the message names the file and the line. A ValueError too, so
+    that a reader that treats an unreadable record as absent (a cache, a lock, a manifest) still does."""
+
+
 def read_json(path: str | os.PathLike):
-    return json.loads(check_regular_file(path).read_text(encoding="utf-8"))
+    """The file's JSON value; a file that is not UTF-8 JSON is refused naming the file and the line."""
+    path = check_regular_file(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise UnreadableFileError(
+            f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at byte {err.start}); expected JSON"
+        ) from None
+    except json.JSONDecodeError as err:
+        raise UnreadableFileError(f"{path}:{err.lineno}: not valid JSON ({err.msg}, column {err.colno})") from None

@@ -79,10 +79,34 @@ def read_id_text_jsonl(
                 )
             if all(k not in rec for k in text_keys):
                 raise InputError(f"{path}:{lineno}: no text field; expected {text_keys}")
-            text = "\n".join(str(rec[k]) for k in text_keys if rec.get(k))
-            yield lineno, check_id(rid, path, lineno, what), _text(text, path, lineno, what, text_required)
+            rid = check_id(rid, path, lineno, what)
+            _check_text_fields(rec, text_keys, path, lineno, what, rid)
+            text = "\n".join(rec[k] for k in text_keys if rec.get(k))
+            yield lineno, rid, _text(text, path, lineno, what, text_required)
 
     return _each_id_once(records(), path, what)
+
+
+JSON_KINDS = {
+    bool: "a JSON boolean",
+    int: "a JSON number",
+    float: "a JSON number",
+    list: "a JSON array",
+    dict: "a JSON object",
+}
+
+
+def _check_text_fields(rec: dict, text_keys: list[str], path, lineno: int, what: str, rid: str) -> None:
+    """A text field is a string, or null for none: an array, an object, a number or a boolean is refused by record.
+    No one text is what its writer meant (a list's items joined how? a number as words?), and storing the value's
+    Python form would put brackets and quotes into the text every model reads."""
+    for key in text_keys:
+        value = rec.get(key)
+        if value is not None and not isinstance(value, str):
+            raise InputError(
+                f"{path}:{lineno}: {what} {rid!r}: the text field {key!r} is {JSON_KINDS.get(type(value), 'not text')}"
+                "; expected a string (or null for no text)"
+            )
 
 
 def _text(text: str, path, lineno: int, what: str, required: bool) -> str:

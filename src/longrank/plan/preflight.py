@@ -11,7 +11,7 @@ from pathlib import Path
 from collections.abc import Iterable
 
 from longrank import downloads
-from longrank.results.lock import acquire, check_owner, release
+from longrank.results.lock import acquire, check_owner, path_errors, release
 
 
 def planned_names(wildcard_values: Iterable[Iterable]) -> set[str]:
@@ -37,13 +37,16 @@ class ResultsOwner:
 
     def check(self) -> None:
         """Refuses results another working directory's config owns (InputError)."""
-        check_owner(self.results, self.workdir, self.config)
+        with path_errors(self.results):
+            check_owner(self.results, self.workdir, self.config)
 
     def take(self, locking: bool) -> None:
         """The lock on the results folder, unless ``locking`` is off (--nolock: the user's word that nothing else
         runs here)."""
         if locking:
-            acquire(self.results, self.workdir, self.config)
+            with path_errors(self.results):
+                acquire(self.results, self.workdir, self.config)
 
     def release(self) -> None:
-        release(self.results)
+        with path_errors(self.results):
+            release(self.results)

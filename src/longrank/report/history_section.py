@@ -1,5 +1,6 @@
 """Section: the experiment log. Every setting each model ran with and that its history keeps (``longrank.history``),
-newest first, its scores beside today's, and what differs from today's setting, key by key."""
+newest first, its scores beside today's, and what differs from today's setting, key by key. A setting that ran on
+other data (changed judgments, documents, folds or candidates) says so first: its scores are of other data."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def section(ctx: Context) -> Section:
     earlier = sum(1 for r in rows if r[1] != "today")
     sec.howto(
         f"Each row is a setting a model ran with: its mean {PRIMARY} (and that of its interpolation with its first "
-        "stage) on the test queries of the data it ran on, and how its setting differs from today's. A changed "
+        "stage) on the test queries of the data it ran on, and how its setting differs from today's; a setting that "
+        "ran on other data (documents, queries, judgments, folds or candidates) says so first. A changed "
         "setting keeps the earlier one's weights, runs and evaluations in results/<name>/history/<model>/<settings "
         "hash>/; going back to a kept setting copies its weights back instead of training again. "
         f"The config key history.keep bounds each model's entries (history now: {'; '.join(sizes)})."
@@ -50,7 +52,9 @@ def _row(model: str, archived: dict, current: dict) -> list:
     own = scores.get(model, {}).get(PRIMARY)
     mixed = next((s.get(PRIMARY) for name, s in scores.items() if name.startswith(f"{model}+")), None)
     today = archived["hash"] == current["hash"]
-    changes = [] if today else changed_keys(archived["settings"], current["settings"])
+    changes = (
+        [] if today else data_differences(archived, current) + changed_keys(archived["settings"], current["settings"])
+    )
     shown = "; ".join(changes[:MAX_CHANGES]) + (
         f"; {len(changes) - MAX_CHANGES} more" if len(changes) > MAX_CHANGES else ""
     )
@@ -62,6 +66,16 @@ def _row(model: str, archived: dict, current: dict) -> list:
         "–" if mixed is None else fmt(mixed),  # a model without an interpolation
         "–" if today else shown,
     ]
+
+
+def data_differences(earlier: dict, today: dict) -> list[str]:
+    """How the data an entry ran on differ from today's, said first: its scores are then of other data, not a
+    setting's effect. Empty when the data are the same."""
+    before, now = earlier.get("data"), today.get("data")
+    if before is None or now is None:
+        return ["ran on data not recorded (archived before entries kept their data): not comparable"]
+    changed = [role for role in sorted(set(before) | set(now)) if before.get(role) != now.get(role)]
+    return [f"ran on other data ({', '.join(changed)} differ): not comparable"] if changed else []
 
 
 def changed_keys(earlier: dict, today: dict, prefix: str = "") -> list[str]:

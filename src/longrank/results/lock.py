@@ -95,6 +95,8 @@ def check_owner(results: Path, workdir: Path, config: dict) -> None:
     if checkout_id(workdir) in owner.get("checkouts", []):
         return  # this working directory's Snakemake recorded how it made them: its params triggers judge the change
     changed = _differences(owner.get("config") or {}, _resolved_paths(config, workdir))
+    if _same_directory(owner.get("workdir"), workdir):
+        raise InputError(_own_records_gone_message(results, workdir, changed))
     raise InputError(
         f"{_where(results)} holds the outputs of another config, run from {owner.get('workdir', '?')}"
         + (f" (keys that differ: {', '.join(changed[:8])}{' ...' if len(changed) > 8 else ''})" if changed else "")
@@ -103,6 +105,44 @@ def check_owner(results: Path, workdir: Path, config: dict) -> None:
         f"run from {owner.get('workdir', 'that working directory')}, or remove {results / OWNER} and rebuild them all "
         "here with --forceall"
     )
+
+
+def _same_directory(recorded, workdir: Path) -> bool:
+    """Whether the owner record's working directory is ``workdir`` (links resolved): the record is this one's own,
+    whatever became of its ``.snakemake/``."""
+    return isinstance(recorded, str) and os.path.realpath(recorded) == os.path.realpath(workdir)
+
+
+def _own_records_gone_message(results: Path, workdir: Path, changed: list[str]) -> str:
+    """This working directory made the outputs with another config and its Snakemake records (``.snakemake/``,
+    where the checkout id lives) are gone: Snakemake has no record of the old config, so it would count the outputs
+    up to date. Refused as before, saying whose they are."""
+    return (
+        f"{_where(results)} holds the outputs of another config, made from this working directory ({workdir})"
+        + (f" (keys that differ: {', '.join(changed[:8])}{' ...' if len(changed) > 8 else ''})" if changed else "")
+        + "; its Snakemake records of how they were made (.snakemake/) are gone, so Snakemake would count them up to "
+        f"date. Run with the config that made them, or remove {results / OWNER} and rebuild them with --forceall"
+    )
+
+
+@contextlib.contextmanager
+def path_errors(results: Path):
+    """An OS error on the results folder, its lock or its owner record (a dangling ``results`` link, no
+    permission, a file where a folder belongs) as an InputError naming the path and what is wrong."""
+    try:
+        yield
+    except OSError as err:
+        raise InputError(_path_problem(results, err)) from None
+
+
+def _path_problem(results: Path, err: OSError) -> str:
+    dangling = next((p for p in (results, *results.parents) if p.is_symlink() and not p.exists()), None)
+    if dangling is not None:
+        return (
+            f"{dangling} is a link to {os.readlink(dangling)}, which does not exist, so the results folder {results} "
+            "cannot be made there: create the folder it points to, or remove the link"
+        )
+    return f"{err.filename or results}: {err.strerror or err} (the results folder {results}, its lock and owner record)"
 
 
 def _differences(old, new, prefix: str = "") -> list[str]:

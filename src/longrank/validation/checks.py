@@ -20,17 +20,10 @@ from longrank.config.model_entries import interpolates
 
 def check_input_files(config: dict) -> None:
     """A path that must be a file (a local collection's files, a run file) and names a directory, a device or a named
-    pipe, or a collection file larger than ``dataset.max_file_gb``, is an error now, naming the key. A path that does not exist yet is left to the data and candidates stages (another job, or the
-    user, may make it before they run; they name the key if it is still missing)."""
-    files = ("docs", "queries", "qrels", "train_queries", "train_qrels", "dev_queries", "dev_qrels")
-    keys = [(f"dataset.{key}", config["dataset"].get(key)) for key in files]
-    keys += [
-        (f"first_stages.{name}.path", spec.get("path"))
-        for name, spec in config["first_stages"].items()
-        if spec["method"] == "run_file"
-    ]
+    pipe, or a collection file larger than ``dataset.max_file_gb``, is an error now, naming the key. A path that does not exist is left to ``check_input_files_exist``, which the
+    workflow runs when it is parsed (a config validated for later may name files still to come)."""
     limit = max_file_bytes(config["dataset"])
-    for key, value in keys:
+    for key, value in input_file_keys(config):
         if not value or not Path(value).exists():
             continue
         if Path(value).is_dir():
@@ -43,6 +36,30 @@ def check_input_files(config: dict) -> None:
                 check_file_size(value, limit)
         except InputError as err:
             raise InputError(f"config key {key}: {err}") from None
+
+
+def input_file_keys(config: dict) -> list[tuple[str, str | None]]:
+    """(config key, its value) of every key that names an input file: a local collection's files and a run file
+    brought as a first stage."""
+    files = ("docs", "queries", "qrels", "train_queries", "train_qrels", "dev_queries", "dev_qrels")
+    keys = [(f"dataset.{key}", config["dataset"].get(key)) for key in files]
+    return keys + [
+        (f"first_stages.{name}.path", spec.get("path"))
+        for name, spec in config["first_stages"].items()
+        if spec["method"] == "run_file"
+    ]
+
+
+def check_input_files_exist(config: dict) -> None:
+    """Every input file a config key names exists, when the workflow is parsed (dry runs included): a missing one
+    is named by its key and path before any job runs, not by Snakemake's list of a job's missing inputs. The
+    workflow's own check (workflow/rules/common.smk): ``validate_config`` also checks configs of runs to come."""
+    missing = [(key, value) for key, value in input_file_keys(config) if value and not Path(value).exists()]
+    if missing:
+        raise InputError(
+            "input files the config names do not exist (paths are relative to the working directory "
+            f"{Path.cwd()}):\n" + "\n".join(f"config key {key}: {value} not found" for key, value in missing)
+        )
 
 
 def check_word2vec_queries(config: dict) -> None:

@@ -22,7 +22,7 @@ from longrank.validation.checks import (
 )
 from longrank.data.grades import check_gain_order, integer_grades
 from longrank.errors import InputError
-from longrank.io.json_yaml import load_yaml
+from longrank.io.json_yaml import load_yaml, read_yaml
 from longrank.config.model_types import MODEL_TYPES, capabilities
 from longrank.config.names import check_config_names, check_name
 from longrank.config.schema import DATASETS_DIR, SCHEMA, SCHEMA_PATH, load_schema
@@ -104,8 +104,7 @@ def _dataset_description(value: str, datasets_dir: Path) -> dict:
             f"{datasets_dir}/<name>.yaml) nor a description file ending in .yaml ({path} does not exist); "
             'or write the collection\'s block in the config (README, "Your own collection")'
         )
-    with open(path, encoding="utf-8") as f:
-        description = load_yaml(f)
+    description = read_yaml(path)
     if not isinstance(description, dict):
         raise InputError(
             f"config key dataset: {path} must hold a mapping of dataset keys (name, source, ...); "
