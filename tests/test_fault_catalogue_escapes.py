@@ -145,7 +145,7 @@ LOCK_PATHS = kind("lock_path", ["dangling_results_link", "a_file_where_the_resul
 
 
 def test_a_dangling_results_link_is_named_not_a_raw_os_error(tmp_path):
-    from longrank.plan.checks import ResultsOwner
+    from longrank.plan.preflight import ResultsOwner
 
     (tmp_path / "results").symlink_to(tmp_path / "gone")
     owner = ResultsOwner(tmp_path / "results" / "tiny", tmp_path, {})
@@ -155,7 +155,7 @@ def test_a_dangling_results_link_is_named_not_a_raw_os_error(tmp_path):
 
 
 def test_a_file_where_the_results_folder_belongs_is_named(tmp_path):
-    from longrank.plan.checks import ResultsOwner
+    from longrank.plan.preflight import ResultsOwner
 
     (tmp_path / "results").write_text("not a folder")
     with pytest.raises(InputError, match=r"results/tiny: (File exists|Not a directory) \(the results folder "):
