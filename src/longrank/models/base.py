@@ -85,7 +85,9 @@ class Ranker(nn.Module):
         takes; ``doc_ids[i]`` is the id of ``docs[i]`` (for per-document artifacts)."""
         raise NotImplementedError
 
-    def forward(self, **batch: torch.Tensor) -> torch.Tensor:  # noqa: D401 - shape [batch]
+    # ``*args: Any, **batch: Any``: each model's forward names its own keyword tensors (``query``, ``doc``, ...), the
+    # keys its ``encode`` gives; this signature lets a subclass declare them.
+    def forward(self, *args: Any, **batch: Any) -> torch.Tensor:  # noqa: D401 - shape [batch]
         raise NotImplementedError
 
     def train(self, mode: bool = True) -> Ranker:
@@ -126,7 +128,7 @@ class Ranker(nn.Module):
         both scopes is called once per scope's directory, the collection's first."""
         raise InputError(f"{type(self).__name__} declares no artifacts; {directory} cannot be attached")
 
-    def explain(self, **batch: torch.Tensor) -> dict[str, torch.Tensor] | None:
+    def explain(self, *args: Any, **batch: Any) -> dict[str, torch.Tensor] | None:  # keys: as ``forward``
         """Optional per-pair details worth keeping beside the run (e.g. TKL's top region positions)."""
         return None
 

@@ -90,7 +90,7 @@ class BertRanker(Ranker):
         self.max_passages = 1 if mode == "firstp" else (max_passages or DEFAULT_MAX_PASSAGES)
         if self.passage_stride <= 0 or self.max_passages <= 0:
             raise InputError("passage_stride and max_passages must be positive")
-        self.head = None
+        self.head: nn.Linear | None = None  # segment_cosine scores without a head
         if pooling != "segment_cosine":
             self.head = nn.Linear(encoder.config.hidden_size, 1)
             nn.init.normal_(self.head.weight, std=encoder.config.initializer_range)
@@ -158,6 +158,7 @@ class BertRanker(Ranker):
             query, passage = mean_pool(states, mask * (1 - segment)), mean_pool(states, mask * segment)
             kept = COSINE_SCALE * torch.cosine_similarity(query, passage, dim=-1)
         else:
+            assert self.head is not None  # every pooling but segment_cosine has one (``__init__``)
             kept = self.head(states[:, 0] if self.pooling == "cls" else mean_pool(states, mask)).squeeze(-1)
         scores = torch.full(keep.shape, float("-inf"), dtype=kept.dtype, device=kept.device)
         scores = scores.masked_scatter(keep, kept)

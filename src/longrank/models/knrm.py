@@ -22,6 +22,8 @@ class KNRM(Ranker):
     default_loss = "pairwise_hinge"
     config_parts = (WordEmbedder,)
     parameter_groups = {"embeddings": ("embedder.",), "scoring": ("dense.",)}
+    mu: torch.Tensor  # buffers: the kernels' centres and widths
+    sigma: torch.Tensor
 
     def __init__(self, embedder: WordEmbedder, n_kernels: int = 11, max_query_len: int = 30, max_doc_len: int = 200):
         super().__init__()

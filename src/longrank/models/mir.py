@@ -63,9 +63,8 @@ each document's record up by id and never reads the document's text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import torch
 from torch import nn
@@ -98,6 +97,12 @@ from longrank.models.mir_inputs import (
 from longrank.models.modules.mir_graph_layer import GraphLayer
 from longrank.models.modules.node_pooling import init_linear, node_pooling
 from longrank.config.schema import schema_default
+
+
+class DocumentRecords(Protocol):
+    """doc id -> record (the contract's format): a dict, or the graphs stage's ``data.records.GraphStore``."""
+
+    def __getitem__(self, doc_id: str, /) -> dict: ...
 
 
 class MIR(Ranker):
@@ -148,7 +153,7 @@ class MIR(Ranker):
         self._add_fusion(n_layers, dim)
         self._add_aggregation(dim, pool_heads, dropout, std)
         freeze_lower_layers(encoder, freeze_layers)
-        self.records: Mapping[str, dict] | None = None
+        self.records: DocumentRecords | None = None
         self.settings: dict[str, Any] = {}
         self.source = "graphs"
 
@@ -217,7 +222,7 @@ class MIR(Ranker):
         store = GraphStore(Path(directory))
         self.use_graphs(store, store.settings, source=str(directory))
 
-    def use_graphs(self, records: Mapping[str, dict], settings: dict[str, Any], source: str = "graphs") -> None:
+    def use_graphs(self, records: DocumentRecords, settings: dict[str, Any], source: str = "graphs") -> None:
         """Use ``records`` (doc id -> record, the contract's format) cut with ``settings`` from now on; ``source``
         names them in errors. The graph set must come from this model's tokenizer and hold enough tokens."""
         check_graph_set(settings, self.tokenizer, self.max_doc_tokens, source)
@@ -276,7 +281,8 @@ class MIR(Ranker):
         """G_v of one block (Eq. 8): the view's own layer, or with ``shared`` the intra layer itself."""
         if self.shared:
             return layer(x, attention_mask=self._mask(GraphLayer.attend(adj), x.dtype))
-        return self.inter[block][graph](x, adj, mask)
+        layers = cast(nn.ModuleDict, self.inter[block])  # each block's graph layers (``_add_inter_layers``)
+        return layers[graph](x, adj, mask)
 
     def node_states(
         self, input_ids, attention_mask, token_type_ids, passage_mask, **nodes

@@ -51,7 +51,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -138,7 +140,7 @@ class MORES(Ranker):
         self.head = nn.Linear(encoder.config.hidden_size, 1)
         nn.init.normal_(self.head.weight, std=init_range)
         nn.init.zeros_(self.head.bias)
-        self.store = None
+        self.store: ReuseStore | None = None
         self._kept_documents = kept_documents.KeptDocuments()  # no store: each document represented once a job
         self.register_state_dict_post_hook(drop_tied_query_layers)
         self.register_load_state_dict_pre_hook(load_query_layers)
@@ -159,13 +161,18 @@ class MORES(Ranker):
         return {**{f"q_{k}": v for k, v in q.items()}, **{f"d_{k}": v for k, v in d.items()}}
 
     # --- the three modules --------------------------------------------------------------------------
+    @property
+    def blocks(self) -> Sequence[InteractionBlock]:
+        """``interaction_blocks`` as what they are: an ``nn.ModuleList`` types its entries as plain modules."""
+        return cast(Sequence[InteractionBlock], self.interaction_blocks)
+
     @staticmethod
-    def device_query_inputs(inputs: dict[str, torch.Tensor], device) -> dict:
+    def device_query_inputs(inputs: dict[str, torch.Tensor], device) -> dict[str, torch.Tensor | None]:
         """Tokenised queries on ``device``. On CUDA a mask of all ones, read on the host, becomes ``None``: the
         query module's CUDA graph and the blocks' query self-attention (SDPA's unmasked kernel) then need no mask,
         and no device sync asks whether there is padding (on an H100 two such syncs per rerank batch left the
         GPU idle while Python prepared the next step). On the CPU the mask stays: its scores as they were."""
-        out = {k: v.to(device) for k, v in inputs.items()}
+        out: dict[str, torch.Tensor | None] = {k: v.to(device) for k, v in inputs.items()}
         if torch.device(device).type == "cuda" and bool(inputs["attention_mask"].all()):
             out["attention_mask"] = None
         return out
@@ -209,14 +216,12 @@ class MORES(Ranker):
             ).last_hidden_state
 
     def project_docs(self, doc: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        return [ib.project_document(doc) for ib in self.interaction_blocks]
+        return [ib.project_document(doc) for ib in self.blocks]
 
     def project_rows(self, doc: torch.Tensor, doc_mask: torch.Tensor) -> DocRows:
         """Every block's (D W_k, D W_v) in one matrix product (one [hidden, 2K x hidden] weight: a larger product
         runs nearer the GPU's peak than 2K small ones), as rows for ``forward_rows``."""
-        projections = [
-            p for ib in self.interaction_blocks for p in (ib.cross_attention.self.key, ib.cross_attention.self.value)
-        ]
+        projections = [p for ib in self.blocks for p in (ib.cross_attention.self.key, ib.cross_attention.self.value)]
         weight = torch.cat([p.weight for p in projections])
         bias = torch.cat([p.bias for p in projections])
         return DocRows.from_dense(F.linear(doc, weight, bias), doc_mask, len(self.interaction_blocks))
@@ -224,7 +229,7 @@ class MORES(Ranker):
     def reads_rows(self, device) -> bool:
         """Whether scoring takes the fused path (``forward_rows``): inference on CUDA with Triton; training and the
         CPU take PyTorch's attention over gathered keys and values (the same scores, tests/test_mores.py)."""
-        attention = self.interaction_blocks[0].cross_attention.self
+        attention = self.blocks[0].cross_attention.self
         return (
             not self.training
             and not torch.is_grad_enabled()
@@ -265,7 +270,7 @@ class MORES(Ranker):
 
     def _interact(self, query, query_mask, doc_kv, doc_mask) -> torch.Tensor:
         h = h_half = query
-        for k, ib in enumerate(self.interaction_blocks):
+        for k, ib in enumerate(self.blocks):
             if isinstance(doc_kv, DocRows):
                 h, h_half = ib.forward_rows(h, h_half, query_mask, doc_kv, k)  # Eq. 8-9
             elif isinstance(doc_kv, DocStates):

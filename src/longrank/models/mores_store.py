@@ -61,7 +61,7 @@ def weights_fingerprint(model, reuse: str) -> str:
     return h.hexdigest()
 
 
-def mb_per_document(tokens: int, n_slots: int, hidden: int, dtype: str) -> float:
+def mb_per_document(tokens: float, n_slots: int, hidden: int, dtype: str) -> float:
     return tokens * n_slots * hidden * np.dtype(DTYPES[dtype]).itemsize / 2**20
 
 
@@ -258,8 +258,10 @@ class ReuseStore:
             cols = [2 * k * hidden for k in range(n_blocks)]
             values = [c + hidden for c in cols]
             # resident: the same table on every call, so a CUDA graph of the blocks may keep reading it
-            rows = DocRows(table, offsets, lengths.to(torch.int32), cols, values, hidden, longest, resident=on_device)
-            return rows, None
+            in_place = DocRows(
+                table, offsets, lengths.to(torch.int32), cols, values, hidden, longest, resident=on_device
+            )
+            return in_place, None
         steps = torch.arange(longest, device=rows.device)
         mask = steps[None, :] < lengths[:, None]
         positions = torch.where(mask, offsets[:, None] + steps[None, :], 0)

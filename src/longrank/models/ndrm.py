@@ -98,7 +98,7 @@ from longrank.models.modules.windowed_kernel_pooling import (  # LOG_EPS and ker
 )
 from longrank.models.modules.word_embedder import WordEmbedder, pretrained_rows
 from longrank.models.ndrm_inputs import NDRMInputs, check_choices, check_sizes
-from longrank.models.ndrm_latent import LatentMatch
+from longrank.models.ndrm_latent import EncodedDocuments, LatentMatch
 from longrank.models.ndrm_impact import impact_scores, read_exact_index, write_impact_index
 from longrank.models.ndrm_terms import ExplicitMatch, ndrm_idf, ndrm_kernels, processed_embedder
 from longrank.config.schema import schema_default
@@ -112,6 +112,7 @@ class NDRM(NDRMInputs, LatentMatch, Ranker):
     default_loss = "ranknet"
     config_parts = (WordEmbedder, ConformerLayer, ndrm_kernels)
     parameter_groups = {"embeddings": ("embedder.", "markers."), "scoring": ("window_scorer.", "explicit.", "combine.")}
+    idf: torch.Tensor  # a buffer: IDF per vocabulary id, as the explicit match reads it
 
     def __init__(
         self,
@@ -249,9 +250,12 @@ class NDRM(NDRMInputs, LatentMatch, Ranker):
     def _combine(self, latent: torch.Tensor | None, explicit: torch.Tensor | None, mask: torch.Tensor) -> torch.Tensor:
         """Per-term scores of the variant [D, T] from its parts (Eq. 3 for NDRM3; BN over real terms)."""
         if self.variant == "ndrm1":
+            assert latent is not None  # NDRM1 scores by the latent match alone
             return latent
         if self.variant == "ndrm2":
+            assert explicit is not None  # NDRM2 by the explicit match alone
             return explicit
+        assert latent is not None and explicit is not None  # NDRM3 by both
         both = torch.stack([latent, explicit], dim=-1)  # [D, T, 2]
         real = mask.bool()
         normalised = both.new_zeros(both.shape)
@@ -271,12 +275,22 @@ class NDRM(NDRMInputs, LatentMatch, Ranker):
         tf: torch.Tensor | None = None,
         dlen: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        return self._score(query, self._encode_documents(doc) if self.latent else None, tf, dlen)
+        encoded = None
+        if self.latent:
+            assert doc is not None  # the latent match reads the documents' ids (``encode`` gives them)
+            encoded = self._encode_documents(doc)
+        return self._score(query, encoded, tf, dlen)
 
-    def _score(self, query: torch.Tensor, encoded, tf: torch.Tensor | None, dlen: torch.Tensor | None) -> torch.Tensor:
+    def _score(
+        self,
+        query: torch.Tensor,
+        encoded: EncodedDocuments | None,
+        tf: torch.Tensor | None,
+        dlen: torch.Tensor | None,
+    ) -> torch.Tensor:
         """The forward's score from the documents as ``_encode_documents`` gives them (None without latent match)."""
         q_mask = self._query_mask(query)
-        latent = self._latent_scores(self._query_vectors(query), encoded) if self.latent else None
+        latent = self._latent_scores(self._query_vectors(query), encoded) if encoded is not None else None
         explicit = self.explicit(tf, dlen, self.idf[query], q_mask) if self.explicit_match else None
         per_term = self._combine(latent, explicit, q_mask)
         return (per_term * self.embedder.query_weights(query, q_mask)).sum(dim=1)
@@ -290,8 +304,8 @@ class NDRM(NDRMInputs, LatentMatch, Ranker):
         encoded = self._encode_documents(self._doc_ids(docs).to(device)) if self.latent else None
         if self.explicit_match:
             counts, dlen = self._document_counts(docs)
-            ids = term_ids.tolist()
-            tf = torch.tensor([[float(c.get(t, 0)) for t in ids] for c in counts], device=device)
+            term_list = term_ids.tolist()
+            tf = torch.tensor([[float(c.get(t, 0)) for t in term_list] for c in counts], device=device)
             dlen = dlen.to(device)
         length = encoded[0].shape[1] if encoded is not None else 1
         block = max(1, KERNEL_BUDGET // (len(docs) * len(self.mu) * length))
@@ -299,7 +313,7 @@ class NDRM(NDRMInputs, LatentMatch, Ranker):
         for start in range(0, len(term_ids), block):
             ids = term_ids[start : start + block]
             mask = self._query_mask(ids)[None, :].expand(len(docs), -1)
-            latent = self._latent_scores(self._query_vectors(ids)[None], encoded) if self.latent else None
+            latent = self._latent_scores(self._query_vectors(ids)[None], encoded) if encoded is not None else None
             explicit = (
                 self.explicit(tf[:, start : start + block], dlen, self.idf[ids][None], mask)
                 if self.explicit_match
@@ -345,8 +359,10 @@ class NDRM(NDRMInputs, LatentMatch, Ranker):
             return super().score_pairs(queries, doc_ids, docs)
         batch = {k: v.to(self.device) for k, v in self.encode(queries, doc_ids, docs).items()}
         texts = self._with_fields(doc_ids, docs)
-        states = kept_documents.padded(self._kept_documents.get(self, texts, self._encode_texts), batch["doc"].shape[1])
-        encoded = (*states, (batch["doc"] != PAD).sum(dim=1))
+        vectors, mask = kept_documents.padded(
+            self._kept_documents.get(self, texts, self._encode_texts), batch["doc"].shape[1]
+        )
+        encoded = (vectors, mask, (batch["doc"] != PAD).sum(dim=1))
         return self._score(batch["query"], encoded, batch.get("tf"), batch.get("dlen"))
 
     def _encodes_documents_alone(self) -> bool:
@@ -356,7 +372,7 @@ class NDRM(NDRMInputs, LatentMatch, Ranker):
             return False
         return self.score_padding_windows or not any(layer.convolve_padding for layer in self.encoder)
 
-    def _encode_texts(self, texts: list[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def _encode_texts(self, texts: list[str]) -> list[tuple[torch.Tensor, ...]]:
         """``_encode_documents`` of documents' texts (their fields added), each cut to its own length."""
         vectors, mask, lengths = self._encode_documents(self._doc_ids(texts).to(self.device))
         return kept_documents.trimmed_rows((vectors, mask), lengths.tolist())

@@ -5,6 +5,8 @@ the authors' document markers, term frequencies and lengths)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -13,6 +15,10 @@ from longrank.data.words import query_terms as split_query
 from longrank.errors import InputError
 from longrank.models.modules.positions import LAYOUTS
 from longrank.models.ndrm_terms import IDF_FORMULAS
+
+if TYPE_CHECKING:
+    from longrank.data.doc_field import DocumentFields
+    from longrank.models.modules.word_embedder import WordEmbedder
 
 VARIANTS = ("ndrm1", "ndrm2", "ndrm3")
 DOC_MARKERS = ("<S>", "</S>")  # the authors' document start and end tokens (ids past the vocabulary's, own rows)
@@ -63,6 +69,15 @@ class NDRMInputs:
     ``embedder``, ``max_query_len``, ``max_doc_len``, ``doc_markers``, ``score_padding_windows``, ``score_unknown``,
     ``fields`` and ``_analyze``)."""
 
+    embedder: WordEmbedder
+    max_query_len: int
+    max_doc_len: int
+    doc_markers: bool
+    score_padding_windows: bool
+    score_unknown: bool
+    fields: DocumentFields | None
+    _analyze: Callable[[str], list[str]] | None  # None: the ``words`` processing, the embedder's
+
     def _query_words(self, text: str) -> list[str]:
         """A query's processed words, out-of-vocabulary ones included, truncated to ``max_query_len``: ``words``
         processing is the embedder's (stop words as ``remove_query_stopwords`` says), ``ck`` the authors' (their
@@ -101,7 +116,7 @@ class NDRMInputs:
             out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
         return out
 
-    def _document_counts(self, docs: list[str]) -> tuple[list[Counter], torch.Tensor]:
+    def _document_counts(self, docs: list[str]) -> tuple[list[Counter[int]], torch.Tensor]:
         """Per document: term-id counts over the whole text, and its length in terms (Eq. 4's TF and |d|; with
         ``doc_markers`` the two markers count in |d|, as the authors' len(d))."""
         counts = [Counter(self.embedder.vocab.ids(text)) for text in docs]

@@ -4,6 +4,8 @@ that query terms stay independent), and each term's score, its best window's und
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -15,11 +17,27 @@ from longrank.models.modules.positions import sinusoidal_positions
 from longrank.models.modules.windowed_kernel_pooling import aligned_length, term_kernels, windowed_kernel_pooling
 from longrank.models.ndrm_inputs import DOC_MARKERS
 
+if TYPE_CHECKING:
+    from longrank.models.modules.word_embedder import WordEmbedder
+
+#: ``_encode_documents``' result: unit document vectors [D, L, H], their mask [D, L], the documents' lengths [D]
+EncodedDocuments = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
 
 class LatentMatch:
     """NDRM1's layers and scoring, a base of :class:`longrank.models.ndrm.NDRM` (which sets what these read:
     ``embedder``, ``latent_row``, ``doc_markers``, ``position_layout``, ``pool_window``, ``pool_stride``,
     ``score_padding_windows``, ``mu`` and ``sigma``); ``_add_latent_model`` adds the layers to the model itself."""
+
+    embedder: WordEmbedder
+    latent_row: torch.Tensor  # buffers: each id's embedding row, the kernels' centres and widths
+    mu: torch.Tensor
+    sigma: torch.Tensor
+    doc_markers: bool
+    position_layout: str
+    pool_window: int
+    pool_stride: int
+    score_padding_windows: bool
 
     def _add_latent_model(
         self, dim: int, hidden_dim: int, n_heads: int, n_layers: int, conformer: dict, n_kernels: int
@@ -44,7 +62,7 @@ class LatentMatch:
             nn.Linear(n_kernels, hidden_dim), nn.ReLU(), nn.Dropout(layer_keys["dropout"]), nn.Linear(hidden_dim, 1)
         )
 
-    def _encode_documents(self, doc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _encode_documents(self, doc: torch.Tensor) -> EncodedDocuments:
         """doc ids [D, L] -> unit document vectors [D, L, H] (zero at padding/OOV), mask [D, L], lengths [D]."""
         marker = doc >= len(self.embedder.vocab) if self.doc_markers else None
         words = doc if marker is None else doc.masked_fill(marker, PAD)
@@ -67,7 +85,7 @@ class LatentMatch:
         rows = self.latent_row[ids]
         return F.normalize(self.query_proj(self.project(self.embedder.embedding(rows))), dim=-1, eps=1e-8)
 
-    def _latent_scores(self, q: torch.Tensor, docs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def _latent_scores(self, q: torch.Tensor, docs: EncodedDocuments) -> torch.Tensor:
         """Unit query vectors [D or 1, T, H] against encoded documents -> per-term scores [D, T] (best window)."""
         d, d_mask, lengths = docs
         cosine = q @ d.transpose(1, 2)  # [D, T, L], padded (as padding) to where the last window ends

@@ -45,6 +45,9 @@ def ndrm_kernels(n_kernels: int = 10, sigma: float = 0.1) -> tuple[torch.Tensor,
 class BatchScale(nn.Module):
     """BS(x) = x / (E[x] + ε) (Eq. 4), E[x] the cumulative mean over training batches (module docstring)."""
 
+    mean: torch.Tensor  # buffers: E[x] and the number of values it averages
+    count: torch.Tensor
+
     def __init__(self):
         super().__init__()
         self.register_buffer("mean", torch.ones(()))

@@ -67,6 +67,8 @@ class TK(Ranker):
     default_loss = "pairwise_hinge"
     config_parts = (WordEmbedder, Contextualizer, tk_kernels)
     parameter_groups = {"embeddings": ("embedder.",), "scoring": ("dense.", "kernel_alpha", "exact_match.")}
+    mu: torch.Tensor  # buffers: the kernels' centres and widths
+    sigma: torch.Tensor
 
     def __init__(
         self,
@@ -131,18 +133,24 @@ class TK(Ranker):
         kept = self._kept_documents.get(self, docs, self._contextualise_texts)
         return self._score(batch["query"], batch["doc"], kept_documents.padded(kept, batch["doc"].shape[1]))
 
-    def _contextualise_texts(self, docs: list[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def _contextualise_texts(self, docs: list[str]) -> list[tuple[torch.Tensor, ...]]:
         ids = self.embedder.encode(docs, self.max_doc_len).to(self.device)
         return kept_documents.trimmed_rows(self._document_states(ids), (ids != PAD).sum(dim=1).tolist())
 
-    def _score(self, query: torch.Tensor, doc: torch.Tensor, states=None) -> torch.Tensor:
+    def _score(
+        self, query: torch.Tensor, doc: torch.Tensor, states: tuple[torch.Tensor, ...] | None = None
+    ) -> torch.Tensor:
         """The score; ``states``: the documents' (``_document_states``), if already made. Otherwise the two sides
         run in the order the forward always ran them (query words, document words, then their contexts): another
         order sums the contextualiser's ``mix`` gradient in another order, and training moved in the last bits."""
         q, q_mask = self.embedder(query)
-        words = self.embedder(doc) if states is None else None
-        q = self.contextualizer(q, q_mask)
-        d, d_mask = states if states is not None else self._contextualise_document(*words)
+        if states is None:
+            words = self.embedder(doc)
+            q = self.contextualizer(q, q_mask)
+            states = self._contextualise_document(*words)
+        else:
+            q = self.contextualizer(q, q_mask)
+        d, d_mask = states
         kernels = rbf_kernels(cosine_matrix(q, d), self.mu, self.sigma) * d_mask[:, None, :, None]
         per_term = kernels.sum(dim=2)  # [B, Lq, K]
         q_weight = self.embedder.query_weights(query, q_mask)[..., None]

@@ -128,6 +128,8 @@ class TKL(Ranker):
         "embeddings": ("embedder.",),
         "scoring": ("kernel_weights.", "region_weights.", "saturation_", "salience.", "exact_match."),
     }
+    mu: torch.Tensor  # buffers: the kernels' centres and widths
+    sigma: torch.Tensor
 
     def __init__(
         self,
@@ -268,7 +270,7 @@ class TKL(Ranker):
         self.window_passes += passes
         return d, d_mask
 
-    def _kept_document_states(self, docs: list[str], width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _kept_document_states(self, docs: list[str], width: int) -> tuple[torch.Tensor, ...]:
         """``_document_states`` of ``docs``' ids padded to ``width``, each distinct document contextualised once per
         job (``kept_documents``)."""
 
@@ -278,16 +280,22 @@ class TKL(Ranker):
 
         return kept_documents.padded(self._kept_documents.get(self, docs, contextualise), width)
 
-    def _topography(self, query: torch.Tensor, doc: torch.Tensor, states=None) -> tuple[torch.Tensor, torch.Tensor]:
+    def _topography(
+        self, query: torch.Tensor, doc: torch.Tensor, states: tuple[torch.Tensor, ...] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Eq. 1-6 -> relevance topography [B, R] and the valid-region mask [B, R]; ``states``: the documents'
         (``_document_states``), if already made. Kernel tensors are kept as [B, Lq, K, Ld] so region sums run along
         the contiguous last dimension without copies. Without ``states`` the two sides run in the order the forward
         always ran them (query words, document words, then their contexts): another order can sum a shared weight's
         gradient in another order (TK's ``mix`` did), and training would move in the last bits."""
         q, q_mask = self.embedder(query)
-        words = self.embedder(doc) if states is None else None
-        q = self.contextualizer(q, q_mask)
-        d, d_mask = states if states is not None else self._contextualise_document(*words)
+        if states is None:
+            words = self.embedder(doc)
+            q = self.contextualizer(q, q_mask)
+            states = self._contextualise_document(*words)
+        else:
+            q = self.contextualizer(q, q_mask)
+        d, d_mask = states
         # Kernels, region sums, saturation and topography in fp32 also under autocast (rerank.precision): the learned
         # saturation subtracts terms near 100 (a x^(1/b) - c) and the top-t regions are chosen among near ties, which
         # bf16's 3 significant digits would reorder; only the Transformer above runs in half precision.
@@ -312,7 +320,9 @@ class TKL(Ranker):
         last_start = n_tokens - 1 if self.tail_regions else (n_tokens - self.region_size).clamp(min=0)
         return topography, starts[None, :] <= last_start[:, None]
 
-    def _select(self, query, doc, states=None):
+    def _select(
+        self, query: torch.Tensor, doc: torch.Tensor, states: tuple[torch.Tensor, ...] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Top-t regions of the topography; ``states``: the documents' (``_document_states``), if already made."""
         topography, valid = self._topography(query, doc, states)
         return top_local_max(topography, valid, self.top_t, self.neighbours, self.nms_radius, self.region_stride)
@@ -334,7 +344,9 @@ class TKL(Ranker):
         batch = {k: v.to(self.device) for k, v in self.encode(queries, doc_ids, docs).items()}
         return self._explain(**batch, states=self._kept_document_states(docs, batch["doc"].shape[1]))
 
-    def _score(self, query: torch.Tensor, doc: torch.Tensor, states=None) -> torch.Tensor:
+    def _score(
+        self, query: torch.Tensor, doc: torch.Tensor, states: tuple[torch.Tensor, ...] | None = None
+    ) -> torch.Tensor:
         features, _, _ = self._select(query, doc, states)
         score = self.region_weights(features).squeeze(-1)
         if self.exact_match is not None:
@@ -348,6 +360,8 @@ class TKL(Ranker):
         topography values, the paper's highlightable regions (Fig. 3)."""
         return self._explain(query, doc)
 
-    def _explain(self, query: torch.Tensor, doc: torch.Tensor, states=None) -> dict[str, torch.Tensor]:
+    def _explain(
+        self, query: torch.Tensor, doc: torch.Tensor, states: tuple[torch.Tensor, ...] | None = None
+    ) -> dict[str, torch.Tensor]:
         _, index, peaks = self._select(query, doc, states)
         return {"region_starts": torch.where(index >= 0, index * self.region_stride, index), "region_scores": peaks}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -69,7 +69,9 @@ def bert_base_config(**overrides) -> BertConfig:
     """BERT-base dimensions (Devlin et al.; MORES Appendix A.2): 12 layers, 768 hidden, 12 heads, FFN 3072."""
     from transformers import BertConfig
 
-    cfg = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+    cfg: dict[str, Any] = dict(
+        vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072
+    )
     cfg.update(overrides)
     return BertConfig(**cfg)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import cast
 
 import torch
 from torch import nn
@@ -51,7 +52,8 @@ class HalfCopies:
         originals = [module._parameters[name] for module, name in self.slots]
         try:
             for (module, name), copy in zip(self.slots, self.copies):
-                module._parameters[name] = copy  # a plain tensor: nn.Module's setattr would demand a Parameter
+                # a plain tensor, deliberately: nn.Module's setattr would demand a Parameter (as the stubs do)
+                module._parameters[name] = copy  # type: ignore[assignment]
             yield self.key
         finally:
             for (module, name), original in zip(self.slots, originals):
@@ -69,7 +71,8 @@ def half_copies(modules: list[nn.Module], device: torch.device) -> HalfCopies | 
     if dtype not in HALF_TYPES or torch.is_grad_enabled() or any(m.training for m in modules):
         return None
     slots = _slots(modules)
-    params = [module._parameters[name] for module, name in slots]
+    # _slots holds only the parameters that are set (a layer's bias may be None)
+    params = cast(list[torch.Tensor], [module._parameters[name] for module, name in slots])
     if any(p.dtype != torch.float32 for p in params):  # already swapped (a nested call) or not fp32
         return None
     key = (dtype, tuple((p.data_ptr(), p._version) for p in params))

@@ -75,6 +75,8 @@ class WordEmbedder(nn.Module):
     word-vector text file for the papers' 300d GloVe, or ``word2vec`` through ``for_corpus``). Also owns
     tokenisation into padded id tensors and the query-term options above."""
 
+    idf: torch.Tensor | None  # a buffer: IDF per id with ``query_term_weights: idf``
+
     def __init__(
         self,
         vocab: Vocabulary,
