@@ -17,7 +17,7 @@ from longrank.data.corpus import Corpus
 from longrank.errors import InputError
 from longrank.io.json_yaml import read_json, write_json
 from longrank.io.trec_files import read_run
-from longrank.validation.validate import model_types
+from longrank.config import model_types
 from longrank.models import registry
 from longrank.models.knrm import KNRM as KNRMModel
 from longrank.interpolate import interpolate
