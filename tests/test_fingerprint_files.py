@@ -112,6 +112,7 @@ def is_library(path: Path) -> bool:
     return (
         path.suffix in LIBRARY_SUFFIXES
         or ".so." in path.name
+        or path.name == "pyvenv.cfg"
         or any(part.endswith((".dist-info", ".egg-info")) or part == "__pycache__" for part in path.parts)
         or text.startswith(("/proc/", "/sys/", "/dev/", "/etc/", "/usr/lib/", "/lib/", "/usr/share/zoneinfo/"))
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from longrank.config.schema import every_default
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
 from longrank.results.file_records import sha256_of
 from longrank.models.registry import constructor_defaults
@@ -70,6 +71,9 @@ def training_inputs(
         # the code that trains and the model's own (longrank.results.code_digest: the AST without docstrings): weights left
         # by other arithmetic are never resumed, as `snakemake -R train` after an edit used to
         "code": training_code_digest(model_cfg["type"]),
+        # the defaults of the training keys the entry leaves out (and every other the schema states): the schema is a
+        # file, read when the settings are resolved
+        "schema defaults": every_default(),
         # torch's CPU arithmetic depends on the thread count, so the trained weights do (docs/training.md)
         "threads": str(torch.get_num_threads()),
         # what building the model reads by content: the encoder's directory (its tokenizer decides the token ids the

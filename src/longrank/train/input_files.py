@@ -15,6 +15,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from longrank.config.schema import SCHEMA_PATH
+
 log = logging.getLogger(__name__)
 
 # The collection's files that a training reads in part, and the fingerprint's entry that covers what it reads of
@@ -112,6 +114,7 @@ def covered_files(
     """Every file the fingerprint covers (resolved), and the entry that covers it: what a training may read and no
     change of which goes unseen. The candidates' run file is the stage's argument, covered by ``candidates``."""
     covered = {f.path: f"file {f.label}" for f in content_files(entry, data_dir)}
+    covered[SCHEMA_PATH] = "schema defaults"  # the training keys' defaults (every default it states)
     covered[data_dir / "docs.jsonl"] = "documents"
     covered[queries_dir / "overrides.jsonl"] = "documents"
     for directory in {data_dir, queries_dir}:
