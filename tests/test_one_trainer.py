@@ -1,4 +1,4 @@
-"""One trainer per training state (``longrank.train.one_trainer``): a second trainer on a state in use is refused
+"""One trainer per training state (``longrank.results.trainer_lock``, ``longrank.train.starter``): a second trainer on a state in use is refused
 naming the state and the holder, and trains once the first has ended; a training whose Snakemake process was killed
 stops; and the results lock is not taken over from a killed workflow while one of its trainings still runs."""
 
@@ -18,7 +18,7 @@ import pytest
 
 from longrank.errors import InputError
 from longrank.results import lock as results_lock
-from longrank.train.one_trainer import LOCK_NAME, holding_state, live_trainer, live_trainers
+from longrank.results.trainer_lock import LOCK_NAME, holding_state, live_trainer, live_trainers
 
 KNRM = {
     "type": "knrm",
@@ -141,7 +141,7 @@ def test_a_training_whose_snakemake_was_killed_stops(tiny_data):
 HOLDER = """
 import sys, time
 from pathlib import Path
-from longrank.train.one_trainer import holding_state
+from longrank.results.trainer_lock import holding_state
 with holding_state(Path(sys.argv[1])):
     print("holding", flush=True)
     time.sleep(3600)

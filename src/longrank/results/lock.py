@@ -36,7 +36,7 @@ from pathlib import Path
 from longrank.errors import InputError
 from longrank.io.json_yaml import write_json
 from longrank.processes import is_running, process_start
-from longrank.train.one_trainer import live_trainers
+from longrank.results.trainer_lock import live_trainers
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ from longrank.data.corpus import Corpus, PseudoQueryCorpus
 from longrank.errors import InputError
 from longrank.io.trec_files import read_run
 from longrank.runtime import distributed_env, init_process_group, launch_processes, process_device, resolve_device
-from longrank.train.one_trainer import Starter, stop_with_starter
+from longrank.train.starter import Starter, stop_with_starter
 from longrank.train.settings import TrainSettings
 from longrank.train.trainer import TrainingJob, run_job
 from longrank.config.schema import schema_default

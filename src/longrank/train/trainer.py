@@ -35,7 +35,8 @@ from longrank.train.train_state import export_best, load_training_state, save_tr
 from longrank.train.fingerprint import fingerprint_of, keep_only_a_fitting_state, training_inputs
 from longrank.train.job import TrainingJob, keep_untrained, prepare
 from longrank.train.losses import with_negative_pairs
-from longrank.train.one_trainer import StarterEnded, holding_state
+from longrank.results.trainer_lock import holding_state
+from longrank.train.starter import StarterEnded
 from longrank.train.optimiser import lr_lambda, make_optimizer, parameter_groups
 from longrank.train.position import TrainingPosition
 from longrank.train.sampling import PairSampler
@@ -48,7 +49,7 @@ STARTER_CHECK_S = 1.0
 
 def run_job(job: TrainingJob) -> None:
     """Train one process's part of ``job``, resuming a fitting state; rank 0 writes the outputs, holding the state's
-    lock throughout (``train.one_trainer``): a second trainer on the same state is refused."""
+    lock throughout (``results/trainer_lock.py``): a second trainer on the same state is refused."""
     training = job.lead and job.settings.steps
     with holding_state(job.state_dir) if training else contextlib.nullcontext():
         _run_job(job)
