@@ -62,3 +62,25 @@ def schema_defaults(path: str) -> dict[str, Any]:
         for key, node in schema_node(path).get("properties", {}).items()
         if "default" in node
     }
+
+
+def every_default() -> dict[str, Any]:
+    """Every default the schema states, by dotted path (``*``: an entry of a mapping of user-named entries or an item
+    of a list; ``|<i>``: the i-th alternative of a ``oneOf`` / ``anyOf``)."""
+    found: dict[str, Any] = {}
+
+    def walk(node: Any, path: str) -> None:
+        if not isinstance(node, dict):
+            return
+        if "default" in node:
+            found[path] = copy.deepcopy(node["default"])
+        for key, child in (node.get("properties") or {}).items():
+            walk(child, f"{path}.{key}" if path else key)
+        for key in ("additionalProperties", "items"):
+            walk(node.get(key), f"{path}.*")
+        for key in ("oneOf", "anyOf", "allOf"):
+            for i, child in enumerate(node.get(key) or []):
+                walk(child, f"{path}|{i}")
+
+    walk(_schema(), "")
+    return found

@@ -9,7 +9,10 @@ directory of its collection:
 - ``.longrank.lock`` while a workflow runs jobs there (taken in ``onstart``, so never by a dry run; released in
   ``onsuccess`` / ``onerror``): its pid, host, working directory and start time. A second workflow is refused,
   naming the first. A lock whose process is gone (same host, the pid dead or reused) is stale: taken over, with a
-  warning. A lock of another host cannot be checked: the message says which file to remove once nothing runs there.
+  warning, unless a training of the folder still runs (a ``kill -9`` of Snakemake leaves its jobs running): then
+  the take is refused naming the training's state and process (``live_trainers``: the trainings' own locks, tried
+  without waiting). A lock of another host cannot be checked: the message says which file to remove once nothing
+  runs there.
 - ``.longrank-owner.json``: the digest of the resolved config that last ran there and the working directories
   (each ``.snakemake/`` by an id it keeps) that ran with that config. When the workflow is parsed, dry runs
   included, a working directory that is not among them and brings another config is refused, naming the keys that
@@ -32,6 +35,8 @@ from pathlib import Path
 
 from longrank.errors import InputError
 from longrank.io.json_yaml import write_json
+from longrank.processes import is_running, process_start
+from longrank.results.trainer_lock import live_trainers
 
 log = logging.getLogger(__name__)
 
@@ -156,26 +161,8 @@ def _differences(old, new, prefix: str = "") -> list[str]:
     return [] if old == new else [prefix.rstrip(".")]
 
 
-def _process_start(pid: int) -> str | None:
-    """The start time of ``pid`` (``/proc/<pid>/stat`` field 22), which tells a pid reused by another process."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
 def _alive(holder: dict) -> bool:
-    pid = holder.get("pid")
-    if not isinstance(pid, int):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # another user's process: alive
-    started = holder.get("pid_started")
-    return started is None or _process_start(pid) in (None, started)
+    return is_running(holder.get("pid"), holder.get("pid_started"))
 
 
 def acquire(results: Path, workdir: Path, config: dict) -> None:
@@ -185,11 +172,13 @@ def acquire(results: Path, workdir: Path, config: dict) -> None:
     lock = results / LOCK
     me = {
         "pid": os.getpid(),
-        "pid_started": _process_start(os.getpid()),
+        "pid_started": process_start(os.getpid()),
         "host": socket.gethostname(),
         "workdir": str(workdir),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    if not lock.exists():
+        _refuse_live_trainers(results)
     for _ in range(3):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -202,6 +191,7 @@ def acquire(results: Path, workdir: Path, config: dict) -> None:
             if holder.get("pid") == me["pid"] and holder.get("host") == me["host"]:
                 break  # ours already
             if holder.get("host") == me["host"] and not _alive(holder):
+                _refuse_live_trainers(results)
                 log.warning(
                     "removing a stale lock %s of process %s, which is no longer running", lock, holder.get("pid")
                 )
@@ -215,6 +205,21 @@ def acquire(results: Path, workdir: Path, config: dict) -> None:
     else:
         raise InputError(_held_message(lock, _read(lock) or {}, me["host"]))
     _record_owner(results, workdir, config)
+
+
+def _refuse_live_trainers(results: Path) -> None:
+    """An InputError naming the trainings a running process trains in ``results`` (left by a killed workflow: a new
+    one would start a second trainer on their state), if any."""
+    running = live_trainers(results)
+    if running:
+        named = "; ".join(
+            f"{state} (process {who.get('pid', '?')}, since {who.get('started', '?')})" for state, who in running
+        )
+        raise InputError(
+            f"{_where(results)}: a training of this folder still runs, left by a workflow that was killed: {named}. "
+            "A new workflow would start a second trainer on its state; wait for it to end or stop it (kill the "
+            "process: it keeps its last checkpoint, which the next run resumes), then run again"
+        )
 
 
 def _mtime(path: Path) -> float:

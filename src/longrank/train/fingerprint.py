@@ -1,6 +1,7 @@
 """What a training is made from, by digest: a saved state resumes (or, finished, is copied out as the model) only if
 every input is unchanged (``training_inputs``), and a state that does not fit is discarded with one line naming the
-inputs that changed (``keep_only_a_fitting_state``)."""
+inputs that changed (``keep_only_a_fitting_state``). Every file a training reads is covered, by content or by the
+parts of it the training reads (``train/input_files.py``)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from pathlib import Path
 
 import torch
 
+from longrank.config.schema import every_default
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
 from longrank.results.file_records import sha256_of
 from longrank.models.registry import constructor_defaults
 from longrank.train.state_sets import clear_state, newest_good_set, read_position
 from longrank.train.code import training_code_digest
+from longrank.train.input_files import content_files, directory_files
 from longrank.train.position import PositionShapeError, TrainingPosition
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,14 @@ def training_inputs(
         # the code that trains and the model's own (longrank.results.code_digest: the AST without docstrings): weights left
         # by other arithmetic are never resumed, as `snakemake -R train` after an edit used to
         "code": training_code_digest(model_cfg["type"]),
+        # the defaults of the training keys the entry leaves out (and every other the schema states): the schema is a
+        # file, read when the settings are resolved
+        "schema defaults": every_default(),
+        # torch's CPU arithmetic depends on the thread count, so the trained weights do (docs/training.md)
+        "threads": str(torch.get_num_threads()),
+        # what building the model reads by content: the encoder's directory (its tokenizer decides the token ids the
+        # initial weights' digest cannot see), word vectors and the word vocabulary file
+        **{f"file {f.label}": sha256_of(f.path) for f in content_files(resolved, corpus.dir)},
     }
     return {name: value if isinstance(value, str) else _digest(value) for name, value in parts.items()}
 
@@ -104,19 +115,9 @@ def _documents_digest(corpus: Corpus) -> str:
     return _digest([sha256_of(path) for path in files])
 
 
-# Files of an artifact directory that describe the run that made it, not what a model reads: a stage's stats.json
-# (its seconds, its input paths: results/<name>/...) and Snakemake's hidden markers. Digesting them made a rebuilt graph
-# set with the same graphs, or the other TREC DL year's, another input, so MIR trained again.
-RUN_RECORDS = ("stats.json",)
-
-
 def _directory_digest(directory: Path) -> str:
-    """Every file under ``directory`` that a model may read, by relative path and content (not ``RUN_RECORDS`` or
-    hidden files)."""
-    files = sorted(
-        p for p in directory.rglob("*") if p.is_file() and p.name not in RUN_RECORDS and not p.name.startswith(".")
-    )
-    return _digest([[str(p.relative_to(directory)), sha256_of(p)] for p in files])
+    """Every file under ``directory`` that a model may read, by relative path and content (``directory_files``)."""
+    return _digest([[f.label, sha256_of(f.path)] for f in directory_files(directory, ".")])
 
 
 def fingerprint_of(inputs: dict[str, str]) -> str:

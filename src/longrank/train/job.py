@@ -20,6 +20,7 @@ from longrank.runtime import seed_everything
 from longrank.scoring import score_candidates
 from longrank.train.fingerprint import built_model_digests
 from longrank.train.losses import PAIRWISE, get_loss
+from longrank.train.starter import Starter
 from longrank.train.settings import TrainSettings
 
 
@@ -43,6 +44,8 @@ class TrainingJob:
     # where finished trainings of the same inputs are looked for (train.state_sets.kept_finished_sets): a results
     # folder (its models and history) or the folder of results folders; None: nowhere
     reuse_from: Path | None = None
+    # the Snakemake process that started the training (train.starter): training stops when it has ended
+    starter: Starter | None = None
     rank: int = 0
     world: int = 1
 

@@ -39,6 +39,7 @@ from longrank.data.corpus import Corpus, PseudoQueryCorpus
 from longrank.errors import InputError
 from longrank.io.trec_files import read_run
 from longrank.runtime import distributed_env, init_process_group, launch_processes, process_device, resolve_device
+from longrank.train.starter import Starter, stop_with_starter
 from longrank.train.settings import TrainSettings
 from longrank.train.trainer import TrainingJob, run_job
 from longrank.config.schema import schema_default
@@ -86,6 +87,7 @@ def add_arguments(parser):
 
 
 def run(args):
+    starter = stop_with_starter()  # first: a Snakemake killed while this stage starts up is seen too
     model_cfg = json.loads(args.model_config)
     settings = TrainSettings.from_entry(args.model, model_cfg)
     device = resolve_device(args.device)
@@ -120,6 +122,7 @@ def run(args):
         args.collection_artifacts,
         args.init,
         args.reuse_from,
+        starter,
     )
 
 
@@ -195,9 +198,11 @@ def train(
     collection_artifacts: str | Path | None = None,
     init: str | Path | None = None,
     reuse_from: str | Path | None = None,
+    starter: Starter | None = None,
 ) -> None:
     """Train in this process, or as one of the processes torchrun (or ``run``'s own launch for ``train.processes``)
-    started: then in the process group the launcher's environment describes, torn down at the end or on error."""
+    started: then in the process group the launcher's environment describes, torn down at the end or on error.
+    Training stops when ``starter`` (the Snakemake process that started it) has ended."""
     settings = TrainSettings.from_entry(name, model_cfg)
     env = distributed_env()
     check_processes(name, settings, env)
@@ -219,6 +224,7 @@ def train(
         Path(collection_artifacts) if collection_artifacts is not None else None,
         Path(init) if init is not None else None,
         reuse_from=Path(reuse_from) if reuse_from else None,
+        starter=starter,
     )
     if env is None or env[2] == 1 or not settings.steps:  # steps: 0 trains nothing: rank 0 alone writes the outputs
         if env is None or env[0] == 0:

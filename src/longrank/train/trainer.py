@@ -6,6 +6,7 @@ job, build the model, choose the loss), ``Trainer`` (the optimiser, the schedule
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import shutil
@@ -34,15 +35,27 @@ from longrank.train.train_state import export_best, load_training_state, save_tr
 from longrank.train.fingerprint import fingerprint_of, keep_only_a_fitting_state, training_inputs
 from longrank.train.job import TrainingJob, keep_untrained, prepare
 from longrank.train.losses import with_negative_pairs
+from longrank.results.trainer_lock import holding_state
+from longrank.train.starter import StarterEnded
 from longrank.train.optimiser import lr_lambda, make_optimizer, parameter_groups
 from longrank.train.position import TrainingPosition
 from longrank.train.sampling import PairSampler
 
 log = logging.getLogger(__name__)
 
+# How often the loop asks whether the Snakemake process that started it still runs (a read of /proc).
+STARTER_CHECK_S = 1.0
+
 
 def run_job(job: TrainingJob) -> None:
-    """Train one process's part of ``job``, resuming a fitting state; rank 0 writes the outputs."""
+    """Train one process's part of ``job``, resuming a fitting state; rank 0 writes the outputs, holding the state's
+    lock throughout (``results/trainer_lock.py``): a second trainer on the same state is refused."""
+    training = job.lead and job.settings.steps
+    with holding_state(job.state_dir) if training else contextlib.nullcontext():
+        _run_job(job)
+
+
+def _run_job(job: TrainingJob) -> None:
     model, built, loss_fn = prepare(job)
     if job.settings.steps == 0:
         keep_untrained(job, model)
@@ -87,6 +100,7 @@ class Trainer:
         self.position = TrainingPosition()
         self.started = time.time()
         self.restored_from: Path | None = None  # the folder a finished training was copied from (_restore_finished)
+        self.next_starter_check = 0.0  # time.monotonic() of the next check_starter that looks
 
     def resume(self, built: dict[str, str]) -> None:
         """Load the newest checkpoint set made for exactly this training problem, or start a fresh position. Rank 0
@@ -199,6 +213,8 @@ class Trainer:
             disable=not job.lead,
         )
         while self.position.step < settings.steps and self.patient():
+            if job.world == 1:  # several processes: rank 0 checks at evaluations, and every rank stops with it
+                self.check_starter()
             losses.append(self.step(batches))
             bar.update(1)
             bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.4f}", refresh=False)
@@ -210,6 +226,21 @@ class Trainer:
                 self.position = on_rank0(evaluate, job.rank, job.world)
         bar.close()
         del batches  # stops the workers preparing steps that early stopping made unnecessary
+
+    def check_starter(self) -> None:
+        """Stop (``StarterEnded``) when the Snakemake process that started the training has ended; its last checkpoint
+        set stays for the next run to resume. Looks at most every ``STARTER_CHECK_S``."""
+        starter, now = self.job.starter, time.monotonic()
+        if starter is None or now < self.next_starter_check:
+            return
+        self.next_starter_check = now + STARTER_CHECK_S
+        if starter.ended():
+            kept = next(iter(sets_newest_first(self.job.state_dir)), None)
+            raise StarterEnded(
+                f"models.{self.job.name} fold {self.job.fold_index}: the Snakemake process {starter.pid} that started "
+                f"this training has ended; stopped at step {self.position.step}, the last checkpoint set "
+                f"({kept or 'none yet'}) kept for the next run to resume"
+            )
 
     def patient(self) -> bool:
         """Whether training goes on: fewer than ``patience`` evaluations without improvement (``patience: 0``: always)."""
@@ -251,6 +282,8 @@ class Trainer:
         """Rank 0's work at an evaluation: rerank dev, count it, log one line, checkpoint (this step's weights as
         the best when they are); returns the position, which every rank then takes."""
         job, position = self.job, self.position
+        if job.world > 1:
+            self.check_starter()
         dev_ndcg, dev_run = job.dev_rerank(self.model)
         # patience 0 (no early stopping, a fixed number of epochs): every evaluation's weights replace the kept ones
         improved = position.record(mean_loss, dev_ndcg, time.time() - self.started, self.settings.patience == 0)
