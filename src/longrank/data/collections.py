@@ -7,7 +7,7 @@ Local formats, chosen by file name:
 - queries: ``.jsonl`` / ``.jsonl.gz`` (``{"query_id", "text"}``) or ``.tsv`` (``id<TAB>text``)
 - qrels: TREC ``qid iter docid grade``
 
-The formats' strict readers are in ``io.py`` (file, line and what was expected in every error); this module picks
+The formats' strict readers are in ``longrank.io`` (file, line and what was expected in every error); this module picks
 one by file name and names the config key of a missing file.
 """
 
@@ -45,7 +45,7 @@ def read_local_docs(
     text_fields: list[str] | None = None,
     max_bytes: int | None = int(MAX_FILE_GB * 1e9),
 ) -> Iterator[tuple[str, str]]:
-    """``(doc id, text)`` of a local documents file, by its format (the readers of ``io.py``), reading at most
+    """``(doc id, text)`` of a local documents file, by its format (the readers of ``longrank.io.text_records``), reading at most
     ``max_bytes``."""
     path = Path(path)
     kind = _stem_suffix(path)
