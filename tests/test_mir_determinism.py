@@ -16,7 +16,7 @@ import yaml
 
 from conftest import REPO, TOPICS, write_local_collection
 
-pytestmark = pytest.mark.slow  # a model, a stage or the workflow runs: not in the quick tier (pytest -m 'not slow')
+pytestmark = pytest.mark.stage  # runs the graphs and train stages in two processes
 
 DEFAULT_CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 # the default config's MIR and its graph set; two steps, then one evaluation on the dev queries
