@@ -118,7 +118,7 @@ def is_library(path: Path) -> bool:
     )
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 @pytest.mark.skipif(shutil.which("strace") is None, reason="observing the files a process opens needs strace")
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_every_file_a_training_opens_is_covered_by_its_fingerprint(tiny_data, name):

@@ -76,7 +76,7 @@ def test_a_state_lock_is_exclusive_and_names_its_holder(tmp_path):
         pass
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 def test_a_second_trainer_on_a_state_in_use_is_refused_and_trains_after_the_first(tiny_data):
     first = subprocess.Popen(train_command(tiny_data), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -111,7 +111,7 @@ time.sleep(3600)
 """
 
 
-@pytest.mark.slow
+@pytest.mark.stage
 def test_a_training_whose_snakemake_was_killed_stops(tiny_data):
     fake = tiny_data / "bin" / "snakemake"
     fake.parent.mkdir()
