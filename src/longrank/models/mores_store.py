@@ -246,7 +246,7 @@ class ReuseStore:
         if rows.device.type == "cpu" and self.offsets.device.type == "cuda":
             # from pinned memory without blocking: a plain copy from pageable memory waits for the GPU's queued work
             # (the query module), and the GPU then idles while Python prepares the blocks (1.5 ms of a 5.9 ms bf16
-            # Reuse-S2 pass on an H100, docs/studies/speed.md 7.1)
+            # Reuse-S2 pass on an H100, docs/studies/speed.md, "MORES on the GPU")
             rows = rows.pin_memory().to(self.offsets.device, non_blocking=True)
         else:
             rows = rows.to(self.offsets.device)

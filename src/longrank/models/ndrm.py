@@ -60,8 +60,8 @@ Quick-Start; read, not copied):
   log((N − df + 0.5) / (df + 0.5) + 1) (default) or ``clipped`` max(log((N − df + 0.5) / (df + 0.5)), 0), the
   authors' (full-scale). Unknown document words: masked unless the embedder's ``mask_unknown_words: false``
   (full-scale: kept, as the authors' UNK row); unknown query terms score 0 either way (no impact-index row).
-- The authors' forward (each a setting whose default keeps this project's first behaviour, so a default run's scores
-  do not move; the full-scale configs take the authors'): ``position_layout: interleaved`` adds the positions as their ``PositionalEncoding``
+- The authors' forward (each a setting whose default is this project's layout, which the CPU configs' recorded scores
+  use; the full-scale configs take the authors'): ``position_layout: interleaved`` adds the positions as their ``PositionalEncoding``
   lays them out (sin and cos interleaved; ``concat``, the default, is [sin | cos]: the same features in other
   columns, ``modules/positions.py``); ``pad_row: unknown`` reads the padding of a document from the trainable
   unknown-word row (their padding id 0 is their UNK row; ``zero``: the fixed zero padding row), which matters where

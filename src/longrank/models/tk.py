@@ -31,7 +31,7 @@ Choices, stated, with the source each default follows (the official code is matc
   Where the clamp does not bind, the two rank one query's documents alike at matching weights: log alpha_k
   adds |q| w_k log alpha_k to every document's score, the 0.01 rescales w_k and the bias shifts all; they
   differ in training (w_k's gradient scale; under a pairwise loss alpha_k gets a gradient only through the clamp).
-  ``length_norm: true`` adds a second feature set, kernel mass per document token (this project's first version; it invites a document-length shortcut).
+  ``length_norm: true`` adds a second feature set, kernel mass per document token (off by default: it invites a document-length shortcut).
 - ``exact_match: true`` adds this project's exact-match channel (``modules/exact_match.py``; in neither paper): the
   IDF-weighted log term frequency of each query word among the document's read tokens, with one learned weight.
 - Query terms and unknown words: see ``modules/word_embedder.py`` (``remove_query_stopwords``, ``query_term_weights``,

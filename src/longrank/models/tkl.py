@@ -26,7 +26,7 @@ reading still reachable.
   The starting sinusoids: ``sinusoids: project`` (default) or ``official`` (matchmaker's table,
   ``modules/positions.py``; the paper is silent), which the full-scale configs use.
 - Eq. 3, regions: kernel activations summed over sliding regions of ``region_size`` r = 30 document tokens,
-  one region starting at every ``region_stride`` = 2 tokens (official code; the first version used 1).
+  one region starting at every ``region_stride`` = 2 tokens (official code; ``region_stride: 1`` starts one at every token).
   ``tail_regions: true`` (default; this project's rule, not the official code's): a document of n tokens has
   regions starting at every stride before n, the last ones running past its end and holding fewer than r
   tokens, which is what the region-length input c_len of Eq. 5 is for; ``false`` keeps only full regions
@@ -57,7 +57,7 @@ reading still reachable.
   overlap and no term match counts twice; each maximum is taken with its f = ``neighbours`` left and right
   topography values (clamped to the document's regions), t (2f + 1) values that W_s weights into the score.
   W_s starts at ones with no bias (``region_init: ones``, official code: the untrained score is the top
-  regions' summed topography); ``uniform`` is the first version's ±0.014 with a bias.
+  regions' summed topography); ``uniform`` draws ±0.014 with a bias, as the kernel weights start (an ablation).
 - ``exact_match: true`` adds this project's exact-match channel (``modules/exact_match.py``; in neither paper) to
   Eq. 7's score: the IDF-weighted log term frequency of each query word among the document's read tokens.
 - Learning rates: ``train.scoring_lr`` reaches W_k, W_s and the saturation layers and salience embedding;
@@ -202,7 +202,7 @@ class TKL(Ranker):
         self.kernel_weights = nn.Linear(n_kernels, 1, bias=False)  # W_k (Eq. 6)
         nn.init.uniform_(self.kernel_weights.weight, -0.014, 0.014)
         # W_s (Eq. 7). Official code: every region value weighted 1, no bias, so the untrained score is the sum
-        # of the top regions' topography; ``region_init: uniform`` is this project's first version (±0.014, bias).
+        # of the top regions' topography; ``region_init: uniform`` draws ±0.014 with a bias (an ablation).
         self.region_weights = nn.Linear(top_t * (2 * neighbours + 1), 1, bias=region_init == "uniform")
         if region_init == "ones":
             nn.init.ones_(self.region_weights.weight)

@@ -22,7 +22,7 @@ class Contextualizer(nn.Module):
     Position features (official code): queries take sinusoid rows 0, 1, ... and documents rows
     ``doc_position_offset`` (500), 501, ..., so the Transformer can tell a query from a document token;
     ``positions: fixed`` keeps the sinusoids (TK, ECAI 2020), ``learned`` starts from them and trains them
-    (TKL, SIGIR 2020). ``doc_position_offset: 0`` shares one set of positions (this project's first version).
+    (TKL, SIGIR 2020). ``doc_position_offset: 0`` shares one set of positions (an ablation: position no longer tells the two apart).
     ``max_positions`` is the longest sequence the model feeds (a learned table has one row per position).
     ``sinusoids`` picks the sinusoid frequencies (the fixed table, or the learned table's start): ``project``
     (default) or ``official``, matchmaker's table (``modules.positions``; neither paper fixes them).

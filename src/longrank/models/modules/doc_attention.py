@@ -121,7 +121,7 @@ def attend_own_rows(qkv: torch.Tensor, heads: int) -> torch.Tensor:
     fused projections ``qkv`` ``[B, M, 3 * hidden]`` (queries, keys, values side by side), through the same kernel:
     a candidate's keys and values are its own M rows of ``qkv``. Why: PyTorch's fused attention tiles queries and keys
     by 64 or more, so 16 tokens per (candidate, head) leave most of each tile idle (cuDNN's flash kernel took 0.42 ms
-    of a 5.2 ms bf16 Reuse-S2 pass on an H100, PyTorch's fp32 kernel 0.8 of 16.7 ms; docs/studies/speed.md 7.2)."""
+    of a 5.2 ms bf16 Reuse-S2 pass on an H100, PyTorch's fp32 kernel 0.8 of 16.7 ms; docs/studies/speed.md, "MORES on the GPU")."""
     batch, m, width = qkv.shape
     hidden = width // 3
     qkv = qkv if qkv.is_contiguous() else qkv.contiguous()

@@ -1,7 +1,7 @@
 """A document's query-independent representation, computed once per reranking job and kept by the document's text.
 
 A document is a candidate of many queries: the default run's MORES test rerank scores 1,580 pairs of 782 documents,
-its dev rerank 680 pairs of 475 (docs/studies/speed.md, 13). A model whose document side does not see the query (the
+its dev rerank 680 pairs of 475 (docs/studies/speed.md, "The default run's time"). A model whose document side does not see the query (the
 bi-encoder's vector, MORES's document module, TK's and TKL's contextualised words, NDRM's Conformer) computes it for
 the documents of a batch it has not kept yet, together, and reads the others back. Only ``score_pairs`` (reranking,
 the dev reranks of training) reads them: the forward, which the benches time, computes every document.

@@ -4,7 +4,7 @@ Two sinusoid tables, both laid out ``[sin | cos]`` (the first half of a row hold
 cosines at the same frequencies), differing in their frequencies. Neither TK paper (ECAI 2020, SIGIR 2020)
 fixes them, so the choice is the ``sinusoids`` key of TK/TKL (``modules.contextualizer.Contextualizer``):
 
-- ``project`` (default, this project's first version): h = ceil(d / 2) frequencies ``10000^(-i/h)``, i = 0..h-1,
+- ``project`` (default; the CPU configs' recorded figures use it): h = ceil(d / 2) frequencies ``10000^(-i/h)``, i = 0..h-1,
   i.e. the Transformer paper's ``10000^(-2i/d)``; for odd d the last cosine column is dropped. The slowest
   frequency stops one step short of 1/10000.
 - ``official`` (matchmaker's ``get_positional_features`` in ``ecai20_tk.py`` / ``sigir20_tkl.py``, the

@@ -5,7 +5,7 @@ Why: MORES scores 1,000 candidates with 16 query tokens each, so each interactio
 residual stream through three sub-layers. Under bf16 autocast the stream stays fp32 (autocast runs LayerNorm in
 fp32) and every sub-layer costs an add (bf16 + fp32 -> fp32), a LayerNorm and, before the next linear layer, a cast
 of the fp32 result to bf16: three passes over the stream where one suffices. On an H100 these elementwise kernels
-were ~1 ms of a 5.2 ms bf16 Reuse-S2 pass (docs/studies/speed.md 7.2).
+were ~1 ms of a 5.2 ms bf16 Reuse-S2 pass (docs/studies/speed.md, "MORES on the GPU").
 
 The kernel computes what PyTorch computes: the sum in fp32 (a bf16 value widens exactly), the mean and variance in
 fp32 (PyTorch's Welford sums in another order: equal within fp32 rounding), the output in the sum's type, and the
