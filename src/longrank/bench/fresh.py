@@ -137,7 +137,7 @@ def _ended(exitcode: int) -> Outcome:
     return Outcome(None, error=f"the measuring process ended with exit code {exitcode}", exitcode=exitcode)
 
 
-def _context(module: str) -> multiprocessing.context.BaseContext:
+def _context(module: str) -> multiprocessing.context.ForkServerContext:
     """The fork server, started on first use with ``module`` preloaded and glibc's mmap threshold in its
     environment, so that every child allocates as a new interpreter started with it would. multiprocessing keeps
     one server per process: a bench job measures with one module, and a second module (in a test session) is
@@ -184,4 +184,5 @@ def measure_in_fresh_process(module: str, job: dict) -> Outcome:
     send.close()
     outcome = _outcome_from(receive)
     child.join()
+    assert child.exitcode is not None, "a joined child has ended"
     return outcome or _ended(child.exitcode)
