@@ -179,7 +179,7 @@ def export(results: Path, model: str, fold_index: int, out: Path, pretrained_wor
                 write_json(tmp / "train_summary.json", summary)
             meta.update(_write_text_side(tmp, model, entry, ranker, corpus if pretrained_words else None))
             meta["interpolation"] = _interpolations(results, model, fold_index)
-            meta["notes"] += model_class(entry.get("type")).export_notes(architecture_params(entry))
+            meta["notes"] += model_class(entry["type"]).export_notes(architecture_params(entry))
             write_json(tmp / RANKER_FILE, meta)
             folds = corpus.folds[fold_index]
             write_text(tmp / "README.md", card(meta, summary, _test_ndcg(results, model, folds.get("test", [])), folds))
@@ -209,7 +209,7 @@ def _ranker_meta(model: str, entry: dict, config: dict, corpus, fold_index: int,
     """``ranker.json`` without its text side (vocabulary or encoder) and the model's notes."""
     from longrank.models.registry import model_class
 
-    kind = entry.get("type")
+    kind = entry["type"]  # the schema requires it of every entry
     cls = model_class(kind)
     dataset = config.get("dataset") or {}
     return {

@@ -10,6 +10,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from longrank.errors import InputError
@@ -207,7 +208,7 @@ def _read_pretrained(directory: Path, meta: dict) -> tuple[list[str], Any]:
     if "pretrained_words" not in meta:
         return [], None
     path = inside_export(directory, {"vocabulary": meta}, "vocabulary.pretrained_words", "file")
-    words = []
+    words: list[str] = []
     for lineno, line in numbered_lines(path):
         word = line.rstrip("\n")
         if not word or len(words) == meta["pretrained_count"]:
@@ -221,14 +222,15 @@ def _read_pretrained(directory: Path, meta: dict) -> tuple[list[str], Any]:
     return words, vectors["vectors"].to(torch.float32)
 
 
-def _read_vocabulary(directory: Path, meta: dict, pretrained: list[str] = ()):
+def _read_vocabulary(directory: Path, meta: dict, pretrained: Sequence[str] = ()):
     """The training vocabulary (ids as at training), then the export's ``pretrained`` words (document frequency 0,
     as a query word the training collection lacked)."""
     from longrank.data.words import Vocabulary
     from longrank.io.text_files import numbered_lines
 
     path = inside_export(directory, {"vocabulary": meta}, "vocabulary.file", "file")
-    words, freqs = [], []
+    words: list[str] = []
+    freqs: list[int] = []
     for lineno, line in numbered_lines(path):
         if lineno == 1:
             continue

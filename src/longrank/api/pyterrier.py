@@ -16,6 +16,8 @@ each query's documents by descending score. PyTerrier's core needs no Java for t
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 try:
     import pyterrier as pt
@@ -29,6 +31,9 @@ from longrank.errors import InputError
 from longrank.io.ids import column_ids
 from longrank.io.trec_files import ranked
 from longrank.config.schema import schema_default
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class Reranker(pt.Transformer):
@@ -48,7 +53,7 @@ class Reranker(pt.Transformer):
     def __repr__(self) -> str:
         return f"longrank.api.pyterrier.Reranker({str(self.ranker.path)!r})"
 
-    def transform(self, inp):
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         import pandas as pd
 
         missing = [c for c in ("qid", "query", "docno") if c not in inp.columns]
@@ -62,6 +67,7 @@ class Reranker(pt.Transformer):
             qid=column_ids(frame["qid"], "query", where), docno=column_ids(frame["docno"], "document", where)
         )
         queries = dict(zip(frame["qid"], frame["query"].astype(str)))
+        docs: Mapping[str, str]
         if self.text_field in frame.columns:
             docs = dict(zip(frame["docno"], frame[self.text_field].astype(str)))
             docs_from = f"the frame's {self.text_field!r} column"

@@ -37,6 +37,7 @@ import functools
 import gc
 import json
 import logging
+from typing import Any
 
 import torch
 
@@ -115,14 +116,17 @@ def run(args: argparse.Namespace) -> None:
         **({"packing": packing} if packing else {}),
     }
     reference = _reference(measured, max_len)
+    # a measurement that fitted in memory has both its docs/ms and its timed passes
+    docs_per_ms = reference.docs_per_ms if reference is not None else None
+    passes = reference.timed_passes if reference is not None else None
     BenchTable(
         title=f"Efficiency of {args.model}",
         columns=COLUMNS,
         rows=rows,
         notes=_notes(args, job["device"], measured, max_len, packing),
-        docs_per_ms={args.model: reference.docs_per_ms} if reference else {},
+        docs_per_ms={args.model: docs_per_ms} if docs_per_ms is not None else {},
         # the timed passes behind docs_per_ms (batch_size documents each), so the report prints its range
-        rates={args.model: Rate(args.batch_size, reference.timed_passes)} if reference and reference.timing else {},
+        rates={args.model: Rate(args.batch_size, passes)} if passes is not None else {},
         device=job["device"],
         timings=timings,
         extra=extra,
@@ -165,7 +169,7 @@ def _uniform(args: argparse.Namespace, job: dict, lengths: list[int]) -> tuple[l
     return measured, rows, timings
 
 
-def _packing(args: argparse.Namespace, job: dict, max_len: int, rows: list, timings: list) -> dict:
+def _packing(args: argparse.Namespace, job: dict, max_len: int | None, rows: list, timings: list) -> dict:
     """A mixed-length batch with packed and unpacked windows (rows and timings appended)."""
     log.info("bench %s: mixed-length batch, packed and unpacked windows", args.model)
     result = _in_fresh_process({**job, "kind": "packing", "length": max_len})
@@ -209,7 +213,8 @@ def _notes(
 
 
 def _timing_of(measured: LengthMeasurement) -> dict[str, Timing]:
-    return {MS_COLUMN: measured.timed_passes} if measured.timing is not None else {}
+    passes = measured.timed_passes
+    return {MS_COLUMN: passes} if passes is not None else {}
 
 
 def _row(label: str, asked, m: LengthMeasurement) -> list:
@@ -302,7 +307,10 @@ def timed(model, batch: dict, repeats: int, warmup: int, device: torch.device) -
     counts_windows = hasattr(model, "window_passes")
     gc.collect()
     memory = MemoryProbe(device)
-    out = {"device_name": torch.cuda.get_device_name(device) if cuda else "CPU", "memory_method": memory.method}
+    out: dict[str, Any] = {
+        "device_name": torch.cuda.get_device_name(device) if cuda else "CPU",
+        "memory_method": memory.method,
+    }
 
     def forward():
         model(**batch)

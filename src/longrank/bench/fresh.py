@@ -232,7 +232,7 @@ def _ended(exitcode: int) -> Outcome:
     return Outcome(None, error=f"the measuring process ended with exit code {exitcode}", exitcode=exitcode)
 
 
-def _context(module: str) -> multiprocessing.context.BaseContext:
+def _context(module: str) -> multiprocessing.context.ForkServerContext:
     """The fork server, started on first use with ``module`` preloaded and glibc's mmap threshold in its
     environment, so that every child allocates as a new interpreter started with it would. multiprocessing keeps
     one server per process: a bench job measures with one module, and a second module (in a test session) is
@@ -282,6 +282,7 @@ def measure_in_fresh_process(module: str, job: dict, timeout_s: float = MEASUREM
     if child.exitcode is None:  # answered but did not exit: its answer stands
         child.kill()
         child.join(EXIT_TIMEOUT_S)
+    assert child.exitcode is not None, "killed and joined: it has ended"
     return outcome or _ended(child.exitcode)
 
 

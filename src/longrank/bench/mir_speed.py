@@ -40,7 +40,7 @@ from longrank.mir_graphs.graphs import build_record, fit_tfidf
 from longrank.data.mir_graph_settings import GraphSetSettings, graph_settings
 from longrank.errors import InputError
 from longrank.io.json_yaml import json_object
-from longrank.results.stage_outputs import BenchTable, Rate, TimedEntry
+from longrank.results.stage_outputs import BenchTable, Rate, TimedEntry, Timing
 from longrank.models.bert_ranker import BertRanker
 from longrank.models.modules.encoders import load_encoder, load_tokenizer
 from longrank.config.model_types import architecture_defaults, architecture_params
@@ -126,7 +126,9 @@ def bench_documents(corpus: Corpus, tokenizer, n_docs: int, n_tokens: int) -> li
     ids = sorted(corpus.docs)
     if not ids:
         raise InputError(f"{corpus.dir}/docs.jsonl has no documents to benchmark with")
-    texts, current, count, at = [], [], 0, 0
+    texts: list[str] = []
+    current: list[str] = []
+    count, at = 0, 0
     while len(texts) < n_docs:
         text = corpus.docs[ids[at % len(ids)]]
         at += 1
@@ -167,7 +169,7 @@ def measure(
         models = _side_by_side(model_cfg, graph_set, graphs, length, corpus, device)
         inputs = {k: {n: t.to(device) for n, t in m.encode(queries, ids, docs).items()} for k, m in models.items()}
         timing = _alternate(models, inputs, settings.repeats, device)
-        timings.append({f"{k} ms/batch": v["timing"] for k, v in timing.items()})
+        timings.append({f"{k} ms/batch": v.timing for k, v in timing.items()})
         by_length[length] = _length_stats(timing, batch, models["MaxP"].max_passages)
         rows.append(_row(length, by_length[length], timing))
         log.info(
@@ -260,18 +262,18 @@ def _side_by_side(
     return {"MIR": mir.to(device).eval(), "MaxP": maxp.to(device).eval()}
 
 
-def _length_stats(timing: dict, batch: int, passages: int) -> dict:
-    mir_rate, maxp_rate = batch / timing["MIR"]["ms"], batch / timing["MaxP"]["ms"]
+def _length_stats(timing: dict[str, TimedModel], batch: int, passages: int) -> dict:
+    mir_rate, maxp_rate = batch / timing["MIR"].ms, batch / timing["MaxP"].ms
     return {
         "mir_docs_per_ms": mir_rate,
         "maxp_docs_per_ms": maxp_rate,
         "ratio": mir_rate / maxp_rate,
         "passages": passages,
-        **{f"{k}_peak_memory_mb": v["peak_mb"] for k, v in timing.items()},
+        **{f"{k}_peak_memory_mb": v.peak_mb for k, v in timing.items()},
     }
 
 
-def _row(length: int, stats: dict, timing: dict) -> list:
+def _row(length: int, stats: dict, timing: dict[str, TimedModel]) -> list:
     """One row of COLUMNS: docs/s rather than docs/ms, readable at three digits."""
     return [
         length,
@@ -279,10 +281,10 @@ def _row(length: int, stats: dict, timing: dict) -> list:
         1000 * stats["mir_docs_per_ms"],
         1000 * stats["maxp_docs_per_ms"],
         stats["ratio"],
-        timing["MIR"]["peak_mb"],
-        timing["MaxP"]["peak_mb"],
-        timing["MIR"]["ms"],
-        timing["MaxP"]["ms"],
+        timing["MIR"].peak_mb,
+        timing["MaxP"].peak_mb,
+        timing["MIR"].ms,
+        timing["MaxP"].ms,
     ]
 
 
@@ -310,16 +312,24 @@ def _notes(graphs: BenchGraphs, batch: int, repeats: int, device) -> str:
     )
 
 
-def _alternate(models: dict, inputs: dict, repeats: int, device) -> dict:
+@dataclass
+class TimedModel:
+    """One model's side of the side-by-side measurement at one length."""
+
+    peak_mb: float  # during its warm-up forward, alone
+    ms: float  # median ms per timed batch
+    timing: Timing
+
+
+def _alternate(models: dict, inputs: dict, repeats: int, device) -> dict[str, TimedModel]:
     """Each model's peak memory on its own (during its warm-up forward), then the models timed alternating."""
-    out = {}
+    peaks: dict[str, float] = {}
     with torch.no_grad():
         for key, model in models.items():
             probe = MemoryProbe(device)
             model(**inputs[key])
             synchronizer(device)()
-            out[key] = {"peak_mb": probe.peak_mb()}
+            peaks[key] = probe.peak_mb()
         forwards = {key: functools.partial(model, **inputs[key]) for key, model in models.items()}
-        for key, timing in time_alternating(forwards, device, repeats, warmup=0).items():
-            out[key].update(ms=1000 * timing.median_s, timing=timing)
-    return out
+        timings = time_alternating(forwards, device, repeats, warmup=0)
+    return {key: TimedModel(peaks[key], 1000 * timing.median_s, timing) for key, timing in timings.items()}

@@ -150,7 +150,7 @@ def bench_size(
         docs = random_ids(g, args.candidates, d, cfg.vocab_size, tokenizer.cls_token_id, tokenizer.sep_token_id)
         batches = [range(s, min(s + args.batch_size, len(docs))) for s in range(0, len(docs), args.batch_size)]
         variants = [("BERT ranker", "-", None, "bert", _bert_ranker(encoder, tokenizer, query_ids, docs, batches, d))]
-        spaces = {}
+        spaces: dict[tuple, float] = {}
         for k, model in moreses.items():
             stores, store_rows = _stores(model, docs, store_dir / f"{size}-{d}-{k}ib", args, device, spaces, (d, k))
             variants += _mores_variants(model, k, query, docs, batches, stores, store_rows, args, device)

@@ -5,7 +5,7 @@ time the launch, not the work), kept as an ``outputs.Timing`` (the median and it
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -41,7 +41,7 @@ def time_region(fn: Callable[[], object], device: torch.device | str, repeats: i
 
 
 def time_alternating(
-    fns: dict[str, Callable[[], object]], device: torch.device | str, repeats: int, warmup: int = 1
+    fns: Mapping[str, Callable[[], object]], device: torch.device | str, repeats: int, warmup: int = 1
 ) -> dict[str, Timing]:
     """Each of ``fns`` warmed up, then timed in turn (a, b, a, b, ...): a machine whose load drifts (a shared
     CPU) slows every entry alike, so their ratio holds even where their absolute times wander."""

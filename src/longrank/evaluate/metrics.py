@@ -75,7 +75,8 @@ def test_queries(folds: Sequence[Mapping]) -> list[str]:
 
 def evaluable_queries(qrels: Mapping[str, Mapping[str, int]], qids: Iterable[str]) -> tuple[list[str], list[str]]:
     """Split ``qids`` into (with at least one relevant document, without any)."""
-    kept, dropped = [], []
+    kept: list[str] = []
+    dropped: list[str] = []
     for q in sorted_qids(qids):
         (kept if any(g > 0 for g in qrels.get(q, {}).values()) else dropped).append(q)
     return kept, dropped
@@ -90,7 +91,8 @@ def per_query(
 ) -> pd.DataFrame:
     """Per-query values: index ``query_id`` (sorted), one column per measure (ir_measures' name)."""
     parsed = parse_measures(measures)
-    own = {name: ncg.cutoff(name) for name in measures if ncg.cutoff(name)}
+    cutoffs = {name: ncg.cutoff(name) for name in measures}
+    own = {name: k for name, k in cutoffs.items() if k}
     named = iter(str(m) for m in parsed)
     columns = [name if name in own else next(named) for name in measures]  # in the configured order
     kept, dropped = evaluable_queries(qrels, qids)

@@ -329,7 +329,7 @@ def compare_pairs(
 
 def _better_than(rows: list[dict], systems: list[str], letters: dict[str, str], alpha: float) -> dict[str, list[str]]:
     """System -> the letters of the systems it beats (Holm-corrected Wilcoxon p below ``alpha``)."""
-    better = {s: [] for s in systems}
+    better: dict[str, list[str]] = {s: [] for s in systems}
     for r in rows:
         if r["wilcoxon_p_holm"] < alpha and r["mean_diff"] != 0:
             winner, loser = (r["system_a"], r["system_b"]) if r["mean_diff"] > 0 else (r["system_b"], r["system_a"])

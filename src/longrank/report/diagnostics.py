@@ -28,12 +28,12 @@ FEATURES = ["length", "matches", "first_stage"]
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:
     """Spearman's rho; NaN where undefined (fewer than 2 pairs or a constant input)."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.size < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan")
     with warnings.catch_warnings():  # NaN stays NaN; nothing else to warn about
         warnings.simplefilter("ignore")
-        return float(stats.spearmanr(a, b).statistic)
+        return float(stats.spearmanr(x, y).statistic)
 
 
 def score_correlations(

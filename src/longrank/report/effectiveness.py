@@ -18,7 +18,9 @@ VERDICT_HEADERS = ["Mean difference", "p (Wilcoxon, Holm)"]
 def is_fine_tuned_encoder(spec: dict | None, resolved: dict | None) -> bool:
     """A model on a pretrained WordPiece encoder (config.json's ``resolved_models``) whose weights were trained here
     (its own or ``checkpoint_of``'s)."""
-    return bool(spec) and bool(resolved) and resolved["on_pretrained_encoder"] and not is_zero_shot(spec)
+    if not spec or not resolved:
+        return False
+    return bool(resolved["on_pretrained_encoder"]) and not is_zero_shot(spec)
 
 
 def section(ctx: Context) -> Section:

@@ -123,6 +123,7 @@ def render_html(title: str, sections: Sequence[Section]) -> str:
                     out.append(f"<p><b>{html.escape(b.text)}</b></p>")
                 out.append(to_html(b.headers, b.rows))
             elif b.kind == "image":
+                assert b.path is not None, "an image block names its file"
                 data = base64.b64encode(b.path.read_bytes()).decode("ascii")
                 note = f'<p class="figure-note"><b>Note:</b> {html.escape(b.body)}</p>' if b.body else ""
                 out.append(
@@ -158,6 +159,7 @@ def render_markdown(title: str, sections: Sequence[Section]) -> str:
                     out += [f"**{b.text}**", ""]
                 out += [to_markdown(b.headers, b.rows)]
             elif b.kind == "image":
+                assert b.path is not None, "an image block names its file"
                 out += [f"![{b.text}]({b.path.parent.name}/{b.path.name})", "", f"*{b.text}*", ""]
                 if b.body:
                     out += [f"**Note:** {b.body}", ""]

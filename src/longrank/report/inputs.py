@@ -15,6 +15,7 @@ from pathlib import Path
 from functools import cached_property
 from collections.abc import Mapping
 
+from longrank.errors import InputError
 from longrank.evaluate.lengths import read_doc_lengths
 from longrank.evaluate.metrics import evaluable_queries, read_folds, test_queries
 from longrank.io.json_yaml import read_json
@@ -132,7 +133,9 @@ class Inputs:
         # report imports nothing from models/ or train/)
         self.resolved = self.config["resolved_models"]
         self.first_stages = first_stages(self.config)
-        self.default_first_stage = next(iter(self.first_stages), None)
+        if not self.first_stages:  # config.json passed the schema, which asks for one at least
+            raise InputError(f"{manifest.config}: first_stages is empty")
+        self.default_first_stage: str = next(iter(self.first_stages))
         data = manifest.data
         self.qrels = read_qrels(data["qrels.txt"])
         self.folds = read_folds(data["folds.json"])

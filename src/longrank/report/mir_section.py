@@ -25,8 +25,9 @@ def mir_models(models: dict, resolved: dict) -> list[str]:
     return [name for name in models if resolved[name]["capabilities"]["reads_graph_set"]]
 
 
-def reference(models: dict, names: list[str]) -> str | None:
-    return "mir" if "mir" in names else (names[0] if names else None)
+def reference(models: dict, names: list[str]) -> str:
+    """The entry the ablations are compared with (``names``: at least one)."""
+    return "mir" if "mir" in names else names[0]
 
 
 # workflow keys that do not change what the model learns or ranks
@@ -61,7 +62,10 @@ def section(ctx: Context) -> Section:
     sec.warning(cmp.too_few_queries)
     rows = []
     for name in [ref] + [n for n in names if n != ref]:
-        row = [name, "reference" if name == ref else changed_keys(name, ref, inp.models, inp.resolved)]
+        row: list[str | Cell] = [
+            name,
+            "reference" if name == ref else changed_keys(name, ref, inp.models, inp.resolved),
+        ]
         for m in measures:
             value, base = float(means[m][name]), float(means[m][ref])
             rel = "" if name == ref or base == 0 else f" ({100 * (value - base) / base:+.1f}%)"

@@ -139,6 +139,7 @@ def differences(inp, fig: Figure) -> list[str]:
     stages = first_stages(inp.config)
     if fig.candidates and fig.system in inp.models:
         stage = stage_of(inp, fig.system)
+        assert stage is not None, "a configured model reranks a first stage"
         method = (stages.get(stage) or {}).get("method")
         if method != fig.candidates:
             out.append(f"reranks {stage_label(stage)} ({method}); the paper {fig.candidates_label or fig.candidates}")

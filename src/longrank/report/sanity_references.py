@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from longrank.errors import InputError
 from longrank.io.trec_files import Run
 from longrank.report.inputs import PRIMARY, default_first_stage, first_stages, interpolations, rerank_depth, stage_of
 from longrank.config.model_entries import is_enabled, is_zero_shot
@@ -34,8 +35,8 @@ def stage_depths(inp) -> dict[str, list[int]]:
     default = default_first_stage(inp.config)
     depths: dict[str, set[int]] = {default: {rerank_depth(inp, "")}} if default else {}
     for m, spec in inp.models.items():
-        if is_enabled(spec) and stage_of(inp, m) is not None:
-            depths.setdefault(stage_of(inp, m), set()).add(rerank_depth(inp, m))
+        if is_enabled(spec) and (stage := stage_of(inp, m)) is not None:
+            depths.setdefault(stage, set()).add(rerank_depth(inp, m))
     order = list(first_stages(inp.config))
     return {s: sorted(depths[s]) for s in sorted(depths, key=lambda s: order.index(s) if s in order else len(order))}
 
@@ -175,6 +176,8 @@ def own_floor_cells(inp, pairs: pd.DataFrame, model: str, floor: str | None, pri
         same = f"the same as {SANITY}: it reads whole documents at the global depth"
         return [Cell(SANITY), Cell(same), Cell("–"), Cell("–")]
     parsed = Floor.parse(floor)
+    if parsed is None:
+        raise InputError(f"the read floor of {model}, {floor!r}, is neither {SANITY} nor a floor's name")
     rows = verdict_rows(pairs, primary, [(model, floor)], own_floor_label(inp, model, parsed), alpha)
     name = floor
     ranked = inp.run(floor)

@@ -83,7 +83,9 @@ def _fold_rows(
 
     def test_mean(system: str):
         frame = frames.get(system)
-        qids = [q for q in fold["test"] if frame is not None and q in frame.index]
+        if frame is None:
+            return None
+        qids = [q for q in fold["test"] if q in frame.index]
         return float(frame.loc[qids, PRIMARY].mean()) if qids and PRIMARY in frame.columns else None
 
     floor = floors[0] if floors else None
@@ -205,7 +207,7 @@ def _pretraining_effect(ctx: Context, sec: Section, trained: list[str]) -> None:
     for model in trained:
         other = without_pretraining(ctx.inp.models, model)
         pair = pair_row(cmp.pairs, PRIMARY, model, other) if other else None
-        if pair is None:
+        if other is None or pair is None:
             continue
         diff, p_holm, p_raw = pair
         means = cmp.means(PRIMARY)

@@ -51,8 +51,9 @@ def _without_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
-                if isinstance(body[0].value.value, str):
+            first = body[0] if body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                if isinstance(first.value.value, str):
                     node.body = body[1:] or [ast.Pass()]
     return tree
 
@@ -85,6 +86,8 @@ def _imports(tree: ast.AST, name: str, is_package: bool) -> set[str]:
 def _module(name: str) -> tuple[str, frozenset[str]]:
     """(digest, package modules imported) of module ``name``."""
     path = module_path(name)
+    if path is None:
+        raise ValueError(f"{name} is no module of the package")
     source = path.read_text(encoding="utf-8")
     tree = ast.parse(source)
     return source_digest(source), frozenset(_imports(tree, name, path.name == "__init__.py"))

@@ -170,10 +170,11 @@ def acquire(results: Path, workdir: Path, config: dict) -> None:
     this working directory and config as the results' owner."""
     results.mkdir(parents=True, exist_ok=True)
     lock = results / LOCK
+    host = socket.gethostname()
     me = {
         "pid": os.getpid(),
         "pid_started": process_start(os.getpid()),
-        "host": socket.gethostname(),
+        "host": host,
         "workdir": str(workdir),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
@@ -198,12 +199,12 @@ def acquire(results: Path, workdir: Path, config: dict) -> None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(lock)
                 continue
-            raise InputError(_held_message(lock, holder, me["host"]))
+            raise InputError(_held_message(lock, holder, host))
         with os.fdopen(fd, "w") as f:
             json.dump(me, f)
         break
     else:
-        raise InputError(_held_message(lock, _read(lock) or {}, me["host"]))
+        raise InputError(_held_message(lock, _read(lock) or {}, host))
     _record_owner(results, workdir, config)
 
 

@@ -37,7 +37,9 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -212,7 +214,7 @@ def data_section(data_dir: str | os.PathLike | None) -> dict:
     except (OSError, ValueError):
         stats, folds = {}, []
     files = {"collection": "docs.jsonl", "topics": "queries.tsv", "qrels": "qrels.txt"}
-    section = {
+    section: dict[str, Any] = {
         role: {"file": name, "sha256": file_sha256(data_dir / name)}
         for role, name in files.items()
         if (data_dir / name).is_file()
@@ -249,7 +251,7 @@ def query_set(ids: list[str]) -> dict:
 
 def training_section(checkpoints: list[str | os.PathLike]) -> list[dict]:
     """Per fold, what trained the weights a run was scored with: train_summary.json and the weights' manifest."""
-    folds = []
+    folds: list[dict[str, Any]] = []
     for checkpoint in checkpoints:
         folder = Path(checkpoint).parent
         try:
@@ -280,7 +282,7 @@ def run_metadata(
     name: str | None = None,
     data_dir: str | os.PathLike | None = None,
     pipeline: dict | None = None,
-    checkpoints: list[str | os.PathLike] = (),
+    checkpoints: Sequence[str | os.PathLike] = (),
     data_files: dict[str, str | os.PathLike] | None = None,
 ) -> dict:
     """The ir_metadata record of one run (module docstring). ``pipeline``: ``{"reranks": first stage}``,
@@ -290,7 +292,7 @@ def run_metadata(
     started = process_started() if started is None else started
     run_path = Path(run_path)
     tag = name or run_path.name.removesuffix(".run")
-    method = {"name": tag, "config": _plain(entry), "pipeline": _plain(pipeline or {})}
+    method: dict[str, Any] = {"name": tag, "config": _plain(entry), "pipeline": _plain(pipeline or {})}
     if checkpoints:
         method["training"] = training_section(list(checkpoints))
     return {

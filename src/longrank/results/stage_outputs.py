@@ -19,7 +19,7 @@ import dataclasses
 import os
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from longrank.errors import InputError
 from longrank.io.json_yaml import read_json, write_json
@@ -29,12 +29,15 @@ class Record:
     """A dataclass written as one JSON object; ``extra`` (where a record has it) keeps the writer's further
     fields, which no shared reader relies on, at the top level of the object."""
 
+    # Every subclass is a dataclass: declaring the field table lets ``dataclasses.fields`` accept a Record.
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
     def to_json(self) -> dict:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
         return {**out, **getattr(self, "extra", {})}
 
     @classmethod
-    def from_json(cls, obj: Any, source: str = "") -> "Record":
+    def from_json(cls, obj: Any, source: str = "") -> Self:
         where = f"{source}: " if source else ""
         if not isinstance(obj, dict):
             raise InputError(f"{where}expected a JSON object for {cls.__name__}, got {type(obj).__name__}")
@@ -63,7 +66,7 @@ class Record:
         write_json(path, self.to_json())
 
     @classmethod
-    def read(cls, path: str | os.PathLike):
+    def read(cls, path: str | os.PathLike) -> Self:
         try:
             obj = read_json(path)
         except ValueError as err:
