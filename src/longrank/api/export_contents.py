@@ -74,7 +74,7 @@ def check_all_inside(directory: Path, meta: dict) -> None:
     names it, else its path in the export. Links to folders are not walked into: each is checked as a name, so a
     link that leads out is refused before anything below it is read."""
     root = directory.resolve()
-    keys = {}
+    keys: dict[str, str] = {}  # a path inside the export -> the ranker.json key that names it
     for key, _ in EXPORT_PATHS:
         section, field = key.split(".")
         value = meta.get(section, {}).get(field) if isinstance(meta.get(section), dict) else None
@@ -85,8 +85,9 @@ def check_all_inside(directory: Path, meta: dict) -> None:
             path = Path(folder) / name
             if path.is_symlink() and not path.resolve().is_relative_to(root):
                 relative = str(path.relative_to(root))
-                key = keys.get(relative)
-                raise _outside(directory, relative, f"{directory / 'ranker.json'}: {key}" if key else str(directory))
+                named_by = keys.get(relative)
+                where = f"{directory / 'ranker.json'}: {named_by}" if named_by else str(directory)
+                raise _outside(directory, relative, where)
 
 
 def check_config_sizes(directory: Path, cfg: dict, weights: list[Path]) -> None:
