@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 PACKAGE = "longrank"
@@ -82,7 +82,7 @@ def _imports(tree: ast.AST, name: str, is_package: bool) -> set[str]:
     return {m for m in found if module_path(m) is not None}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _module(name: str) -> tuple[str, frozenset[str]]:
     """(digest, package modules imported) of module ``name``."""
     path = module_path(name)

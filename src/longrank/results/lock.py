@@ -199,7 +199,7 @@ def acquire(results: Path, workdir: Path, config: dict) -> None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(lock)
                 continue
-            raise InputError(_held_message(lock, holder, host))
+            raise InputError(_held_message(lock, holder, host)) from None
         with os.fdopen(fd, "w") as f:
             json.dump(me, f)
         break

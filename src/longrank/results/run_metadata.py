@@ -31,6 +31,7 @@ import datetime as dt
 import functools
 import hashlib
 import importlib.metadata
+import contextlib
 import json
 import os
 import platform
@@ -195,10 +196,8 @@ def file_sha256(path: str | os.PathLike) -> str:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
         cache = {k: v for k, v in cache.items() if not k.startswith(f"{path.name}:")} | {key: digest.hexdigest()}
-        try:
+        with contextlib.suppress(OSError):  # a read-only data directory: hashed again next time
             write_text(cache_path, json.dumps(cache, indent=1, sort_keys=True))
-        except OSError:  # a read-only data directory: hashed again next time
-            pass
     return cache[key]
 
 
@@ -307,7 +306,7 @@ def run_metadata(
         "method": method,
         "run": {
             "file": run_path.name,
-            "created": dt.datetime.fromtimestamp(now, dt.timezone.utc).isoformat(timespec="seconds"),
+            "created": dt.datetime.fromtimestamp(now, dt.UTC).isoformat(timespec="seconds"),
             "wall_time_s": round(max(0.0, now - started), 3),
         },
     }
