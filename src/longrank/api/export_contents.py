@@ -90,16 +90,22 @@ def check_all_inside(directory: Path, meta: dict) -> None:
                 raise _outside(directory, relative, where)
 
 
+# The least bound on a config's whole numbers: a limit such as max_vocabulary: 1,000,000 on a KNRM of 350k weights is
+# valid, and a layer of 10**7 is built in well under a GB
+SIZE_FLOOR = 10**7
+
+
 def check_config_sizes(directory: Path, cfg: dict, weights: list[Path]) -> None:
     """Every whole number the config entry gives its architecture (at any depth) is at most the number of weights
     the export holds (the safetensors headers' shapes): a size beyond that is the size of nothing the weights fill,
     and building it (``n_kernels: 10**8``: a list and a layer of 10**8) would exhaust memory before the weights'
-    shapes were compared. Lengths (``max_doc_len``) fall under the bound too: no model is smaller than its inputs."""
+    shapes were compared. The bound is at least ``SIZE_FLOOR``: limits that size no layer (``max_vocabulary``,
+    ``max_doc_len``) may exceed a small model's weights, and building anything of 10**7 fits in memory."""
     from longrank.config.model_types import architecture_params
 
     total = sum(math.prod(shape) for path in weights for shape in weight_shapes(path).values())
     for key, value in _whole_numbers(architecture_params(cfg)):
-        if value > total:
+        if value > max(total, SIZE_FLOOR):
             raise InputError(
                 f"{directory / 'ranker.json'}: config.{key} {value} is more than the {total} weights the export "
                 "holds, so it is the size of none of them; nothing was built"

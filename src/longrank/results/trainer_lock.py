@@ -9,8 +9,10 @@ Torch-free: the workflow takes the results lock when its jobs start."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
+import logging
 import os
 import socket
 import time
@@ -23,6 +25,10 @@ from longrank.processes import process_start
 LOCK_NAME = ".train_state.lock"
 # A probe of ``live_trainers`` holds the lock (shared) for microseconds: a trainer starting then tries again.
 TAKE_ATTEMPTS, TAKE_PAUSE_S = 10, 0.05
+# What flock raises on a file system that has none (Lustre mounted noflock, NFSv3 without lockd, some FUSE mounts)
+NO_FLOCK = {errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP}
+
+log = logging.getLogger(__name__)
 
 
 def state_lock(state_dir: Path) -> Path:
@@ -44,6 +50,17 @@ def holding_state(state_dir: Path) -> Iterator[None]:
                 if attempt == TAKE_ATTEMPTS - 1:
                     raise InputError(held_message(state_dir, holder(lock))) from None
                 time.sleep(TAKE_PAUSE_S)
+            except OSError as err:
+                if err.errno not in NO_FLOCK:
+                    raise
+                # a file system without flock (Lustre mounted noflock, NFSv3 without lockd): train unguarded
+                log.warning(
+                    "the training state %s cannot be locked on this file system (%s): one trainer per "
+                    "state is not checked",
+                    state_dir,
+                    err.strerror,
+                )
+                break
         me = {
             "pid": os.getpid(),
             "pid_started": process_start(os.getpid()),
@@ -88,6 +105,10 @@ def live_trainer(lock: Path) -> dict | None:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         return holder(lock)
+    except OSError as err:
+        if err.errno not in NO_FLOCK:
+            raise
+        return None  # no flock here: no trainer can be seen holding it (holding_state warned when it started)
     finally:
         os.close(fd)  # releases the probe's shared lock, if it got one
     return None

@@ -12,6 +12,7 @@ opens is in ``covered_files``. Torch-free."""
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,14 +44,24 @@ class InputFile:
     path: Path
 
 
+# What a training folder keeps beside a model that loading the model never reads: a fine-tuning run's checkpoints and
+# logs, its optimiser and trainer state, and documentation. A local encoder directory that gains them (or a hub
+# snapshot that gains a README) keeps its fingerprint.
+NOT_READ_BY_LOADING = re.compile(
+    r"^(checkpoint-\d+|runs|logs)$|^(optimizer\.pt|scheduler\.pt|rng_state.*\.pth|training_args\.bin|trainer_state\.json)$"
+    r"|\.(md|txt\.lock)$"
+)
+
+
 def directory_files(directory: Path, prefix: str) -> list[InputFile]:
-    """Every file under ``directory`` that a model may read (not ``RUN_RECORDS`` or hidden files), by relative path."""
+    """Every file under ``directory`` that a model may read (not ``RUN_RECORDS``, hidden files or what loading never
+    reads: ``NOT_READ_BY_LOADING``), by relative path."""
     files = sorted(
         p
         for p in directory.rglob("*")
         if p.is_file()
         and p.name not in RUN_RECORDS
-        and not any(part.startswith(".") for part in p.relative_to(directory).parts)
+        and not any(part.startswith(".") or NOT_READ_BY_LOADING.search(part) for part in p.relative_to(directory).parts)
     )
     return [InputFile(f"{prefix}/{p.relative_to(directory).as_posix()}", p) for p in files]
 

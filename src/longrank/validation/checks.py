@@ -41,7 +41,8 @@ def check_input_files(config: dict) -> None:
 def input_file_keys(config: dict) -> list[tuple[str, str | None]]:
     """(config key, its value) of every key that names an input file: a local collection's files and a run file
     brought as a first stage."""
-    files = ("docs", "queries", "qrels", "train_queries", "train_qrels", "dev_queries", "dev_qrels")
+    collection = ("docs", "queries", "qrels") if config["dataset"].get("source") == "local" else ()  # else unread
+    files = (*collection, "train_queries", "train_qrels", "dev_queries", "dev_qrels")
     keys = [(f"dataset.{key}", config["dataset"].get(key)) for key in files]
     return keys + [
         (f"first_stages.{name}.path", spec.get("path"))
