@@ -235,7 +235,11 @@ MISSING = kind("missing_input", ["local_docs", "run_file_first_stage"])
 @pytest.mark.parametrize(
     "config, key",
     [
-        pytest.param({"dataset": {"docs": "nowhere/docs.jsonl"}, "first_stages": {}}, "dataset.docs", id="docs"),
+        pytest.param(
+            {"dataset": {"source": "local", "docs": "nowhere/docs.jsonl"}, "first_stages": {}},
+            "dataset.docs",
+            id="docs",
+        ),
         pytest.param(
             {"dataset": {}, "first_stages": {"theirs": {"method": "run_file", "path": "nowhere/their.run"}}},
             "first_stages.theirs.path",
@@ -253,6 +257,14 @@ def test_a_missing_input_file_is_named_by_its_key_before_any_job_runs(tmp_path, 
     for name in ("docs.jsonl", "their.run"):
         (tmp_path / "nowhere" / name).write_text("")
     check_input_files_exist(config)
+
+
+def test_an_ir_datasets_collection_leaves_local_file_keys_unread(tmp_path, monkeypatch):
+    """A collection from ir_datasets reads no dataset.docs / queries / qrels: a leftover key is not refused."""
+    from longrank.validation.checks import check_input_files_exist
+
+    monkeypatch.chdir(tmp_path)
+    check_input_files_exist({"dataset": {"source": "ir_datasets", "docs": "nowhere/docs.jsonl"}, "first_stages": {}})
 
 
 def test_the_workflow_checks_its_input_files_at_parse_time():

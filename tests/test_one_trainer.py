@@ -177,3 +177,19 @@ def test_a_stale_results_lock_is_not_taken_over_while_a_training_of_it_runs(tmp_
     results_lock.acquire(results, tmp_path, {"dataset": {"name": "tiny"}})  # the training ended: taken
     assert json.loads(lock.read_text())["pid"] == os.getpid()
     results_lock.release(results)
+
+
+def test_a_file_system_without_flock_trains_unguarded_with_a_warning(tmp_path, monkeypatch, caplog):
+    """Lustre mounted noflock or NFSv3 without lockd answer flock with ENOLCK / ENOSYS: the training runs, saying
+    that one trainer per state is not checked there, and no trainer is seen holding it."""
+    import errno
+    import fcntl
+
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    state = tmp_path / "fold0" / "train_state"
+    with caplog.at_level("WARNING"), holding_state(state):
+        assert live_trainer(state.parent / LOCK_NAME) is None
+    assert "cannot be locked on this file system" in caplog.text
