@@ -181,7 +181,7 @@ def code_of(stage, model=None):
 
 
 def history_settings(model):
-    """What an entry of the model's history is of (rule history): its config entry, the candidates it reranks and
+    """What an entry of the model's history is of (the history rule): its config entry, the candidates it reranks and
     the code that trains and scores it (a changed model file is a new setting, as it retrains)."""
     return as_json(
         {
