@@ -114,7 +114,7 @@ def pseudo_query_source(plan: Plan, pseudo_set: str) -> list[str]:
     stage its BM25 runs through (first_stage)."""
     config = plan.config
     spec = config["pseudo_queries"][pseudo_set]
-    source, out = spec.get("source", "ict"), []
+    source, out = spec["source"], []  # filled by validation (schema default)
     if source == "titles":
         out = ["--dataset", as_json(config["dataset"])]
     if source == "formulated":
