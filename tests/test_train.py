@@ -4,6 +4,7 @@ final output appears only when training finished, interpolation is chosen on dev
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import stat
@@ -238,34 +239,12 @@ def test_a_collection_artifact_is_built_once_and_attached_in_training_and_rerank
         "length_knrm", cfg, corpus, candidates, 0, 30, torch.device("cpu"), model_out, collection_artifacts=out
     )
     assert [str(out)] == ATTACHED
-    with pytest.raises(InputError, match="--collection-artifacts"):
-        rerank(
-            RerankJob(
-                "length_knrm",
-                cfg,
-                corpus,
-                candidates,
-                [str(model_out)],
-                30,
-                16,
-                torch.device("cpu"),
-                tiny_data / "runs",
-            )
-        )
-    rerank(
-        RerankJob(
-            "length_knrm",
-            cfg,
-            corpus,
-            candidates,
-            [str(model_out)],
-            30,
-            16,
-            torch.device("cpu"),
-            tiny_data / "runs",
-            collection_artifacts=out,
-        )
+    job = RerankJob(
+        "length_knrm", cfg, corpus, candidates, [str(model_out)], 30, 16, torch.device("cpu"), tiny_data / "runs"
     )
+    with pytest.raises(InputError, match="--collection-artifacts"):
+        rerank(job)
+    rerank(dataclasses.replace(job, collection_artifacts=out))
     assert [str(out)] * 2 == ATTACHED
     assert set(read_run(tiny_data / "runs" / "length_knrm.run")) == set(corpus.folds[0]["test"])
     # a model without artifacts refuses a directory rather than ignoring it
