@@ -198,7 +198,7 @@ def test_a_document_text_that_is_not_a_string_is_refused_by_record(tmp_path, cap
 
 
 # ---- kind measure: a measure no judgment can satisfy ----------------------------------------------------------------
-MEASURES = kind("measure", ["relevance_level_above_every_gain"])
+MEASURES = kind("measure", ["relevance_level_above_every_gain", "workflow_stops_before_training"])
 
 
 def test_a_measure_no_judgment_satisfies_is_refused_naming_it_and_the_gains(tmp_path, capsys):
@@ -213,6 +213,32 @@ def test_a_measure_no_judgment_satisfies_is_refused_naming_it_and_the_gains(tmp_
     assert "evaluation.measures: P(rel=5)@10 counts a document relevant at gain 5 or more" in last, last
     assert "hold the gains 0, 1, 2: no judgment satisfies it" in last
     assert run_stage(capsys, *argv, "P(rel=2)@10")[0] == 0  # a level the judgments have
+
+
+@pytest.mark.stage
+def test_the_workflow_refuses_an_unsatisfiable_measure_after_the_data_and_before_any_training(tmp_path):
+    """The grades are known once the data stage has read the judgments: the satisfiable check runs next (the highest
+    priority) and every training waits for it, so the run stops there, the data kept, no model trained."""
+    import yaml
+
+    from conftest import REPO, snakemake, write_local_collection
+
+    dataset = write_local_collection(tmp_path / "src", DOCS, QUERIES, QRELS)  # gains 0 and 1
+    config = {
+        "dataset": dataset,
+        "query_formulation": {"method": "full"},
+        "splits": {"method": "holdout", "dev": 0.25, "test": 0.25},
+        "evaluation": {"measures": ["nDCG@10", "P(rel=2)@10"]},
+    }
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "config").symlink_to(REPO / "config")
+    done = snakemake(tmp_path, "report", "--configfile", str(tmp_path / "tiny.yaml"), check=False)
+    results = tmp_path / "results" / "tiny"
+    log = (results / "logs" / "satisfiable.log").read_text()
+    assert done.returncode != 0 and "P(rel=2)@10 counts a document relevant at gain 2 or more" in log, log
+    assert "hold the gains 0, 1: no judgment satisfies it" in log
+    assert (results / "data" / "stats.json").is_file()
+    assert not list(results.glob("logs/train_*")) and not (results / "models").exists()
 
 
 # ---- kind yaml: a YAML file of the config that does not parse ------------------------------------------------------

@@ -29,6 +29,7 @@ CHANGES = {
     "mir_steps": {"models": {"mir": {"train": {"steps": 3}}}},
     "mir_p2p_top_k": {"mir_graphs": {"mir": {"p2p_top_k": 3}}},
     "mir_pretrain": {"models": {"mir": {"train": {"pretrain": {"queries": "titles", "steps": 2}}}}},
+    "measures": {"evaluation": {"measures": ["nDCG@10", "RR@10", "AP@100", "nDCG@100", "R@100", "P(rel=1)@5"]}},
 }
 
 
@@ -118,6 +119,14 @@ def test_changing_one_model_reruns_only_that_model(planned):
     assert "data" not in jobs and "candidates" not in jobs
     assert jobs.get("compare") == 1 and jobs.get("compare_floors") == 1 and jobs.get("report") == 1
     assert jobs.get("history") == 1  # knrm's new setting joins its history; no other model's is touched
+
+
+def test_changing_the_measures_reruns_their_check_and_the_evaluations_not_a_training(planned):
+    """Every training waits for the measures' check (rule satisfiable) through an ancient input: new measures rerun
+    the check and what evaluates, never a model."""
+    jobs = planned_jobs(planned, "measures")
+    assert jobs.get("satisfiable") == 1 and jobs.get("evaluate", 0) > 0 and jobs.get("compare") == 1
+    assert not {"data", "train", "train_pretrain", "rerank", "interpolate", "candidates"} & set(jobs), jobs
 
 
 def test_changing_one_first_stage_reruns_only_what_reranks_it(workflow_run, planned):

@@ -77,6 +77,10 @@ STAGES = {
         "longrank.interpolate",
         "mix a reranked run with its first stage, the weight chosen on dev queries",
     ),
+    "satisfiable": (
+        "longrank.evaluate.satisfiable",
+        "refuse a measure no judgment can satisfy, right after the data stage and before any training",
+    ),
     "evaluate": ("longrank.evaluate.evaluate", "per-query measures of a run through ir-measures"),
     "history": (
         "longrank.history",

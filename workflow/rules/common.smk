@@ -21,7 +21,7 @@ from longrank.config.names import check_outputs_not_inputs
 from longrank.plan import build_plan, job_inputs
 from longrank.plan.preflight import ResultsOwner, check_downloads as download_check, planned_names
 from longrank.plan.job_inputs import as_json
-from longrank.plan.priorities import MIR_CHAIN_PRIORITY, RERANK_PRIORITY, TRAINING_PRIORITY
+from longrank.plan.priorities import CHECK_PRIORITY, MIR_CHAIN_PRIORITY, RERANK_PRIORITY, TRAINING_PRIORITY
 
 try:
     # A shipped overlay without its bases (first line of each file under config/), named before validation trips on
@@ -69,6 +69,8 @@ def check_downloads():
 
 
 DATA = PLAN.data
+# the record of the satisfiable check (workflow/rules/evaluate.smk), which evaluations read and trainings wait for
+MEASURES_CHECKED = f"{R}/eval/measures_satisfiable.json"
 FOLDS = PLAN.folds
 MODELS = PLAN.models
 EFFECTIVE = PLAN.effective
@@ -93,7 +95,7 @@ CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproje
 # (docs/studies/default-run.md, Time). More per job: --set-threads train=4 (profiles/slurm sets its GPU jobs' threads
 # to their cpus_per_task).
 MODEL_THREADS = 1
-# The jobs' levels (longrank.plan.priorities): MIR's chain first, then the trainings, then the reranks
+# The jobs' levels (longrank.plan.priorities): the checks, MIR's chain, then the trainings, then the reranks
 chain_priority = PLAN.priorities.chain_priority
 
 

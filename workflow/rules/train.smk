@@ -5,6 +5,9 @@ rule train:
         candidates=lambda wc: candidates_of(wc.model),
         artifacts=collection_artifacts,
         pretrained=pretrained_weights,
+        # no training before the measures are known to be satisfiable (rule satisfiable); ancient: a rerun of the
+        # check (other measures) does not retrain
+        measures_checked=ancient(MEASURES_CHECKED),
     output:
         model=f"{R}/models/{{model}}/fold{{fold}}/model.safetensors",
         # the model's size and SHA-256: rerank scores only with weights it vouches for
@@ -54,6 +57,7 @@ use rule train as train_pretrain with:
         embeddings=model_embeddings,
         pseudo_queries=lambda wc: f"{R}/pseudo_queries/{pseudo_queries_of(wc.model)}",
         artifacts=pretraining_artifacts,
+        measures_checked=ancient(MEASURES_CHECKED),
     output:
         model=f"{R}/models/{{model}}/pretrained/model.safetensors",
         manifest=f"{R}/models/{{model}}/pretrained/model.manifest.json",

@@ -1,11 +1,36 @@
-"""A measure no judgment can satisfy is refused once the judgments' gains are known: ``P(rel=5)@10`` over gains
-0-2 counts no document relevant, and would show 0.0000 for every system without a word. Torch-free."""
+"""Stage ``satisfiable``: a measure no judgment can satisfy is refused once the judgments' gains are known.
+``P(rel=5)@10`` over gains 0-2 counts no document relevant, and would show 0.0000 for every system without a word.
+
+The workflow runs this stage right after the data stage, at the highest priority, and every training waits for it
+(through an ``ancient`` input, so that changing the measures reruns this check and the evaluations, never a training):
+a config asking for such a measure stops seconds after the data is read, before any model trains. The evaluate stage
+checks again (it can be run alone). Torch-free."""
 
 from __future__ import annotations
 
+import argparse
+import logging
 from collections.abc import Iterable, Mapping
 
 from longrank.errors import InputError
+from longrank.io.json_yaml import write_json
+from longrank.io.trec_files import read_qrels
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--qrels", required=True, help="the prepared data's TREC qrels")
+    parser.add_argument("--measures", nargs="+", required=True, help="ir_measures names (evaluation.measures)")
+    parser.add_argument("--out", required=True, help="JSON: the measures checked and the gains the judgments hold")
+
+
+def run(args: argparse.Namespace) -> None:
+    qrels = read_qrels(args.qrels)
+    check_satisfiable(args.measures, qrels, args.qrels)
+    gains = sorted({int(g) for judged in qrels.values() for g in judged.values()})
+    write_json(args.out, {"measures": list(args.measures), "gains": gains})
+    log.info("every measure (%s) can be satisfied by the judgments' gains %s", ", ".join(args.measures), gains)
 
 
 def relevance_level(measure: str) -> int | None:

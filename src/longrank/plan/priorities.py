@@ -3,6 +3,8 @@ soonest when the long jobs start first and the short ones fill the cores at the 
 default run's time").
 Snakemake starts the ready job of highest priority, so the jobs are given levels by how long they take:
 
+- the checks that can refuse the run once the data is read (``satisfiable``: seconds) before anything long, so that
+  a refusal comes before any job it would have made a waste of;
 - MIR's chain (spaCy's annotation, its graphs and what they read, then its training and rerank) is the longest of
   the default run, and MIR trains longest at full scale too (docs/gpu-bill.md): first, so that the other models' jobs
   fill the other cores beside it instead of MIR running alone at the end. A rule's priority does not pass to the jobs
@@ -20,6 +22,7 @@ from collections.abc import Callable
 
 from longrank.plan.mir_chain import MirChain
 
+CHECK_PRIORITY = 4
 MIR_CHAIN_PRIORITY = 3
 TRAINING_PRIORITY = 2
 RERANK_PRIORITY = 1
