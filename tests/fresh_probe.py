@@ -13,6 +13,9 @@ def measure(job: dict) -> dict:
     if job["do"] == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     if job["do"] == "hang":  # as a child stuck in a deadlock: never answers
+        if "pid_file" in job:  # for a test that kills what is above it
+            with open(job["pid_file"], "w") as out:
+                out.write(str(os.getpid()))
         time.sleep(3600)
     if job["do"] == "parallel":  # one of torch's OpenMP parallel regions (what hangs in a fork of a computed process)
         import torch

@@ -189,3 +189,48 @@ def test_a_hung_measurement_in_the_forkserver_is_killed_within_its_bound_with_a_
         measure_in_fresh_process("fresh_probe", {"do": "hang"}, timeout_s=2)
     assert time.monotonic() - start < 15
     assert measure_in_fresh_process("fresh_probe", {"do": "a"}).result["seen"] == ["a"]
+
+
+# A bench stage measuring for an hour, whose server and measuring child are looked for from outside
+HANGING_STAGE = """
+import sys
+from longrank.bench import fresh
+fresh.start_here("fresh_probe")
+fresh.measure_in_fresh_process("fresh_probe", {"do": "hang", "pid_file": sys.argv[1]}, timeout_s=3600)
+"""
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs: a zombie (killed, its parent gone and nobody reaping it) has ended."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.stage  # starts an interpreter with torch and transformers: seconds
+def test_a_killed_stage_takes_its_server_and_the_measuring_child_with_it(tmp_path):
+    """``kill -9`` of a bench stage skips every cleanup: the kernel ends the server it forked and the server's
+    measuring child (parent-death signals), rather than leaving them measuring for the bound's hours."""
+    from longrank.processes import parent_of
+
+    pid_file = tmp_path / "child.pid"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    stage = subprocess.Popen([sys.executable, "-c", HANGING_STAGE, str(pid_file)], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists() or not pid_file.read_text():
+            assert stage.poll() is None and time.monotonic() < deadline, "the measurement did not start"
+            time.sleep(0.1)
+        child = int(pid_file.read_text())
+        server = parent_of(child)
+        assert server is not None and server != stage.pid and parent_of(server) == stage.pid
+    finally:
+        stage.kill()
+        stage.wait()
+    deadline = time.monotonic() + 10
+    while (alive(child) or alive(server)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(server) and not alive(child)
+

@@ -4,12 +4,32 @@ start."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import signal
+import sys
 from pathlib import Path
 
 # How far up a stage's ancestors the Snakemake that started it is looked for: Snakemake -> its shell -> the stage, and
 # under train.processes the launcher between the shell and each training process.
 ANCESTORS = 8
+
+
+# prctl's option: the signal the kernel sends this process when the thread that created it ends (linux/prctl.h)
+PR_SET_PDEATHSIG = 1
+
+
+def end_with_parent(parent: int, sig: int = signal.SIGKILL) -> None:
+    """Have the kernel send ``sig`` to this process when its parent ``parent`` (the pid it had before forking) ends
+    (Linux; elsewhere nothing): called first in a forked child, so that a child whose parent was killed (``kill -9``
+    skips every cleanup) does not run on alone. A parent that ended before this call: the child ends at once."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    if os.getppid() != parent:  # the parent ended between the fork and the prctl
+        os.kill(os.getpid(), sig)
 
 
 def process_start(pid: int) -> str | None:

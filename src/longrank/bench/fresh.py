@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from multiprocessing import forkserver
 from multiprocessing.connection import Connection
 
+from longrank.processes import end_with_parent
+
 log = logging.getLogger(__name__)
 
 # Imported by the server before it forks: the encoders' modules are what a new interpreter spent most of its time on
@@ -101,8 +103,10 @@ def start_here(module: str, preload: tuple[str, ...] = PRELOAD) -> None:
         log.info("a fork of this process hangs in torch's parallel code (it has run some): measuring in the forkserver")
         return
     ours, its = multiprocessing.Pipe()
+    stage = os.getpid()
     pid = os.fork()
-    if pid == 0:  # the server: never returns
+    if pid == 0:  # the server: never returns; killed with the stage, whose end it would otherwise see only at recv
+        end_with_parent(stage)
         ours.close()
         _serve(module, its)
     its.close()
@@ -184,9 +188,11 @@ def _serve(module: str, connection: Connection) -> None:
 
 def _fork_child(module: str, job: dict, timeout_s: float) -> Outcome:
     receive, send = multiprocessing.Pipe(duplex=False)
+    server = os.getpid()
     pid = os.fork()
     if pid == 0:
         try:
+            end_with_parent(server)  # a server killed mid-measurement takes its measuring child with it
             receive.close()
             _child(module, job, send)
         finally:

@@ -8,17 +8,12 @@ by hand has no starter and runs on as any command does (under ``nohup``, too).""
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import signal
-import sys
 from dataclasses import dataclass
 
 from longrank.errors import InputError
-from longrank.processes import is_running, snakemake_ancestor
-
-PR_SET_PDEATHSIG = 1
+from longrank.processes import end_with_parent, is_running, snakemake_ancestor
 
 
 @dataclass(frozen=True)
@@ -40,9 +35,8 @@ def stop_with_starter() -> Starter | None:
     found = snakemake_ancestor()
     if found is None:
         return None
-    if sys.platform.startswith("linux") and os.getppid() != found[0]:
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != found[0]:
+        end_with_parent(os.getppid(), signal.SIGTERM)
     return Starter(*found)
 
 
