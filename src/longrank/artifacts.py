@@ -25,7 +25,7 @@ from longrank.io.trec_files import read_run
 from longrank.models.checkpoint import load_model
 from longrank.config.model_types import ARTIFACT_SCOPES, artifact_scopes
 from longrank.models.registry import build_model
-from longrank.runtime import resolve_device
+from longrank.runtime import add_device_arguments, stage_device
 from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--checkpoint", help="the fold's trained weights (model.safetensors); --scope fold only")
     parser.add_argument("--batch-size", type=int, default=schema_default("rerank.batch_size"))
-    parser.add_argument("--device", default=schema_default("device"))
+    add_device_arguments(parser)
     parser.add_argument(
         "--out", required=True, help="the artifact directory (artifacts/{model}/collection or .../fold{N})"
     )
@@ -76,7 +76,7 @@ def run(args) -> None:
         args.checkpoint,
         args.candidates,
         args.batch_size,
-        resolve_device(args.device),
+        stage_device(args),
     )
 
 

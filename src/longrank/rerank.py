@@ -27,7 +27,7 @@ from longrank.config.model_types import artifact_scopes
 from longrank.precision import AUTOCAST_DTYPES
 from longrank.results.run_metadata import write_run_metadata
 from longrank.runs import with_tail
-from longrank.runtime import resolve_device
+from longrank.runtime import add_device_arguments, stage_device
 from longrank.scoring import score_candidates
 from longrank.config.schema import schema_default
 
@@ -66,7 +66,7 @@ def add_arguments(parser):
         default=schema_default("rerank.precision"),
         help="the forward under torch.autocast in bf16 / fp16 (weights stay fp32); fp16 is for GPUs",
     )
-    parser.add_argument("--device", default=schema_default("device"))
+    add_device_arguments(parser)
     parser.add_argument("--out-dir", required=True, help="results/{dataset}/runs")
 
 
@@ -80,7 +80,7 @@ def run(args):
             checkpoints=list(args.checkpoints),
             depth=args.rerank_depth,
             batch_size=args.batch_size,
-            device=resolve_device(args.device),
+            device=stage_device(args),
             out_dir=Path(args.out_dir),
             collection_artifacts=Path(args.collection_artifacts) if args.collection_artifacts is not None else None,
             fold_artifacts=[Path(p) for p in args.fold_artifacts],

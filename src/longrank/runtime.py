@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import torch
 
+from longrank.config.schema import schema_default
 from longrank.errors import InputError
 
 
@@ -22,6 +23,39 @@ def resolve_device(name: str = "auto") -> torch.device:
         return torch.device(name)
     except RuntimeError:
         raise InputError(f"device: {name!r} is not a device; expected 'auto', 'cpu' or 'cuda[:N]'") from None
+
+
+# cuBLAS's setting for reproducible GEMMs (its documentation: a fixed workspace per stream); read when cuBLAS starts
+CUBLAS_WORKSPACE_CONFIG = ":4096:8"
+
+
+def add_device_arguments(parser) -> None:
+    """``--device`` and ``--deterministic``: where a stage that runs a model computes, and how."""
+    parser.add_argument("--device", default=schema_default("device"), help="auto, cpu or cuda[:N]")
+    parser.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="PyTorch's deterministic algorithms, cuBLAS's fixed workspace and cuDNN without autotuning (the config's "
+        "`deterministic`): the same bytes on a GPU, at some speed; an operation without a deterministic version fails",
+    )
+
+
+def set_deterministic(on: bool) -> None:
+    """``deterministic: true``: a GPU run repeats to the bit. On the CPU runs repeat without it (one thread a job, a
+    seed a step); on a GPU atomics in scatter/index_add backward and cuBLAS's split reductions vary from run to run
+    unless told not to. Called before the first CUDA operation, as cuBLAS reads its variable when it starts."""
+    if not on:
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+
+
+def stage_device(args) -> torch.device:
+    """A stage's device from its ``add_device_arguments`` flags, deterministic algorithms set first when asked."""
+    set_deterministic(args.deterministic)
+    return resolve_device(args.device)
 
 
 def seed_everything(seed: int) -> None:

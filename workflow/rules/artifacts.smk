@@ -25,8 +25,9 @@ rule artifacts:
         model=model_config,
         data=data_dir,
         device=config["device"],
+        deterministic=DETERMINISTIC,
         checkpoint=lambda wc, input: ["--checkpoint", input.checkpoint] if input.checkpoint else [],
         scope=lambda wc: "collection" if wc.scope == "collection" else "fold",
     shell:
         "OMP_NUM_THREADS={threads:q} python -m longrank artifacts --model-config {params.model:q} --scope {params.scope:q} {params.checkpoint:q}"
-        " --data {params.data:q} --candidates {input.candidates:q} --device {params.device:q} --out {output:q} 2> {log:q}"
+        " --data {params.data:q} --candidates {input.candidates:q} --device {params.device:q} {params.deterministic:q} --out {output:q} 2> {log:q}"

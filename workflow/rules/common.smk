@@ -95,6 +95,8 @@ CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproje
 # (docs/studies/default-run.md, Time). More per job: --set-threads train=4 (profiles/slurm sets its GPU jobs' threads
 # to their cpus_per_task).
 MODEL_THREADS = 1
+# `deterministic: true`: the flag of every stage that runs a model (longrank.runtime.set_deterministic)
+DETERMINISTIC = ["--deterministic"] if config["deterministic"] else []
 # The jobs' levels (longrank.plan.priorities): the checks, MIR's chain, then the trainings, then the reranks
 chain_priority = PLAN.priorities.chain_priority
 

@@ -26,6 +26,7 @@ rule hdct:
         ),
         data=data_dir,
         device=config["device"],
+        deterministic=DETERMINISTIC,
     shell:
         "OMP_NUM_THREADS={threads:q} python -m longrank hdct --data {params.data:q} --first-stage {params.spec:q}"
-        " {params.source:q} --device {params.device:q} --out {output:q} 2> {log:q}"
+        " {params.source:q} --device {params.device:q} {params.deterministic:q} --out {output:q} 2> {log:q}"

@@ -32,6 +32,7 @@ rule rerank:
         precision=config["rerank"]["precision"],
         data=data_dir,
         device=config["device"],
+        deterministic=DETERMINISTIC,
         out_dir=lambda wc, output: os.path.dirname(output.run),
         artifacts=lambda wc, input: (
             ["--collection-artifacts", *input.collection_artifacts] if input.collection_artifacts else []
@@ -42,4 +43,4 @@ rule rerank:
         " --data {params.data:q} --candidates {input.candidates:q}"
         " --checkpoints {input.checkpoints:q} {params.artifacts:q}"
         " --rerank-depth {params.rerank_depth:q} --batch-size {params.batch_size:q} --precision {params.precision:q}"
-        " --device {params.device:q} --out-dir {params.out_dir:q} 2> {log:q}"
+        " --device {params.device:q} {params.deterministic:q} --out-dir {params.out_dir:q} 2> {log:q}"

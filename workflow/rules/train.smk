@@ -41,10 +41,11 @@ rule train:
         rerank_depth=lambda wc: EFFECTIVE[wc.model].rerank_depth,
         data=data_dir,
         device=config["device"],
+        deterministic=DETERMINISTIC,
     shell:
         "OMP_NUM_THREADS={threads:q} python -m longrank train --model {wildcards.model:q} --model-config {params.model:q}"
         " --data {params.data:q} {params.pretrain_queries:q} --candidates {params.candidates:q} {params.artifacts:q}"
-        " {params.init:q} --fold {params.fold:q} --rerank-depth {params.rerank_depth:q} --device {params.device:q}"
+        " {params.init:q} --fold {params.fold:q} --rerank-depth {params.rerank_depth:q} --device {params.device:q} {params.deterministic:q}"
         " {params.reuse:q} --out {output.model:q} 2> {log:q}"
 
 

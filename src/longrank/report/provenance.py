@@ -37,6 +37,7 @@ def section(ctx: Context) -> Section:
         f"on {roles['dev']}; the test queries are {roles['test']}."
     )
     sec.text("Seeds (the same config and seeds give byte-identical run files on the same machine): " + seeds(inp) + ".")
+    sec.text(determinism(inp))
     sec.table(["Package", "Version"], versions)
     config, summary = ran_config(inp)
     sec.details(summary, compact_json(config))
@@ -150,6 +151,27 @@ def seeds(inp) -> str:
             by_seed.setdefault("/".join(sorted(recorded)), []).append(name)
     parts += [f"training {seed} ({', '.join(names)})" for seed, names in sorted(by_seed.items())]
     return "; ".join(parts)
+
+
+def determinism(inp) -> str:
+    """Whether the trainings ran with PyTorch's deterministic algorithms (``deterministic``), as each training's
+    summary recorded it, and what that means for a rerun."""
+    trained = [TrainSummary.read(p) for paths in inp.manifest.training.values() for p in paths]
+    on = sorted({s.model for s in trained if s.deterministic})
+    off = sorted({s.model for s in trained if not s.deterministic and s.steps_run})
+    devices = {s.device for s in trained if s.steps_run and s.device}
+    if not on and not off:
+        return "Deterministic algorithms: no model was trained here."
+    where = ", ".join(sorted(devices)) or "?"
+    if not off:
+        return f"Deterministic algorithms: on for every training ({where}): a rerun repeats every run to the bit."
+    cpu_only = devices <= {"cpu"}
+    said = (
+        "off; on the CPU (one thread a job) a rerun still repeats every run to the bit"
+        if cpu_only
+        else f"off ({where}): on a GPU a rerun may differ in the last bits (set `deterministic: true` to repeat them)"
+    )
+    return f"Deterministic algorithms: {said}" + (f"; on for {', '.join(on)}." if on else ".")
 
 
 def code_version(inp) -> str:

@@ -145,6 +145,13 @@ def gpus() -> list[str]:
     return []
 
 
+def deterministic_algorithms() -> dict:
+    """Whether this stage computed with PyTorch's deterministic algorithms (the config's ``deterministic``), where it
+    loaded torch at all."""
+    torch = sys.modules.get("torch")
+    return {} if torch is None else {"deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled())}
+
+
 def platform_section() -> dict:
     return {
         "hardware": {
@@ -157,7 +164,11 @@ def platform_section() -> dict:
             "system": platform.system(),
             "platform": platform.platform(),
         },
-        "software": {"python": platform.python_version(), "libraries": package_versions()},
+        "software": {
+            "python": platform.python_version(),
+            "libraries": package_versions(),
+            **deterministic_algorithms(),
+        },
     }
 
 
@@ -268,6 +279,7 @@ def training_section(checkpoints: list[str | os.PathLike]) -> list[dict]:
                 "seed": (summary.get("hyperparameters") or {}).get("seed"),
                 "seconds": summary.get("seconds"),
                 "device": summary.get("device"),
+                "deterministic": bool(summary.get("deterministic")),  # absent: a summary from before the key, off
                 "weights_sha256": manifest.get("files", {}).get(Path(checkpoint).name, {}).get("sha256", UNKNOWN),
             }
         )

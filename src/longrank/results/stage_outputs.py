@@ -125,6 +125,8 @@ class TrainSummary(Record):
     processes: int = 1
     # torch's CPU threads per process: CPU arithmetic, so the weights, depend on them (rule threads, MODEL_THREADS)
     threads: int | None = None
+    # PyTorch's deterministic algorithms (the config's `deterministic`): a GPU training repeats to the bit only with them
+    deterministic: bool = False
     parameters: int | None = None
     trainable_parameters: int | None = None
     hyperparameters: dict = field(default_factory=dict)

@@ -79,6 +79,9 @@ def training_inputs(
         # what building the model reads by content: the encoder's directory (its tokenizer decides the token ids the
         # initial weights' digest cannot see), word vectors and the word vocabulary file
         **{f"file {f.label}": sha256_of(f.path) for f in content_files(resolved, corpus.dir)},
+        # `deterministic: true` (runtime.set_deterministic) computes other bytes on a GPU: a state trained without it
+        # is no answer to a request for it. Only when on, so the fingerprints of every earlier training stand.
+        **({"deterministic": "on"} if torch.are_deterministic_algorithms_enabled() else {}),
     }
     return {name: value if isinstance(value, str) else _digest(value) for name, value in parts.items()}
 

@@ -48,7 +48,7 @@ from longrank.models.modules.encoders import load_encoder, load_tokenizer
 from longrank.progress import progress
 from longrank.retrieval.first_stage import HDCTSettings
 from longrank.retrieval.hdct_index import INDEX, STATS, build_index, passages_of, pseudo_frequencies
-from longrank.runtime import resolve_device, seed_everything
+from longrank.runtime import add_device_arguments, resolve_device, seed_everything, stage_device
 from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
@@ -231,7 +231,7 @@ def add_arguments(parser) -> None:
         "--dataset", help="the config's dataset block as JSON (targets titles reads the titles from it)"
     )
     parser.add_argument("--pseudo-queries", help="targets <set>: the pseudo_queries set's directory")
-    parser.add_argument("--device", default=schema_default("device"))
+    add_device_arguments(parser)
     parser.add_argument("--out", required=True, help="results/{dataset}/hdct/{first stage name}")
 
 
@@ -249,5 +249,5 @@ def run(args) -> None:
         Path(args.out),
         titles,
         Path(args.pseudo_queries) if args.pseudo_queries else None,
-        args.device,
+        str(stage_device(args)),
     )

@@ -38,11 +38,17 @@ import torch.distributed as dist
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
 from longrank.errors import InputError
 from longrank.io.trec_files import read_run
-from longrank.runtime import distributed_env, init_process_group, launch_processes, process_device, resolve_device
+from longrank.runtime import (
+    add_device_arguments,
+    distributed_env,
+    init_process_group,
+    launch_processes,
+    process_device,
+    stage_device,
+)
 from longrank.train.starter import Starter, stop_with_starter
 from longrank.train.settings import TrainSettings
 from longrank.train.trainer import TrainingJob, run_job
-from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +66,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--rerank-depth", type=int, required=True, help="dev candidates scored per query (the model's effective depth)"
     )
-    parser.add_argument("--device", default=schema_default("device"))
+    add_device_arguments(parser)
     parser.add_argument(
         "--collection-artifacts",
         nargs="?",
@@ -90,7 +96,7 @@ def run(args):
     starter = stop_with_starter()  # first: a Snakemake killed while this stage starts up is seen too
     model_cfg = json.loads(args.model_config)
     settings = TrainSettings.from_entry(args.model, model_cfg)
-    device = resolve_device(args.device)
+    device = stage_device(args)
     if settings.steps and settings.processes > 1 and distributed_env() is None:
         # train.processes: this command becomes torchrun for itself (the Snakemake rule's command line is the same
         # for any number of processes); the workers are this same command, each seeing RANK / WORLD_SIZE.
@@ -155,6 +161,7 @@ def _cli_arguments(args) -> list[str]:
         args.device,
         "--out",
         str(args.out),
+        *(["--deterministic"] if args.deterministic else []),
     ]
     if args.collection_artifacts is not None:
         argv += ["--collection-artifacts", str(args.collection_artifacts)]

@@ -320,6 +320,7 @@ class Trainer:
             device=str(job.device),
             processes=job.world,
             threads=torch.get_num_threads(),
+            deterministic=torch.are_deterministic_algorithms_enabled(),
             steps_run=position.step,
             best_step=position.best_step,
             best_dev_ndcg10=position.best_dev_ndcg10,
