@@ -43,27 +43,33 @@ NDRM3 = {**NDRM1, "variant": "ndrm3"}
 TOLERANCE = 1e-6
 
 
-def trainer_of(tiny_data, entry: dict, accumulation: int) -> Trainer:
-    """A fresh trainer of ``entry`` (seeded: the same initial weights for every ``accumulation``) in float64 and eval
-    mode (the module docstring says why), set up as ``run_job`` leaves it before its first step."""
-    entry = {**entry, "train": {**TRAIN, "accumulation": accumulation}}
+def trainers(tiny_data, entry: dict, splits: tuple[int, ...]) -> list[Trainer]:
+    """A fresh trainer of ``entry`` for each ``train.accumulation`` in ``splits``, each with its own copy of one
+    model in float64 and eval mode (the module docstring says why), at step 0 of a fresh training."""
+    entry = {**entry, "train": TRAIN}
+    settings = TrainSettings.from_entry(entry["type"], entry)
     job = TrainingJob(
         entry["type"],
         entry,
-        TrainSettings.from_entry(entry["type"], entry),
+        settings,
         Corpus(tiny_data / "data"),
         read_run(tiny_data / "bm25.run"),
         0,
         30,
         torch.device("cpu"),
-        tiny_data / f"{entry['type']}-{accumulation}" / "model.safetensors",
+        tiny_data / entry["type"] / "model.safetensors",
     )
     torch.manual_seed(0)
-    model, built, loss_fn = prepare(job)
-    trainer = Trainer(job, model.double(), loss_fn)  # .double() keeps the Parameters the optimiser holds
-    trainer.resume(built)
-    trainer.model.eval()
-    return trainer
+    model, _, loss_fn = prepare(job)
+    model.double().eval()
+    return [
+        Trainer(
+            dataclasses.replace(job, settings=dataclasses.replace(settings, accumulation=n)),
+            copy.deepcopy(model),
+            loss_fn,
+        )
+        for n in splits
+    ]
 
 
 def largest_difference(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
@@ -72,21 +78,21 @@ def largest_difference(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
 
 @pytest.mark.parametrize("entry", [KNRM, TK, NDRM1], ids=["knrm", "tk", "ndrm1"])
 def test_an_accumulated_step_is_the_whole_batchs_step(tiny_data, entry):
-    whole = trainer_of(tiny_data, entry, 1)
+    whole, *accumulated = trainers(tiny_data, entry, (1, 2, 4))
     whole_loss = whole.step(whole.batches())
     gradients = [p.grad.clone() for p in whole.params]  # after clipping (grad_clip 1): a function of the whole gradient
     assert any(g.abs().max() > 0 for g in gradients), "a step without a gradient compares nothing"
-    for accumulation in (2, 4):
-        parts = trainer_of(tiny_data, entry, accumulation)
+    for parts in accumulated:
         assert parts.step(parts.batches()) == pytest.approx(whole_loss, abs=TOLERANCE)
         gradient_gap = largest_difference([p.grad for p in parts.params], gradients)
         weight_gap = largest_difference(list(parts.params), list(whole.params))
-        print(f"{entry['type']} accumulation {accumulation}: gradient {gradient_gap:.1e}, weights {weight_gap:.1e}")
+        split = parts.settings.accumulation
+        print(f"{entry['type']} accumulation {split}: gradient {gradient_gap:.1e}, weights {weight_gap:.1e}")
         assert gradient_gap <= TOLERANCE and weight_gap <= TOLERANCE
 
 
 def test_the_micro_batches_are_the_whole_batchs_groups_in_order(tiny_data):
-    trainer = trainer_of(tiny_data, KNRM, 1)
+    (trainer,) = trainers(tiny_data, KNRM, (1,))
     seen: list[list] = []
 
     def recording(queries, doc_ids, docs):
@@ -114,7 +120,7 @@ def test_the_micro_batches_are_the_whole_batchs_groups_in_order(tiny_data):
 def test_under_ddp_the_micro_batches_before_the_last_do_not_synchronise(tiny_data, monkeypatch):
     """One gloo process: the accumulated gradient through DistributedDataParallel is the whole batch's, and
     ``no_sync`` wraps every micro-batch but the last (an all-reduce per micro-batch is what accumulation avoids)."""
-    trainer = trainer_of(tiny_data, KNRM, 1)
+    (trainer,) = trainers(tiny_data, KNRM, (1,))
     (_, [(groups, encoded)]) = next(trainer.batches())
     trainer.model.zero_grad()
     accumulate_gradients(trainer.model, [(groups, encoded)], listwise_ce, trainer.scaler, torch.device("cpu"), None)
