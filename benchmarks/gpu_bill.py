@@ -245,10 +245,11 @@ def bill_model(name: str, entry: dict, top: dict, corpus, data: Path, args, devi
 
 
 def train_timing(model, name, entry, settings, corpus, doc_ids, queries, args, device) -> dict:
-    """Seconds per step at the recipe's batch and the peak memory. A batch that does not fit is timed in the largest
-    half, quarter, ... that does, and the step's time scaled to the whole batch (what gradient accumulation over
-    those micro-batches would take; the trainer has none: the bill says so)."""
-    full, micro, out = settings.batch_size, settings.batch_size, {}
+    """Seconds per step at the recipe's batch and the peak memory. The recipe's micro-batch (``train.accumulation``
+    parts of the batch) is timed, or when it does not fit the largest half, quarter, ... of it that does, and the
+    step's time scaled to the whole batch (what gradient accumulation over those micro-batches takes)."""
+    full, out = settings.batch_size, {}
+    micro = full // settings.accumulation
     while micro >= 1:
         try:
             timing, peak = train_step_timing(
@@ -256,7 +257,7 @@ def train_timing(model, name, entry, settings, corpus, doc_ids, queries, args, d
             )
         except torch.OutOfMemoryError as err:
             out.setdefault(
-                "train_error", f"out of memory at batch {full} x {1 + settings.negatives}: {str(err).splitlines()[0]}"
+                "train_error", f"out of memory at batch {micro} x {1 + settings.negatives}: {str(err).splitlines()[0]}"
             )
             model.zero_grad(set_to_none=True)
             reset_peak(device)

@@ -48,7 +48,8 @@ MODEL_SIZES = (
     "min_doc_freq",
     "max_vocabulary",
 )
-TRAIN_SIZES = ("steps", "batch_size", "negatives", "warmup_steps", "eval_every", "patience")
+# accumulation: how many micro-batches a shrunk batch is taken in (it must divide the batch)
+TRAIN_SIZES = ("steps", "batch_size", "negatives", "warmup_steps", "eval_every", "patience", "accumulation")
 SIZE_KEYS = (
     "rerank.batch_size",
     *(f"bench.{k}" for k in ("lengths", "batch_size", "repeats")),

@@ -317,7 +317,7 @@ def one_training_step(
     model.train()
     # The first of the sampler's steps whose loss is not 0: a hinge loss met with margin has no gradient
     # (TKL's untrained scores span tens, so a batch whose positives already lead by 1 happens by chance).
-    for _, n_groups, batch in TrainingBatches(
+    for _, [(n_groups, batch)] in TrainingBatches(
         sampler, corpus, model.encode, 0, 8, settings.batch_size, 0, settings.batch_size
     ):
         scores = model(**batch).view(n_groups, -1)

@@ -72,6 +72,16 @@ def no_artifacts(params: Mapping[str, Any]) -> dict[str, str]:
     return {}
 
 
+def no_batch_norm(params: Mapping[str, Any]) -> bool:
+    return False
+
+
+def ndrm3_batch_norm(params: Mapping[str, Any]) -> bool:
+    """NDRM3 batch-normalises its two per-term scores before combining them (Eq. 3); NDRM1 and NDRM2 have no batch
+    norm."""
+    return params.get("variant", ARCHITECTURE_DEFAULTS["ndrm"]["variant"]) == "ndrm3"
+
+
 def mores_store(params: Mapping[str, Any]) -> dict[str, str]:
     """Reuse-S1/S2 need the reuse store, built per fold from that fold's trained weights."""
     reuse = params.get("reuse", ARCHITECTURE_DEFAULTS["mores"]["reuse"])
@@ -100,6 +110,9 @@ class ModelType:
     document_budget: Callable[[Mapping[str, Any]], int | None] = field(default=max_doc_len, compare=False)
     #: the per-document artifacts an entry needs: artifact name -> scope (``ARTIFACT_SCOPES``)
     artifacts: Callable[[Mapping[str, Any]], dict[str, str]] = field(default=no_artifacts, compare=False)
+    #: whether an entry's model has batch norm, whose training-mode output depends on the rest of its batch: such a
+    #: model cannot take its batch in micro-batches (``train.accumulation``), from its own architecture keys
+    batch_norm: Callable[[Mapping[str, Any]], bool] = field(default=no_batch_norm, compare=False)
 
 
 # In the report's order of families: the word models, then the encoders
@@ -111,6 +124,7 @@ MODEL_TYPES: dict[str, ModelType] = {
         parameter_groups=("embeddings", "scoring"),
         speed_bench="attention_scaling",  # the Conformer's attention by length, materialised / fused / separable
         artifacts=lambda params: {"impact_index": "fold"},
+        batch_norm=ndrm3_batch_norm,
     ),
     "bert_ranker": ModelType(
         parameter_groups=("scoring",),
@@ -190,6 +204,11 @@ def artifact_scopes(model_cfg: Mapping[str, Any]) -> list[str]:
     if bad:
         raise InputError(f"{model_cfg['type']}: artifacts {bad} have a scope other than {list(ARTIFACT_SCOPES)}")
     return sorted(set(declared.values()))
+
+
+def has_batch_norm(model_cfg: Mapping[str, Any]) -> bool:
+    """Whether a configured model entry's model has batch norm (``ModelType.batch_norm``)."""
+    return model_type(model_cfg["type"]).batch_norm(architecture_params(model_cfg))
 
 
 def artifacts_of(model_cfg: Mapping[str, Any]) -> dict[str, str]:

@@ -13,27 +13,37 @@ WORKER_TIMEOUT_S = 600
 
 
 class TrainingBatches(torch.utils.data.IterableDataset):
-    """The training steps ``start .. stop - 1`` as ``(step, groups, encoded batch)``: the sampler's global batch
-    of each step (a function of the seed and the step only), this rank's ``share`` of it from ``offset``, its
-    queries and documents read and encoded by ``encode`` (the model's tokenisation: no weights involved).
+    """The training steps ``start .. stop - 1`` as ``(step, micro-batches)``: the sampler's global batch of each step
+    (a function of the seed and the step only), this rank's ``share`` of it from ``offset``, cut into ``micro``
+    contiguous micro-batches of whole groups (``train.accumulation``; 1: the share whole), each ``(groups, encoded
+    batch)``: its queries and documents read and encoded by ``encode`` (the model's tokenisation: no weights
+    involved). Each micro-batch is encoded alone, so it is padded to its own longest document, as a batch of its size.
 
     With ``num_workers`` W > 0, worker k prepares steps start + k, start + k + W, ... and the DataLoader hands
     them back in step order, so a GPU is not kept waiting on Python tokenisation. Workers are forked: the
     document store reopens its files per process."""
 
-    def __init__(self, sampler, corpus, encode, start: int, stop: int, batch_size: int, offset: int, share: int):
+    def __init__(
+        self, sampler, corpus, encode, start: int, stop: int, batch_size: int, offset: int, share: int, micro: int = 1
+    ):
         self.sampler, self.corpus, self.encode = sampler, corpus, encode
         self.start, self.stop, self.batch_size, self.offset, self.share = start, stop, batch_size, offset, share
+        self.micro = micro
 
     def __iter__(self):
         worker = torch.utils.data.get_worker_info()
         first, stride = (0, 1) if worker is None else (worker.id, worker.num_workers)
+        size = self.share // self.micro
         for step in range(self.start + first, self.stop, stride):
             qids, groups = self.sampler.batch(step, self.batch_size)  # the global batch, the same on every rank
             qids, groups = qids[self.offset : self.offset + self.share], groups[self.offset : self.offset + self.share]
-            queries = [self.corpus.queries[q] for q, g in zip(qids, groups) for _ in g]
-            doc_ids = [d for g in groups for d in g]
-            yield step, len(groups), self.encode(queries, doc_ids, [self.corpus.docs[d] for d in doc_ids])
+            # one item per step, its micro-batches together: the DataLoader takes its workers' items in turn
+            yield step, [self._encoded(qids[i : i + size], groups[i : i + size]) for i in range(0, self.share, size)]
+
+    def _encoded(self, qids: list[str], groups: list[list[str]]) -> tuple[int, dict]:
+        queries = [self.corpus.queries[q] for q, g in zip(qids, groups) for _ in g]
+        doc_ids = [d for g in groups for d in g]
+        return len(groups), self.encode(queries, doc_ids, [self.corpus.docs[d] for d in doc_ids])
 
     @staticmethod
     def loader(batches: TrainingBatches, num_workers: int) -> torch.utils.data.DataLoader:

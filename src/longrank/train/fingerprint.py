@@ -40,10 +40,13 @@ def training_inputs(
     train_dev = fold["train"] + fold["dev"]
     # With the model's defaults resolved: a state left before a default changed must not resume under the new one.
     resolved = {**constructor_defaults(model_cfg["type"]), **model_cfg}
-    # Not part of the recipe: the global batch and the update are the same on any number of processes (float
-    # summation order aside, as the device, which is not fingerprinted either) and of DataLoader workers, so a
-    # state left by a run on 4 GPUs resumes on 2 or 1, and a config that only changes them finds its finished state.
-    resolved["train"] = {k: v for k, v in resolved.get("train", {}).items() if k not in ("processes", "num_workers")}
+    # Not part of the recipe: the global batch and the update are the same on any number of processes or
+    # micro-batches (float summation order and dropout noise aside, as the device, which is not fingerprinted
+    # either) and of DataLoader workers, so a state left by a run on 4 GPUs resumes on 2 or on 1 accumulating
+    # 4 micro-batches, and a config that only changes them finds its finished state.
+    resolved["train"] = {
+        k: v for k, v in resolved.get("train", {}).items() if k not in ("processes", "accumulation", "num_workers")
+    }
     # The weights' shapes and their optimiser groups: a state left by other code (a parameter added, a parameter
     # moved to another learning rate's group) cannot be loaded into this model, so it must not be resumed either.
     layout = (

@@ -57,6 +57,10 @@ class TrainSettings:
     negative_pairs: bool = False
     num_workers: int = 0
     processes: int = 1
+    # Micro-batches per optimiser step (gradient accumulation): each process's share of batch_size is split into
+    # this many contiguous parts, each forward and backward alone, so a batch that does not fit one GPU's memory
+    # still takes one step of the whole batch's gradient (train/accumulation.py).
+    accumulation: int = 1
     pretrain: Pretraining | None = None
     # train.precision: the forward and loss under torch.autocast on a GPU (fp16 with a gradient scaler, as the MIR
     # paper trained); the weights, the optimiser and the dev evaluation stay fp32. The CPU trains fp32 whatever it says.
@@ -95,6 +99,25 @@ class TrainSettings:
     def defaults(cls) -> dict:
         """Every key's default, as a config writes it (the config stage fills resolved entries in with these)."""
         return cls().as_dict()
+
+    def check_batch_split(self, where: str) -> None:
+        """``batch_size`` splits into ``processes`` equal shares and each share into ``accumulation`` equal
+        micro-batches of whole groups (every loss is a mean over groups: equal parts average to the batch's mean)."""
+        if self.processes < 1:
+            raise InputError(
+                f"{where}.processes: expected a number of processes (an integer >= 1), got {self.processes!r}"
+            )
+        if self.batch_size % self.processes:
+            raise InputError(
+                f"{where}.batch_size: {self.batch_size} is the global batch, shared by train.processes: "
+                f"{self.processes} processes; it must be divisible by {self.processes}"
+            )
+        share = self.batch_size // self.processes
+        if self.accumulation < 1 or share % self.accumulation:
+            raise InputError(
+                f"{where}.accumulation: expected a positive integer that divides each process's share of the batch "
+                f"(batch_size {self.batch_size} / processes {self.processes} = {share} groups), got {self.accumulation!r}"
+            )
 
     def as_dict(self) -> dict:
         """Every key and its value, as a config writes it (train_summary.json keeps this)."""

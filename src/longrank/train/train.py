@@ -176,20 +176,15 @@ def _cli_arguments(args) -> list[str]:
 
 
 def check_processes(name: str, settings: TrainSettings, env: tuple[int, int, int] | None) -> int:
-    """The number of training processes, checked against the launcher's WORLD_SIZE and the global batch."""
+    """The number of training processes, checked against the launcher's WORLD_SIZE, and the global batch's split into
+    the processes' shares and their micro-batches (``train.accumulation``)."""
     processes = settings.processes
-    if processes < 1:
-        raise InputError(f"models.{name}.train.processes: {processes!r} is not a number of processes (an integer >= 1)")
     if env is not None and env[2] != processes:
         raise InputError(
             f"models.{name}.train.processes is {processes} but this process is one of WORLD_SIZE={env[2]} started by "
             f"torchrun; set train.processes: {env[2]} or start {processes} (torchrun --nproc-per-node {processes})"
         )
-    if settings.batch_size % processes:
-        raise InputError(
-            f"models.{name}.train.batch_size: {settings.batch_size} is the global batch, shared by train.processes: "
-            f"{processes} processes; it must be divisible by {processes}"
-        )
+    settings.check_batch_split(f"models.{name}.train")
     return processes
 
 

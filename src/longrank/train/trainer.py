@@ -23,6 +23,7 @@ from longrank.io.trec_files import write_run
 from longrank.results.stage_outputs import TrainSummary
 from longrank.precision import AUTOCAST_DTYPES
 from longrank.progress import progress, to_console
+from longrank.train.accumulation import accumulate_gradients, check_batch_independent
 from longrank.train.batches import TrainingBatches, step_seed
 from longrank.train.state_sets import (
     clear_state,
@@ -72,6 +73,7 @@ class Trainer:
 
     def __init__(self, job: TrainingJob, model, loss_fn):
         settings = self.settings = job.settings
+        check_batch_independent(model, settings, job.name)
         self.job, self.model = job, _with_batch_norm_across(job, model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = make_optimizer(parameter_groups(self.model, settings, job.name), settings)
@@ -186,6 +188,7 @@ class Trainer:
             settings.batch_size,
             job.rank * share,
             share,
+            settings.accumulation,
         )
         return iter(TrainingBatches.loader(prepared, settings.num_workers))
 
@@ -248,18 +251,18 @@ class Trainer:
         return patience == 0 or self.position.evals_without_improvement < patience
 
     def step(self, batches) -> float:
-        """One optimiser step on the next batch; returns the global batch's loss."""
+        """One optimiser step on the next batch, in ``train.accumulation`` micro-batches; returns the global batch's
+        loss."""
         job, step = self.job, self.position.step
         torch.manual_seed(step_seed(self.settings.seed, step, job.rank))  # dropout noise, reproducible across a resume
-        prepared_step, n_groups, encoded = next(batches)
+        prepared_step, micro_batches = next(batches)
         assert prepared_step == step, f"the batches arrived out of order ({prepared_step} for step {step})"
-        batch = {k: v.to(job.device) for k, v in encoded.items()}
-        with torch.autocast(job.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
-            scores = self.forward(**batch).view(n_groups, -1)
-        loss = self.loss_fn(scores.float())  # a mean over this share: DDP's mean over equal shares is the batch's
-        batch_loss = loss.detach()
+        self.optimizer.zero_grad(set_to_none=True)
+        # a mean over this share: DDP's mean over equal shares is the batch's
+        batch_loss = accumulate_gradients(
+            self.forward, micro_batches, self.loss_fn, self.scaler, job.device, self.amp_dtype
+        )
         if job.world > 1:  # the global batch's loss, for the log and for every rank to agree on stopping
-            batch_loss = batch_loss.clone()
             dist.all_reduce(batch_loss)
             batch_loss /= job.world
         if not torch.isfinite(batch_loss):
@@ -267,9 +270,7 @@ class Trainer:
                 f"models.{job.name}: loss is {batch_loss.item()} at step {step}; the last good state is in "
                 f"{job.state_dir} (lower train.lr or raise train.grad_clip)"
             )
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()  # without a scaler (fp32, bf16) these are plain backward and step
-        if self.settings.grad_clip:
+        if self.settings.grad_clip:  # a disabled scaler (fp32, bf16): unscale_ does nothing, step is the optimiser's
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.params, self.settings.grad_clip)
         self.scaler.step(self.optimizer)

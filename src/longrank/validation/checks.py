@@ -5,6 +5,7 @@ them after the schema."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from dataclasses import fields
 from pathlib import Path
@@ -12,10 +13,17 @@ from pathlib import Path
 from longrank.data.collections import max_file_bytes
 from longrank.errors import InputError
 from longrank.io.text_files import check_file_size, check_regular_file
-from longrank.config.model_types import DEFAULT_ENCODER, architecture_defaults, architecture_params, capabilities
+from longrank.config.model_types import (
+    DEFAULT_ENCODER,
+    architecture_defaults,
+    architecture_params,
+    capabilities,
+    has_batch_norm,
+)
 from longrank.retrieval import bm25, pisa
 from longrank.retrieval.first_stage import HDCTSettings, parse_first_stage
 from longrank.config.model_entries import interpolates
+from longrank.train.settings import TrainSettings
 
 
 def check_input_files(config: dict) -> None:
@@ -146,6 +154,27 @@ def check_model_keys(models: dict) -> None:
                 f"config key models.{name}.{key}: not a key of a {entry['type']!r} model; {hint}"
                 f"it takes {sorted(known)} (documented in src/longrank/models/)"
             )
+
+
+def check_batch_splits(models: dict) -> None:
+    """Each model's batch splits into its processes' equal shares and each share into ``train.accumulation`` equal
+    micro-batches (its pre-training's too, as ``train.pretrain`` overrides the keys), and a model with batch norm
+    takes its batch whole: refused when the workflow parses the config, naming the key, not when the job starts."""
+    for name, entry in models.items():
+        where = f"config key models.{name}.train"
+        settings = TrainSettings.from_mapping(where, entry.get("train") or {})
+        recipes = [(where, settings)]
+        if settings.pretrain is not None:
+            recipes.append((f"{where}.pretrain", dataclasses.replace(settings, **settings.pretrain.overrides)))
+        for place, recipe in recipes:
+            recipe.check_batch_split(place)
+            if recipe.accumulation > 1 and has_batch_norm(entry):
+                raise InputError(
+                    f"{place}.accumulation: {recipe.accumulation} micro-batches, but this {entry['type']!r} model "
+                    "has batch norm, whose training statistics would be each micro-batch's rather than the whole "
+                    "batch's, so it would not train as one batch; expected 1 (several GPUs, train.processes, keep "
+                    "the batch's statistics)"
+                )
 
 
 # first_stages[] keys that only one method reads (the schema lists them all, with their types)
