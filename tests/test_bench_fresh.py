@@ -233,4 +233,3 @@ def test_a_killed_stage_takes_its_server_and_the_measuring_child_with_it(tmp_pat
     while (alive(child) or alive(server)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(server) and not alive(child)
-
