@@ -40,11 +40,19 @@ def pytest_unconfigure(config):
 # CUDA cases are not generated there rather than skipped).
 DEVICES = ["cpu"] + (["cuda"] if __import__("torch").cuda.is_available() else [])
 
-if "PYTEST_XDIST_WORKER" in os.environ:
-    # Two workers share the two cores (and one of them often runs a workflow's two jobs beside the other), so each
-    # computes on one thread: a second thread per worker would only wait for a core. (The suite's 48-minute run under
-    # -n 2 was measured with this; it was not measured without it.)
-    __import__("torch").set_num_threads(1)
+# Every test starts on one torch thread, in one pytest process as under -n 2: the workflow's model jobs compute on one
+# thread (MODEL_THREADS), the training fingerprint holds the thread count (a state trained on two threads is not
+# resumed on one), and a test's numbers must depend neither on how the suite was started nor on a test before it that
+# set another count (``_one_thread`` gives it back). Under -n 2 a second thread per worker would only wait for a core.
+__import__("torch").set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    yield
+    torch = __import__("torch")
+    if torch.get_num_threads() != 1:  # a stage run in this process set its own (mores_speed --threads)
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(params=DEVICES)

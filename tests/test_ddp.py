@@ -73,6 +73,9 @@ def train_args(tiny_data, cfg: dict, out: Path) -> list[str]:
 
 
 def train_in_process(tiny_data, cfg: dict, out: Path) -> Path:
+    """Training in this process, on one thread (conftest), as the launched processes run (``env``: OMP_NUM_THREADS=1):
+    the thread count is in the fingerprint."""
+    assert torch.get_num_threads() == 1
     train_stage.train(
         "knrm", cfg, Corpus(tiny_data / "data"), read_run(tiny_data / "bm25.run"), 0, 30, torch.device("cpu"), out
     )
