@@ -19,6 +19,7 @@ from longrank.models.registry import model_module
 from longrank.errors import InputError
 from longrank.config.names import check_outputs_not_inputs
 from longrank.plan import build_plan, job_inputs
+from longrank.plan.job_resources import JobResources
 from longrank.plan.preflight import ResultsOwner, check_downloads as download_check, planned_names
 from longrank.plan.job_inputs import as_json
 from longrank.plan.priorities import MIR_CHAIN_PRIORITY, RERANK_PRIORITY, TRAINING_PRIORITY
@@ -93,6 +94,9 @@ CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproje
 # (docs/studies/default-run.md, Time). More per job: --set-threads train=4 (profiles/slurm sets its GPU jobs' threads
 # to their cpus_per_task).
 MODEL_THREADS = 1
+# Each GPU job's time, host memory and large-GPU constraint, from the GPU bill and its model's settings
+# (longrank.plan.job_resources): the rules train, train_pretrain and rerank ask it per job and attempt
+JOB_RESOURCES = JobResources(PLAN)
 # The jobs' levels (longrank.plan.priorities): MIR's chain first, then the trainings, then the reranks
 chain_priority = PLAN.priorities.chain_priority
 
