@@ -12,7 +12,7 @@ import pytest
 
 from conftest import REPO
 from longrank.config.files import merged
-from longrank.plan import Plan, build_plan
+from longrank.plan import build_plan
 from longrank.plan.job_resources import FLOOR_MINUTES, FP32_SLOWDOWN, LOAD_OVERHEAD_S, JobResources, gpu_bill
 from longrank.train.settings import TrainSettings
 from longrank.validation.validate import validate_config
@@ -22,12 +22,14 @@ FULL_SCALE = {year: ("config/trec-dl.yaml", f"config/trec-dl-{year}.yaml") for y
 TEST_QUERIES = {"2019": 43, "2020": 45}  # the years' judged queries (config/trec-dl.yaml)
 
 
-def plan_of(*files: str, edit=None) -> Plan:
+def jobs_of(*files: str, edit=None) -> JobResources:
+    """The requests of ``--configfile *files`` over config/config.yaml as the workflow's parse plans them (``edit``
+    changes the merged config first)."""
     config = merged(files)
     if edit:
         edit(config)
     config = validate_config(config)
-    return build_plan(config, f"results/{config['dataset']['name']}")
+    return JobResources(build_plan(config, f"results/{config['dataset']['name']}"), TrainSettings.from_entry)
 
 
 def measured_rows() -> dict[str, dict]:
@@ -41,7 +43,7 @@ def measured_rows() -> dict[str, dict]:
 
 @pytest.fixture(scope="module", params=sorted(FULL_SCALE))
 def full_scale(request) -> tuple[str, JobResources]:
-    return request.param, JobResources(plan_of(*FULL_SCALE[request.param]))
+    return request.param, jobs_of(*FULL_SCALE[request.param])
 
 
 def test_the_packages_copy_of_the_bill_is_the_bills():
@@ -104,24 +106,24 @@ def test_a_job_over_a_40_gb_card_asks_for_the_configured_constraint():
     def large(config):
         config["large_gpu_constraint"] = "gpu80g"
 
-    constrained = JobResources(plan_of(*FULL_SCALE["2019"], edit=large))
+    constrained = jobs_of(*FULL_SCALE["2019"], edit=large)
     over = {m for m in constrained.plan.trained if constrained.train(m, 1).constraint == "gpu80g"}
     # the bill's training peaks over 38,912 MiB: MIR 53.0, MORES 44.3 / 44.7, FirstP 39.7 GB (and MIR's FirstP,
     # of FirstP's row)
     assert over == {"mir", "mores", "mores_1ib", "bert_firstp", "bert_firstp_mir"}
     assert all(constrained.rerank(m, 1).constraint is None for m in constrained.plan.models)
-    unconstrained = JobResources(plan_of(*FULL_SCALE["2019"]))
+    unconstrained = jobs_of(*FULL_SCALE["2019"])
     assert unconstrained.train("mir", 1).constraint is None  # no feature named: nothing constrained
 
     def on_cpu(config):
         large(config)
         config["device"] = "cpu"
 
-    assert JobResources(plan_of(*FULL_SCALE["2019"], edit=on_cpu)).train("mir", 1).constraint is None
+    assert jobs_of(*FULL_SCALE["2019"], edit=on_cpu).train("mir", 1).constraint is None
 
 
 def test_an_entry_takes_its_own_row_else_its_types_slowest_else_the_unmeasured_bound():
-    jobs = JobResources(plan_of(*FULL_SCALE["2019"]))
+    jobs = jobs_of(*FULL_SCALE["2019"])
     bill = jobs.bill
     assert bill.row_of("mores_1ib", "mores") is bill.models["mores_1ib"]
     assert bill.row_of("bert_firstp_mir", "bert_ranker") is bill.models["bert_firstp"]  # FirstP's 0.886 s per step
@@ -133,13 +135,13 @@ def test_an_entry_takes_its_own_row_else_its_types_slowest_else_the_unmeasured_b
 
 
 def test_the_step_time_scales_with_the_documents_each_gpu_takes():
-    base = JobResources(plan_of(*FULL_SCALE["2019"])).training_estimate("knrm")
+    base = jobs_of(*FULL_SCALE["2019"]).training_estimate("knrm")
 
     def batch(size: int, processes: int = 1):
         def edit(config):
             config["models"]["knrm"]["train"] |= {"batch_size": size, "processes": processes}
 
-        return JobResources(plan_of(*FULL_SCALE["2019"], edit=edit)).training_estimate("knrm")
+        return jobs_of(*FULL_SCALE["2019"], edit=edit).training_estimate("knrm")
 
     assert batch(64).compute_s == pytest.approx(2 * base.compute_s)
     assert batch(64, processes=2).compute_s == pytest.approx(base.compute_s)
@@ -147,7 +149,7 @@ def test_the_step_time_scales_with_the_documents_each_gpu_takes():
 
 
 def test_pretraining_is_estimated_from_its_own_steps_and_held_out_share():
-    jobs = JobResources(plan_of("config/studies/pretrain.yaml"))
+    jobs = jobs_of("config/studies/pretrain.yaml")
     pretrain = jobs.plan.config["models"]["knrm_pretrained"]["train"]["pretrain"]
     pseudo = jobs.plan.config["pseudo_queries"][pretrain["queries"]]
     estimate, row = jobs.pretraining_estimate("knrm_pretrained"), jobs.bill.models["knrm"]

@@ -10,6 +10,7 @@ from pathlib import Path
 from longrank.cli import stage_module
 from longrank.results.code_digest import code_digest
 from longrank.train.code import training_code_digest
+from longrank.train.settings import TrainSettings
 from longrank.validation.validate import validate_config
 from longrank.validation.checks import check_input_files_exist
 from longrank.config.schema import DATASETS, SCHEMA
@@ -96,7 +97,7 @@ CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproje
 MODEL_THREADS = 1
 # Each GPU job's time, host memory and large-GPU constraint, from the GPU bill and its model's settings
 # (longrank.plan.job_resources): the rules train, train_pretrain and rerank ask it per job and attempt
-JOB_RESOURCES = JobResources(PLAN)
+JOB_RESOURCES = JobResources(PLAN, TrainSettings.from_entry)
 # The jobs' levels (longrank.plan.priorities): MIR's chain first, then the trainings, then the reranks
 chain_priority = PLAN.priorities.chain_priority
 

@@ -21,15 +21,15 @@ slowest-training row; an unmeasured type takes the file's ``unmeasured`` bound. 
 
 from __future__ import annotations
 
-import dataclasses
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from typing import Protocol
 
 from longrank.io.json_yaml import load_yaml
 from longrank.plan.targets import Plan
-from longrank.train.settings import TrainSettings
 
 BILL = "gpu_bill.yaml"
 # Not measured at full scale: the model built (or its weights read), the data stage's files and the candidates'
@@ -61,6 +61,26 @@ TEST_QUERIES = {
     "cranfield": 225,
 }
 UNCOUNTED_QUERIES = 6_000
+
+
+class Recipe(Protocol):
+    """The keys of a model's training recipe an estimate reads (longrank.train.settings.TrainSettings, its defaults
+    filled in)."""
+
+    @property
+    def steps(self) -> int: ...
+
+    @property
+    def batch_size(self) -> int: ...
+
+    @property
+    def negatives(self) -> int: ...
+
+    @property
+    def eval_every(self) -> int: ...
+
+    @property
+    def processes(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -132,9 +152,12 @@ class Request:
 
 @dataclass(frozen=True)
 class JobResources:
-    """The requests of ``plan``'s GPU jobs, by model and Snakemake's ``attempt`` (1 on the first submission)."""
+    """The requests of ``plan``'s GPU jobs, by model and Snakemake's ``attempt`` (1 on the first submission).
+    ``recipe_of`` reads a model entry's training recipe (name, entry): TrainSettings.from_entry, which the workflow
+    passes in, as the train layer sits above the parse's."""
 
     plan: Plan
+    recipe_of: Callable[[str, Mapping], Recipe]
     bill: GpuBill = field(default_factory=gpu_bill)
 
     def train(self, model: str, attempt: int) -> Request:
@@ -158,19 +181,22 @@ class JobResources:
 
     def training_estimate(self, model: str) -> Estimate:
         """Training on the dataset's training queries, evaluated on its dev queries (dataset.dev_sample of them)."""
-        settings = TrainSettings.from_entry(model, self.plan.config["models"][model])
+        recipe = self.recipe_of(model, self.plan.config["models"][model])
         dev_queries = self.plan.config["dataset"].get("dev_sample", UNCOUNTED_QUERIES)
-        return self._training(model, settings, dev_queries, self.plan.effective[model].rerank_depth)
+        return self._training(model, recipe, dev_queries, self.plan.effective[model].rerank_depth)
 
     def pretraining_estimate(self, model: str) -> Estimate:
         """Pre-training on a pseudo-query set (train.pretrain's keys over train's), evaluated on its held-out share
         at the set's depth."""
-        settings = TrainSettings.from_entry(model, self.plan.config["models"][model])
-        assert settings.pretrain is not None, f"a train_pretrain job is planned only with train.pretrain ({model})"
-        pseudo = self.plan.config["pseudo_queries"][settings.pretrain.queries]
-        overridden = dataclasses.replace(settings, **settings.pretrain.overrides, pretrain=None)
+        entry = self.plan.config["models"][model]
+        pretrain = entry["train"]["pretrain"]  # a train_pretrain job is planned only with one
+        own = {key: value for key, value in entry["train"].items() if key != "pretrain"}
+        overrides = {key: value for key, value in pretrain.items() if key != "queries"}
+        # the pre-training's recipe as the train stage merges it (longrank.train.train.pretraining_config)
+        recipe = self.recipe_of(model, {**entry, "train": {**own, **overrides}})
+        pseudo = self.plan.config["pseudo_queries"][pretrain["queries"]]
         depth = min(pseudo["depth"], self.plan.effective[model].rerank_depth)
-        return self._training(model, overridden, math.ceil(pseudo["count"] * pseudo["dev"]), depth)
+        return self._training(model, recipe, math.ceil(pseudo["count"] * pseudo["dev"]), depth)
 
     def rerank_estimate(self, model: str) -> Estimate:
         """Scoring every test query's candidates at the model's rerank depth under rerank.precision."""
@@ -183,7 +209,7 @@ class JobResources:
             gpu_mib=row.rerank_peak_mib * (FP32_MEMORY if fp32 else 1.0),
         )
 
-    def _training(self, model: str, settings: TrainSettings, dev_queries: int, depth: int) -> Estimate:
+    def _training(self, model: str, settings: Recipe, dev_queries: int, depth: int) -> Estimate:
         row = self._row(model)
         # each of train.processes GPUs takes its share of the batch (train/trainer.py); the all-reduce is the margin's
         documents = settings.batch_size * (1 + settings.negatives) / settings.processes
