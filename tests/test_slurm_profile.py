@@ -2,8 +2,9 @@
 snakemake-executor-plugin-slurm, with fake ``sbatch``, ``srun``, ``sacct``, ``squeue``, ``scancel``, ``sinfo``
 and ``scontrol`` on PATH. The fake sbatch records each submission's options and runs the job script (the
 plugin's ``--wrap`` command: Snakemake's jobstep, which calls srun) here; sacct / squeue report the states in
-the formats the plugin parses. Checked: the report is built, training asks SLURM for a GPU and the profile's
-memory / time, and a job SLURM kills for memory is resubmitted asking for more."""
+the formats the plugin parses. Checked: the report is built, training asks SLURM for a GPU and the memory / time
+its rule computes for the job (src/longrank/plan/job_resources.py), and a job SLURM kills for memory is resubmitted
+asking for more."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ import pytest
 import yaml
 
 from conftest import REPO, snakemake_command, synthetic_collection, write_local_collection
+from longrank.config.files import merged
+from longrank.plan import build_plan
+from longrank.plan.job_resources import JobResources, Request
+from longrank.train.settings import TrainSettings
+from longrank.validation.validate import validate_config
 
 pytestmark = pytest.mark.e2e
 PROFILE = REPO / "profiles" / "slurm"
@@ -225,6 +231,21 @@ def profile_value(rule: str, resource: str, attempt: int = 1):
         return value
 
 
+# The rules whose runtime, mem_mb and constraint are computed per job (longrank.plan.job_resources), by the method of
+# JobResources that computes them: the profile sets none of the three for them
+PER_JOB = {"train": "train", "train_pretrain": "pretrain", "rerank": "rerank"}
+
+
+def job_resources(*configfiles: str | Path) -> JobResources:
+    """The requests of the run of ``--configfile *configfiles`` (over config/config.yaml), as its parse plans them."""
+    config = validate_config(merged([str(path) for path in configfiles]))
+    return JobResources(build_plan(config, f"results/{config['dataset']['name']}"), TrainSettings.from_entry)
+
+
+def planned_request(jobs: JobResources, rule: str, model: str, attempt: int = 1) -> Request:
+    return getattr(jobs, PER_JOB[rule])(model, attempt)
+
+
 def sbatch_line(submission: dict) -> str:
     """The sbatch call as the plugin made it, less the job script, for assertion messages."""
     return "sbatch " + " ".join(a for a in submission["argv"] if not a.startswith("--wrap"))
@@ -284,7 +305,13 @@ def slurm_run(tmp_path_factory):
         [json.loads(line) for line in (state / name).read_text().splitlines()]
         for name in ("sbatch.jsonl", "srun.jsonl")
     )
-    return {"workdir": workdir, "submissions": submissions, "srun": srun, "output": done.stdout + done.stderr}
+    return {
+        "workdir": workdir,
+        "submissions": submissions,
+        "srun": srun,
+        "output": done.stdout + done.stderr,
+        "jobs": job_resources(config),
+    }
 
 
 def of_rule(submissions: list[dict], rule: str) -> list[dict]:
@@ -301,14 +328,15 @@ def test_the_workflow_completes_through_sbatch(slurm_run):
         assert "mem" in s["options"] and "t" in s["options"], sbatch_line(s)
 
 
-def test_training_asks_for_a_gpu_and_the_profiles_memory_and_time(slurm_run):
+def test_training_asks_for_a_gpu_and_its_jobs_memory_and_time(slurm_run):
     train = [s for s in of_rule(slurm_run["submissions"], "train") if s["attempt"] == 1]
     assert len(train) == 1
     options, line = train[0]["options"], sbatch_line(train[0])
     assert int(options.get("gpus", 0)) >= 1 or "gpu" in options.get("gres", ""), f"no GPU asked for: {line}"
     assert options["p"] == profile_value("train", "slurm_partition"), line
-    assert int(options["mem"]) == profile_value("train", "mem_mb"), line
-    assert int(options["t"]) == profile_value("train", "runtime"), line
+    request = planned_request(slurm_run["jobs"], "train", "knrm")
+    assert (int(options["mem"]), int(options["t"])) == (request.mem_mb, request.runtime), line
+    assert "C" not in options and "constraint" not in options, line  # no large_gpu_constraint configured
     assert int(options["cpus-per-task"]) == profile_value("train", "cpus_per_task"), line
     # the job step inside the allocation gets the GPU too (the jobstep's srun --gpus=N)
     train_ids = {s["jobid"] for s in of_rule(slurm_run["submissions"], "train")}
@@ -325,8 +353,8 @@ def test_a_job_killed_for_memory_is_resubmitted_asking_for_more(slurm_run):
     first, retry = train[0]["options"], train[1]["options"]
     lines = f"{sbatch_line(train[0])}\nthen\n{sbatch_line(train[1])}"
     assert int(retry["mem"]) > int(first["mem"]) or int(retry["t"]) > int(first["t"]), f"no escalation:\n{lines}"
-    expected = (profile_value("train", "mem_mb", 2), profile_value("train", "runtime", 2))
-    assert (int(retry["mem"]), int(retry["t"])) == expected, lines
+    request = planned_request(slurm_run["jobs"], "train", "knrm", attempt=2)
+    assert (int(retry["mem"]), int(retry["t"])) == (request.mem_mb, request.runtime), lines
     assert int(retry.get("gpus", 0)) >= 1 or "gpu" in retry.get("gres", ""), lines
     assert "OUT_OF_MEMORY" in slurm_run["output"]
 
@@ -361,12 +389,17 @@ def gpu_rules() -> set[str]:
 
 def test_every_rule_that_asks_for_a_gpu_runs_on_the_profiles_gpu_partition():
     """HDCT's job (a BERT encoder trained and run over the collection) had no entry: the cpu partition, asking for a
-    GPU, with the default hour. Each GPU rule has the profile's gpu partition, memory, time and threads of its own."""
+    GPU, with the default hour. Each GPU rule has the profile's gpu partition and a time of its own: the profile's, or
+    the rule's per job, which a profile value would replace for every model."""
     profile = yaml.safe_load((PROFILE / "config.yaml").read_text())
     assert gpu_rules() == GPU_RULES
     for rule in sorted(GPU_RULES):
         assert profile_value(rule, "slurm_partition") == "gpu", rule
-        assert "runtime" in profile["set-resources"][rule], rule
+        own = profile["set-resources"][rule]
+        if rule in PER_JOB:
+            assert not {"runtime", "mem_mb", "constraint"} & set(own), rule
+        else:
+            assert "runtime" in own, rule
 
 
 def dry_run_jobs(workdir: Path, combo: tuple[str, ...]) -> dict[tuple[str, str], dict[str, str]]:
@@ -410,7 +443,13 @@ def test_the_rehearsal_asks_slurm_for_what_the_real_run_does(rehearsal_resources
             out.setdefault(rule, set()).add(tuple(sorted(res.items())))
         return out
 
-    assert by_rule(mine) == by_rule(full) and len(mine) > 100
+    def shared(jobs):
+        """Jobs less the resources computed per job (the rehearsal's shrunk models train for less time)."""
+        return {
+            key: {k: v for k, v in res.items() if key[0] not in PER_JOB or k != "runtime"} for key, res in jobs.items()
+        }
+
+    assert by_rule(shared(mine)) == by_rule(shared(full)) and len(mine) > 100
     assert set(by_rule(mine)) >= GPU_RULES - {"train_pretrain", "hdct"}  # neither in the TREC DL configs yet
     profile = yaml.safe_load((PROFILE / "config.yaml").read_text())
     for (rule, wildcards), res in mine.items():
@@ -418,6 +457,8 @@ def test_the_rehearsal_asks_slurm_for_what_the_real_run_does(rehearsal_resources
         if rule in ("all", "report"):
             continue
         assert res["slurm_partition"] == str(profile_value(rule, "slurm_partition")), job
+        if rule in PER_JOB:
+            continue  # test_the_full_scale_jobs_ask_slurm_for_their_own_time
         if "mem_mb" in profile["set-resources"].get(rule, {}):
             assert int(res["mem_mb"]) == profile_value(rule, "mem_mb"), job
         assert int(res["runtime"]) == profile_value(rule, "runtime"), job
@@ -427,3 +468,21 @@ def test_the_rehearsal_asks_slurm_for_what_the_real_run_does(rehearsal_resources
             assert "gpu" not in res, job
         if "cpus_per_task" in profile["set-resources"].get(rule, {}):
             assert int(res["cpus_per_task"]) == profile_value(rule, "cpus_per_task"), job
+
+
+def test_the_full_scale_jobs_ask_slurm_for_their_own_time(rehearsal_resources):
+    """The dry run's train and rerank jobs of TREC DL 2019 ask for what longrank.plan.job_resources computes for
+    them: a time per model (MIR's training over 24 h, KNRM's the 30-minute floor), no constraint without
+    large_gpu_constraint."""
+    from rehearsal import full_scale
+
+    jobs = job_resources(*full_scale("2019"))
+    asked = {}
+    for (rule, wildcards), res in rehearsal_resources["full"].items():
+        if rule in PER_JOB:
+            model = re.search(r"model=([^,]+)", wildcards).group(1)
+            request = planned_request(jobs, rule, model)
+            assert (int(res["runtime"]), int(res["mem_mb"])) == (request.runtime, request.mem_mb), (rule, wildcards)
+            assert "constraint" not in res, (rule, wildcards)
+            asked[rule, model] = int(res["runtime"])
+    assert asked["train", "mir"] > asked["train", "mores"] > asked["train", "knrm"] == 30

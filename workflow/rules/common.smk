@@ -10,6 +10,7 @@ from pathlib import Path
 from longrank.cli import stage_module
 from longrank.results.code_digest import code_digest
 from longrank.train.code import training_code_digest
+from longrank.train.settings import TrainSettings
 from longrank.validation.validate import validate_config
 from longrank.validation.checks import check_input_files_exist
 from longrank.config.schema import DATASETS, SCHEMA
@@ -19,6 +20,7 @@ from longrank.models.registry import model_module
 from longrank.errors import InputError
 from longrank.config.names import check_outputs_not_inputs
 from longrank.plan import build_plan, job_inputs
+from longrank.plan.job_resources import JobResources
 from longrank.plan.preflight import ResultsOwner, check_downloads as download_check, planned_names
 from longrank.plan.job_inputs import as_json
 from longrank.plan.priorities import CHECK_PRIORITY, MIR_CHAIN_PRIORITY, RERANK_PRIORITY, TRAINING_PRIORITY
@@ -97,6 +99,9 @@ CONDA_ENV = "../../envs/longrank.yaml"  # used with --use-conda; pins as pyproje
 MODEL_THREADS = 1
 # `deterministic: true`: the flag of every stage that runs a model (longrank.runtime.set_deterministic)
 DETERMINISTIC = ["--deterministic"] if config["deterministic"] else []
+# Each GPU job's time, host memory and large-GPU constraint, from the GPU bill and its model's settings
+# (longrank.plan.job_resources): the rules train, train_pretrain and rerank ask it per job and attempt
+JOB_RESOURCES = JobResources(PLAN, TrainSettings.from_entry)
 # The jobs' levels (longrank.plan.priorities): the checks, MIR's chain, then the trainings, then the reranks
 chain_priority = PLAN.priorities.chain_priority
 

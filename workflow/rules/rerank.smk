@@ -19,9 +19,12 @@ rule rerank:
     conda:
         CONDA_ENV
     threads: MODEL_THREADS
+    # per job (longrank.plan.job_resources): the GPU bill's time for the test queries' candidates, with a margin
+    # that grows on each retry
     resources:
-        mem_mb=12000,
-        runtime=240,
+        runtime=lambda wc, attempt: JOB_RESOURCES.rerank(wc.model, attempt).runtime,
+        mem_mb=lambda wc, attempt: JOB_RESOURCES.rerank(wc.model, attempt).mem_mb,
+        constraint=lambda wc, attempt: JOB_RESOURCES.rerank(wc.model, attempt).constraint,
         gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
     params:
         model=model_config,

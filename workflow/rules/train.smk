@@ -22,9 +22,12 @@ rule train:
     conda:
         CONDA_ENV
     threads: MODEL_THREADS
+    # per job (longrank.plan.job_resources): the GPU bill's time for this model's steps and dev evaluations, with a
+    # margin that grows on each retry; a constraint for a job over a 40 GB card's memory when the config names one
     resources:
-        mem_mb=12000,
-        runtime=720,
+        runtime=lambda wc, attempt: JOB_RESOURCES.train(wc.model, attempt).runtime,
+        mem_mb=lambda wc, attempt: JOB_RESOURCES.train(wc.model, attempt).mem_mb,
+        constraint=lambda wc, attempt: JOB_RESOURCES.train(wc.model, attempt).constraint,
         gpu=training_gpus,
     params:
         model=model_config,
@@ -50,8 +53,8 @@ rule train:
 
 
 # train.pretrain: the model trained on a pseudo-query set (rule pseudo_queries) before its supervised training,
-# early-stopped on held-out pseudo-queries. One job for all folds: it sees no real query. Rule train's command,
-# resources and settings, on the set's queries and candidates.
+# early-stopped on held-out pseudo-queries. One job for all folds: it sees no real query. Rule train's command and
+# settings, on the set's queries and candidates; its resources from the pre-training's own steps and held-out share.
 use rule train as train_pretrain with:
     input:
         data=list(DATA.values()),
@@ -67,6 +70,11 @@ use rule train as train_pretrain with:
         f"{R}/logs/pretrain_{{model}}.log",
     benchmark:
         f"{R}/benchmarks/pretrain_{{model}}.tsv"
+    resources:
+        runtime=lambda wc, attempt: JOB_RESOURCES.pretrain(wc.model, attempt).runtime,
+        mem_mb=lambda wc, attempt: JOB_RESOURCES.pretrain(wc.model, attempt).mem_mb,
+        constraint=lambda wc, attempt: JOB_RESOURCES.pretrain(wc.model, attempt).constraint,
+        gpu=training_gpus,
     params:
         candidates=lambda wc, input: os.path.join(input.pseudo_queries, "candidates.run"),
         init=[],
