@@ -202,7 +202,7 @@ def reset_peak(device) -> None:
 def bill_model(name: str, entry: dict, top: dict, corpus, data: Path, args, device) -> dict:
     from longrank.config.model_entries import rerank_depth
     from longrank.models.registry import build_model
-    from longrank.train.settings import TrainSettings
+    from longrank.config.train_settings import TrainSettings
 
     entry = runnable_entry(entry, data)
     settings = TrainSettings.from_entry(name, entry)

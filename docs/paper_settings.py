@@ -47,7 +47,7 @@ def model_value(entry: dict, key: str):
     """A model entry's value of ``key`` (``train.<key>`` for training keys), the default its code falls back to where
     the entry leaves it out: what the model is built and trained with."""
     from longrank.models.registry import constructor_defaults, model_class
-    from longrank.train.settings import TrainSettings
+    from longrank.config.train_settings import TrainSettings
 
     if key == "train.loss":  # no loss configured: the one the model's paper trains it with
         return entry.get("train", {}).get("loss") or model_class(entry["type"]).default_loss
@@ -121,7 +121,7 @@ def reads(config: dict, name: str) -> dict:
     settings (negative_pairs only with negatives_from: both), candidates and depth, graph set, word2vec (only with
     embeddings: word2vec), the collection and the rerank settings."""
     from longrank.models.registry import architecture_params, constructor_defaults
-    from longrank.train.settings import TrainSettings
+    from longrank.config.train_settings import TrainSettings
 
     entry = config["models"][name]
     takes = constructor_defaults(entry["type"])

@@ -28,7 +28,7 @@ from longrank.train.accumulation import accumulate_gradients
 from longrank.train.batches import TrainingBatches
 from longrank.train.job import TrainingJob, prepare
 from longrank.train.losses import listwise_ce
-from longrank.train.settings import TrainSettings
+from longrank.config.train_settings import TrainSettings
 from longrank.train.trainer import Trainer
 from longrank.validation.checks import check_batch_splits
 from longrank.validation.validate import validate_config

@@ -25,7 +25,7 @@ from longrank.train.fingerprint import fingerprint_of, training_inputs
 from longrank.train.losses import LOSSES, with_negative_pairs
 from longrank.train.optimiser import parameter_groups
 from longrank.train.sampling import PairSampler
-from longrank.train.settings import TrainSettings
+from longrank.config.train_settings import TrainSettings
 
 pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 

@@ -12,7 +12,7 @@ from longrank.data.words import OOV, PAD
 from longrank.models.modules.exact_match import INITIAL_WEIGHT, ExactMatch
 from longrank.models.registry import build_model
 from longrank.train.optimiser import parameter_groups
-from longrank.train.settings import TrainSettings
+from longrank.config.train_settings import TrainSettings
 
 from test_tk_tkl import write_tiny_corpus
 

@@ -45,7 +45,7 @@ from longrank.train.batches import TrainingBatches
 from longrank.train.losses import get_loss, with_negative_pairs
 from longrank.train.optimiser import make_optimizer, parameter_groups
 from longrank.train.sampling import PairSampler
-from longrank.train.settings import TrainSettings
+from longrank.config.train_settings import TrainSettings
 
 pytestmark = pytest.mark.stage
 

@@ -14,7 +14,7 @@ from conftest import REPO
 from longrank.config.files import merged
 from longrank.plan import build_plan
 from longrank.plan.job_resources import FLOOR_MINUTES, FP32_SLOWDOWN, LOAD_OVERHEAD_S, JobResources, gpu_bill
-from longrank.train.settings import TrainSettings
+from longrank.config.train_settings import TrainSettings
 from longrank.validation.validate import validate_config
 
 BILL_FILES = ("gpu_bill_call1.json", "gpu_bill_call2.json")  # a model in both: call2's row (docs/gpu-bill.md)
@@ -29,7 +29,7 @@ def jobs_of(*files: str, edit=None) -> JobResources:
     if edit:
         edit(config)
     config = validate_config(config)
-    return JobResources(build_plan(config, f"results/{config['dataset']['name']}"), TrainSettings.from_entry)
+    return JobResources(build_plan(config, f"results/{config['dataset']['name']}"))
 
 
 def measured_rows() -> dict[str, dict]:

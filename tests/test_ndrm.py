@@ -29,7 +29,7 @@ from longrank.rerank import RerankJob, rerank
 from longrank.train import train as train_stage, trainer
 from longrank.train.losses import ranknet, with_negative_pairs
 from longrank.train.optimiser import parameter_groups
-from longrank.train.settings import TrainSettings
+from longrank.config.train_settings import TrainSettings
 from longrank.config.model_types import artifacts_of
 
 from conftest import synthetic_collection, write_local_collection

@@ -18,7 +18,7 @@ from longrank.errors import InputError
 from longrank.io.json_yaml import read_json
 from longrank.io.trec_files import read_run
 from longrank.train import train as train_stage
-from longrank.train.settings import TrainSettings
+from longrank.config.train_settings import TrainSettings
 
 pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 

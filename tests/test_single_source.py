@@ -1,6 +1,6 @@
 """One source of truth: what the config schema allows is what the code implements (model types, losses,
 the keys of a model entry), and every model type rejects a key it does not know, naming it. The schema's
-training keys against train.settings.TrainSettings: tests/test_train_settings.py."""
+training keys against config.train_settings.TrainSettings: tests/test_train_settings.py."""
 
 from __future__ import annotations
 

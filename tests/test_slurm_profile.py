@@ -22,7 +22,6 @@ from conftest import REPO, snakemake_command, synthetic_collection, write_local_
 from longrank.config.files import merged
 from longrank.plan import build_plan
 from longrank.plan.job_resources import JobResources, Request
-from longrank.train.settings import TrainSettings
 from longrank.validation.validate import validate_config
 
 pytestmark = pytest.mark.e2e
@@ -239,7 +238,7 @@ PER_JOB = {"train": "train", "train_pretrain": "pretrain", "rerank": "rerank"}
 def job_resources(*configfiles: str | Path) -> JobResources:
     """The requests of the run of ``--configfile *configfiles`` (over config/config.yaml), as its parse plans them."""
     config = validate_config(merged([str(path) for path in configfiles]))
-    return JobResources(build_plan(config, f"results/{config['dataset']['name']}"), TrainSettings.from_entry)
+    return JobResources(build_plan(config, f"results/{config['dataset']['name']}"))
 
 
 def planned_request(jobs: JobResources, rule: str, model: str, attempt: int = 1) -> Request:

@@ -13,7 +13,7 @@ import yaml
 
 from longrank.errors import InputError
 from longrank.train.losses import LOSSES
-from longrank.train.settings import Pretraining, TrainSettings
+from longrank.config.train_settings import Pretraining, TrainSettings
 
 
 def schema_path():

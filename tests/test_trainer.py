@@ -20,7 +20,7 @@ from longrank.train.state_sets import read_position, sets_newest_first
 from longrank.train.job import TrainingJob, prepare
 from longrank.train.position import Evaluation, PositionShapeError, TrainingPosition
 from longrank.train.sampling import PairSampler
-from longrank.train.settings import TrainSettings
+from longrank.config.train_settings import TrainSettings
 from longrank.train.trainer import Trainer
 
 pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test

@@ -16,7 +16,7 @@ from longrank.models.modules.word_embedder import WordEmbedder
 from longrank.models.registry import build_model, constructor_defaults
 from longrank.train.optimiser import parameter_groups
 from longrank.train.sampling import PairSampler
-from longrank.train.settings import TrainSettings
+from longrank.config.train_settings import TrainSettings
 
 pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 

@@ -20,7 +20,7 @@ import pprint
 
 from longrank.io.json_yaml import load_yaml
 from longrank.config.schema import REPO, SCHEMA, SCHEMA_PATH
-from longrank.train.settings import TrainSettings
+from longrank.config.train_settings import TrainSettings
 
 PAGE_PATH = REPO / "docs" / "configuration.md"
 MODEL_DEFAULTS_PATH = REPO / "src" / "longrank" / "config" / "model_defaults.py"

@@ -9,7 +9,7 @@ import json
 from longrank.io.json_yaml import write_json
 from longrank.config.model_entries import Effective, effective_settings
 from longrank.config.model_types import architecture_defaults, architecture_params, capabilities, model_type
-from longrank.train.settings import TrainSettings
+from longrank.config.train_settings import TrainSettings
 
 
 def add_arguments(parser):

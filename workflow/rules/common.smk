@@ -10,7 +10,6 @@ from pathlib import Path
 from longrank.cli import stage_module
 from longrank.results.code_digest import code_digest
 from longrank.train.code import training_code_digest
-from longrank.train.settings import TrainSettings
 from longrank.validation.validate import validate_config
 from longrank.validation.checks import check_input_files_exist
 from longrank.config.schema import DATASETS, SCHEMA
@@ -101,7 +100,7 @@ MODEL_THREADS = 1
 DETERMINISTIC = ["--deterministic"] if config["deterministic"] else []
 # Each GPU job's time, host memory and large-GPU constraint, from the GPU bill and its model's settings
 # (longrank.plan.job_resources): the rules train, train_pretrain and rerank ask it per job and attempt
-JOB_RESOURCES = JobResources(PLAN, TrainSettings.from_entry)
+JOB_RESOURCES = JobResources(PLAN)
 # The jobs' levels (longrank.plan.priorities): the checks, MIR's chain, then the trainings, then the reranks
 chain_priority = PLAN.priorities.chain_priority
 

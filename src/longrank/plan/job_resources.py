@@ -22,12 +22,11 @@ slowest-training row; an unmeasured type takes the file's ``unmeasured`` bound. 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Protocol
 
+from longrank.config.train_settings import TrainSettings
 from longrank.io.json_yaml import load_yaml
 from longrank.plan.targets import Plan
 
@@ -61,26 +60,6 @@ TEST_QUERIES = {
     "cranfield": 225,
 }
 UNCOUNTED_QUERIES = 6_000
-
-
-class Recipe(Protocol):
-    """The keys of a model's training recipe an estimate reads (longrank.train.settings.TrainSettings, its defaults
-    filled in)."""
-
-    @property
-    def steps(self) -> int: ...
-
-    @property
-    def batch_size(self) -> int: ...
-
-    @property
-    def negatives(self) -> int: ...
-
-    @property
-    def eval_every(self) -> int: ...
-
-    @property
-    def processes(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -153,11 +132,9 @@ class Request:
 @dataclass(frozen=True)
 class JobResources:
     """The requests of ``plan``'s GPU jobs, by model and Snakemake's ``attempt`` (1 on the first submission).
-    ``recipe_of`` reads a model entry's training recipe (name, entry): TrainSettings.from_entry, which the workflow
-    passes in, as the train layer sits above the parse's."""
+    A model's training recipe is its entry's ``TrainSettings`` (defaults filled in)."""
 
     plan: Plan
-    recipe_of: Callable[[str, Mapping], Recipe]
     bill: GpuBill = field(default_factory=gpu_bill)
 
     def train(self, model: str, attempt: int) -> Request:
@@ -181,7 +158,7 @@ class JobResources:
 
     def training_estimate(self, model: str) -> Estimate:
         """Training on the dataset's training queries, evaluated on its dev queries (dataset.dev_sample of them)."""
-        recipe = self.recipe_of(model, self.plan.config["models"][model])
+        recipe = TrainSettings.from_entry(model, self.plan.config["models"][model])
         dev_queries = self.plan.config["dataset"].get("dev_sample", UNCOUNTED_QUERIES)
         return self._training(model, recipe, dev_queries, self.plan.effective[model].rerank_depth)
 
@@ -193,7 +170,7 @@ class JobResources:
         own = {key: value for key, value in entry["train"].items() if key != "pretrain"}
         overrides = {key: value for key, value in pretrain.items() if key != "queries"}
         # the pre-training's recipe as the train stage merges it (longrank.train.train.pretraining_config)
-        recipe = self.recipe_of(model, {**entry, "train": {**own, **overrides}})
+        recipe = TrainSettings.from_entry(model, {**entry, "train": {**own, **overrides}})
         pseudo = self.plan.config["pseudo_queries"][pretrain["queries"]]
         depth = min(pseudo["depth"], self.plan.effective[model].rerank_depth)
         return self._training(model, recipe, math.ceil(pseudo["count"] * pseudo["dev"]), depth)
@@ -209,7 +186,7 @@ class JobResources:
             gpu_mib=row.rerank_peak_mib * (FP32_MEMORY if fp32 else 1.0),
         )
 
-    def _training(self, model: str, settings: Recipe, dev_queries: int, depth: int) -> Estimate:
+    def _training(self, model: str, settings: TrainSettings, dev_queries: int, depth: int) -> Estimate:
         row = self._row(model)
         # each of train.processes GPUs takes its share of the batch (train/trainer.py); the all-reduce is the margin's
         documents = settings.batch_size * (1 + settings.negatives) / settings.processes

@@ -17,7 +17,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from longrank.errors import InputError
-from longrank.train.settings import TrainSettings
+from longrank.config.train_settings import TrainSettings
 
 
 def check_batch_independent(model: torch.nn.Module, settings: TrainSettings, name: str) -> None:

@@ -47,13 +47,6 @@ def training_inputs(
     resolved["train"] = {
         k: v for k, v in resolved.get("train", {}).items() if k not in ("processes", "accumulation", "num_workers")
     }
-    # The weights' shapes and their optimiser groups: a state left by other code (a parameter added, a parameter
-    # moved to another learning rate's group) cannot be loaded into this model, so it must not be resumed either.
-    layout = (
-        [[[list(p.shape) for p in g["params"]], g.get("initial_lr", g["lr"])] for g in optimizer.param_groups]
-        if optimizer is not None
-        else None
-    )
     parts = {
         "model entry": resolved,
         "split": [fold["train"], fold["dev"]],
@@ -70,7 +63,7 @@ def training_inputs(
         "collection artifacts": _directory_digest(Path(collection_artifacts))
         if collection_artifacts is not None
         else None,
-        "optimiser layout": layout,
+        "optimiser layout": _optimiser_layout(optimizer),
         # the code that trains and the model's own (longrank.results.code_digest: the AST without docstrings): weights left
         # by other arithmetic are never resumed, as `snakemake -R train` after an edit used to
         "code": training_code_digest(model_cfg["type"]),
@@ -87,6 +80,14 @@ def training_inputs(
         **({"deterministic": "on"} if torch.are_deterministic_algorithms_enabled() else {}),
     }
     return {name: value if isinstance(value, str) else _digest(value) for name, value in parts.items()}
+
+
+def _optimiser_layout(optimizer: torch.optim.Optimizer | None) -> list | None:
+    """The weights' shapes and their optimiser groups: a state left by other code (a parameter added, a parameter
+    moved to another learning rate's group) cannot be loaded into this model, so it must not be resumed either."""
+    if optimizer is None:
+        return None
+    return [[[list(p.shape) for p in g["params"]], g.get("initial_lr", g["lr"])] for g in optimizer.param_groups]
 
 
 def built_model_digests(model: torch.nn.Module) -> dict[str, str]:

@@ -21,7 +21,7 @@ from longrank.scoring import score_candidates
 from longrank.train.fingerprint import built_model_digests
 from longrank.train.losses import PAIRWISE, get_loss
 from longrank.train.starter import Starter
-from longrank.train.settings import TrainSettings
+from longrank.config.train_settings import TrainSettings
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from torch.nn.parallel import DistributedDataParallel
 
 from longrank.errors import InputError
-from longrank.train.settings import TrainSettings
+from longrank.config.train_settings import TrainSettings
 
 # Training keys that set the learning rate of one of a model's declared parameter groups (Ranker.parameter_groups).
 GROUP_LR_KEYS = {"embedding_lr": "embeddings", "scoring_lr": "scoring"}

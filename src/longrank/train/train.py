@@ -47,7 +47,7 @@ from longrank.runtime import (
     stage_device,
 )
 from longrank.train.starter import Starter, stop_with_starter
-from longrank.train.settings import TrainSettings
+from longrank.config.train_settings import TrainSettings
 from longrank.train.trainer import TrainingJob, run_job
 
 log = logging.getLogger(__name__)

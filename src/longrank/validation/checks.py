@@ -23,7 +23,7 @@ from longrank.config.model_types import (
 from longrank.retrieval import bm25, pisa
 from longrank.retrieval.first_stage import HDCTSettings, parse_first_stage
 from longrank.config.model_entries import interpolates
-from longrank.train.settings import TrainSettings
+from longrank.config.train_settings import TrainSettings
 
 
 def check_input_files(config: dict) -> None:
