@@ -225,6 +225,7 @@ def test_training_and_dev_queries_of_their_own_make_every_judged_query_a_test_qu
         prepare(dataset, {"method": "full"}, {"method": "holdout"}, tmp_path / "clash")
 
 
+@pytest.mark.stage  # the data stage twice over the synthetic MS MARCO, through ir_datasets' loaders
 def test_a_dev_set_drawn_from_the_collections_own_queries_is_held_out_of_the_test_queries(tmp_path):
     """MS MARCO Dev as a test set (config/datasets/msmarco-dev.yaml: dev_id equal to id): the 100 choosing queries are
     the TREC DL years' own sample (same pool, same seed: so their trainings are the same), and every other dev query is
