@@ -452,7 +452,7 @@ def test_long_jobs_go_first_and_mirs_whole_chain_before_them_in_every_configurat
     assert not [key for key, run in done.items() if run.returncode], {
         key: run.output[-2000:] for key, run in done.items() if run.returncode
     }
-    levels = {"mir": 3, "train": 2, "artifacts": 2, "candidates": 2, "word2vec": 2, "rerank": 1, "mir_speed": 1}
+    levels = {"checks": 4, "mir": 3, "train": 2, "artifacts": 2, "candidates": 2, "word2vec": 2, "rerank": 1, "mir_speed": 1}
     levels |= {"mores_speed": 1, "bench": 0, "evaluate": 0, "history": 0, "report": 0}
     for combo in MIR_COMBINATIONS:
         printed = printed_jobs(done[f"{combo_id(combo)}.all"].output)
@@ -461,9 +461,12 @@ def test_long_jobs_go_first_and_mirs_whole_chain_before_them_in_every_configurat
             f"{rule} {wildcards}".strip() for rule, wildcards, _ in printed_jobs(done[f"{combo_id(combo)}.mir"].output)
         }
         assert {"annotate", "rerank"} <= {job.split()[0] for job in chain}, (combo, chain)
+        # the check that can refuse the run once the data is read comes before everything (every training waits for it)
+        checks = {job for job in priority if job.split()[0] == "satisfiable"}
+        assert checks and {priority[job] for job in checks} == {levels["checks"]}, (combo, checks)
         first = {job for job, level in priority.items() if level == levels["mir"]}
-        assert first == chain - {"data"}, (combo, sorted(first ^ (chain - {"data"})))
-        others = {job: level for job, level in priority.items() if job not in first}
+        assert first == chain - {"data"} - checks, (combo, sorted(first ^ (chain - {"data"} - checks)))
+        others = {job: level for job, level in priority.items() if job not in first | checks}
         wrong = {job: level for job, level in others.items() if levels.get(job.split()[0], level) != level}
         assert not wrong, (combo, wrong)
         assert {job.split()[0] for job in others} >= {"train", "rerank", "bench", "evaluate"}, (combo, others)
