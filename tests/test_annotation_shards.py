@@ -18,6 +18,7 @@ from longrank.config.files import merged
 from longrank.mir_graphs.annotate import ANNOTATIONS, Annotations, shard_range
 from longrank.results.file_records import sha256_of
 from longrank.train.input_files import directory_files
+from longrank.plan import build_plan, job_inputs
 from longrank.validation.validate import validate_config
 
 TIMING = ("seconds", "docs_per_second")
@@ -107,3 +108,17 @@ def test_a_bad_shard_count_is_refused_at_config_load_naming_the_key(shards):
     config["annotations"] = {"shards": shards}
     with pytest.raises(InputError, match="config key annotations.shards"):
         validate_config(config)
+
+
+def test_one_shard_plans_no_shard_job_and_more_plan_one_each_merged_on_one_thread():
+    def plan(annotations: dict):
+        config = merged(())
+        config["annotations"] = annotations
+        config = validate_config(config)
+        return build_plan(config, "results/x")
+
+    one = plan({"n_process": 4})
+    assert job_inputs.annotation_shards(one) == [] and job_inputs.annotate_threads(one) == 4
+    three = plan({"n_process": 4, "shards": 3})
+    assert job_inputs.annotation_shards(three) == [f"results/x/annotations_shards/{i}" for i in range(3)]
+    assert job_inputs.annotate_threads(three) == 1  # the merge copies records: spaCy runs in the shard jobs
