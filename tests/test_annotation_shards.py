@@ -22,8 +22,7 @@ from longrank.plan import build_plan, job_inputs
 from longrank.validation.validate import validate_config
 
 TIMING = ("seconds", "docs_per_second")
-# as rule annotate passes it: the config's annotations block whole, shards included
-CONFIG = json.dumps({"max_words": 30, "batch_size": 4, "n_process": 1, "shards": 3})
+CONFIG = json.dumps({"max_words": 30, "batch_size": 4, "n_process": 1})
 
 
 @pytest.fixture(scope="module")
@@ -122,3 +121,6 @@ def test_one_shard_plans_no_shard_job_and_more_plan_one_each_merged_on_one_threa
     three = plan({"n_process": 4, "shards": 3})
     assert job_inputs.annotation_shards(three) == [f"results/x/annotations_shards/{i}" for i in range(3)]
     assert job_inputs.annotate_threads(three) == 1  # the merge copies records: spaCy runs in the shard jobs
+    # the stage's settings are the same with any shard count: changing it alone changes no job's settings
+    assert job_inputs.annotate_settings(one) == job_inputs.annotate_settings(three)
+    assert "shards" not in json.loads(job_inputs.annotate_settings(three))

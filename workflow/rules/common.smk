@@ -157,6 +157,10 @@ def word2vec_field_stores(wildcards):
     return job_inputs.word2vec_field_stores(PLAN)
 
 
+def annotate_settings():
+    return job_inputs.annotate_settings(PLAN)
+
+
 def annotation_shards(wildcards):
     return job_inputs.annotation_shards(PLAN)
 

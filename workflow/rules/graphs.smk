@@ -18,7 +18,7 @@ rule annotate:
     resources:
         mem_mb=8000,
     params:
-        settings=as_json(config["annotations"]),
+        settings=annotate_settings(),
         data=lambda wc, input: os.path.dirname(input.data),
         merge=lambda wc, input: ["--merge", *input.shards] if input.shards else [],
     shell:
@@ -44,7 +44,7 @@ rule annotate_shard:
     resources:
         mem_mb=8000,
     params:
-        settings=as_json(config["annotations"]),
+        settings=annotate_settings(),
         data=lambda wc, input: os.path.dirname(input.data),
         shard=lambda wc: f"{wc.shard}/{config['annotations']['shards']}",
     shell:

@@ -8,7 +8,8 @@ annotated (``cut_text``): the graphs read at most ``max_doc_tokens`` WordPiece t
 words, so parsing the rest would be wasted.
 
 Settings (``--config``, inline JSON): ``max_words`` (2048), ``batch_size`` (64: spaCy's ``nlp.pipe``),
-``n_process`` (1: spaCy's worker processes); ``shards`` is read by the workflow, not here.
+``n_process`` (1: spaCy's worker processes). Not ``annotations.shards``: the workflow reads it (the jobs it
+plans, ``--shard``, ``--merge``), and it changes no record.
 
 Shards (``annotations.shards`` above 1): ``--shard i/N`` annotates documents ``[i*D/N, (i+1)*D/N)`` of the
 collection's ``D`` in its order (``shard_range``) into a directory of its own, its range in its ``stats.json``;
@@ -81,9 +82,7 @@ def read_config(text: str, stage: str) -> dict:
 
 
 def settings(cfg: dict) -> AnnotationSettings:
-    """The configuration with defaults, checked: errors name ``annotate.<key>``. ``shards`` is left out: it spreads
-    the work over jobs (``--shard``, ``--merge``) and changes no record, so it is not among the settings recorded."""
-    cfg = {key: value for key, value in cfg.items() if key != "shards"}
+    """The configuration with defaults, checked: errors name ``annotate.<key>``."""
     known = [f.name for f in fields(AnnotationSettings)]
     unknown = set(cfg) - set(known)
     if unknown:

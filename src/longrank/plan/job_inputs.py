@@ -136,6 +136,13 @@ def graph_set_settings(plan: Plan, graph_set: str) -> str:
     return as_json({k: v for k, v in plan.config["mir_graphs"][graph_set].items() if k != "prf_queries"})
 
 
+def annotate_settings(plan: Plan) -> str:
+    """Stage annotate's ``--config``: the annotations block but ``shards``, which spreads the work over jobs and changes
+    no record. Left out, a config that only changes the shard count leaves the settings every annotation job is
+    passed as they were (Snakemake reruns a job whose params changed), and the default's as before shards existed."""
+    return as_json({key: value for key, value in plan.config["annotations"].items() if key != "shards"})
+
+
 def annotation_shards(plan: Plan) -> list[str]:
     """The shards rule annotate merges, in order (``annotations.shards`` above 1, one rule annotate_shard job each);
     none with one shard: the annotate job then annotates every document itself, as before shards existed."""
