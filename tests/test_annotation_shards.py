@@ -87,6 +87,11 @@ def test_a_missing_or_incomplete_shard_is_never_merged(collection, tmp_path, cap
         with pytest.raises(SystemExit):
             main([*stage, "--merge", *map(str, copies), "--out", str(tmp_path / "out")])
         assert f"shard 2 of 3 ({copies[2]}) is incomplete" in capsys.readouterr().err
+    # a shard of another spaCy: one job would have run one pipeline over the whole collection
+    (copies[2] / "stats.json").write_text(json.dumps({**stats, "spacy": "0.0"}))
+    with pytest.raises(SystemExit):
+        main([*stage, "--merge", *map(str, copies), "--out", str(tmp_path / "out")])
+    assert f"shard 2 of 3 ({copies[2]}) was annotated by" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 

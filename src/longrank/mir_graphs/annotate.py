@@ -210,10 +210,11 @@ def complete_shard(directory: Path, shard: int, shards: int, n_docs: int, cfg: A
     stats = read_json(directory / "stats.json")
     expected = {"index": shard, "shards": shards, "start": start, "stop": stop}
     records = len(Records(directory / ANNOTATIONS, "annotations", "shard", rerun))
-    if stats.get("shard") != expected or not stats["documents"] == records == stop - start:
+    if stats.get("shard") != expected or not stats.get("documents") == records == stop - start:
         raise InputError(
-            f"annotate: shard {shard} of {shards} ({directory}) is incomplete: it holds {records} records of "
-            f"documents {stats.get('shard')}, expected {stop - start} of {expected} ({n_docs} documents); {rerun}"
+            f"annotate: shard {shard} of {shards} ({directory}) is incomplete: it holds {records} records, its stats "
+            f"{stats.get('documents')} of the range {stats.get('shard')}; expected {stop - start} records of "
+            f"{expected} ({n_docs} documents); {rerun}"
         )
     if stats["settings"] != asdict(cfg):
         raise InputError(
@@ -230,6 +231,13 @@ def merge(shard_dirs: list[Path], n_docs: int, cfg: AnnotationSettings, out: Pat
     parts = [complete_shard(d, i, len(shard_dirs), n_docs, cfg) for i, d in enumerate(shard_dirs)]
     labels: Counter[str] = sum((Counter(p["entity_labels"]) for p in parts), Counter())
     pipeline = {key: parts[0][key] for key in ("spacy", "pipeline", "components")}
+    for i, part in enumerate(parts):  # one spaCy for the whole collection, as one job would have run
+        if {key: part[key] for key in pipeline} != pipeline:
+            raise InputError(
+                f"annotate: shard {i} of {len(parts)} ({shard_dirs[i]}) was annotated by {part['pipeline']} under "
+                f"spaCy {part['spacy']}, shard 0 by {pipeline['pipeline']} under spaCy {pipeline['spacy']}; "
+                f"run `longrank annotate --shard {i}/{len(parts)}` for it again"
+            )
     with _staged(out) as staging:
         with RecordWriter(staging / ANNOTATIONS, "annotations") as writer:
             for directory in shard_dirs:
