@@ -117,6 +117,7 @@ wildcard_constraints:
     scope="collection|fold[0-9]+",
     pseudo_set="[A-Za-z0-9_-]+",
     graph_set="[A-Za-z0-9_-]+",
+    shard="[0-9]+",  # an annotation shard's index (rule annotate_shard)
     field="[A-Za-z0-9_]+",  # a document field (rule doc_field)
 
 
@@ -158,6 +159,18 @@ def local_collection_files(wildcards):
 
 def word2vec_field_stores(wildcards):
     return job_inputs.word2vec_field_stores(PLAN)
+
+
+def annotate_settings():
+    return job_inputs.annotate_settings(PLAN)
+
+
+def annotation_shards(wildcards):
+    return job_inputs.annotation_shards(PLAN)
+
+
+def annotate_threads(wildcards):
+    return job_inputs.annotate_threads(PLAN)
 
 
 def graph_set_settings(name):

@@ -1,8 +1,10 @@
 rule annotate:
     """MIR's sentences and entities (src/longrank/mir_graphs/annotate.py): spaCy over every document once per collection,
-    shared by every graph set; it runs only when a mir model is configured."""
+    shared by every graph set; it runs only when a mir model is configured. With annotations.shards above 1 it merges
+    the shards' annotations (rule annotate_shard) into the same directory, the same bytes as one job writes."""
     input:
         data=DATA["docs.jsonl"],
+        shards=annotation_shards,
     output:
         directory(f"{R}/annotations"),
     log:
@@ -12,14 +14,42 @@ rule annotate:
     priority: MIR_CHAIN_PRIORITY
     conda:
         CONDA_ENV
+    threads: annotate_threads
+    resources:
+        mem_mb=8000,
+    params:
+        settings=annotate_settings(),
+        data=lambda wc, input: os.path.dirname(input.data),
+        merge=lambda wc, input: ["--merge", *input.shards] if input.shards else [],
+    shell:
+        "python -m longrank annotate --data {params.data:q} --config {params.settings:q} {params.merge:q}"
+        " --out {output:q} 2> {log:q}"
+
+
+rule annotate_shard:
+    """One of annotations.shards ranges of the documents, annotated for rule annotate to merge: shard i of N takes
+    documents [i*D/N, (i+1)*D/N) of the collection's D in its order (annotate.py, annotate_shard)."""
+    input:
+        data=DATA["docs.jsonl"],
+    output:
+        directory(f"{R}/annotations_shards/{{shard}}"),
+    log:
+        f"{R}/logs/annotate_shard_{{shard}}.log",
+    benchmark:
+        f"{R}/benchmarks/annotate_shard_{{shard}}.tsv"
+    priority: MIR_CHAIN_PRIORITY
+    conda:
+        CONDA_ENV
     threads: lambda wc: config["annotations"]["n_process"]
     resources:
         mem_mb=8000,
     params:
-        settings=as_json(config["annotations"]),
+        settings=annotate_settings(),
         data=lambda wc, input: os.path.dirname(input.data),
+        shard=lambda wc: f"{wc.shard}/{config['annotations']['shards']}",
     shell:
-        "python -m longrank annotate --data {params.data:q} --config {params.settings:q} --out {output:q} 2> {log:q}"
+        "python -m longrank annotate --data {params.data:q} --config {params.settings:q} --shard {params.shard:q}"
+        " --out {output:q} 2> {log:q}"
 
 
 rule graphs:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from itertools import islice
 from typing import BinaryIO
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -172,6 +173,19 @@ class DocStore(Mapping[str, str]):
     def items(self) -> Iterator[tuple[str, str]]:  # type: ignore[override]  # streams the file, not a view
         with open(self.path, encoding="utf-8") as f:
             for line in f:
+                record = json.loads(line)
+                yield record["doc_id"], record["text"]
+
+    def items_range(self, start: int, stop: int) -> Iterator[tuple[str, str]]:
+        """Documents ``start`` to ``stop - 1`` of the file's order, as ``items()`` gives them: the file is read from
+        the first one's offset (the index), not from its beginning (a shard of annotate, mir_graphs/annotate.py)."""
+        db, _ = self._open()
+        first = db.execute("SELECT offset FROM docs ORDER BY offset LIMIT 1 OFFSET ?", (start,)).fetchone()
+        if first is None or stop <= start:
+            return
+        with open(self.path, "rb") as f:
+            f.seek(first[0])
+            for line in islice(f, stop - start):
                 record = json.loads(line)
                 yield record["doc_id"], record["text"]
 

@@ -35,10 +35,12 @@ class RecordWriter:
         self._db.execute(f"CREATE TABLE {table} (doc_id TEXT PRIMARY KEY, record TEXT)")
 
     def add(self, doc_id: str, record: dict) -> None:
+        self.add_text(doc_id, json.dumps(record, separators=(",", ":")))
+
+    def add_text(self, doc_id: str, text: str) -> None:
+        """A record as another table stores it (``Records.rows``): copied as it is, never parsed and written again."""
         try:
-            self._db.execute(
-                f"INSERT INTO {self.table} VALUES (?, ?)", (doc_id, json.dumps(record, separators=(",", ":")))
-            )
+            self._db.execute(f"INSERT INTO {self.table} VALUES (?, ?)", (doc_id, text))
         except sqlite3.IntegrityError:
             raise InputError(f"document {doc_id!r} given twice to {self.path}") from None
 
@@ -89,6 +91,10 @@ class Records:
     def __iter__(self) -> Iterator[str]:
         for (doc_id,) in self._open().execute(f"SELECT doc_id FROM {self.table} ORDER BY doc_id"):
             yield doc_id
+
+    def rows(self) -> Iterator[tuple[str, str]]:
+        """``(doc_id, record as stored)`` in the order they were written (the table's rowids: a writer only inserts)."""
+        yield from self._open().execute(f"SELECT doc_id, record FROM {self.table} ORDER BY rowid")
 
     def __getstate__(self):  # pickled into a worker process: reopen there
         return {**self.__dict__, "_pid": None, "_db": None}

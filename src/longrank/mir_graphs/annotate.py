@@ -8,7 +8,14 @@ annotated (``cut_text``): the graphs read at most ``max_doc_tokens`` WordPiece t
 words, so parsing the rest would be wasted.
 
 Settings (``--config``, inline JSON): ``max_words`` (2048), ``batch_size`` (64: spaCy's ``nlp.pipe``),
-``n_process`` (1: spaCy's worker processes).
+``n_process`` (1: spaCy's worker processes). Not ``annotations.shards``: the workflow reads it (the jobs it
+plans, ``--shard``, ``--merge``), and it changes no record.
+
+Shards (``annotations.shards`` above 1): ``--shard i/N`` annotates documents ``[i*D/N, (i+1)*D/N)`` of the
+collection's ``D`` in its order (``shard_range``) into a directory of its own, its range in its ``stats.json``;
+``--merge DIR...`` checks that every shard is there and complete (``complete_shard``) and copies their records, in
+order, into a fresh database: the same bytes as one job's ``annotations.sqlite``, and the same ``stats.json`` but the
+timing (the shards' seconds summed). Without either, one job annotates every document.
 
 Output directory: ``annotations.sqlite``, table ``annotations(doc_id, record)``, record
 ``{"sentences": [[start, end], ...], "entities": [[start, end, label, text], ...]}`` in character offsets into
@@ -19,20 +26,22 @@ Output directory: ``annotations.sqlite``, table ``annotations(doc_id, record)``,
 from __future__ import annotations
 
 
+import argparse
 import logging
 import re
 import shutil
 import tempfile
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from itertools import islice
 from pathlib import Path
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from longrank.progress import progress
 
-from longrank.data.corpus import Corpus
+from longrank.data.docstore import DocStore
 from longrank.data.records import Records, RecordWriter
 from longrank.errors import InputError
 from longrank.io.atomic import names_full_disk, replace_directory, umask_mode
@@ -99,54 +108,145 @@ def annotation(doc) -> dict:
     }
 
 
-def annotate(docs: Iterable[tuple[str, str]], n_docs: int, cfg: AnnotationSettings, out: Path) -> dict:
-    """Annotate ``docs`` (``(doc_id, text)`` pairs, streamed) into ``out``, which is replaced only once all
-    are written."""
-    import spacy
-
-    nlp = load_pipeline()
-    texts = ((cut_text(text, cfg.max_words), doc_id) for doc_id, text in docs)
+@contextmanager
+def _staged(out: Path) -> Iterator[Path]:
+    """A staging directory beside ``out`` that replaces it when the block ends without an error (removed if not): a
+    half-written output, a shard's or the whole collection's, never stands at ``out``."""
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    n, sentences = 0, 0
-    labels: Counter[str] = Counter()
-    start = time.perf_counter()
     try:
         with names_full_disk(out, staging):  # a full disk names the output, not the staging name
-            with RecordWriter(staging / ANNOTATIONS, "annotations") as writer:
-                parsed = nlp.pipe(texts, as_tuples=True, batch_size=cfg.batch_size, n_process=cfg.n_process)
-                for doc, doc_id in progress(parsed, total=n_docs, desc="annotate", unit="doc", mininterval=5):
-                    record = annotation(doc)
-                    writer.add(doc_id, record)
-                    n += 1
-                    sentences += len(record["sentences"])
-                    labels.update(label for _, _, label, _ in record["entities"])
-            seconds = time.perf_counter() - start
-            stats = {
-                "settings": asdict(cfg),
-                "spacy": spacy.__version__,
-                "pipeline": f"{nlp.meta['name']} {nlp.meta['version']}",
-                "components": nlp.pipe_names,
-                "documents": n,
-                "seconds": seconds,
-                "docs_per_second": n / max(seconds, 1e-9),
-                "sentences_per_doc": sentences / max(n, 1),
-                "entities_per_doc": labels.total() / max(n, 1),
-                "entity_labels": dict(labels.most_common()),
-            }
-            write_json(staging / "stats.json", stats)
+            yield staging
             staging.chmod(umask_mode(0o777))  # mkdtemp makes it 0700: others in a shared results tree could not read it
             replace_directory(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def summary(settings: dict, pipeline: dict, n: int, sentences: int, labels: Counter[str], seconds: float) -> dict:
+    """``stats.json`` of an annotation directory: one formula for a whole run, a shard and the merge of shards, so a
+    merge's stats equal the unsharded run's but for the timing (``seconds``, ``docs_per_second``). Entity labels by
+    count, ties by name: the order does not depend on which document met a label first."""
+    return {
+        "settings": settings,
+        **pipeline,
+        "documents": n,
+        "seconds": seconds,
+        "docs_per_second": n / max(seconds, 1e-9),
+        "sentences": sentences,
+        "sentences_per_doc": sentences / max(n, 1),
+        "entities_per_doc": labels.total() / max(n, 1),
+        "entity_labels": dict(sorted(labels.items(), key=lambda item: (-item[1], item[0]))),
+    }
+
+
+def annotate(
+    docs: Iterable[tuple[str, str]], n_docs: int, cfg: AnnotationSettings, out: Path, shard: dict | None = None
+) -> dict:
+    """Annotate ``docs`` (``(doc_id, text)`` pairs, streamed) into ``out``, which is replaced only once all
+    are written; a shard's range (``annotate_shard``) goes into its stats with them."""
+    import spacy
+
+    nlp = load_pipeline()
+    texts = ((cut_text(text, cfg.max_words), doc_id) for doc_id, text in docs)
+    n, sentences = 0, 0
+    labels: Counter[str] = Counter()
+    start = time.perf_counter()
+    with _staged(out) as staging:
+        with RecordWriter(staging / ANNOTATIONS, "annotations") as writer:
+            parsed = nlp.pipe(texts, as_tuples=True, batch_size=cfg.batch_size, n_process=cfg.n_process)
+            for doc, doc_id in progress(parsed, total=n_docs, desc="annotate", unit="doc", mininterval=5):
+                record = annotation(doc)
+                writer.add(doc_id, record)
+                n += 1
+                sentences += len(record["sentences"])
+                labels.update(label for _, _, label, _ in record["entities"])
+        pipeline = {
+            "spacy": spacy.__version__,
+            "pipeline": f"{nlp.meta['name']} {nlp.meta['version']}",
+            "components": nlp.pipe_names,
+        }
+        stats = summary(asdict(cfg), pipeline, n, sentences, labels, time.perf_counter() - start)
+        if shard is not None:
+            stats["shard"] = shard
+        write_json(staging / "stats.json", stats)
     log.info(
         "annotate: %d documents in %.0f s (%.1f docs/s), %.1f sentences and %.1f entities per document",
         n,
-        seconds,
+        stats["seconds"],
         stats["docs_per_second"],
         stats["sentences_per_doc"],
         stats["entities_per_doc"],
     )
+    return stats
+
+
+def shard_range(shard: int, shards: int, n_docs: int) -> tuple[int, int]:
+    """Shard ``shard`` of ``shards`` (from 0): documents ``[shard * D / shards, (shard + 1) * D / shards)`` of the
+    collection's order, ``D = n_docs``; the shards cover every document once, in order, their sizes a document apart."""
+    return shard * n_docs // shards, (shard + 1) * n_docs // shards
+
+
+def annotate_shard(docs: DocStore, shard: int, shards: int, cfg: AnnotationSettings, out: Path) -> dict:
+    """Annotate shard ``shard`` of ``shards`` into ``out``, its range recorded in its ``stats.json`` (``shard``), which
+    the merge checks. More shards than documents is refused: a shard of none is a job for nothing."""
+    if shards > len(docs):
+        raise InputError(
+            f"config key annotations.shards: {shards} shards for {len(docs)} documents; expected at most the "
+            "number of documents"
+        )
+    start, stop = shard_range(shard, shards, len(docs))
+    own = {"index": shard, "shards": shards, "start": start, "stop": stop}
+    return annotate(docs.items_range(start, stop), stop - start, cfg, out, shard=own)
+
+
+def complete_shard(directory: Path, shard: int, shards: int, n_docs: int, cfg: AnnotationSettings) -> dict:
+    """The stats of shard ``shard`` of ``shards`` at ``directory`` if it holds every record of its range with these
+    settings; else an error naming the shard and what it lacks."""
+    start, stop = shard_range(shard, shards, n_docs)
+    rerun = f"run `longrank annotate --shard {shard}/{shards}` for it"
+    if not (directory / "stats.json").is_file() or not (directory / ANNOTATIONS).is_file():
+        raise InputError(f"annotate: shard {shard} of {shards} ({directory}) is missing; {rerun}")
+    stats = read_json(directory / "stats.json")
+    expected = {"index": shard, "shards": shards, "start": start, "stop": stop}
+    records = len(Records(directory / ANNOTATIONS, "annotations", "shard", rerun))
+    if stats.get("shard") != expected or not stats.get("documents") == records == stop - start:
+        raise InputError(
+            f"annotate: shard {shard} of {shards} ({directory}) is incomplete: it holds {records} records, its stats "
+            f"{stats.get('documents')} of the range {stats.get('shard')}; expected {stop - start} records of "
+            f"{expected} ({n_docs} documents); {rerun}"
+        )
+    if stats["settings"] != asdict(cfg):
+        raise InputError(
+            f"annotate: shard {shard} of {shards} ({directory}) was annotated with {stats['settings']}, expected "
+            f"the config's annotations {asdict(cfg)}; {rerun}"
+        )
+    return stats
+
+
+def merge(shard_dirs: list[Path], n_docs: int, cfg: AnnotationSettings, out: Path) -> dict:
+    """The shards' records into one ``out`` as an unsharded run writes it: the same records in the same order into
+    a fresh database (the same bytes), and the same stats but the timing, the shards' seconds summed. Every shard
+    is checked complete first (``complete_shard``): a partial one is never merged."""
+    parts = [complete_shard(d, i, len(shard_dirs), n_docs, cfg) for i, d in enumerate(shard_dirs)]
+    labels: Counter[str] = sum((Counter(p["entity_labels"]) for p in parts), Counter())
+    pipeline = {key: parts[0][key] for key in ("spacy", "pipeline", "components")}
+    for i, part in enumerate(parts):  # one spaCy for the whole collection, as one job would have run
+        if {key: part[key] for key in pipeline} != pipeline:
+            raise InputError(
+                f"annotate: shard {i} of {len(parts)} ({shard_dirs[i]}) was annotated by {part['pipeline']} under "
+                f"spaCy {part['spacy']}, shard 0 by {pipeline['pipeline']} under spaCy {pipeline['spacy']}; "
+                f"run `longrank annotate --shard {i}/{len(parts)}` for it again"
+            )
+    with _staged(out) as staging:
+        with RecordWriter(staging / ANNOTATIONS, "annotations") as writer:
+            for directory in shard_dirs:
+                for doc_id, text in Records(directory / ANNOTATIONS, "annotations", "shard", "").rows():
+                    writer.add_text(doc_id, text)
+        n, sentences = sum(p["documents"] for p in parts), sum(p["sentences"] for p in parts)
+        stats = summary(asdict(cfg), pipeline, n, sentences, labels, sum(p["seconds"] for p in parts))
+        write_json(staging / "stats.json", stats)
+    log.info("annotate: %d shards merged, %d documents", len(shard_dirs), n)
     return stats
 
 
@@ -181,13 +281,30 @@ class Annotations(Records):
         return self.fresh[doc_id] if doc_id in self.fresh else super().__getitem__(doc_id)
 
 
+def shard_argument(text: str) -> tuple[int, int]:
+    """``--shard i/N``: shard i (from 0) of N."""
+    match = re.fullmatch(r"(\d+)/(\d+)", text)
+    if not match or not int(match[1]) < int(match[2]):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected i/N, shard i of N counted from 0 (0/3, 1/3, 2/3)")
+    return int(match[1]), int(match[2])
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--data", required=True, help="results/{dataset}/data")
     parser.add_argument("--config", default="{}", help="settings as inline JSON: max_words, batch_size, n_process")
-    parser.add_argument("--out", required=True, help="the annotation directory")
+    parser.add_argument("--out", required=True, help="the annotation directory (of one shard with --shard)")
+    spread = parser.add_mutually_exclusive_group()
+    spread.add_argument("--shard", type=shard_argument, help="i/N: annotate only shard i of N (annotations.shards)")
+    spread.add_argument("--merge", nargs="+", type=Path, help="the shards' directories, in order, merged into --out")
 
 
 def run(args) -> None:
     cfg = settings(read_config(args.config, "annotate"))
-    docs = Corpus(args.data).docs
-    annotate(docs.items(), len(docs), cfg, Path(args.out))
+    docs = DocStore(Path(args.data) / "docs.jsonl")  # the collection's order, which the shards split
+    if args.shard is not None:
+        shard, shards = args.shard
+        annotate_shard(docs, shard, shards, cfg, Path(args.out))
+    elif args.merge is not None:
+        merge(args.merge, len(docs), cfg, Path(args.out))
+    else:
+        annotate(docs.items(), len(docs), cfg, Path(args.out))

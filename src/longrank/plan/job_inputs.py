@@ -136,6 +136,25 @@ def graph_set_settings(plan: Plan, graph_set: str) -> str:
     return as_json({k: v for k, v in plan.config["mir_graphs"][graph_set].items() if k != "prf_queries"})
 
 
+def annotate_settings(plan: Plan) -> str:
+    """Stage annotate's ``--config``: the annotations block but ``shards``, which spreads the work over jobs and changes
+    no record. Left out, a config that only changes the shard count leaves the settings every annotation job is
+    passed as they were (Snakemake reruns a job whose params changed), and the default's as before shards existed."""
+    return as_json({key: value for key, value in plan.config["annotations"].items() if key != "shards"})
+
+
+def annotation_shards(plan: Plan) -> list[str]:
+    """The shards rule annotate merges, in order (``annotations.shards`` above 1, one rule annotate_shard job each);
+    none with one shard: the annotate job then annotates every document itself, as before shards existed."""
+    shards = plan.config["annotations"]["shards"]
+    return [f"{plan.results}/annotations_shards/{shard}" for shard in range(shards)] if shards > 1 else []
+
+
+def annotate_threads(plan: Plan) -> int:
+    """Rule annotate's threads: spaCy's processes when it annotates, one when it merges shards (a copy of records)."""
+    return 1 if annotation_shards(plan) else plan.config["annotations"]["n_process"]
+
+
 def graph_set_prf_queries(plan: Plan, graph_set: str) -> list[str]:
     """The pseudo-query set whose BM25 runs weight a graph set's PRF terms (mir_graphs.<set>.prf_queries), if any."""
     prf = plan.config["mir_graphs"][graph_set].get("prf_queries")
