@@ -455,7 +455,16 @@ def test_long_jobs_go_first_and_mirs_whole_chain_before_them_in_every_configurat
     assert not [key for key, run in done.items() if run.returncode], {
         key: run.output[-2000:] for key, run in done.items() if run.returncode
     }
-    levels = {"checks": 4, "mir": 3, "train": 2, "artifacts": 2, "candidates": 2, "word2vec": 2, "rerank": 1, "mir_speed": 1}
+    levels = {
+        "checks": 4,
+        "mir": 3,
+        "train": 2,
+        "artifacts": 2,
+        "candidates": 2,
+        "word2vec": 2,
+        "rerank": 1,
+        "mir_speed": 1,
+    }
     levels |= {"mores_speed": 1, "bench": 0, "evaluate": 0, "history": 0, "report": 0}
     for combo in MIR_COMBINATIONS:
         printed = printed_jobs(done[f"{combo_id(combo)}.all"].output)
