@@ -431,6 +431,11 @@ def extrapolate(fit: tuple[float, float], n: float = TARGET_DOCS) -> float:
     return a + b * n
 
 
+# The rules that compute their time and memory per job from the GPU bill (workflow/rules/train.smk, rerank.smk): a
+# profile without a value of its own for them leaves the rule's
+PER_JOB_RULES = ("train", "train_pretrain", "rerank")
+
+
 def profile_resources(path: str | os.PathLike, rule: str, attempt: int = 1) -> dict:
     """The SLURM profile's ``mem_mb`` and ``runtime`` (minutes) for ``rule`` on its first submission: the rule's
     ``set-resources`` entry, else ``default-resources``; values that are Python expressions of ``attempt`` are
@@ -442,6 +447,9 @@ def profile_resources(path: str | os.PathLike, rule: str, attempt: int = 1) -> d
     own = (profile.get("set-resources") or {}).get(rule) or {}
     out = {}
     for key in ("mem_mb", "runtime"):
+        if key not in own and rule in PER_JOB_RULES:  # the rule's own value, not the profile's default
+            out[key] = "per job: longrank.plan.job_resources"
+            continue
         value = own.get(key, default.get(key))
         out[key] = _evaluate(value, attempt)
     return out

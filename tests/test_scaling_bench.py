@@ -157,6 +157,11 @@ def test_profile_and_verdict(scaling, tmp_path):
         "runtime": 60,
     }  # runtime from the default
     assert scaling.profile_resources(profile, "evaluate") == {"mem_mb": 4000, "runtime": 60}
+    # the repository's profile leaves the GPU jobs' time and memory to the rules, which compute them per job
+    assert scaling.profile_resources(scaling.REPO / "profiles" / "slurm" / "config.yaml", "rerank") == {
+        "mem_mb": "per job: longrank.plan.job_resources",
+        "runtime": "per job: longrank.plan.job_resources",
+    }
     rows = [
         {
             "size": n,
