@@ -129,3 +129,20 @@ def test_one_shard_plans_no_shard_job_and_more_plan_one_each_merged_on_one_threa
     # the stage's settings are the same with any shard count: changing it alone changes no job's settings
     assert job_inputs.annotate_settings(one) == job_inputs.annotate_settings(three)
     assert "shards" not in json.loads(job_inputs.annotate_settings(three))
+
+
+def test_every_stage_passed_annotation_settings_gets_ones_it_accepts():
+    """annotate and mir_speed read the annotation settings (annotate.settings refuses an unknown key): each rule passes
+    them through job_inputs.annotate_settings, never the config's whole block, whose ``shards`` no stage reads (the
+    rehearsal's mir_speed once failed on it)."""
+    import re
+
+    from conftest import REPO
+    from longrank.mir_graphs.annotate import settings
+
+    config = merged(())
+    config["annotations"] = {"shards": 3}
+    assert settings(json.loads(job_inputs.annotate_settings(build_plan(validate_config(config), "results/x"))))
+    whole_block = re.compile(r"""config\[["']annotations["']\](?!\s*\[)""")
+    passed_whole = [p.name for p in (REPO / "workflow" / "rules").glob("*.smk") if whole_block.search(p.read_text())]
+    assert not passed_whole, passed_whole

@@ -74,7 +74,7 @@ rule mir_speed:
         model=lambda wc: as_json(config["models"][MIR_REFERENCE]),
         graph_set=lambda wc: graph_set_settings(config["models"][MIR_REFERENCE]["graph_set"]),
         alike=lambda wc: mir_speed_alike(),
-        annotations=as_json(config["annotations"]),
+        annotations=annotate_settings(),
         settings=as_json(config["mir_speed"]),
         data=lambda wc, input: os.path.dirname(input.data),
         device=config["device"],

@@ -137,8 +137,8 @@ def graph_set_settings(plan: Plan, graph_set: str) -> str:
 
 
 def annotate_settings(plan: Plan) -> str:
-    """Stage annotate's ``--config``: the annotations block but ``shards``, which spreads the work over jobs and changes
-    no record. Left out, a config that only changes the shard count leaves the settings every annotation job is
+    """The annotation settings every stage that annotates is passed (annotate's ``--config``, mir_speed's
+    ``--annotations``): the annotations block but ``shards``, which spreads the work over jobs and changes no record. Left out, a config that only changes the shard count leaves the settings every annotation job is
     passed as they were (Snakemake reruns a job whose params changed), and the default's as before shards existed."""
     return as_json({key: value for key, value in plan.config["annotations"].items() if key != "shards"})
 
