@@ -74,7 +74,8 @@ def test_the_example_dry_run_is_the_first_runs_jobs(tmp_path):
     output = done.stdout + done.stderr
     assert "Exception" not in output, output[-4000:]
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", output, re.M))
-    assert counts["total"] == "18", output[-3000:]  # the target is rule report itself (no job of its own)
+    assert counts["total"] == "19", output[-3000:]  # the target is rule report itself (no job of its own)
+    assert counts["satisfiable"] == "1"  # the measures checked against the judgments before KNRM trains
     assert counts["compare_floors"] == "1" and counts["history"] == "1"  # KNRM's setting joins its history
     assert counts["train"] == counts["rerank"] == counts["candidates"] == "1"
     assert counts["sanity"] == "2"  # query_term_matches and KNRM's own floor
