@@ -26,9 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    qrels = read_qrels(args.qrels)
-    check_satisfiable(args.measures, qrels, args.qrels)
-    gains = sorted({int(g) for judged in qrels.values() for g in judged.values()})
+    gains = check_satisfiable(args.measures, read_qrels(args.qrels), args.qrels)
     write_json(args.out, {"measures": list(args.measures), "gains": gains})
     log.info("every measure (%s) can be satisfied by the judgments' gains %s", ", ".join(args.measures), gains)
 
@@ -45,9 +43,9 @@ def relevance_level(measure: str) -> int | None:
     return level if isinstance(level, int) else None
 
 
-def check_satisfiable(measures: Iterable[str], qrels: Mapping[str, Mapping[str, int]], where: str) -> None:
+def check_satisfiable(measures: Iterable[str], qrels: Mapping[str, Mapping[str, int]], where: str) -> list[int]:
     """Refuse a measure whose relevance level is above every gain the judgments ``qrels`` hold, naming the measure
-    and the gains present."""
+    and the gains present; returns those gains, ascending."""
     gains = sorted({int(g) for judged in qrels.values() for g in judged.values()})
     for measure in measures:
         level = relevance_level(measure)
@@ -58,3 +56,4 @@ def check_satisfiable(measures: Iterable[str], qrels: Mapping[str, Mapping[str, 
                 "every system would score 0; use a relevance level the judgments have (or map grades to gains with "
                 "dataset.gains)"
             )
+    return gains
