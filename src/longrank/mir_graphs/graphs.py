@@ -30,7 +30,9 @@ A document's record (positions index the passage's ``ids``; node indices count i
      "edges": {"p2p": [[i, j], ...], "s2s": [...], "t2t": [...]}, "n_tokens": 1234}
 
 Output directory: ``graphs.sqlite`` (read it with ``data.records.GraphStore``), ``settings.json`` (the settings
-plus the tokenizer's ``cls_id``, ``sep_id``, ``pad_id``, ``vocab_size``), ``stats.json``.
+plus the tokenizer's ``cls_id``, ``sep_id``, ``pad_id``, ``vocab_size``), ``stats.json``. ``--shard i/N`` builds one
+range of the documents and ``--merge`` joins the shards into the same bytes (``mir_graphs.<set>.shards``,
+graph_shards.py).
 """
 
 from __future__ import annotations
