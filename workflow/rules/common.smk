@@ -117,7 +117,7 @@ wildcard_constraints:
     scope="collection|fold[0-9]+",
     pseudo_set="[A-Za-z0-9_-]+",
     graph_set="[A-Za-z0-9_-]+",
-    shard="[0-9]+",  # an annotation shard's index (rule annotate_shard)
+    shard="[0-9]+",  # a shard's index (rules annotate_shard, graphs_shard, graphs_pretrain_shard)
     field="[A-Za-z0-9_]+",  # a document field (rule doc_field)
 
 
@@ -145,6 +145,7 @@ hdct_pseudo_queries = by_wildcard("first_stage", job_inputs.hdct_pseudo_queries)
 pseudo_query_source = by_wildcard("pseudo_set", job_inputs.pseudo_query_source)
 pseudo_query_index = by_wildcard("pseudo_set", job_inputs.pseudo_query_index)
 graph_set_prf_queries = by_wildcard("graph_set", job_inputs.graph_set_prf_queries)
+graph_set_shards = by_wildcard("graph_set", job_inputs.graph_set_shards)
 doc_field_readers = by_wildcard("field", job_inputs.doc_field_readers)
 brought_run_file = by_wildcard("first_stage", job_inputs.brought_run_file)
 
@@ -171,6 +172,14 @@ def annotation_shards(wildcards):
 
 def annotate_threads(wildcards):
     return job_inputs.annotate_threads(PLAN)
+
+
+def graph_set_pretrain_shards(wildcards):
+    return job_inputs.graph_set_shards(PLAN, wildcards.graph_set, wildcards.pseudo_set)
+
+
+def graph_shard(wildcards):
+    return job_inputs.graph_shard(PLAN, wildcards.graph_set, wildcards.shard)
 
 
 def graph_set_settings(name):

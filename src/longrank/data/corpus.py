@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
 
@@ -112,8 +112,14 @@ class PseudoQueryCorpus(Corpus):
 class _Overridden(Mapping[str, str]):
     """A document store with some documents' texts replaced."""
 
-    def __init__(self, store: Mapping[str, str], overrides: dict[str, str]):
+    def __init__(self, store: DocStore, overrides: dict[str, str]):
         self.store, self.overrides = store, overrides
+
+    def items_range(self, start: int, stop: int) -> Iterator[tuple[str, str]]:
+        """Documents ``start`` to ``stop - 1`` of the store's order, as iterating gives them (a shard of a graph set
+        built for pre-training, mir_graphs/graph_shards.py)."""
+        for doc_id, text in self.store.items_range(start, stop):
+            yield doc_id, self.overrides.get(doc_id, text)
 
     def __getitem__(self, doc_id: str) -> str:
         text = self.overrides.get(doc_id)

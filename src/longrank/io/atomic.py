@@ -92,6 +92,21 @@ def replace_directory(new: Path, out: Path) -> None:
             old.unlink()
 
 
+@contextlib.contextmanager
+def staged_directory(out: Path) -> Iterator[Path]:
+    """A staging directory beside ``out`` that replaces it when the block ends without an error (removed if not): a
+    half-written output directory (a stage's, or one shard's of it) never stands at ``out``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        with names_full_disk(out, staging):  # a full disk names the output, not the staging name
+            yield staging
+            staging.chmod(umask_mode(0o777))  # mkdtemp makes it 0700: others in a shared results tree could not read it
+            replace_directory(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def link_or_copy(source: str, target: str) -> None:
     """A hard link where the file system allows one, else a copy (``shutil.copytree``'s ``copy_function``): for a
     finished checkpoint set, whose files are never written in place (a new set is a new folder, a finished one only

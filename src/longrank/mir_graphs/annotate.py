@@ -29,22 +29,19 @@ from __future__ import annotations
 import argparse
 import logging
 import re
-import shutil
-import tempfile
 import time
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from itertools import islice
 from pathlib import Path
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 
 from longrank.progress import progress
 
 from longrank.data.docstore import DocStore
 from longrank.data.records import Records, RecordWriter
 from longrank.errors import InputError
-from longrank.io.atomic import names_full_disk, replace_directory, umask_mode
+from longrank.io.atomic import staged_directory
 from longrank.io.json_yaml import json_object, read_json, write_json
 from longrank.config.schema import schema_default
 
@@ -108,21 +105,6 @@ def annotation(doc) -> dict:
     }
 
 
-@contextmanager
-def _staged(out: Path) -> Iterator[Path]:
-    """A staging directory beside ``out`` that replaces it when the block ends without an error (removed if not): a
-    half-written output, a shard's or the whole collection's, never stands at ``out``."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        with names_full_disk(out, staging):  # a full disk names the output, not the staging name
-            yield staging
-            staging.chmod(umask_mode(0o777))  # mkdtemp makes it 0700: others in a shared results tree could not read it
-            replace_directory(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
 def summary(settings: dict, pipeline: dict, n: int, sentences: int, labels: Counter[str], seconds: float) -> dict:
     """``stats.json`` of an annotation directory: one formula for a whole run, a shard and the merge of shards, so a
     merge's stats equal the unsharded run's but for the timing (``seconds``, ``docs_per_second``). Entity labels by
@@ -152,7 +134,7 @@ def annotate(
     n, sentences = 0, 0
     labels: Counter[str] = Counter()
     start = time.perf_counter()
-    with _staged(out) as staging:
+    with staged_directory(out) as staging:
         with RecordWriter(staging / ANNOTATIONS, "annotations") as writer:
             parsed = nlp.pipe(texts, as_tuples=True, batch_size=cfg.batch_size, n_process=cfg.n_process)
             for doc, doc_id in progress(parsed, total=n_docs, desc="annotate", unit="doc", mininterval=5):
@@ -238,7 +220,7 @@ def merge(shard_dirs: list[Path], n_docs: int, cfg: AnnotationSettings, out: Pat
                 f"spaCy {part['spacy']}, shard 0 by {pipeline['pipeline']} under spaCy {pipeline['spacy']}; "
                 f"run `longrank annotate --shard {i}/{len(parts)}` for it again"
             )
-    with _staged(out) as staging:
+    with staged_directory(out) as staging:
         with RecordWriter(staging / ANNOTATIONS, "annotations") as writer:
             for directory in shard_dirs:
                 for doc_id, text in Records(directory / ANNOTATIONS, "annotations", "shard", "").rows():

@@ -30,31 +30,31 @@ A document's record (positions index the passage's ``ids``; node indices count i
      "edges": {"p2p": [[i, j], ...], "s2s": [...], "t2t": [...]}, "n_tokens": 1234}
 
 Output directory: ``graphs.sqlite`` (read it with ``data.records.GraphStore``), ``settings.json`` (the settings
-plus the tokenizer's ``cls_id``, ``sep_id``, ``pad_id``, ``vocab_size``), ``stats.json``.
+plus the tokenizer's ``cls_id``, ``sep_id``, ``pad_id``, ``vocab_size``), ``stats.json``. ``--shard i/N`` builds one
+range of the documents and ``--merge`` joins the shards into the same bytes (``mir_graphs.<set>.shards``,
+graph_shards.py).
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Protocol
 
-import numpy as np
 from longrank.progress import progress
 
 from longrank.data.corpus import Corpus
-from longrank.mir_graphs.annotate import Annotations, cut_text, read_config
+from longrank.mir_graphs.annotate import Annotations, cut_text, read_config, shard_argument
+from longrank.mir_graphs.graph_shards import SIZES, Sizes, merge, set_stats, shard_of
 from longrank.data.records import GRAPHS, SETTINGS, RecordWriter
 from longrank.mir_graphs.record import build_record, fit_tfidf, words
 from longrank.data.mir_graph_settings import GraphSetSettings, graph_settings
 from longrank.mir_graphs.record import p2p_edges as p2p_edges, passage_windows as passage_windows  # re-exported
 from longrank.errors import InputError
-from longrank.io.atomic import names_full_disk, replace_directory, umask_mode
+from longrank.io.atomic import staged_directory
 from longrank.io.json_yaml import write_json
 from longrank.io.trec_files import Run, read_run
 from longrank.io.text_records import read_tsv_dict
@@ -98,13 +98,17 @@ def prf_words(
     depth: int,
     n_terms: int,
     leave_out: Mapping[str, Iterable[str]] = {},
+    only: Container[str] | None = None,
 ) -> dict[str, list[str]]:
     """Each document's PRF words: the ``n_terms`` of highest Eq. 1 weight (ties alphabetical) that occur in its
-    text as read (``doc_texts[doc_id]``); documents without any are left out."""
+    text as read (``doc_texts[doc_id]``); documents without any are left out, and with ``only`` (a shard's
+    documents) the documents not in it."""
     out = {}
     for doc_id, weights in prf_weights(queries, run, depth, leave_out).items():
         if doc_id not in doc_texts:
             raise InputError(f"PRF queries: the run ranks document {doc_id!r}, which is not in the collection")
+        if only is not None and doc_id not in only:
+            continue
         present = set(words(doc_texts[doc_id]))
         ranked = sorted((w for w in weights if w in present), key=lambda w: (-weights[w], w))[:n_terms]
         if ranked:
@@ -143,13 +147,6 @@ def read_prf_queries(directory: str | Path) -> tuple[dict[str, str], Run]:
     return read_tsv_dict(directory / "queries.tsv"), read_run(directory / "candidates.run")
 
 
-def _summary(values: Sequence[float]) -> dict:
-    return {
-        "mean": float(np.mean(values)) if values else 0.0,
-        "p90": float(np.percentile(values, 90)) if values else 0.0,
-    }
-
-
 def build(
     corpus: Corpus,
     annotations: Annotations,
@@ -157,50 +154,44 @@ def build(
     cfg: dict,
     out: Path,
     prf_leave_out: Mapping[str, Iterable[str]] = {},
+    shard: dict | None = None,
 ) -> dict:
     """Write the graph set of ``corpus`` to ``out`` (whole, or nothing: it is made in a staging directory beside
-    it) and return its stats."""
+    it) and return its stats; with ``shard`` (``graph_shards.shard_of``) only its range of documents, its sizes
+    (``graph_shards.SIZES``) beside them for the merge."""
     s = graph_settings(cfg)
     tokenizer = _fast_tokenizer(s.encoder)
     docs, max_words = corpus.docs, annotations.max_words
     begin = time.perf_counter()
+    # a shard too weighs its passages by the whole collection's document frequencies: its p2p edges are one job's
     vectorizer = fit_tfidf(
         cut_text(text, max_words)
         for text in progress(docs.values(), total=len(docs), desc="graphs: tf-idf", unit="doc", mininterval=5)
     )
+    n, items = (len(docs), docs.items()) if shard is None else _shard_items(docs, shard)
     prf = {}
     if prf_dir is not None:
         queries, run = read_prf_queries(prf_dir)
-        prf = prf_words(
-            queries,
-            run,
-            _ReadTexts(docs, max_words, tokenizer, s.max_doc_tokens),
-            s.prf_depth,
-            s.prf_terms,
-            prf_leave_out,
-        )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        with names_full_disk(out, staging):  # a full disk names the output, not the staging name
-            seconds, counts = _write_records(staging / GRAPHS, docs, annotations, prf, tokenizer, s, vectorizer)
-            stats = {
-                "documents": len(seconds),
-                "seconds": time.perf_counter() - begin,
-                "annotations": str(annotations.path.parent),
-                "max_words": max_words,
-                "prf_queries": None if prf_dir is None else str(prf_dir),
-                "prf_documents": len(prf),
-                **_size_stats(seconds, counts, s),
-            }
-            write_json(staging / SETTINGS, {**s.to_json(), **_tokenizer_ids(tokenizer)})
-            write_json(staging / "stats.json", stats)
-            staging.chmod(umask_mode(0o777))  # mkdtemp makes it 0700: others in a shared results tree could not read it
-            replace_directory(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        # a shard reads the PRF words of its own documents only: each document's words are its own (Eq. 1)
+        only = None if shard is None else {doc_id for doc_id, _ in _shard_items(docs, shard)[1]}
+        texts = _ReadTexts(docs, max_words, tokenizer, s.max_doc_tokens)
+        prf = prf_words(queries, run, texts, s.prf_depth, s.prf_terms, prf_leave_out, only)
+    inputs = _inputs(annotations, prf_dir)
+    with staged_directory(out) as staging:
+        sizes = _write_records(staging / GRAPHS, items, n, annotations, prf, tokenizer, s, vectorizer)
+        stats = set_stats(sizes, time.perf_counter() - begin, inputs, len(prf), s)
+        if shard is not None:
+            stats["shard"] = shard
+            sizes.save(staging / SIZES)
+        write_json(staging / SETTINGS, {**s.to_json(), **_tokenizer_ids(tokenizer)})
+        write_json(staging / "stats.json", stats)
     _log_stats(stats)
     return stats
+
+
+def _shard_items(docs, shard: dict) -> tuple[int, Iterator[tuple[str, str]]]:
+    """A shard's documents, streamed in the collection's order: how many, and ``(doc_id, text)`` pairs."""
+    return shard["stop"] - shard["start"], docs.items_range(shard["start"], shard["stop"])
 
 
 def _fast_tokenizer(encoder: str):
@@ -224,14 +215,21 @@ def _tokenizer_ids(tokenizer) -> dict[str, int]:
 
 
 def _write_records(
-    path: Path, docs, annotations: Annotations, prf: dict, tokenizer, s: GraphSetSettings, vectorizer
-) -> tuple[list[float], dict[str, list[int]]]:
-    """One record per document into ``path``; each record's construction time and, per view and graph, its
-    numbers of nodes and edges."""
+    path: Path,
+    items: Iterable[tuple[str, str]],
+    n: int,
+    annotations: Annotations,
+    prf: dict,
+    tokenizer,
+    s: GraphSetSettings,
+    vectorizer,
+) -> Sizes:
+    """One record per document of ``items`` (``n`` of them, streamed) into ``path``; each record's construction time
+    and, per view and graph, its numbers of nodes and edges."""
     max_words = annotations.max_words
-    seconds, counts = [], defaultdict(list)
+    sizes = Sizes()
     with RecordWriter(path, "graphs") as writer:
-        for doc_id, text in progress(docs.items(), total=len(docs), desc="graphs", unit="doc", mininterval=5):
+        for doc_id, text in progress(items, total=n, desc="graphs", unit="doc", mininterval=5):
             annotation = annotations[doc_id]
             start = time.perf_counter()
             try:
@@ -240,27 +238,9 @@ def _write_records(
                 )
             except InputError as err:
                 raise InputError(f"document {doc_id!r}: {err}") from None
-            seconds.append(time.perf_counter() - start)
+            sizes.add(time.perf_counter() - start, record)
             writer.add(doc_id, record)
-            for view in ("passages", "sentences", "tokens"):
-                counts[view].append(len(record[view]))
-            for view, edges in record["edges"].items():
-                counts[view].append(len(edges))
-    return seconds, counts
-
-
-def _size_stats(seconds: list[float], counts: dict[str, list[int]], s: GraphSetSettings) -> dict:
-    n = len(seconds)
-    return {
-        "construction_seconds_per_document": {**_summary(seconds), "max": max(seconds, default=0.0)},
-        "nodes": {view: _summary(counts[view]) for view in ("passages", "sentences", "tokens")},
-        "edges": {view: _summary(counts[view]) for view in ("p2p", "s2s", "t2t")},
-        # a capped count is below its cap exactly when the uncapped one is
-        "under_cap": {
-            "sentences": float(np.mean([c < s.max_sentence_nodes for c in counts["sentences"]])) if n else 1.0,
-            "tokens": float(np.mean([c < s.max_token_nodes for c in counts["tokens"]])) if n else 1.0,
-        },
-    }
+    return sizes
 
 
 def _log_stats(stats: dict) -> None:
@@ -292,22 +272,34 @@ def add_arguments(parser) -> None:
         "reads the collection (see pretraining_inputs)",
     )
     parser.add_argument("--config", default="{}", help="the graph set's settings as inline JSON")
-    parser.add_argument("--out", required=True, help="the graph set's directory")
+    parser.add_argument("--out", required=True, help="the graph set's directory (of one shard with --shard)")
+    spread = parser.add_mutually_exclusive_group()
+    spread.add_argument("--shard", type=shard_argument, help="i/N: build only shard i of N (mir_graphs.<set>.shards)")
+    spread.add_argument("--merge", nargs="+", type=Path, help="the shards' directories, in order, merged into --out")
 
 
 def pretraining_inputs(
-    data: str | Path, pseudo_dir: str | Path, annotations: Annotations, prf_dir: str | Path | None
+    data: str | Path,
+    pseudo_dir: str | Path,
+    annotations: Annotations,
+    prf_dir: str | Path | None,
+    shard: dict | None = None,
 ) -> tuple[Corpus, dict[str, set[str]]]:
     """The collection as pre-training on a pseudo-query set reads it, and the PRF pairs to leave out.
 
     Pre-training reads each pseudo-query's positive without the text the query came from (``overrides.jsonl``), so
     that a model cannot find the query copied verbatim; MIR reads records, not text, so its graphs must be cut from
     those texts too: they are annotated afresh. Where the PRF terms come from the same set, a positive's own
-    pseudo-query is left out of its Eq. 1 weights, or its pivots would mark the query's words in it."""
+    pseudo-query is left out of its Eq. 1 weights, or its pivots would mark the query's words in it. A shard
+    (``graph_shards.shard_of``) annotates its own range's positives only: the others are other shards' records."""
     from longrank.data.corpus import PseudoQueryCorpus
 
     corpus = PseudoQueryCorpus(data, pseudo_dir)
-    annotations.reannotate(corpus.docs.overrides)
+    overrides = corpus.docs.overrides
+    if shard is not None:
+        ids = {doc_id for doc_id, _ in _shard_items(corpus.docs, shard)[1]}
+        overrides = {doc_id: text for doc_id, text in overrides.items() if doc_id in ids}
+    annotations.reannotate(overrides)
     leave_out: dict[str, set[str]] = {}
     if prf_dir is not None and Path(prf_dir).resolve() == Path(pseudo_dir).resolve():
         for qid, judged in corpus.qrels.items():
@@ -315,12 +307,27 @@ def pretraining_inputs(
     return corpus, leave_out
 
 
+def _inputs(annotations: Annotations, prf_dir: str | Path | None) -> dict:
+    """What a graph set's ``stats.json`` records of its inputs, and what the merge checks each shard was built from."""
+    return {
+        "annotations": str(annotations.path.parent),
+        "max_words": annotations.max_words,
+        "prf_queries": None if prf_dir is None else str(prf_dir),
+    }
+
+
 def run(args) -> None:
     cfg = read_config(args.config, "graphs")
-    graph_settings(cfg)  # a bad setting fails before anything is read
+    s = graph_settings(cfg)  # a bad setting fails before anything is read
     annotations = Annotations(args.annotations)
     corpus = Corpus(args.data)
+    n_docs = len(corpus.docs)  # the collection's, which the shards split (the pre-training set's are the same ids)
+    if args.merge is not None:  # the records are the shards': nothing is read or annotated afresh
+        shards = [shard_of(i, len(args.merge), n_docs, args.pretrain_queries) for i in range(len(args.merge))]
+        merge(args.merge, shards, _inputs(annotations, args.prf_queries), s, Path(args.out))
+        return
+    shard = None if args.shard is None else shard_of(args.shard[0], args.shard[1], n_docs, args.pretrain_queries)
     leave_out: dict[str, set[str]] = {}
     if args.pretrain_queries:
-        corpus, leave_out = pretraining_inputs(args.data, args.pretrain_queries, annotations, args.prf_queries)
-    build(corpus, annotations, args.prf_queries, cfg, Path(args.out), leave_out)
+        corpus, leave_out = pretraining_inputs(args.data, args.pretrain_queries, annotations, args.prf_queries, shard)
+    build(corpus, annotations, args.prf_queries, cfg, Path(args.out), leave_out, shard)

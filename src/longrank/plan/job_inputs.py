@@ -132,8 +132,27 @@ def pseudo_query_index(plan: Plan, pseudo_set: str) -> list[str]:
 
 
 def graph_set_settings(plan: Plan, graph_set: str) -> str:
-    """A graph set's settings for its stage: the PRF queries arrive as an input directory, not a setting."""
-    return as_json({k: v for k, v in plan.config["mir_graphs"][graph_set].items() if k != "prf_queries"})
+    """A graph set's settings for its stage: the PRF queries arrive as an input directory, not a setting; ``shards``
+    spreads the work over jobs and changes no record. Left out, a config that only changes the shard count passes every
+    graph job (and mir_speed) the settings it had (Snakemake reruns a job whose params changed), and the default's
+    as before shards existed."""
+    return as_json(
+        {k: v for k, v in plan.config["mir_graphs"][graph_set].items() if k not in ("prf_queries", "shards")}
+    )
+
+
+def graph_set_shards(plan: Plan, graph_set: str, pseudo_set: str | None = None) -> list[str]:
+    """The shards a graph set's job merges, in order (``mir_graphs.<set>.shards`` above 1, one graphs_shard job each;
+    with ``pseudo_set`` the set built for pre-training on it, one graphs_pretrain_shard job each); none with one
+    shard: the graph job then builds every document's record itself, as before shards existed."""
+    shards = plan.config["mir_graphs"][graph_set]["shards"]
+    where = f"graphs_shards/{graph_set}" if pseudo_set is None else f"graphs_pretrain_shards/{pseudo_set}/{graph_set}"
+    return [f"{plan.results}/{where}/{shard}" for shard in range(shards)] if shards > 1 else []
+
+
+def graph_shard(plan: Plan, graph_set: str, shard: str) -> str:
+    """A graph shard job's ``--shard``: its index of the set's shard count, ``i/N``."""
+    return f"{shard}/{plan.config['mir_graphs'][graph_set]['shards']}"
 
 
 def annotate_settings(plan: Plan) -> str:
