@@ -8,6 +8,7 @@ workflow's copy of it."""
 from __future__ import annotations
 
 import gzip
+import re
 
 import ir_measures
 import pandas as pd
@@ -42,6 +43,15 @@ def own_qrels(name: str):
     return list(ir_measures.read_trec_qrels(str(COLLECTIONS / name / "qrels.txt")))
 
 
+def seed_runs(results, system: str) -> list:
+    """The runs of a seeded model's system (train.seeds): the first seed's under the entry's name, then
+    ``<model>@seed<n>`` (and ``<model>@seed<n>+<first stage>``) for the others; [] for an unseeded system."""
+    model, plus, rest = system.partition("+")
+    pattern = re.compile(re.escape(model) + r"@seed[0-9]+" + re.escape(plus + rest) + r"\.run")
+    others = sorted(p for p in (results / "runs").glob(f"{model}@seed*.run") if pattern.fullmatch(p.name))
+    return [results / "runs" / f"{system}.run", *others] if others else []
+
+
 def assert_reported_ndcg_equals_ir_measures(results, qrels) -> set[str]:
     """Every row of compare's table and of the report: nDCG@10 over the test queries from the system's run file."""
     table = pd.read_csv(results / "compare" / "table.csv")
@@ -51,9 +61,14 @@ def assert_reported_ndcg_equals_ir_measures(results, qrels) -> set[str]:
     measure = ir_measures.parse_measure("nDCG@10")
     systems = set(table.system)
     for system in systems:
-        path = results / ("candidates" if system in stages else "runs") / f"{system}.run"
-        run = [r for r in ir_measures.read_trec_run(str(path)) if r.query_id in test]
-        expected = ir_measures.calc_aggregate([measure], [q for q in qrels if q.query_id in test], run)[measure]
+        expected = 0.0
+        paths = seed_runs(results, system) or [
+            results / ("candidates" if system in stages else "runs") / f"{system}.run"
+        ]
+        for path in paths:  # a seeded model's row: each query's mean over its seeds, so the mean of their means
+            run = [r for r in ir_measures.read_trec_run(str(path)) if r.query_id in test]
+            found = ir_measures.calc_aggregate([measure], [q for q in qrels if q.query_id in test], run)[measure]
+            expected += found / len(paths)
         reported = table[(table.system == system) & (table.measure == "nDCG@10")]["mean"].item()
         assert reported == pytest.approx(expected, abs=1e-6), system
         assert f"{expected:.3f}" in report or f"{expected:.4f}" in report, (
@@ -131,3 +146,70 @@ def test_long_documents_run_through_irleds_settings(long):
     )  # several windows a document
     with gzip.open(COLLECTIONS / "long" / "docs.jsonl.gz", "rt") as f:
         assert sum(1 for _ in f) == stats["num_docs"]
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """A dry run's job stats table (``--quiet rules``): rule -> jobs."""
+    table = output.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {
+        parts[0]: int(parts[1]) for line in table.splitlines() if len(parts := line.split()) == 2 and parts[1].isdigit()
+    }
+
+
+def test_seeds_each_train_and_the_comparison_reads_each_querys_mean_over_them(graded):
+    """graded.yaml's knrm trains seeds 0 and 1 (``seeds: 2``): seed 0 as the entry itself, seed 1 as knrm@seed1, each
+    its own training with its own seed; knrm's row is each query's mean over the two, and the report's seed section
+    shows both seeds' numbers and their spread, with the per-seed rows in seeds.csv."""
+    first = read_json(graded / "models" / "knrm" / "fold0" / "train_summary.json")
+    second = read_json(graded / "models" / "knrm@seed1" / "fold0" / "train_summary.json")
+    assert (first["hyperparameters"]["seed"], second["hyperparameters"]["seed"]) == (0, 1)
+    per_seed = [pd.read_csv(graded / "eval" / f"knrm@seed{s}.tsv", sep="\t", index_col="query_id") for s in (0, 1)]
+    assert not per_seed[0].equals(per_seed[1])  # two trainings, not one copied
+    mean = pd.read_csv(graded / "eval" / "knrm.tsv", sep="\t", index_col="query_id")
+    pd.testing.assert_frame_equal(mean, (per_seed[0] + per_seed[1]) / 2, atol=2e-6)
+    seeds = pd.read_csv(graded / "report" / "seeds.csv")
+    assert set(seeds["system"]) == {"knrm", "knrm+given"} and set(seeds["seed"]) == {0, 1}
+    assert seeds["mean"].notna().all() and (seeds["n_queries"] == len(mean)).all()
+    section = (graded / "report" / "report.md").read_text().split(". Training seeds\n", 1)[1].split("\n## ", 1)[0]
+    assert "Not run" not in section and "knrm+given" in section and " ± " in section
+    assert "within the spread of training seeds" in section or "the same sign for every pair of seeds" in section
+    assert (graded / "report" / "figures" / "seeds.png").stat().st_size > 0
+
+
+def test_an_added_seed_trains_alone(graded, tmp_path):
+    """A third seed: its own training, rerank and interpolation, the two evaluations of knrm's means and its own,
+    then the comparison and the report; no other model's job, and neither earlier seed's training."""
+    overlay = tmp_path / "third_seed.yaml"
+    overlay.write_text(
+        "models:\n  knrm:\n    train: {steps: 20, batch_size: 8, eval_every: 10, patience: 2, seeds: 3}\n"
+    )
+    workdir = graded.parent.parent
+    done = snakemake(workdir, "report", "-n", "--quiet", "rules", "--configfile", str(COLLECTIONS / "graded.yaml"),
+                     str(overlay))  # fmt: skip
+    counts = job_counts(done.stdout + done.stderr)
+    assert counts["train"] == 1 and counts["rerank"] == 1 and counts["interpolate"] == 1, counts
+    # knrm@seed2 and knrm@seed2+given alone; knrm and knrm+given as each query's mean over three seeds
+    assert counts["evaluate"] == 4, counts
+    assert set(counts) <= {"train", "rerank", "interpolate", "evaluate", "compare", "compare_floors", "history",
+                           "report", "all", "resolved_config"}, counts  # fmt: skip
+
+
+def test_export_takes_the_seed_with_the_best_dev_score_unless_one_is_named(graded, tmp_path):
+    from longrank.api.export import export
+    from longrank.errors import InputError
+
+    dev = {
+        seed: read_json(graded / "models" / name / "fold0" / "train_summary.json")["best_dev_ndcg10"]
+        for seed, name in ((0, "knrm"), (1, "knrm@seed1"))
+    }
+    chosen = export(graded, "knrm", 0, tmp_path / "best")
+    ranker = read_json(chosen / "ranker.json")
+    assert ranker["source"]["seed"] == max(dev, key=lambda s: (dev[s], -s))
+    named = read_json(export(graded, "knrm", 0, tmp_path / "second", seed=1) / "ranker.json")
+    assert named["source"]["seed"] == 1 and named["config"]["train"]["seed"] == 1
+    assert named["source"]["weights_of"] == "knrm@seed1" and "seeds" not in named["config"]["train"]
+    assert (tmp_path / "second" / "model.safetensors").read_bytes() == (
+        graded / "models" / "knrm@seed1" / "fold0" / "model.safetensors"
+    ).read_bytes()
+    with pytest.raises(InputError, match=r"--seed 5: knrm trained the seeds \[0, 1\]"):
+        export(graded, "knrm", 0, tmp_path / "absent", seed=5)

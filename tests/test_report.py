@@ -105,6 +105,7 @@ def test_the_sections_the_run_has_no_data_for_say_which_key_switched_them_off(wo
         ("Non-inferiority", "evaluation.noninferiority_reference: null"),
         ("vs maximum document length", "no two enabled model entries differ in max_doc_len only"),
         ("Attention scaling", "attention_scaling.enabled: false"),
+        ("Training seeds", "no model trains more than one seed"),
     ):
         assert f"*Not run: {why}" in section_of(md, title), title
     assert "Skipped" not in md

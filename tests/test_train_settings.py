@@ -13,7 +13,7 @@ import yaml
 
 from longrank.errors import InputError
 from longrank.train.losses import LOSSES
-from longrank.config.train_settings import Pretraining, TrainSettings
+from longrank.config.train_settings import PLAN_KEYS, Pretraining, TrainSettings
 
 
 def schema_path():
@@ -35,7 +35,8 @@ def field_types() -> dict:
 
 def test_the_schema_and_the_settings_have_the_same_keys(train_schema):
     assert train_schema.get("additionalProperties") is False  # the schema refuses a key the settings lack, too
-    assert set(train_schema["properties"]) == set(TrainSettings.keys())
+    # and the plan's own keys (seeds: how many trainings, longrank.plan.seeds), which no training reads
+    assert set(train_schema["properties"]) == set(TrainSettings.keys()) | PLAN_KEYS
 
 
 def test_the_schema_states_no_default_the_settings_do_not_hold(train_schema):

@@ -110,7 +110,8 @@ def rerank_priority(wc):
 
 
 wildcard_constraints:
-    model="|".join(map(re.escape, config["models"])),  # configured models only (not the sanity row)
+    # configured models (not the sanity row), and each entry's further training seeds (longrank.plan.seeds)
+    model="|".join(map(re.escape, PLAN.config["models"])),
     system="[A-Za-z0-9_+@-]+",  # @: a model's floor, query_term_matches@{first stage}-top{depth}-first{words}w
     fold="[0-9]+",
     first_stage="[A-Za-z0-9_-]+",
@@ -150,8 +151,8 @@ doc_field_readers = by_wildcard("field", job_inputs.doc_field_readers)
 brought_run_file = by_wildcard("first_stage", job_inputs.brought_run_file)
 
 
-def run_file(wildcards):
-    return PLAN.run_file(wildcards.system)
+def evaluated_runs(wildcards):
+    return PLAN.evaluated_runs(wildcards.system)
 
 
 def local_collection_files(wildcards):
@@ -191,8 +192,9 @@ def mir_speed_alike():
 
 
 def model_config(wildcards):
-    """Only the model's own entry: changing one model's hyper-parameter reruns only that model's jobs."""
-    return as_json(config["models"][wildcards.model])
+    """Only the model's own entry (one seed's: longrank.plan.seeds): changing one model's hyper-parameter reruns only
+    that model's jobs, and an added seed runs only its own."""
+    return as_json(PLAN.config["models"][wildcards.model])
 
 
 def data_dir(wildcards, input):
@@ -205,14 +207,15 @@ def code_of(stage, model=None):
     longrank.results.code_digest), a parameter of its rule: changed arithmetic reruns the job, a changed comment does not.
     """
     if stage == "train":
-        return training_code_digest(config["models"][model]["type"])  # the one the training fingerprint holds
-    roots = [stage_module(stage)] + ([model_module(config["models"][model]["type"])] if model else [])
+        return training_code_digest(PLAN.config["models"][model]["type"])  # the one the training fingerprint holds
+    roots = [stage_module(stage)] + ([model_module(PLAN.config["models"][model]["type"])] if model else [])
     return code_digest(*roots)
 
 
 def history_settings(model):
     """What an entry of the model's history is of (the history rule): its config entry, the candidates it reranks and
-    the code that trains and scores it (a changed model file is a new setting, as it retrains)."""
+    the code that trains and scores it (a changed model file is a new setting, as it retrains). The entry as the
+    config gives it, train.seeds included: its scores are the seeds' mean, so other seeds are another setting."""
     return as_json(
         {
             "entry": config["models"][model],

@@ -17,9 +17,10 @@ rule satisfiable:
         "python -m longrank satisfiable --qrels {input.qrels:q} --measures {params.measures:q} --out {output:q} 2> {log:q}"
 
 
+# A system's per-query measures; a seeded model's (train.seeds) are each query's mean over its seeds' runs
 rule evaluate:
     input:
-        run=run_file,
+        runs=evaluated_runs,
         qrels=DATA["qrels.txt"],
         folds=DATA["folds.json"],
         measures_checked=MEASURES_CHECKED,
@@ -32,7 +33,7 @@ rule evaluate:
     params:
         measures=config["evaluation"]["measures"],
     shell:
-        "python -m longrank evaluate --run {input.run:q} --qrels {input.qrels:q} --folds {input.folds:q}"
+        "python -m longrank evaluate --run {input.runs:q} --qrels {input.qrels:q} --folds {input.folds:q}"
         " --measures {params.measures:q} --out {output:q} 2> {log:q}"
 
 

@@ -40,6 +40,11 @@ REPORT_MANIFEST = Manifest(
     pretraining={m: f"{R}/models/{m}/pretrained/train_summary.json" for m in PLAN.pretrained},
     pseudo_queries={pseudo_queries_of(m): f"{R}/pseudo_queries/{pseudo_queries_of(m)}" for m in PLAN.pretrained},
     history={m: f"{R}/history/{m}/latest.json" for m in MODELS},
+    seed_evals={
+        s: {str(seed): f"{R}/eval/{per_seed}.tsv" for seed, per_seed in PLAN.seed_systems(s).items()}
+        for s in SYSTEMS
+        if PLAN.seed_systems(s)
+    },
 )
 
 

@@ -33,6 +33,7 @@ from longrank.api.export_card import card
 from longrank.errors import InputError
 from longrank.io.atomic import names_full_disk, replace_directory, umask_mode, write_text
 from longrank.io.json_yaml import read_json, write_json
+from longrank.plan.seeds import job_entry, seed_model, seeds_of
 
 FORMAT = "longrank-ranker/1"
 RANKER_FILE = "ranker.json"
@@ -55,6 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", required=True, help="results/{dataset}: the workflow's results of one collection")
     parser.add_argument("--model", required=True, help="the model's name in the config (models.<name>)")
     parser.add_argument("--fold", type=int, default=0, help="which fold's weights (default: 0)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="a model with train.seeds: which seed's weights (default: the seed with the best dev nDCG@10 on --fold)",
+    )
     parser.add_argument("--out", required=True, help="the directory to write (replaced whole if it exists)")
     parser.add_argument(
         "--collection-words-only",
@@ -65,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> None:
-    out = export(Path(args.results), args.model, args.fold, Path(args.out), not args.collection_words_only)
+    out = export(Path(args.results), args.model, args.fold, Path(args.out), not args.collection_words_only, args.seed)
     print(f"exported {args.model} fold {args.fold} to {out}")
 
 
@@ -148,7 +155,9 @@ def _test_ndcg(results: Path, model: str, test_qids: list[str]) -> dict[str, flo
     return out
 
 
-def export(results: Path, model: str, fold_index: int, out: Path, pretrained_words: bool = True) -> Path:
+def export(
+    results: Path, model: str, fold_index: int, out: Path, pretrained_words: bool = True, seed: int | None = None
+) -> Path:
     from longrank.data.corpus import Corpus
     from longrank.models.checkpoint import load_model, verify_weights
     from longrank.config.model_types import architecture_params
@@ -156,7 +165,8 @@ def export(results: Path, model: str, fold_index: int, out: Path, pretrained_wor
 
     config, entry = model_entry(results, model)
     _check_exportable(model, entry)
-    weights_of = entry.get("checkpoint_of") or model
+    entry, trained_as, seed = trained_seed(results, model, entry, fold_index, seed)
+    weights_of = entry.get("checkpoint_of") or trained_as
     checkpoint = results / "models" / weights_of / f"fold{fold_index}" / WEIGHTS
     corpus = Corpus(results / "data")
     if not (corpus.dir / "folds.json").is_file():
@@ -168,6 +178,7 @@ def export(results: Path, model: str, fold_index: int, out: Path, pretrained_wor
     summary_path = checkpoint.parent / "train_summary.json"
     summary = read_json(summary_path) if summary_path.is_file() else None
     meta = _ranker_meta(model, entry, config, corpus, fold_index, weights_of)
+    meta["source"]["seed"] = seed
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
@@ -178,17 +189,37 @@ def export(results: Path, model: str, fold_index: int, out: Path, pretrained_wor
             if summary is not None:  # what trained the weights: a run reranked with the export records it
                 write_json(tmp / "train_summary.json", summary)
             meta.update(_write_text_side(tmp, model, entry, ranker, corpus if pretrained_words else None))
-            meta["interpolation"] = _interpolations(results, model, fold_index)
+            meta["interpolation"] = _interpolations(results, trained_as, fold_index)
             meta["notes"] += model_class(entry["type"]).export_notes(architecture_params(entry))
             write_json(tmp / RANKER_FILE, meta)
             folds = corpus.folds[fold_index]
-            write_text(tmp / "README.md", card(meta, summary, _test_ndcg(results, model, folds.get("test", [])), folds))
+            evaluated_as = model if seed is None else seed_model(model, seed)  # eval/<model>.tsv: the seeds' mean
+            test_ndcg = _test_ndcg(results, evaluated_as, folds.get("test", []))
+            write_text(tmp / "README.md", card(meta, summary, test_ndcg, folds))
             for path in [tmp, *tmp.rglob("*")]:
                 path.chmod(umask_mode(0o777 if path.is_dir() else 0o666))
             replace_directory(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def trained_seed(results: Path, model: str, entry: dict, fold: int, seed: int | None) -> tuple[dict, str, int | None]:
+    """(the entry as the chosen seed's jobs read it, the model its weights and runs are under, the seed; None for an
+    entry with one seed): ``seed`` if given, else the seed whose training on ``fold`` scored best on its dev queries."""
+    seeds = seeds_of(entry)
+    if len(seeds) == 1:
+        if seed is not None and seed != seeds[0]:
+            raise InputError(f"--seed {seed}: {model} trained seed {seeds[0]} alone")
+        return entry, model, None
+    names = {s: model if s == seeds[0] else seed_model(model, s) for s in seeds}
+    if seed is None:
+        dev = {s: read_json(results / "models" / name / f"fold{fold}" / "train_summary.json")["best_dev_ndcg10"]
+               for s, name in names.items()}  # fmt: skip
+        seed = max(seeds, key=lambda s: dev[s])  # the first of equal ones
+    elif seed not in names:
+        raise InputError(f"--seed {seed}: {model} trained the seeds {seeds} (its train.seeds)")
+    return job_entry(entry, seed), names[seed], seed
 
 
 def _check_exportable(model: str, entry: dict) -> None:

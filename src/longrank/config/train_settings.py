@@ -22,6 +22,11 @@ Optimizer = Literal["adamw", "adam"]
 Schedule = Literal["linear", "constant"]
 
 
+# Keys of the train block that say how many trainings the plan makes, not how one trains: ``seeds``
+# (longrank.plan.seeds gives each seed its own entry, whose ``seed`` is the recipe's).
+PLAN_KEYS = frozenset({"seeds"})
+
+
 @dataclass(frozen=True)
 class Pretraining:
     """``train.pretrain``: the pseudo-query set to pre-train on, and the training keys it overrides for that run."""
@@ -79,6 +84,7 @@ class TrainSettings:
 
     @classmethod
     def from_mapping(cls, where: str, given: Mapping) -> TrainSettings:
+        given = {key: value for key, value in given.items() if key not in PLAN_KEYS}
         unknown = set(given) - set(cls.keys())
         if unknown:
             raise InputError(f"{where}: unknown keys {sorted(unknown)}; expected {sorted(cls.keys())}")

@@ -13,7 +13,12 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", required=True, help="TREC run to evaluate")
+    parser.add_argument(
+        "--run",
+        required=True,
+        nargs="+",
+        help="TREC run to evaluate; several (a model's training seeds): each query's mean over their measures",
+    )
     parser.add_argument("--qrels", required=True, help="TREC qrels (gain > 0 = relevant)")
     parser.add_argument(
         "--folds", required=True, help="folds.json; the evaluated queries are the union of the folds' test lists"
@@ -25,11 +30,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    trec_run = read_run(args.run)
     qrels = read_qrels(args.qrels)
     check_satisfiable(args.measures, qrels, args.qrels)
     qids = test_queries(read_folds(args.folds))
-    frame = per_query(trec_run, qrels, qids, args.measures, name=str(args.run))
+    frames = [per_query(read_run(path), qrels, qids, args.measures, name=str(path)) for path in args.run]
+    # a seeded model's system: the paired tests compare each query's mean over the seeds (every frame has the same
+    # queries in the same order, per_query's rows being the test queries)
+    frame = frames[0] if len(frames) == 1 else sum(frames[1:], frames[0]) / len(frames)
     write_eval_tsv(args.out, frame)
     means = ", ".join(f"{c}={frame[c].mean():.4f}" for c in frame.columns)
-    log.info("%s: %d queries evaluated: %s", args.run, len(frame), means)
+    over = f" (each query's mean over {len(frames)} runs)" if len(frames) > 1 else ""
+    log.info("%s: %d queries evaluated%s: %s", " ".join(args.run), len(frame), over, means)

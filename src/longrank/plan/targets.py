@@ -12,6 +12,7 @@ from longrank.config.model_entries import Effective, effective_settings
 from longrank.plan import models as entries
 from longrank.plan.mir_chain import MirChain, mir_chain
 from longrank.plan.priorities import Priorities
+from longrank.plan.seeds import SEED_MARK, seed_model, seeds_of, with_seed_models
 from longrank.retrieval.sanity_floor import Floor
 
 DATA_FILES = (
@@ -30,6 +31,7 @@ DATA_FILES = (
 class Plan:
     """What the workflow runs for ``config`` (validated) with its outputs under ``results`` (results/<name>)."""
 
+    # the validated config, its models with each further training seed's (longrank.plan.seeds) as the jobs read them
     config: Mapping
     results: str
     data: dict[str, str]  # the data stage's files by name
@@ -43,6 +45,7 @@ class Plan:
     model_floors: dict[str, str]  # trained model -> its floor's system name
     mir_reference: str | None  # the entry MIR's Fig. 5 times
     mir_chain: MirChain
+    seeds: dict[str, list[int]]  # each entry training more than one seed -> its seeds, the first its own
 
     @property
     def sanity(self) -> str:
@@ -85,7 +88,31 @@ class Plan:
     def run_file(self, system: str) -> str:
         if system in self.config["first_stages"]:
             return f"{self.results}/candidates/{system}.run"
-        return f"{self.results}/runs/{system}.run"
+        return f"{self.results}/runs/{self._seed_system_run(system)}.run"
+
+    def _seed_system_run(self, system: str) -> str:
+        """The run a system's name stands for: a first seed's system (``knrm@seed0+<first stage>``) is its entry's own run."""
+        model, plus, rest = system.partition("+")
+        entry, mark, seed = model.partition(SEED_MARK)
+        if mark and entry in self.seeds and int(seed) == self.seeds[entry][0]:
+            return entry + plus + rest
+        return system
+
+    @property
+    def seed_models(self) -> list[str]:
+        """The models of every seed after an entry's first (the first is the entry itself)."""
+        return [seed_model(m, seed) for m, seeds in self.seeds.items() for seed in seeds[1:]]
+
+    def seed_systems(self, system: str) -> dict[int, str]:
+        """A seeded model's system (``knrm``, ``knrm+<first stage>``) -> its seeds' systems by seed; {} for any other."""
+        model, plus, rest = system.partition("+")
+        return {seed: seed_model(model, seed) + plus + rest for seed in self.seeds.get(model, [])}
+
+    def evaluated_runs(self, system: str) -> list[str]:
+        """The runs a system's evaluation reads: every seed's, whose per-query measures it averages, for a seeded
+        model's system; the system's own run otherwise."""
+        seeded = self.seed_systems(system)
+        return [self.run_file(s) for s in seeded.values()] if seeded else [self.run_file(system)]
 
     @property
     def report(self) -> str:
@@ -151,8 +178,13 @@ class Plan:
 def build_plan(config: Mapping, results: str) -> Plan:
     """The plan of a validated config; an entry sharing weights that no entry trains is refused (InputError)."""
     models = model_order(config["models"])
-    effective = effective_settings(config)
     entries.check_checkpoint_sources(config, models)
+    trained = [m for m in models if entries.weights_of(config, m) == m]
+    seeds = {m: seeds_of(config["models"][m]) for m in trained if len(seeds_of(config["models"][m])) > 1}
+    entries_only = config  # the floors and the benches are the entries', not each seed's
+    config = {**config, "models": with_seed_models(config["models"], trained)}
+    effective = effective_settings(config)
+    seeded = models + [seed_model(m, seed) for m, listed in seeds.items() for seed in listed[1:]]
     return Plan(
         config=config,
         results=results,
@@ -161,8 +193,9 @@ def build_plan(config: Mapping, results: str) -> Plan:
         models=models,
         effective=effective,
         first_stages=list(config["first_stages"]),
-        floors=floor_systems(config),
-        model_floors=model_floors(config),
+        floors=floor_systems(entries_only),
+        model_floors=model_floors(entries_only),
         mir_reference=entries.mir_reference(config, models),
-        mir_chain=mir_chain(config, models, lambda m: effective[m].first_stage),
+        mir_chain=mir_chain(config, seeded, lambda m: effective[m].first_stage),
+        seeds=seeds,
     )

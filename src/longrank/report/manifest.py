@@ -39,6 +39,8 @@ class Manifest:
     pseudo_queries: dict[str, str] = field(default_factory=dict)  # pseudo-query set -> its folder (stats.json inside)
     # model -> history/<model>/latest.json (rule history); the experiment log reads the entries kept beside it
     history: dict[str, str] = field(default_factory=dict)
+    # a seeded model's system (train.seeds) -> each seed's per-query evaluation by seed, in the seeds' order
+    seed_evals: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def files(self) -> list[str]:
         """Every path in the manifest: the rule's inputs."""

@@ -84,6 +84,22 @@ def ci_plot(
     return _save(fig, path)
 
 
+def seeds_plot(seed_means: pd.DataFrame, measure: str, path) -> Path:
+    """Each seeded system's per-seed ``measure`` (``seeds_section``'s rows of one measure) as dots on one line, and
+    their mean as a bar across it."""
+    systems = list(dict.fromkeys(seed_means["system"]))
+    fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(systems) + 1.4))
+    for i, system in enumerate(systems):
+        values = seed_means[seed_means.system == system]["mean"].to_numpy()
+        y = len(systems) - 1 - i
+        ax.scatter(values, np.full(len(values), y), color="C0", s=22, zorder=3)
+        ax.plot([values.mean()] * 2, [y - 0.3, y + 0.3], color="C3", lw=2)
+    ax.set_yticks(range(len(systems))[::-1], systems)
+    ax.set_xlabel(f"mean {measure} over the queries, one dot per training seed")
+    ax.set_title(f"{measure} per training seed")
+    return _save(fig, path)
+
+
 def length_bucket_plot(by_bucket: pd.DataFrame, systems: Sequence[str], path, measure: str = "nDCG@10") -> Path:
     """Grouped bars: mean ``measure`` per query bucket (median relevant-document length) per system."""
     buckets = [str(b) for b in by_bucket.index]

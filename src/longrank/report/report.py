@@ -33,6 +33,7 @@ from longrank.report import (
     provenance,
     regions,
     reproduction,
+    seeds_section,
     training,
 )
 from longrank.report.comparison import copy_tables, load_comparison
@@ -51,6 +52,7 @@ SECTIONS = [
     first_stages,
     diagnostics,
     confidence,
+    seeds_section,
     reproduction,
     length_buckets,
     length_bias,

@@ -156,6 +156,17 @@ def check_model_keys(models: dict) -> None:
             )
 
 
+def check_seeds(models: dict) -> None:
+    """``train.seeds`` only where the entry trains: an entry sharing another's weights (``checkpoint_of``) trains
+    none, so its seeds would be the other entry's (the schema refuses an empty list, a repeated seed, a non-integer)."""
+    for name, entry in models.items():
+        if (entry.get("train") or {}).get("seeds") is not None and entry.get("checkpoint_of"):
+            raise InputError(
+                f"config key models.{name}.train.seeds: this entry scores with {entry['checkpoint_of']!r}'s weights "
+                f"(checkpoint_of) and trains none; set the seeds on models.{entry['checkpoint_of']}.train.seeds"
+            )
+
+
 def check_batch_splits(models: dict) -> None:
     """Each model's batch splits into its processes' equal shares and each share into ``train.accumulation`` equal
     micro-batches (its pre-training's too, as ``train.pretrain`` overrides the keys), and a model with batch norm

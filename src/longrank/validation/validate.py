@@ -14,6 +14,7 @@ from jsonschema import Draft202012Validator, validators
 from longrank.data.doc_field import check_model_fields
 from longrank.validation.checks import (
     check_batch_splits,
+    check_seeds,
     check_input_files,
     check_measures,
     check_model_keys,
@@ -57,6 +58,7 @@ def validate_config(
     fill_defaults(config, schema)
     check_model_keys(config["models"])
     check_batch_splits(config["models"])
+    check_seeds(config["models"])
     check_model_fields(config)
     check_word2vec_queries(config)
     check_gain_order(config["dataset"])
