@@ -19,7 +19,7 @@ from longrank.models.registry import model_module
 from longrank.errors import InputError
 from longrank.config.names import check_outputs_not_inputs
 from longrank.plan import build_plan, job_inputs
-from longrank.plan.job_resources import JobResources
+from longrank.plan.job_resources import JobResources, collection_stage_minutes
 from longrank.plan.preflight import ResultsOwner, check_downloads as download_check, planned_names
 from longrank.plan.job_inputs import as_json
 from longrank.plan.priorities import CHECK_PRIORITY, MIR_CHAIN_PRIORITY, RERANK_PRIORITY, TRAINING_PRIORITY

@@ -15,8 +15,10 @@ rule annotate:
     conda:
         CONDA_ENV
     threads: annotate_threads
+    # a day at MS MARCO's size for one job, 2 h for a merge of shards (longrank.plan.job_resources)
     resources:
         mem_mb=8000,
+        runtime=lambda wc, input, attempt: collection_stage_minutes("annotate", bool(input.shards), attempt),
     params:
         settings=annotate_settings(),
         data=lambda wc, input: os.path.dirname(input.data),
@@ -71,8 +73,10 @@ rule graphs:
     priority: MIR_CHAIN_PRIORITY
     conda:
         CONDA_ENV
+    # 12 h at MS MARCO's size for one job, 2 h for a merge of shards (longrank.plan.job_resources)
     resources:
         mem_mb=8000,
+        runtime=lambda wc, input, attempt: collection_stage_minutes("graphs", bool(input.shards), attempt),
     params:
         settings=lambda wc: graph_set_settings(wc.graph_set),
         prf=lambda wc, input: ["--prf-queries", *input.prf_queries] if input.prf_queries else [],

@@ -28,6 +28,7 @@ from importlib import resources
 
 from longrank.config.train_settings import TrainSettings
 from longrank.io.json_yaml import load_yaml
+from longrank.plan.seeds import SEED_MARK
 from longrank.plan.targets import Plan
 
 BILL = "gpu_bill.yaml"
@@ -202,4 +203,18 @@ class JobResources:
         )
 
     def _row(self, model: str) -> Measured:
-        return self.bill.row_of(model, self.plan.config["models"][model]["type"])
+        # a further training seed (longrank.plan.seeds) is its entry's model: the entry's row
+        return self.bill.row_of(model.split(SEED_MARK)[0], self.plan.config["models"][model]["type"])
+
+
+# The collection-wide CPU stages a config may shard (annotations.shards, mir_graphs.<set>.shards): the unsharded
+# job's bound at MS MARCO's 3.2M documents (spaCy over every document: a day; the graph records: half of one), and a
+# merge's, which copies the shards' records in order. One bound for both would hold a merge to the whole job's day,
+# on the run's critical path (benchmarks/cluster_plan.py).
+WHOLE_COLLECTION_MINUTES = {"annotate": 1440, "graphs": 720}
+MERGE_MINUTES = 120
+
+
+def collection_stage_minutes(stage: str, merges_shards: bool, attempt: int) -> int:
+    """The runtime request of rule ``stage`` (annotate, graphs): a merge's when it merges shards, else the whole job's."""
+    return (MERGE_MINUTES if merges_shards else WHOLE_COLLECTION_MINUTES[stage]) * attempt
