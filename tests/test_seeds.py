@@ -9,7 +9,8 @@ import pytest
 
 from longrank.errors import InputError
 from longrank.plan import build_plan
-from longrank.plan.seeds import job_entry, seeds_of
+from longrank.config.train_settings import seeds_of
+from longrank.plan.seeds import job_entry
 from longrank.validation.validate import validate_config
 
 KNRM = {"type": "knrm", "max_doc_len": 60}
@@ -36,13 +37,44 @@ def test_malformed_seeds_are_refused_at_config_load_naming_the_key(seeds, messag
         validated({"knrm": {**KNRM, "train": {"seeds": seeds}}})
 
 
-def test_seeds_on_an_entry_that_shares_anothers_weights_are_refused():
+def test_seeds_of_its_own_on_an_entry_that_shares_anothers_weights_are_refused():
     models = {
         "mores": {"type": "mores"},
         "mores_reuse": {"type": "mores", "checkpoint_of": "mores", "train": {"seeds": 2}},
     }
     with pytest.raises(InputError, match=r"models\.mores_reuse\.train\.seeds: .*models\.mores\.train\.seeds"):
         validated(models)
+
+
+def test_an_entry_sharing_a_seeded_entrys_weights_scores_with_each_seeds():
+    """MORES Reuse (checkpoint_of) beside a seeded MORES: one model per seed, each with that seed's weights, so both
+    rows are means over the same trainings; a like: of the source inheriting its seeds is accepted."""
+    models = {
+        "mores": {"type": "mores", "train": {"seeds": [4, 5]}},
+        "mores_s1": {"like": "mores", "reuse": "s1", "checkpoint_of": "mores"},
+    }
+    plan = build_plan(validated(models), "results/x")
+    assert plan.seeds == {"mores": [4, 5], "mores_s1": [4, 5]}
+    assert plan.weights_of("mores_s1@seed5") == "mores@seed5" and plan.weights_of("mores_s1") == "mores"
+    assert "seeds" not in plan.config["models"]["mores_s1"]["train"]
+    assert plan.evaluated_runs("mores_s1") == ["results/x/runs/mores_s1.run", "results/x/runs/mores_s1@seed5.run"]
+    assert plan.trained == ["mores"]
+
+
+def test_a_listed_seed_the_entry_trained_before_stays_the_entrys_own():
+    assert seeds_of({"train": {"seed": 3, "seeds": [0, 3, 9]}}) == [3, 0, 9]  # knrm keeps its seed-3 training
+    plan = build_plan(validated({"knrm": {**KNRM, "train": {"seed": 3, "seeds": [0, 3]}}}), "results/x")
+    assert plan.config["models"]["knrm"]["train"] == {"seed": 3}
+    assert plan.config["models"]["knrm@seed0"]["train"] == {"seed": 0}
+
+
+def test_each_seed_asks_slurm_for_its_entrys_time():
+    from longrank.plan.job_resources import JobResources
+
+    plan = build_plan(validated({"knrm": {**KNRM, "train": {"seeds": 2}}}), "results/x")
+    resources = JobResources(plan)
+    assert resources.train("knrm@seed1", 1) == resources.train("knrm", 1)
+    assert resources.rerank("knrm@seed1", 1) == resources.rerank("knrm", 1)
 
 
 def test_a_count_of_seeds_starts_at_the_entrys_seed_and_a_list_is_kept():

@@ -20,7 +20,7 @@ rule satisfiable:
 # A system's per-query measures; a seeded model's (train.seeds) are each query's mean over its seeds' runs
 rule evaluate:
     input:
-        runs=evaluated_runs,
+        run=evaluated_runs,
         qrels=DATA["qrels.txt"],
         folds=DATA["folds.json"],
         measures_checked=MEASURES_CHECKED,
@@ -33,7 +33,7 @@ rule evaluate:
     params:
         measures=config["evaluation"]["measures"],
     shell:
-        "python -m longrank evaluate --run {input.runs:q} --qrels {input.qrels:q} --folds {input.folds:q}"
+        "python -m longrank evaluate --run {input.run:q} --qrels {input.qrels:q} --folds {input.folds:q}"
         " --measures {params.measures:q} --out {output:q} 2> {log:q}"
 
 

@@ -33,7 +33,8 @@ from longrank.api.export_card import card
 from longrank.errors import InputError
 from longrank.io.atomic import names_full_disk, replace_directory, umask_mode, write_text
 from longrank.io.json_yaml import read_json, write_json
-from longrank.plan.seeds import job_entry, seed_model, seeds_of
+from longrank.config.train_settings import seeds_of
+from longrank.plan.seeds import job_entry, seed_model
 
 FORMAT = "longrank-ranker/1"
 RANKER_FILE = "ranker.json"

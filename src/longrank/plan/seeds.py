@@ -18,28 +18,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 
+from longrank.config.train_settings import seeds_of
+
 SEED_MARK = "@seed"
-
-
-def seeds_of(entry: Mapping) -> list[int]:
-    """The seeds an entry trains: ``train.seeds`` as a list, or a count of seeds from ``train.seed`` on (so that
-    ``seeds: 3`` keeps the seed the entry trained before first), or ``train.seed`` alone."""
-    train = entry.get("train") or {}
-    first = train.get("seed", 0)
-    seeds = train.get("seeds")
-    if seeds is None:
-        return [first]
-    if isinstance(seeds, int):
-        return list(range(first, first + seeds))
-    return list(seeds)
 
 
 def seed_model(entry_name: str, seed: int) -> str:
     return f"{entry_name}{SEED_MARK}{seed}"
-
-
-def is_seed_model(name: str) -> bool:
-    return SEED_MARK in name
 
 
 def job_entry(entry: Mapping, seed: int) -> dict:
@@ -56,15 +41,31 @@ def job_entry(entry: Mapping, seed: int) -> dict:
     return job
 
 
-def with_seed_models(models: Mapping, trained: list[str]) -> dict:
-    """``models`` (the config's entries) with the seeds of each entry in ``trained``: the entry itself training its
-    first seed and one model per further seed (``seed_model``), each as its jobs read it (``job_entry``)."""
-    expanded = {}
-    for name, entry in models.items():
-        if name not in trained:
-            expanded[name] = copy.deepcopy(dict(entry))
-            continue
-        first, *further = seeds_of(entry)
-        expanded[name] = job_entry(entry, first)
-        expanded.update({seed_model(name, seed): job_entry(entry, seed) for seed in further})
+def planned_seeds(models: Mapping, trained: list[str]) -> dict[str, list[int]]:
+    """Each entry of ``trained`` (the enabled entries that train their own weights) with more than one seed, and each
+    enabled entry that scores with one of their weights (``checkpoint_of``: MORES Reuse), which has its source's seeds,
+    one model per seed scoring with that seed's weights."""
+    seeds = {name: seeds_of(models[name]) for name in trained if len(seeds_of(models[name])) > 1}
+    sharers = {
+        name: seeds[entry["checkpoint_of"]]
+        for name, entry in models.items()
+        if entry.get("checkpoint_of") in seeds and entry.get("enabled", True)
+    }
+    return {**seeds, **sharers}
+
+
+def with_seed_models(models: Mapping, seeds: Mapping[str, list[int]]) -> dict:
+    """``models`` (the config's entries) with each seeded entry's seeds (``planned_seeds``): the entry itself training
+    its first seed and one model per further seed (``seed_model``), each as its jobs read it (``job_entry``); a model
+    sharing a seeded entry's weights shares those of its own seed."""
+    expanded = {name: copy.deepcopy(dict(entry)) for name, entry in models.items()}
+    for name, (first, *further) in seeds.items():
+        entry, source = models[name], models[name].get("checkpoint_of")
+        if source is None:
+            expanded[name] = job_entry(entry, first)
+            expanded.update({seed_model(name, seed): job_entry(entry, seed) for seed in further})
+        else:  # its own seeds, if it has any (a like: of its source), are its source's (validation: check_seeds)
+            expanded[name] = job_entry(entry, (entry.get("train") or {}).get("seed", 0))
+            expanded.update({seed_model(name, seed): {**expanded[name], "checkpoint_of": seed_model(source, seed)}
+                             for seed in further})  # fmt: skip
     return expanded

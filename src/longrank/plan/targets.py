@@ -12,7 +12,7 @@ from longrank.config.model_entries import Effective, effective_settings
 from longrank.plan import models as entries
 from longrank.plan.mir_chain import MirChain, mir_chain
 from longrank.plan.priorities import Priorities
-from longrank.plan.seeds import SEED_MARK, seed_model, seeds_of, with_seed_models
+from longrank.plan.seeds import SEED_MARK, planned_seeds, seed_model, with_seed_models
 from longrank.retrieval.sanity_floor import Floor
 
 DATA_FILES = (
@@ -94,7 +94,7 @@ class Plan:
         """The run a system's name stands for: a first seed's system (``knrm@seed0+<first stage>``) is its entry's own run."""
         model, plus, rest = system.partition("+")
         entry, mark, seed = model.partition(SEED_MARK)
-        if mark and entry in self.seeds and int(seed) == self.seeds[entry][0]:
+        if mark and entry in self.seeds and seed.isdigit() and int(seed) == self.seeds[entry][0]:
             return entry + plus + rest
         return system
 
@@ -137,7 +137,10 @@ class Plan:
 
     @property
     def priorities(self) -> Priorities:
-        return Priorities(self.mir_chain, frozenset(self.mir_models))
+        # a MIR entry's further seeds are in MIR's chain as the entry is (longrank.plan.mir_chain)
+        return Priorities(
+            self.mir_chain, frozenset(entries.graph_set_readers(self.config, self.models + self.seed_models))
+        )
 
     def speed_benched(self, bench: str) -> list[str]:
         return entries.speed_benched(self.config, self.models, bench)
@@ -180,9 +183,9 @@ def build_plan(config: Mapping, results: str) -> Plan:
     models = model_order(config["models"])
     entries.check_checkpoint_sources(config, models)
     trained = [m for m in models if entries.weights_of(config, m) == m]
-    seeds = {m: seeds_of(config["models"][m]) for m in trained if len(seeds_of(config["models"][m])) > 1}
+    seeds = planned_seeds(config["models"], trained)
     entries_only = config  # the floors and the benches are the entries', not each seed's
-    config = {**config, "models": with_seed_models(config["models"], trained)}
+    config = {**config, "models": with_seed_models(config["models"], seeds)}
     effective = effective_settings(config)
     seeded = models + [seed_model(m, seed) for m, listed in seeds.items() for seed in listed[1:]]
     return Plan(

@@ -102,7 +102,7 @@ def _differences(ctx: Context, seed_means: pd.DataFrame, measure: str) -> tuple[
             continue
         a = spread(seed_means, r.system_a, measure) or {0: float(r.mean_a)}
         b = spread(seed_means, r.system_b, measure) or {0: float(r.mean_b)}
-        same = ctx.inp.base_model(r.system_a) == ctx.inp.base_model(r.system_b)
+        same = _training(ctx, r.system_a) == _training(ctx, r.system_b)
         low, high = difference_range(a, b, same_training=same)
         significant = float(r.wilcoxon_p_holm) < ctx.cmp.alpha
         rows.append(
@@ -119,3 +119,10 @@ def _differences(ctx: Context, seed_means: pd.DataFrame, measure: str) -> tuple[
             ]
         )
     return ["Pair", "Difference (* significant)", "p (Holm)", "Over the seeds' pairs", "Reading"], rows
+
+
+def _training(ctx: Context, system: str) -> str:
+    """The entry whose trainings a system's seeds are: its model's, or the one whose weights it shares (MORES Reuse
+    scores with MORES's weights, seed by seed)."""
+    model = ctx.inp.base_model(system)
+    return (ctx.inp.models.get(model) or {}).get("checkpoint_of") or model

@@ -23,7 +23,7 @@ from longrank.config.model_types import (
 from longrank.retrieval import bm25, pisa
 from longrank.retrieval.first_stage import HDCTSettings, parse_first_stage
 from longrank.config.model_entries import interpolates
-from longrank.config.train_settings import TrainSettings
+from longrank.config.train_settings import TrainSettings, seeds_of
 
 
 def check_input_files(config: dict) -> None:
@@ -157,13 +157,17 @@ def check_model_keys(models: dict) -> None:
 
 
 def check_seeds(models: dict) -> None:
-    """``train.seeds`` only where the entry trains: an entry sharing another's weights (``checkpoint_of``) trains
-    none, so its seeds would be the other entry's (the schema refuses an empty list, a repeated seed, a non-integer)."""
+    """An entry sharing another's weights (``checkpoint_of``) has that entry's seeds (longrank.plan.seeds): seeds of
+    its own, other than its source's (a ``like:`` of the source inherits the same), are refused, naming the key (the
+    schema refuses an empty list, a repeated seed, a non-integer)."""
     for name, entry in models.items():
-        if (entry.get("train") or {}).get("seeds") is not None and entry.get("checkpoint_of"):
+        source = entry.get("checkpoint_of")
+        own = (entry.get("train") or {}).get("seeds")
+        if source in models and own is not None and seeds_of(entry) != seeds_of(models[source]):
             raise InputError(
-                f"config key models.{name}.train.seeds: this entry scores with {entry['checkpoint_of']!r}'s weights "
-                f"(checkpoint_of) and trains none; set the seeds on models.{entry['checkpoint_of']}.train.seeds"
+                f"config key models.{name}.train.seeds: this entry scores with {source!r}'s weights (checkpoint_of), "
+                f"one model per seed of {source!r} ({seeds_of(models[source])}); leave its seeds out and set "
+                f"models.{source}.train.seeds"
             )
 
 
