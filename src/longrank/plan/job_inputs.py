@@ -69,6 +69,31 @@ def hdct_pseudo_queries(plan: Plan, first_stage: str) -> list[str]:
     return [] if targets == "titles" else [f"{plan.results}/pseudo_queries/{targets}"]
 
 
+def first_stage_spec(plan: Plan, first_stage: str) -> str:
+    """A first stage's entry as the jobs that read it are passed it (hdct's, the candidates', a model's history):
+    without ``shards`` (method hdct), which spreads the stage's weighting over jobs and changes no weight. Left out, a
+    config that only changes the shard count passes these jobs the entry they had (Snakemake reruns a job whose
+    params changed), and the default's as before shards existed."""
+    return as_json({k: v for k, v in plan.config["first_stages"][first_stage].items() if k != "shards"})
+
+
+def hdct_shards(plan: Plan, first_stage: str) -> list[str]:
+    """The shards an hdct job merges, in order (``first_stages[].shards`` above 1, one hdct_shard job each); none with
+    one shard: the hdct job then trains, weights every document and indexes itself, as before shards existed."""
+    shards = plan.config["first_stages"][first_stage].get("shards", 1)
+    return [f"{plan.results}/hdct_shards/{first_stage}/{shard}" for shard in range(shards)] if shards > 1 else []
+
+
+def hdct_encoder(plan: Plan, first_stage: str) -> list[str]:
+    """The encoder an hdct stage's shards weight with and its merge copies (rule hdct_encoder), when sharded."""
+    return [f"{plan.results}/hdct_encoder/{first_stage}"] if hdct_shards(plan, first_stage) else []
+
+
+def hdct_shard(plan: Plan, first_stage: str, shard: str) -> str:
+    """An hdct shard job's ``--shard``: its index of the first stage's shard count, ``i/N``."""
+    return f"{shard}/{plan.config['first_stages'][first_stage]['shards']}"
+
+
 def brought_run_file(plan: Plan, first_stage: str) -> list[str]:
     """The run file a first stage of method run_file reads (the user's)."""
     spec = plan.config["first_stages"][first_stage]
