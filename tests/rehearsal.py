@@ -61,7 +61,7 @@ SIZE_KEYS = (
     *(f"mir_graphs.*.{k}" for k in ("max_doc_tokens", "shards")),
     *(f"models.*.{k}" for k in MODEL_SIZES),
     *(f"models.*.train.{k}" for k in TRAIN_SIZES),
-    *(f"first_stages.*.{k}" for k in ("steps", "batch_size", "passage_words", "max_passages")),
+    *(f"first_stages.*.{k}" for k in ("steps", "batch_size", "passage_words", "max_passages", "shards")),
 )
 # Weights a hub or a manual download gives, and their CPU stand-ins (the packages' GloVe 50d, MiniLM or BERT-base's
 # shape with random weights); a key's full-scale value must be such a download (a file, a hub name) for it to change.

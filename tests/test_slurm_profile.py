@@ -366,6 +366,8 @@ GPU_RULES = {
     "bench",
     "artifacts",
     "hdct",
+    "hdct_encoder",
+    "hdct_shard",
     "mores_speed",
     "mir_speed",
     "attention_scaling",
