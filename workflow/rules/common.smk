@@ -118,7 +118,7 @@ wildcard_constraints:
     scope="collection|fold[0-9]+",
     pseudo_set="[A-Za-z0-9_-]+",
     graph_set="[A-Za-z0-9_-]+",
-    shard="[0-9]+",  # a shard's index (rules annotate_shard, graphs_shard, graphs_pretrain_shard, hdct_shard)
+    shard="[0-9]+",  # a shard's index (annotate_shard, graphs_shard, graphs_pretrain_shard, hdct_shard, artifacts_shard)
     field="[A-Za-z0-9_]+",  # a document field (rule doc_field)
 
 
@@ -184,6 +184,14 @@ def graph_set_pretrain_shards(wildcards):
 
 def graph_shard(wildcards):
     return job_inputs.graph_shard(PLAN, wildcards.graph_set, wildcards.shard)
+
+
+def artifact_shards(wildcards):
+    return job_inputs.artifact_shards(PLAN, wildcards.model, wildcards.scope)
+
+
+def artifact_shard(wildcards):
+    return job_inputs.artifact_shard(PLAN, wildcards.shard)
 
 
 def hdct_shard(wildcards):

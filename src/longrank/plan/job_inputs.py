@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from longrank.data.doc_field import extra_fields, field_readers
-from longrank.config.model_types import artifact_scopes
+from longrank.config.model_types import artifact_scopes, artifacts_of
 from longrank.plan.targets import Plan
 
 
@@ -48,6 +48,21 @@ def fold_artifacts(plan: Plan, model: str) -> list[str]:
     if "fold" not in artifact_scopes(plan.config["models"][model]):
         return []
     return [f"{plan.results}/artifacts/{model}/fold{fold}" for fold in plan.folds]
+
+
+def artifact_shards(plan: Plan, model: str, scope: str) -> list[str]:
+    """The shards an artifacts job merges, in order: an NDRM impact index (a fold's ``impact_index`` artifact) with
+    ``impact_index.shards`` above 1, one artifacts_shard job each; none otherwise: the artifacts job then builds
+    everything itself, as before shards existed."""
+    shards = plan.config["impact_index"]["shards"]
+    if shards == 1 or scope == "collection" or "impact_index" not in artifacts_of(plan.config["models"][model]):
+        return []
+    return [f"{plan.results}/artifacts_shards/{model}/{scope}/{shard}" for shard in range(shards)]
+
+
+def artifact_shard(plan: Plan, shard: str) -> str:
+    """An artifacts shard job's ``--shard``: its index of ``impact_index.shards``, ``i/N``."""
+    return f"{shard}/{plan.config['impact_index']['shards']}"
 
 
 def stage_artifacts(plan: Plan, first_stage: str) -> list[str]:
