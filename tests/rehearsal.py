@@ -58,6 +58,7 @@ SIZE_KEYS = (
     *(f"attention_scaling.{k}" for k in ("lengths", "batch_size", "hidden", "heads", "repeats")),
     *(f"word2vec.{k}" for k in ("dim", "epochs", "min_count")),
     *(f"annotations.{k}" for k in ("max_words", "batch_size", "n_process", "shards")),
+    "impact_index.shards",
     *(f"mir_graphs.*.{k}" for k in ("max_doc_tokens", "shards")),
     *(f"models.*.{k}" for k in MODEL_SIZES),
     *(f"models.*.train.{k}" for k in TRAIN_SIZES),

@@ -365,6 +365,7 @@ GPU_RULES = {
     "rerank",
     "bench",
     "artifacts",
+    "artifacts_shard",
     "hdct",
     "hdct_encoder",
     "hdct_shard",
