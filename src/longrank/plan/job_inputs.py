@@ -95,7 +95,7 @@ def first_stage_spec(plan: Plan, first_stage: str) -> str:
 def hdct_shards(plan: Plan, first_stage: str) -> list[str]:
     """The shards an hdct job merges, in order (``first_stages[].shards`` above 1, one hdct_shard job each); none with
     one shard: the hdct job then trains, weights every document and indexes itself, as before shards existed."""
-    shards = plan.config["first_stages"][first_stage].get("shards", 1)
+    shards = plan.config["first_stages"][first_stage]["shards"]  # the schema's default for method hdct
     return [f"{plan.results}/hdct_shards/{first_stage}/{shard}" for shard in range(shards)] if shards > 1 else []
 
 
