@@ -58,10 +58,11 @@ SIZE_KEYS = (
     *(f"attention_scaling.{k}" for k in ("lengths", "batch_size", "hidden", "heads", "repeats")),
     *(f"word2vec.{k}" for k in ("dim", "epochs", "min_count")),
     *(f"annotations.{k}" for k in ("max_words", "batch_size", "n_process", "shards")),
+    "impact_index.shards",
     *(f"mir_graphs.*.{k}" for k in ("max_doc_tokens", "shards")),
     *(f"models.*.{k}" for k in MODEL_SIZES),
     *(f"models.*.train.{k}" for k in TRAIN_SIZES),
-    *(f"first_stages.*.{k}" for k in ("steps", "batch_size", "passage_words", "max_passages")),
+    *(f"first_stages.*.{k}" for k in ("steps", "batch_size", "passage_words", "max_passages", "shards")),
 )
 # Weights a hub or a manual download gives, and their CPU stand-ins (the packages' GloVe 50d, MiniLM or BERT-base's
 # shape with random weights); a key's full-scale value must be such a download (a file, a hub name) for it to change.

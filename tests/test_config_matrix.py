@@ -342,17 +342,19 @@ def test_the_rehearsal_runs_the_full_scale_dag(matrix, year):
     has the full-scale run's rules with as many jobs each, and the same models of the same types. The untrained
     floors are the exception: one per distinct (depth, words read) of the models, both size keys, so two shrunk
     models may share a floor (its sanity job and its evaluation); and the annotation's and the graph set's shards, one
-    job each of annotations.shards and mir_graphs.<set>.shards, size keys (fewer in the rehearsal, more than one in
-    both: the sharded DAG)."""
+    job each of annotations.shards, mir_graphs.<set>.shards and an hdct first stage's shards, size keys (fewer in the
+    rehearsal, more than one in both: the sharded DAG)."""
     full, mine = matrix[full_scale(year)], matrix[rehearsal(year)]
     assert full.returncode == 0 and mine.returncode == 0
-    sized = ("sanity", "evaluate", "annotate_shard", "graphs_shard")
+    sized = ("sanity", "evaluate", "annotate_shard", "graphs_shard", "hdct_shard")
     counts = {rule: n for rule, n in job_counts(full.output).items() if rule not in sized}
     assert {rule: n for rule, n in job_counts(mine.output).items() if rule not in sized} == counts
     if "annotate" in counts:
         assert job_counts(mine.output)["annotate_shard"] == 3 < job_counts(full.output)["annotate_shard"]
     if "graphs" in counts:
         assert job_counts(mine.output)["graphs_shard"] == 3 < job_counts(full.output)["graphs_shard"]
+    if "hdct" in counts:
+        assert job_counts(mine.output)["hdct_shard"] == 3 < job_counts(full.output)["hdct_shard"]
     assert set(job_counts(mine.output)) == set(job_counts(full.output))
     assert "train" in job_counts(full.output) and "mores_speed" in job_counts(full.output)
     assert year not in YEARS or "attention_scaling" in job_counts(full.output)

@@ -73,7 +73,8 @@ def msmarco():
     return IR_DATASETS_HOME
 
 
-# The 2019 run (155 jobs; 152 before the graph set's 3 shards, not timed since) takes about 10 minutes of the quiet 2-core machine; it leaves ~2.1 GB (a finished training keeps only
+# The 2019 run (168 jobs; 152 before the graph set's 3 shards, 155 before HDCT's 3, 159 before the impact indexes'
+# 3 each; not timed since) takes about 10 minutes of the quiet 2-core machine; it leaves ~2.1 GB (a finished training keeps only
 # its best weights: train/state_sets.py's finish_state). They run in .ci/run. The overlay's whitelist (above), its DAG against the full-scale one (test_config_matrix.py) and the SLURM
 # resources of every job (test_slurm_profile.py) are checked without them.
 

@@ -14,16 +14,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from longrank.data.corpus import Corpus
 from longrank.errors import InputError
-from longrank.io.atomic import names_full_disk, replace_directory, umask_mode
+from longrank.io.atomic import staged_directory
 from longrank.io.trec_files import read_run
 from longrank.models.checkpoint import load_model
-from longrank.config.model_types import ARTIFACT_SCOPES, artifact_scopes
+from longrank.config.model_types import ARTIFACT_SCOPES, artifact_scopes, artifacts_of
+from longrank.mir_graphs.annotate import shard_argument
+from longrank.models import ndrm_impact_shards as impact_shards
 from longrank.models.registry import build_model
 from longrank.runtime import add_device_arguments, stage_device
 from longrank.config.schema import schema_default
@@ -62,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", required=True, help="the artifact directory (artifacts/{model}/collection or .../fold{N})"
     )
+    spread = parser.add_mutually_exclusive_group()  # impact_index.shards above 1 (models/ndrm_impact_shards.py)
+    spread.add_argument("--shard", type=shard_argument, help="i/N: an impact index's shard i of N only")
+    spread.add_argument("--merge", nargs="+", type=Path, help="the impact index's shards, in order, merged into --out")
 
 
 def run(args) -> None:
@@ -77,6 +81,7 @@ def run(args) -> None:
         args.candidates,
         args.batch_size,
         stage_device(args),
+        Part(args.shard, args.merge),
     )
 
 
@@ -91,6 +96,31 @@ def documents(corpus: Corpus, candidates: str | Path | None) -> list[str]:
     return sorted(wanted)
 
 
+@dataclass(frozen=True)
+class Part:
+    """What of an impact index a job builds: all of it (neither), shard ``(i, N)`` or the merge of ``merge``."""
+
+    shard: tuple[int, int] | None = None
+    merge: list[Path] | None = None
+
+
+def _write(model, model_cfg: dict, scope: str, corpus, doc_ids, tmp: Path, checkpoint, batch_size, part: Part):
+    """The artifacts into ``tmp``: the model's own build, or an impact index's shard or merge."""
+    if part.shard is None and not part.merge:
+        model.build_artifacts(scope, corpus, doc_ids, tmp, batch_size=batch_size)
+        return
+    if scope != "fold" or "impact_index" not in artifacts_of(model_cfg):
+        raise InputError(
+            f"config key impact_index.shards: a {model_cfg.get('type')!r} model's {scope} artifacts are built in one "
+            "job (only an NDRM impact index is built in shards)"
+        )
+    origin = {"checkpoint": impact_shards.file_digest(checkpoint), "model": model_cfg}
+    if part.shard is not None:
+        impact_shards.write_shard(model, corpus, tmp, batch_size, *part.shard, origin)
+    else:
+        impact_shards.merge(model, corpus, part.merge or [], tmp, batch_size, origin)
+
+
 def build(
     model_cfg: dict,
     corpus: Corpus,
@@ -100,6 +130,7 @@ def build(
     candidates: str | Path | None = None,
     batch_size: int = schema_default("rerank.batch_size"),
     device="cpu",
+    part: Part = Part(),
 ) -> None:
     kind = model_cfg.get("type")
     if scope not in artifact_scopes(model_cfg):
@@ -114,13 +145,6 @@ def build(
         else build_model(model_cfg, corpus).to(device).eval()
     )
     doc_ids = documents(corpus, candidates)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        with names_full_disk(out, tmp):  # a full disk names the output, not the staging name
-            model.build_artifacts(scope, corpus, doc_ids, tmp, batch_size=batch_size)
-            tmp.chmod(umask_mode(0o777))  # mkdtemp makes it 0700: others in a shared results tree could not read it
-            replace_directory(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with staged_directory(out) as tmp:  # a shard's too: a half-written one never stands at its path
+        _write(model, model_cfg, scope, corpus, doc_ids, tmp, checkpoint, batch_size, part)
     log.info("%s artifacts of a %s model for %d documents in %s", scope, kind, len(doc_ids), out)

@@ -18,7 +18,7 @@ rule candidates:
     resources:
         mem_mb=8000,
     params:
-        spec=lambda wc: as_json(config["first_stages"][wc.first_stage]),
+        spec=first_stage_spec,
         dataset=as_json(config["dataset"]),
         data=data_dir,
         artifacts=lambda wc, input: ["--artifacts", *input.artifacts] if input.artifacts else [],

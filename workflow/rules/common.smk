@@ -1,6 +1,7 @@
 # Config validation (fails at parse time naming the key and the schema rule), the plan of the run
 # (src/longrank/plan/) and the names and input functions the rules use.
 import copy
+import json
 import os
 import re
 import sys
@@ -118,7 +119,7 @@ wildcard_constraints:
     scope="collection|fold[0-9]+",
     pseudo_set="[A-Za-z0-9_-]+",
     graph_set="[A-Za-z0-9_-]+",
-    shard="[0-9]+",  # a shard's index (rules annotate_shard, graphs_shard, graphs_pretrain_shard)
+    shard="[0-9]+",  # a shard's index (annotate_shard, graphs_shard, graphs_pretrain_shard, hdct_shard, artifacts_shard)
     field="[A-Za-z0-9_]+",  # a document field (rule doc_field)
 
 
@@ -143,6 +144,9 @@ training_gpus = by_wildcard("model", job_inputs.training_gpus)
 history_summaries = by_wildcard("model", job_inputs.history_summaries)
 stage_artifacts = by_wildcard("first_stage", job_inputs.stage_artifacts)
 hdct_pseudo_queries = by_wildcard("first_stage", job_inputs.hdct_pseudo_queries)
+hdct_shards = by_wildcard("first_stage", job_inputs.hdct_shards)
+hdct_encoder = by_wildcard("first_stage", job_inputs.hdct_encoder)
+first_stage_spec = by_wildcard("first_stage", job_inputs.first_stage_spec)
 pseudo_query_source = by_wildcard("pseudo_set", job_inputs.pseudo_query_source)
 pseudo_query_index = by_wildcard("pseudo_set", job_inputs.pseudo_query_index)
 graph_set_prf_queries = by_wildcard("graph_set", job_inputs.graph_set_prf_queries)
@@ -183,6 +187,18 @@ def graph_shard(wildcards):
     return job_inputs.graph_shard(PLAN, wildcards.graph_set, wildcards.shard)
 
 
+def artifact_shards(wildcards):
+    return job_inputs.artifact_shards(PLAN, wildcards.model, wildcards.scope)
+
+
+def artifact_shard(wildcards):
+    return job_inputs.artifact_shard(PLAN, wildcards.shard)
+
+
+def hdct_shard(wildcards):
+    return job_inputs.hdct_shard(PLAN, wildcards.first_stage, wildcards.shard)
+
+
 def graph_set_settings(name):
     return job_inputs.graph_set_settings(PLAN, name)
 
@@ -219,7 +235,7 @@ def history_settings(model):
     return as_json(
         {
             "entry": config["models"][model],
-            "first_stage": config["first_stages"][first_stage_of(model)],
+            "first_stage": json.loads(job_inputs.first_stage_spec(PLAN, first_stage_of(model))),
             "code": {"train": code_of("train", weights_of(model)), "rerank": code_of("rerank", model)},
         }
     )

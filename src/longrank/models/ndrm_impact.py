@@ -28,21 +28,36 @@ from longrank.io.json_yaml import write_json
 IMPACT_FORMAT = "longrank-impact/1"
 
 
+def query_term_table(model, corpus) -> tuple[dict[str, list[str]], list[str]]:
+    """Every query's processed terms (``impact.json``'s ``query_terms``) and the index's rows: their sorted union."""
+    per_query = {qid: model.query_terms(text) for qid, text in sorted(corpus.queries.items())}
+    return per_query, sorted({t for ts in per_query.values() for t in ts})
+
+
 def write_impact_index(model, corpus, out_dir, batch_size: int) -> None:
     """``impact.npz`` and ``impact.json`` of ``model`` over every document and query term of ``corpus`` (see
     ``NDRM.build_artifacts``)."""
-    from scipy import sparse
-
     started = time.perf_counter()
     all_docs = sorted(corpus.docs)
-    per_query = {qid: model.query_terms(text) for qid, text in sorted(corpus.queries.items())}
-    terms = sorted({t for ts in per_query.values() for t in ts})
+    per_query, terms = query_term_table(model, corpus)
     values, columns, floors = impact_rows(model, terms, [corpus.docs[d] for d in all_docs], batch_size, all_docs)
+    rows = (values, columns, floors)
+    save_impact_index(out_dir, terms, all_docs, rows, model.impact_depth, per_query, time.perf_counter() - started)
+
+
+def save_impact_index(
+    out_dir, terms: list[str], all_docs: list[str], rows, impact_depth, per_query: dict, build_seconds: float
+) -> None:
+    """The index of ``impact_rows``' (values, columns, floors) over ``all_docs``: one job's, or the shards' merge
+    (ndrm_impact_shards.py), which writes the same bytes."""
+    from scipy import sparse
+
+    values, columns, floors = rows
     shifted = (values.astype(np.float64) - floors[:, None]).astype(np.float32)
     keep = shifted > 0  # an entry at its term's floor is what a missing entry means
-    rows = np.broadcast_to(np.arange(len(terms))[:, None], shifted.shape)
+    row_ids = np.broadcast_to(np.arange(len(terms))[:, None], shifted.shape)
     matrix = sparse.csr_matrix(
-        (shifted[keep], (rows[keep], columns[keep])), shape=(len(terms), len(all_docs)), dtype=np.float32
+        (shifted[keep], (row_ids[keep], columns[keep])), shape=(len(terms), len(all_docs)), dtype=np.float32
     )
     sparse.save_npz(Path(out_dir) / "impact.npz", matrix)
     write_json(
@@ -51,9 +66,9 @@ def write_impact_index(model, corpus, out_dir, batch_size: int) -> None:
             "format": IMPACT_FORMAT,
             "terms": terms,
             "doc_ids": all_docs,
-            "impact_depth": model.impact_depth,
+            "impact_depth": impact_depth,
             "term_floors": [float(f) for f in floors],
-            "build_seconds": time.perf_counter() - started,
+            "build_seconds": build_seconds,
             "query_terms": per_query,
         },
     )

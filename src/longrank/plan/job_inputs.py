@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from longrank.data.doc_field import extra_fields, field_readers
-from longrank.config.model_types import artifact_scopes
+from longrank.config.model_types import artifact_scopes, artifacts_of
 from longrank.plan.targets import Plan
 
 
@@ -50,6 +50,21 @@ def fold_artifacts(plan: Plan, model: str) -> list[str]:
     return [f"{plan.results}/artifacts/{model}/fold{fold}" for fold in plan.folds]
 
 
+def artifact_shards(plan: Plan, model: str, scope: str) -> list[str]:
+    """The shards an artifacts job merges, in order: an NDRM impact index (a fold's ``impact_index`` artifact) with
+    ``impact_index.shards`` above 1, one artifacts_shard job each; none otherwise: the artifacts job then builds
+    everything itself, as before shards existed."""
+    shards = plan.config["impact_index"]["shards"]
+    if shards == 1 or scope == "collection" or "impact_index" not in artifacts_of(plan.config["models"][model]):
+        return []
+    return [f"{plan.results}/artifacts_shards/{model}/{scope}/{shard}" for shard in range(shards)]
+
+
+def artifact_shard(plan: Plan, shard: str) -> str:
+    """An artifacts shard job's ``--shard``: its index of ``impact_index.shards``, ``i/N``."""
+    return f"{shard}/{plan.config['impact_index']['shards']}"
+
+
 def stage_artifacts(plan: Plan, first_stage: str) -> list[str]:
     """A first stage a trained model produces (method model) reads that model's per-fold artifacts (its impact
     index); an hdct or pisa first stage reads its index."""
@@ -67,6 +82,31 @@ def hdct_pseudo_queries(plan: Plan, first_stage: str) -> list[str]:
     """The pseudo-query set an HDCT first stage trains on (targets: <set>); none for targets: titles."""
     targets = plan.config["first_stages"][first_stage].get("targets", "titles")
     return [] if targets == "titles" else [f"{plan.results}/pseudo_queries/{targets}"]
+
+
+def first_stage_spec(plan: Plan, first_stage: str) -> str:
+    """A first stage's entry as the jobs that read it are passed it (hdct's, the candidates', a model's history):
+    without ``shards`` (method hdct), which spreads the stage's weighting over jobs and changes no weight. Left out, a
+    config that only changes the shard count passes these jobs the entry they had (Snakemake reruns a job whose
+    params changed), and the default's as before shards existed."""
+    return as_json({k: v for k, v in plan.config["first_stages"][first_stage].items() if k != "shards"})
+
+
+def hdct_shards(plan: Plan, first_stage: str) -> list[str]:
+    """The shards an hdct job merges, in order (``first_stages[].shards`` above 1, one hdct_shard job each); none with
+    one shard: the hdct job then trains, weights every document and indexes itself, as before shards existed."""
+    shards = plan.config["first_stages"][first_stage]["shards"]  # the schema's default for method hdct
+    return [f"{plan.results}/hdct_shards/{first_stage}/{shard}" for shard in range(shards)] if shards > 1 else []
+
+
+def hdct_encoder(plan: Plan, first_stage: str) -> list[str]:
+    """The encoder an hdct stage's shards weight with and its merge copies (rule hdct_encoder), when sharded."""
+    return [f"{plan.results}/hdct_encoder/{first_stage}"] if hdct_shards(plan, first_stage) else []
+
+
+def hdct_shard(plan: Plan, first_stage: str, shard: str) -> str:
+    """An hdct shard job's ``--shard``: its index of the first stage's shard count, ``i/N``."""
+    return f"{shard}/{plan.config['first_stages'][first_stage]['shards']}"
 
 
 def brought_run_file(plan: Plan, first_stage: str) -> list[str]:

@@ -23,10 +23,7 @@ the rankers' trainer (:mod:`longrank.train.trainer`), whose batches, losses and 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import shutil
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -34,11 +31,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from longrank.data.collections import read_field
 from longrank.data.corpus import Corpus
 from longrank.data.words import stop_words, tokenize
 from longrank.errors import InputError
-from longrank.io.atomic import names_full_disk, replace_directory, umask_mode
+from longrank.io.atomic import staged_directory
 from longrank.io.json_yaml import write_json
 from longrank.io.trec_files import read_qrels
 from longrank.io.text_records import read_tsv_dict
@@ -48,7 +44,7 @@ from longrank.models.modules.encoders import load_encoder, load_tokenizer
 from longrank.progress import progress
 from longrank.retrieval.first_stage import HDCTSettings
 from longrank.retrieval.hdct_index import INDEX, STATS, build_index, passages_of, pseudo_frequencies
-from longrank.runtime import add_device_arguments, resolve_device, seed_everything, stage_device
+from longrank.runtime import resolve_device, seed_everything
 from longrank.config.schema import schema_default
 
 log = logging.getLogger(__name__)
@@ -139,25 +135,31 @@ def train_model(model: HDCT, examples, spec: HDCTSettings) -> list[dict]:
     return curve
 
 
+#: documents weighted together, their passages batched across them: a shard's range starts at a multiple of it
+#: (hdct_shards.shard_range), so that every passage is weighted in the batch it meets in one job, the same numbers
+CHUNK = 256
+
+
 @torch.no_grad()
 def document_frequencies(
-    model: HDCT, corpus: Corpus, spec: HDCTSettings, batch_size: int = 32, chunk: int = 256
+    model: HDCT, corpus: Corpus, spec: HDCTSettings, batch_size: int = 32, start: int = 0, stop: int | None = None
 ) -> tuple[list[str], list[Counter]]:
-    """Every document's pseudo term frequencies (ids in collection order), ``chunk`` documents' passages at a time."""
-    doc_ids, stop = list(corpus.docs), stop_words()
+    """The pseudo term frequencies of documents ``start`` to ``stop - 1`` (all by default; ids in collection order),
+    ``CHUNK`` documents' passages at a time from ``start``."""
+    doc_ids, stop_list, chunk = list(corpus.docs)[start:stop], stop_words(), CHUNK
     tfs = []
-    for start in progress(range(0, len(doc_ids), chunk), desc="hdct weights", unit=f"x{chunk} docs", mininterval=5):
+    for first in progress(range(0, len(doc_ids), chunk), desc="hdct weights", unit=f"x{chunk} docs", mininterval=5):
         flat, owner = [], []
-        for k, doc_id in enumerate(doc_ids[start : start + chunk]):
+        for k, doc_id in enumerate(doc_ids[first : first + chunk]):
             for words in passages_of(corpus.docs[doc_id], spec.passage_words, spec.max_passages):
                 flat.append(words)
                 owner.append(k)
-        per_doc: list[list[list[tuple[str, float]]]] = [[] for _ in doc_ids[start : start + chunk]]
+        per_doc: list[list[list[tuple[str, float]]]] = [[] for _ in doc_ids[first : first + chunk]]
         for i in range(0, len(flat), batch_size):
             for words, weights, k in zip(
                 flat[i : i + batch_size], model(flat[i : i + batch_size]), owner[i : i + batch_size]
             ):
-                per_doc[k].append([(w, x) for w, x in zip(words, weights.tolist()) if w not in stop])
+                per_doc[k].append([(w, x) for w, x in zip(words, weights.tolist()) if w not in stop_list])
         tfs += [pseudo_frequencies(p, spec.m, spec.combine) for p in per_doc]
     return doc_ids, tfs
 
@@ -165,6 +167,63 @@ def document_frequencies(
 def settings(spec: dict) -> HDCTSettings:
     """The hdct first stage's settings of a first_stages entry (its other keys, name and top_k, are the workflow's)."""
     return HDCTSettings.from_spec(spec, f"first_stages.{spec.get('name', 'hdct')}")
+
+
+def train_encoder(
+    spec: HDCTSettings,
+    corpus: Corpus,
+    titles: dict[str, str] | None,
+    pseudo_dir: Path | None,
+    torch_device: torch.device,
+) -> tuple[HDCT, dict]:
+    """HDCT trained on the collection's titles or pseudo-queries, and what its training was: the passages it drew
+    from, its seconds and loss curve (``stats.json``'s, or with shards the encoder job's ``training.json``)."""
+    started = time.perf_counter()
+    examples = training_examples(spec, corpus, _queries_of_documents(spec, corpus, titles, pseudo_dir))
+    seed_everything(spec.seed)
+    model = HDCT(load_encoder(spec.encoder), load_tokenizer(spec.encoder)).to(torch_device)
+    curve = train_model(model, examples, spec) if spec.steps else []
+    training = {"training_passages": len(examples), "train_seconds": time.perf_counter() - started}
+    return model, {**training, "loss_curve": curve}
+
+
+def write_index(
+    staging: Path,
+    doc_ids: list[str],
+    tfs: list[Counter],
+    spec: HDCTSettings,
+    training: dict,
+    weight_seconds: float,
+    device: str,
+) -> dict:
+    """The bm25s index of every document's pseudo term frequencies and ``stats.json`` into ``staging`` (the stage's
+    output being written: one job's, or the shards' merge, which writes the same)."""
+    started = time.perf_counter()
+    build_index(doc_ids, tfs, spec.k1, spec.b, staging / INDEX)
+    lengths = [sum(tf.values()) for tf in tfs]
+    stats = {
+        "training_passages": training["training_passages"],
+        "train_seconds": training["train_seconds"],
+        "weight_seconds": weight_seconds,
+        "index_seconds": time.perf_counter() - started,
+        "docs_per_second": len(doc_ids) / max(1e-9, weight_seconds),
+        "documents": len(doc_ids),
+        "empty_documents": sum(n == 0 for n in lengths),
+        "pseudo_length_mean": float(np.mean(lengths)),
+        "distinct_terms_mean": float(np.mean([len(tf) for tf in tfs])),
+        "index_mb": sum(p.stat().st_size for p in (staging / INDEX).rglob("*") if p.is_file()) / 1e6,
+        "device": device,
+        "settings": dataclasses.asdict(spec),
+        "loss_curve": training["loss_curve"],
+    }
+    write_json(staging / STATS, stats)
+    log.info(
+        "hdct: %d documents weighted at %.1f docs/s, pseudo-documents of %.0f terms on average",
+        len(doc_ids),
+        stats["docs_per_second"],
+        stats["pseudo_length_mean"],
+    )
+    return stats
 
 
 def build(
@@ -179,75 +238,10 @@ def build(
     weights, the index and the stats, or (on failure) stays as it was."""
     spec = settings(entry)
     torch_device = resolve_device(device)
+    model, training = train_encoder(spec, corpus, titles, pseudo_dir, torch_device)
     started = time.perf_counter()
-    examples = training_examples(spec, corpus, _queries_of_documents(spec, corpus, titles, pseudo_dir))
-    seed_everything(spec.seed)
-    model = HDCT(load_encoder(spec.encoder), load_tokenizer(spec.encoder)).to(torch_device)
-    curve = train_model(model, examples, spec) if spec.steps else []
-    trained = time.perf_counter()
     doc_ids, tfs = document_frequencies(model, corpus, spec)
-    weighted = time.perf_counter()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        with names_full_disk(out, staging):  # a full disk names the output, not the staging name
-            save_weights(model, staging / WEIGHTS)
-            build_index(doc_ids, tfs, spec.k1, spec.b, staging / INDEX)
-            indexed = time.perf_counter()
-            lengths = [sum(tf.values()) for tf in tfs]
-            stats = {
-                "training_passages": len(examples),
-                "train_seconds": trained - started,
-                "weight_seconds": weighted - trained,
-                "index_seconds": indexed - weighted,
-                "docs_per_second": len(doc_ids) / max(1e-9, weighted - trained),
-                "documents": len(doc_ids),
-                "empty_documents": sum(n == 0 for n in lengths),
-                "pseudo_length_mean": float(np.mean(lengths)),
-                "distinct_terms_mean": float(np.mean([len(tf) for tf in tfs])),
-                "index_mb": sum(p.stat().st_size for p in (staging / INDEX).rglob("*") if p.is_file()) / 1e6,
-                "device": str(torch_device),
-                "settings": dataclasses.asdict(spec),
-                "loss_curve": curve,
-            }
-            write_json(staging / STATS, stats)
-            staging.chmod(umask_mode(0o777))
-            replace_directory(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    log.info(
-        "hdct: %d documents weighted at %.1f docs/s, pseudo-documents of %.0f terms on average",
-        len(doc_ids),
-        stats["docs_per_second"],
-        stats["pseudo_length_mean"],
-    )
-    return stats
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("--data", required=True, help="results/{dataset}/data")
-    parser.add_argument("--first-stage", required=True, help="the first_stages entry (method hdct) as JSON")
-    parser.add_argument(
-        "--dataset", help="the config's dataset block as JSON (targets titles reads the titles from it)"
-    )
-    parser.add_argument("--pseudo-queries", help="targets <set>: the pseudo_queries set's directory")
-    add_device_arguments(parser)
-    parser.add_argument("--out", required=True, help="results/{dataset}/hdct/{first stage name}")
-
-
-def run(args) -> None:
-    spec = json.loads(args.first_stage)
-    full = settings(spec)
-    titles = None
-    if full.targets == "titles":
-        if not args.dataset:
-            raise InputError("hdct: targets titles needs --dataset (the collection to read titles from)")
-        titles = read_field(json.loads(args.dataset), full.title_field)
-    build(
-        spec,
-        Corpus(args.data),
-        Path(args.out),
-        titles,
-        Path(args.pseudo_queries) if args.pseudo_queries else None,
-        str(stage_device(args)),
-    )
+    weight_seconds = time.perf_counter() - started
+    with staged_directory(out) as staging:
+        save_weights(model, staging / WEIGHTS)
+        return write_index(staging, doc_ids, tfs, spec, training, weight_seconds, str(torch_device))

@@ -198,7 +198,7 @@ METHOD_KEYS = {
     pisa.METHOD: pisa.KEYS,
     "run_file": {"path", "scores"},
     "model": {"model"},
-    "hdct": {f.name for f in fields(HDCTSettings)},
+    "hdct": {f.name for f in fields(HDCTSettings)} | {"shards"},  # shards: the stage's jobs, no setting of HDCT's
 }
 
 
