@@ -197,3 +197,32 @@ def test_the_rehearsal_plans_hdct_shards_and_the_count_changes_no_other_job(tmp_
     own = ("hdct", "hdct_encoder", "hdct_shard", "resolved_config")
     assert any(rule == "train" for rule, _ in single) and any(rule == "history" for rule, _ in single)
     assert sorted(job for job in three if job[0] not in own) == sorted(job for job in single if job[0] not in own)
+
+
+HASH_SEEDED_INDEX = """
+import sys
+from collections import Counter
+from pathlib import Path
+from longrank.retrieval.hdct_index import build_index
+tfs = [Counter({"wing": 3, "flow": 1}), Counter({"shock": 2, "wave": 2, "flow": 1}), Counter({"lift": 1, "drag": 4})]
+build_index(["d1", "d2", "d3"], tfs, 0.9, 0.4, Path(sys.argv[1]))
+"""
+
+
+def test_an_hdct_index_has_the_same_bytes_whatever_the_hash_seed(tmp_path):
+    """bm25s numbers a token list's terms in set order; the index numbers them sorted, so two processes with other
+    string hash seeds (two runs, or one job and a sharded run's merge) write the same files."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(REPO / "src")}
+        subprocess.run(
+            [sys.executable, "-c", HASH_SEEDED_INDEX, str(tmp_path / seed)], env=env, check=True, timeout=300
+        )
+    files = sorted(p.name for p in (tmp_path / "1").iterdir())
+    assert "vocab.index.json" in files and files == sorted(p.name for p in (tmp_path / "2").iterdir())
+    assert all((tmp_path / "1" / name).read_bytes() == (tmp_path / "2" / name).read_bytes() for name in files)

@@ -80,9 +80,12 @@ def build_index(doc_ids: list[str], tfs: list[Counter], k1: float, b: float, out
             f"first stage hdct: none of the {len(tfs)} documents keeps an indexable term (every word a stop "
             "word, or every weight rounded to 0); check the collection's text, or raise m"
         )
-    pseudo_documents = [[t for t, f in sorted(tf.items()) for _ in range(f)] for tf in tfs]
+    # the vocabulary numbered in sorted order: bm25s numbers the terms of token lists in set order, which follows the
+    # process's string hash seed, so two runs (or a sharded run's merge and one job) would write other index bytes
+    vocabulary = {term: i for i, term in enumerate(sorted({term for tf in tfs for term in tf}))}
+    pseudo_documents = [[vocabulary[t] for t, f in sorted(tf.items()) for _ in range(f)] for tf in tfs]
     retriever = bm25s.BM25(k1=k1, b=b, method="lucene")
-    retriever.index(pseudo_documents, show_progress=False)
+    retriever.index((pseudo_documents, vocabulary), show_progress=False)
     retriever.save(str(out))
     (out / "doc_ids.json").write_text(json.dumps(doc_ids), encoding="utf-8")
 
