@@ -27,20 +27,6 @@ Schedule = Literal["linear", "constant"]
 PLAN_KEYS = frozenset({"seeds"})
 
 
-def seeds_of(entry: Mapping) -> list[int]:
-    """The seeds an entry trains, the entry's own ``train.seed`` first where the list has it (its earlier training
-    stays the entry's): ``train.seeds`` as a list, or a count of seeds from ``train.seed`` on (``seeds: 3`` with the
-    default seed: 0, 1, 2), or ``train.seed`` alone."""
-    train = entry.get("train") or {}
-    own = train.get("seed", 0)
-    seeds = train.get("seeds")
-    if seeds is None:
-        return [own]
-    if isinstance(seeds, int):
-        return list(range(own, own + seeds))
-    return sorted(seeds, key=lambda seed: seed != own)  # stable: the rest in the list's order
-
-
 @dataclass(frozen=True)
 class Pretraining:
     """``train.pretrain``: the pseudo-query set to pre-train on, and the training keys it overrides for that run."""
@@ -144,6 +130,20 @@ class TrainSettings:
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         values["pretrain"] = self.pretrain.as_dict() if self.pretrain is not None else None
         return values
+
+
+def seeds_of(entry: Mapping) -> list[int]:
+    """The seeds an entry trains, the entry's own ``train.seed`` first where the list has it (its earlier training
+    stays the entry's): ``train.seeds`` as a list, or a count of seeds from ``train.seed`` on (``seeds: 3`` with the
+    default seed: 0, 1, 2), or ``train.seed`` alone."""
+    train = entry.get("train") or {}
+    own = train.get("seed", TrainSettings.seed)
+    seeds = train.get("seeds")
+    if seeds is None:
+        return [own]
+    if isinstance(seeds, int):
+        return list(range(own, own + seeds))
+    return sorted(seeds, key=lambda seed: seed != own)  # stable: the rest in the list's order
 
 
 def _pretraining(where: str, value) -> Pretraining:

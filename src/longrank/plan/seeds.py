@@ -18,7 +18,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 
-from longrank.config.train_settings import seeds_of
+from longrank.config.model_entries import is_enabled
+from longrank.config.train_settings import TrainSettings, seeds_of
 
 SEED_MARK = "@seed"
 
@@ -34,7 +35,7 @@ def job_entry(entry: Mapping, seed: int) -> dict:
     job = copy.deepcopy(dict(entry))
     train = job.get("train") or {}
     train.pop("seeds", None)
-    if seed != train.get("seed", 0):
+    if seed != train.get("seed", TrainSettings.seed):
         train["seed"] = seed
     if "train" in job or train:
         job["train"] = train
@@ -49,7 +50,7 @@ def planned_seeds(models: Mapping, trained: list[str]) -> dict[str, list[int]]:
     sharers = {
         name: seeds[entry["checkpoint_of"]]
         for name, entry in models.items()
-        if entry.get("checkpoint_of") in seeds and entry.get("enabled", True)
+        if entry.get("checkpoint_of") in seeds and is_enabled(entry)
     }
     return {**seeds, **sharers}
 
@@ -65,7 +66,7 @@ def with_seed_models(models: Mapping, seeds: Mapping[str, list[int]]) -> dict:
             expanded[name] = job_entry(entry, first)
             expanded.update({seed_model(name, seed): job_entry(entry, seed) for seed in further})
         else:  # its own seeds, if it has any (a like: of its source), are its source's (validation: check_seeds)
-            expanded[name] = job_entry(entry, (entry.get("train") or {}).get("seed", 0))
+            expanded[name] = job_entry(entry, (entry.get("train") or {}).get("seed", TrainSettings.seed))
             expanded.update({seed_model(name, seed): {**expanded[name], "checkpoint_of": seed_model(source, seed)}
                              for seed in further})  # fmt: skip
     return expanded
