@@ -20,8 +20,10 @@ rule artifacts:
     conda:
         CONDA_ENV
     threads: MODEL_THREADS
+    # 8 h at MS MARCO's size for one job, 2 h for a merge of an impact index's shards (longrank.plan.job_resources)
     resources:
         mem_mb=12000,
+        runtime=lambda wc, input, attempt: collection_stage_minutes("artifacts", bool(input.shards), attempt),
         gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
     params:
         model=model_config,

@@ -18,8 +18,10 @@ rule hdct:
     conda:
         CONDA_ENV
     threads: MODEL_THREADS
+    # a day at MS MARCO's size for one job, 4 h for the index of the shards (longrank.plan.job_resources)
     resources:
         mem_mb=12000,
+        runtime=lambda wc, input, attempt: collection_stage_minutes("hdct", bool(input.shards), attempt),
         gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
     params:
         spec=first_stage_spec,
@@ -49,6 +51,11 @@ use rule hdct as hdct_encoder with:
         f"{R}/logs/hdct_encoder_{{first_stage}}.log",
     benchmark:
         f"{R}/benchmarks/hdct_encoder_{{first_stage}}.tsv"
+    # the encoder's training alone (20,000 steps of 32 passages at full scale: under 1 h estimated on an H100)
+    resources:
+        mem_mb=12000,
+        runtime=lambda wc, attempt: 240 * attempt,
+        gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
     params:
         part=["--train-encoder"],
 

@@ -207,14 +207,15 @@ class JobResources:
         return self.bill.row_of(model.split(SEED_MARK)[0], self.plan.config["models"][model]["type"])
 
 
-# The collection-wide CPU stages a config may shard (annotations.shards, mir_graphs.<set>.shards): the unsharded
-# job's bound at MS MARCO's 3.2M documents (spaCy over every document: a day; the graph records: half of one), and a
-# merge's, which copies the shards' records in order. One bound for both would hold a merge to the whole job's day,
-# on the run's critical path (benchmarks/cluster_plan.py).
-WHOLE_COLLECTION_MINUTES = {"annotate": 1440, "graphs": 720}
-MERGE_MINUTES = 120
+# The collection-wide stages a config may shard (annotations.shards, mir_graphs.<set>.shards, first_stages[].shards,
+# impact_index.shards): the unsharded job's bound at MS MARCO's 3.2M documents (spaCy over every document: a day; the
+# graph records: half of one; HDCT's encoder, weighting and index: a day; an impact index: 8 h), and the merge's, which
+# copies the shards' records in order (HDCT's: a bm25s index over the shards' weights). One bound for both would hold
+# a merge to the whole job's time, on the run's critical path (benchmarks/cluster_plan.py).
+WHOLE_COLLECTION_MINUTES = {"annotate": 1440, "graphs": 720, "hdct": 1440, "artifacts": 480}
+MERGE_MINUTES = {"annotate": 120, "graphs": 120, "hdct": 240, "artifacts": 120}
 
 
 def collection_stage_minutes(stage: str, merges_shards: bool, attempt: int) -> int:
-    """The runtime request of rule ``stage`` (annotate, graphs): a merge's when it merges shards, else the whole job's."""
-    return (MERGE_MINUTES if merges_shards else WHOLE_COLLECTION_MINUTES[stage]) * attempt
+    """The runtime request of rule ``stage``'s job: a merge's when it merges shards, else the whole job's."""
+    return (MERGE_MINUTES if merges_shards else WHOLE_COLLECTION_MINUTES)[stage] * attempt
