@@ -72,6 +72,11 @@ def collection(root: Path, docs=None, queries=None) -> dict:
             lambda c: c["models"]["tk"].__setitem__("max_doc_length", 300),
             r"config key models.tk.max_doc_length: not a key of a 'tk' model; did you mean 'max_doc_len'\?",
         ),
+        (  # a training key beside the model's: the message says where it goes
+            lambda c: c["models"]["knrm"].__setitem__("steps", 40),
+            r"config key models.knrm.steps: not a key of a 'knrm' model; 'steps' is a training key: "
+            r"models.knrm.train.steps",
+        ),
         (
             lambda c: c.__setitem__("dataset", {"name": "x; rm -rf ~", "id": "cranfield"}),
             r"config key dataset.name: 'x; rm -rf ~' is not a safe name",

@@ -23,7 +23,7 @@ from longrank.config.model_types import (
 from longrank.retrieval import bm25, pisa
 from longrank.retrieval.first_stage import HDCTSettings, parse_first_stage
 from longrank.config.model_entries import interpolates
-from longrank.config.train_settings import TrainSettings, seeds_of
+from longrank.config.train_settings import PLAN_KEYS, TrainSettings, seeds_of
 
 
 def check_input_files(config: dict) -> None:
@@ -141,6 +141,9 @@ def check_noninferiority_reference(config: dict, models: list[str]) -> None:
         )
 
 
+TRAINING_KEYS = frozenset(TrainSettings.keys()) | PLAN_KEYS  # the keys of an entry's train: block
+
+
 def check_model_keys(models: dict) -> None:
     """Each model entry's architecture keys must be keys its type takes (the schema cannot know them: they are
     the model's constructor parameters). Checked when the workflow parses the config, not when a training
@@ -150,6 +153,8 @@ def check_model_keys(models: dict) -> None:
         for key in sorted(set(architecture_params(entry)) - known):
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
+            if key in TRAINING_KEYS:  # `steps: 40` written beside the model's keys
+                hint = f"{key!r} is a training key: models.{name}.train.{key} (under the entry's train: block); "
             raise InputError(
                 f"config key models.{name}.{key}: not a key of a {entry['type']!r} model; {hint}"
                 f"it takes {sorted(known)} (documented in src/longrank/models/)"
