@@ -498,9 +498,10 @@ PER_JOB_RULES = ("train", "train_pretrain", "rerank")
 
 def profile_resources(path: str | os.PathLike, rule: str, attempt: int = 1) -> dict:
     """The SLURM profile's ``mem_mb`` and ``runtime`` (minutes) for ``rule`` on its first submission: the rule's
-    ``set-resources`` entry, else ``default-resources``; values that are Python expressions of ``attempt`` are
-    evaluated. A value that needs more than ``attempt`` (``input``, ``wildcards``) is left as its text."""
+    ``set-resources`` entry, else ``default-resources`` (annotate's and graphs' runtime: the rule's own, one whole
+    job's); values that are Python expressions of ``attempt`` are evaluated. A value that needs more than ``attempt`` (``input``, ``wildcards``) is left as its text."""
     import yaml
+    from longrank.plan.job_resources import WHOLE_COLLECTION_MINUTES
 
     profile = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     default = _resource_dict(profile.get("default-resources"))
@@ -509,6 +510,11 @@ def profile_resources(path: str | os.PathLike, rule: str, attempt: int = 1) -> d
     for key in ("mem_mb", "runtime"):
         if key not in own and rule in PER_JOB_RULES:  # the rule's own value, not the profile's default
             out[key] = "per job: longrank.plan.job_resources"
+            continue
+        if key == "runtime" and key not in own and rule in WHOLE_COLLECTION_MINUTES:
+            # annotate's and graphs' own bound (collection_stage_minutes) for one job over the whole collection, as
+            # the benchmark runs them (unsharded)
+            out[key] = WHOLE_COLLECTION_MINUTES[rule] * attempt
             continue
         value = own.get(key, default.get(key))
         out[key] = _evaluate(value, attempt)
@@ -858,7 +864,7 @@ def _verdict(mem_mb: float, minutes: float, resources: dict) -> str:
 
 
 def print_table(rows: list[dict], out=sys.stdout) -> None:
-    header = f"{'size':>8} {'stage':<11} {'seconds':>9} {'peak_rss_mb':>12} {'cpu_s':>8} {'steps/s':>8} {'nDCG@10':>8} {'BM25':>7}"
+    header = f"{'size':>8} {'stage':<14} {'seconds':>9} {'peak_rss_mb':>12} {'cpu_s':>8} {'steps/s':>8} {'nDCG@10':>8} {'BM25':>7}"
     print(header, file=out)
     print("-" * len(header), file=out)
     for r in rows:
@@ -866,7 +872,7 @@ def print_table(rows: list[dict], out=sys.stdout) -> None:
         ndcg = f"{r['ndcg10']:.4f}" if r["ndcg10"] != "" else ""
         bm25 = f"{r['bm25_ndcg10']:.4f}" if r.get("bm25_ndcg10", "") != "" else ""
         print(
-            f"{r['size']:>8} {r['stage']:<11} {r['seconds']:>9.1f} {r['peak_rss_mb']:>12.1f} {r['cpu_seconds']:>8.1f} {sps:>8} {ndcg:>8} "
+            f"{r['size']:>8} {r['stage']:<14} {r['seconds']:>9.1f} {r['peak_rss_mb']:>12.1f} {r['cpu_seconds']:>8.1f} {sps:>8} {ndcg:>8} "
             f"{bm25:>7}",
             file=out,
         )
