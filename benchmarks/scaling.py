@@ -3,11 +3,13 @@
     nice -n 19 env OMP_NUM_THREADS=1 python benchmarks/scaling.py --sizes 2000 10000 --out benchmarks/scaling
 
 For every size N: generate a synthetic collection shaped like MS MARCO documents (``generate_collection``), write
-a workflow config for it (``workflow_config``: the collection, the bm25 and pisa first stages, one KNRM), take each
-job's shell command from the workflow's own plan (``plan``: ``snakemake -n -p --forceall`` in the work directory, so
-the commands are the rules' in workflow/rules/*.smk), and run the real stages ``data``, ``candidates`` (BM25
-through bm25s, in memory), ``pisa_index`` and ``pisa_candidates`` (BM25 through PISA: its on-disk index, then the
-candidates stage reading it), ``train`` (KNRM), ``rerank`` (KNRM) and ``evaluate`` with those commands, each as
+a workflow config for it (``workflow_config``: the collection, the bm25 and pisa first stages, one KNRM, and TREC DL's
+collection-wide CPU stages: ``collection_stages_config``), take each job's shell command from the workflow's own
+plan (``plan``: ``snakemake -n -p --forceall`` in the work directory, so the commands are the rules' in
+workflow/rules/*.smk), and run the real stages ``data``, ``candidates`` (BM25 through bm25s, in memory),
+``pisa_index`` and ``pisa_candidates`` (BM25 through PISA: its on-disk index, then the candidates stage reading it),
+``word2vec``, ``pseudo_queries`` (BM25 over the PISA index), MIR's ``annotate`` (spaCy) and ``graphs``, ``train``
+(KNRM), ``rerank`` (KNRM) and ``evaluate`` with those commands, each as
 Snakemake runs it (through the shell, in the work directory) in its own fresh process under a small wrapper that
 reads the stage's peak RSS (``RUSAGE_CHILDREN``), one after the other in one run (so both engines see the same
 machine), then write
@@ -21,7 +23,8 @@ machine), then write
   3,200,000 documents (MS MARCO documents), beside the SLURM profile's mem_mb / runtime for the same rule, and
   the two BM25 engines side by side (index time, peak memory, index size, query latency, nDCG@10, R@100).
 
-``--stages`` runs a subset (``--stages data candidates pisa_index pisa_candidates``: the first stages only).
+``--stages`` runs a subset (``--stages data candidates pisa_index pisa_candidates``: the first stages only;
+``--stages data pisa_index word2vec pseudo_queries annotate graphs``: the collection-wide CPU stages).
 
 The collections, the configs and the stages' outputs (``n<N>/results/synthetic/``, the rules' logs in its
 ``logs/``) go to ``--work-dir`` (a temporary directory, removed at the end unless ``--keep-work``). Nothing here is
@@ -47,7 +50,19 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_DOCS = 3_200_000  # MS MARCO documents (3.2M; the TREC DL 2019/2020 document collection)
-STAGES = ("data", "candidates", "pisa_index", "pisa_candidates", "train", "rerank", "evaluate")
+STAGES = (
+    "data",
+    "candidates",
+    "pisa_index",
+    "pisa_candidates",
+    "word2vec",
+    "pseudo_queries",
+    "annotate",
+    "graphs",
+    "train",
+    "rerank",
+    "evaluate",
+)
 # each stage's Snakemake rule has the stage's name (cli.py); pisa_candidates is the candidates rule with a pisa stage
 RULE_OF_STAGE = {stage: stage for stage in STAGES} | {"pisa_candidates": "candidates"}
 #: the two BM25 first stages: (their run's name, the stages that build and query them)
@@ -202,12 +217,17 @@ def generate_collection(
 # of the Snakefile that prints each job's shell command (plan), and each command run as Snakemake runs it, by the
 # shell in the work directory, so a rule's changed command line is the benchmark's too.
 RESULTS = "results/synthetic"  # the workflow's results folder: results/<dataset.name> of workflow_config
+PSEUDO_SET, GRAPH_SET = "pseudo", "mir"  # workflow_config's pseudo-query set and MIR graph set
 #: each stage's job in the plan, by one of its outputs (under RESULTS); its rule is RULE_OF_STAGE's
 STAGE_OUTPUTS = {
     "data": "data/stats.json",
     "candidates": "candidates/bm25.run",
     "pisa_index": "pisa/pisa",
     "pisa_candidates": "candidates/pisa.run",
+    "word2vec": "data/word2vec.txt",
+    "pseudo_queries": f"pseudo_queries/{PSEUDO_SET}",
+    "annotate": "annotations",
+    "graphs": f"graphs/{GRAPH_SET}",
     "train": "models/knrm/fold0/model.safetensors",
     "rerank": "runs/knrm.run",
     "evaluate": "eval/knrm.tsv",
@@ -280,6 +300,46 @@ def workflow_config(collection: dict, steps: int, device: str = "cpu") -> dict:
         "device": device,
         "evaluation": {"measures": MEASURES},
         "models": {"knrm": knrm_config(steps)},
+        **collection_stages_config(collection["n_docs"]),
+    }
+
+
+def collection_stages_config(n_docs: int) -> dict:
+    """The collection-wide CPU stages of the TREC DL run (config/trec-dl.yaml), with its settings where the synthetic
+    collection allows them, and no model that reads them: the stages' targets are asked for by name (plan).
+
+    - word2vec: TREC DL's, without its url / title fields and training queries, which the synthetic documents and
+      queries lack.
+    - pseudo-queries: ICT spans (source ict) where TREC DL takes titles, which the synthetic documents lack: the same
+      work per query (a query and its BM25 top ``depth`` from the pisa first stage's index). TREC DL's 100,000 queries
+      of 3.2M documents, as the same share of N, so that the fit at 3.2M is its set.
+    - MIR: TREC DL's graph set (2,048 tokens, PRF over the pseudo-queries) and annotation, unsharded (one job over
+      N; a shard of the full run is 1/shards of the collection) and one spaCy process (annotations.n_process: the
+      measured time is one process's; a TREC DL shard runs 8)."""
+    return {
+        "word2vec": {
+            "dim": 128,
+            "window": 10,
+            "epochs": 5,
+            "min_count": 100,
+            "architecture": "skipgram",
+            "processing": "ck",
+            "sample": 0.0001,
+            "alpha": 0.05,
+        },
+        "pseudo_queries": {
+            PSEUDO_SET: {"source": "ict", "count": max(1, n_docs * 100_000 // TARGET_DOCS), "first_stage": "pisa"}
+        },
+        "mir_graphs": {
+            GRAPH_SET: {
+                "encoder": "minilm",
+                "window": 128,
+                "overlap": 0.25,
+                "max_doc_tokens": 2048,
+                "prf_queries": PSEUDO_SET,
+            }
+        },
+        "annotations": {"max_words": 2048, "batch_size": 256, "n_process": 1},
     }
 
 
@@ -438,9 +498,10 @@ PER_JOB_RULES = ("train", "train_pretrain", "rerank")
 
 def profile_resources(path: str | os.PathLike, rule: str, attempt: int = 1) -> dict:
     """The SLURM profile's ``mem_mb`` and ``runtime`` (minutes) for ``rule`` on its first submission: the rule's
-    ``set-resources`` entry, else ``default-resources``; values that are Python expressions of ``attempt`` are
-    evaluated. A value that needs more than ``attempt`` (``input``, ``wildcards``) is left as its text."""
+    ``set-resources`` entry, else ``default-resources`` (annotate's and graphs' runtime: the rule's own, one whole
+    job's); values that are Python expressions of ``attempt`` are evaluated. A value that needs more than ``attempt`` (``input``, ``wildcards``) is left as its text."""
     import yaml
+    from longrank.plan.job_resources import WHOLE_COLLECTION_MINUTES
 
     profile = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     default = _resource_dict(profile.get("default-resources"))
@@ -449,6 +510,11 @@ def profile_resources(path: str | os.PathLike, rule: str, attempt: int = 1) -> d
     for key in ("mem_mb", "runtime"):
         if key not in own and rule in PER_JOB_RULES:  # the rule's own value, not the profile's default
             out[key] = "per job: longrank.plan.job_resources"
+            continue
+        if key == "runtime" and key not in own and rule in WHOLE_COLLECTION_MINUTES:
+            # annotate's and graphs' own bound (collection_stage_minutes) for one job over the whole collection, as
+            # the benchmark runs them (unsharded)
+            out[key] = WHOLE_COLLECTION_MINUTES[rule] * attempt
             continue
         value = own.get(key, default.get(key))
         out[key] = _evaluate(value, attempt)
@@ -798,7 +864,7 @@ def _verdict(mem_mb: float, minutes: float, resources: dict) -> str:
 
 
 def print_table(rows: list[dict], out=sys.stdout) -> None:
-    header = f"{'size':>8} {'stage':<11} {'seconds':>9} {'peak_rss_mb':>12} {'cpu_s':>8} {'steps/s':>8} {'nDCG@10':>8} {'BM25':>7}"
+    header = f"{'size':>8} {'stage':<14} {'seconds':>9} {'peak_rss_mb':>12} {'cpu_s':>8} {'steps/s':>8} {'nDCG@10':>8} {'BM25':>7}"
     print(header, file=out)
     print("-" * len(header), file=out)
     for r in rows:
@@ -806,7 +872,7 @@ def print_table(rows: list[dict], out=sys.stdout) -> None:
         ndcg = f"{r['ndcg10']:.4f}" if r["ndcg10"] != "" else ""
         bm25 = f"{r['bm25_ndcg10']:.4f}" if r.get("bm25_ndcg10", "") != "" else ""
         print(
-            f"{r['size']:>8} {r['stage']:<11} {r['seconds']:>9.1f} {r['peak_rss_mb']:>12.1f} {r['cpu_seconds']:>8.1f} {sps:>8} {ndcg:>8} "
+            f"{r['size']:>8} {r['stage']:<14} {r['seconds']:>9.1f} {r['peak_rss_mb']:>12.1f} {r['cpu_seconds']:>8.1f} {sps:>8} {ndcg:>8} "
             f"{bm25:>7}",
             file=out,
         )
@@ -839,7 +905,8 @@ def parse_args(argv=None):
         nargs="+",
         choices=STAGES,
         default=list(STAGES),
-        help="the stages to run (train needs candidates; rerank train; evaluate rerank)",
+        help="the stages to run (train needs candidates; rerank train; evaluate rerank; pseudo_queries pisa_index; graphs "
+        "annotate and pseudo_queries; every stage but data needs data)",
     )
     return parser.parse_args(argv)
 

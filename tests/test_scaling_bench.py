@@ -130,6 +130,16 @@ def test_the_first_stages_run_with_the_planned_commands(scaling, tmp_path):
     assert not (results / "models").exists()  # the stages not asked for are planned, not run
 
 
+def test_a_collection_wide_stage_runs_with_the_planned_command(scaling, tmp_path):
+    """word2vec at 200 documents through run_size, with TREC DL's settings (collection_stages_config)."""
+    args = types.SimpleNamespace(queries=20, seed=3, steps=2, device="cpu", threads=1, stages=["data", "word2vec"])
+    rows = scaling.run_size(200, args, tmp_path, log=lambda *_: None)
+    assert [r["stage"] for r in rows] == ["data", "word2vec"]
+    assert rows[1]["peak_rss_mb"] > 0 and rows[1]["cpu_seconds"] > 0
+    meta = json.loads((tmp_path / "n200" / scaling.RESULTS / "data" / "word2vec.json").read_text(encoding="utf-8"))
+    assert meta["dim"] == 128 and meta["min_count"] == 100  # config/trec-dl.yaml's word2vec
+
+
 def test_fit_and_extrapolation(scaling):
     a, b = scaling.fit_linear([1000, 2000, 4000], [5 + 0.01 * n for n in (1000, 2000, 4000)])
     assert a == pytest.approx(5) and b == pytest.approx(0.01)
@@ -162,6 +172,10 @@ def test_profile_and_verdict(scaling, tmp_path):
         "mem_mb": "per job: longrank.plan.job_resources",
         "runtime": "per job: longrank.plan.job_resources",
     }
+    # annotate's and graphs' runtime is the rule's own, one unsharded job's (collection_stage_minutes)
+    repo_profile = scaling.REPO / "profiles" / "slurm" / "config.yaml"
+    assert scaling.profile_resources(repo_profile, "annotate") == {"mem_mb": 16000, "runtime": 1440}
+    assert scaling.profile_resources(repo_profile, "graphs", attempt=2) == {"mem_mb": 64000, "runtime": 1440}
     rows = [
         {
             "size": n,
