@@ -16,7 +16,7 @@ from longrank.models import hdct_encoder
 from longrank.retrieval import hdct_index
 from longrank.retrieval.candidates import retrieve
 from longrank.retrieval.hdct_index import build_index, pseudo_frequencies
-from longrank.train import hdct
+from longrank.train import hdct_build as hdct
 
 pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 

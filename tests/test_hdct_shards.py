@@ -24,7 +24,8 @@ from longrank.data.corpus import Corpus
 from longrank.errors import InputError
 from longrank.io.json_yaml import write_json
 from longrank.plan import build_plan, job_inputs
-from longrank.train import hdct, hdct_shards
+from longrank.train import hdct_build as hdct
+from longrank.train import hdct_shards
 from longrank.validation.validate import validate_config
 from test_graph_shards import _shell_commands
 

@@ -27,7 +27,8 @@ from longrank.models.mir import MIR
 from longrank.models.modules.encoders import bert_base_config, load_tokenizer, random_encoder
 from longrank.retrieval import hdct_index
 from longrank.retrieval.candidates import retrieve
-from longrank.train import hdct, pseudo_queries
+from longrank.train import hdct_build as hdct
+from longrank.train import pseudo_queries
 from longrank.train.pseudo_queries import _span
 
 from conftest import synthetic_collection, write_local_collection

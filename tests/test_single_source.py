@@ -130,7 +130,7 @@ NOT_THE_SCHEMAS = {
     ("src/longrank/models/modules/encoders.py", "seed"): "a random encoder's seed",
     ("src/longrank/evaluate/significance.py", "seed"): "the bootstrap's seed",
     # HDCT's batch when it weights a collection's passages: no config key sets it
-    ("src/longrank/train/hdct.py", "batch_size"): "HDCT's weighting batch",
+    ("src/longrank/train/hdct_build.py", "batch_size"): "HDCT's weighting batch",
     # generated from the models' signatures: a model entry's encoder, whose default the schema leaves to the model
     ("src/longrank/config/model_defaults.py", "encoder"): "a model's encoder",
 }

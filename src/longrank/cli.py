@@ -52,7 +52,7 @@ STAGES = {
         "PISA's BM25 index of the collection, streamed from docs.jsonl, for a first stage of method pisa",
     ),
     "hdct": (
-        "longrank.train.hdct_stage",
+        "longrank.train.hdct",
         "HDCT: train the term-weight encoder on titles or pseudo-queries and index the collection (first stage method hdct)",
     ),
     "annotate": (

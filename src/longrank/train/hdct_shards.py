@@ -2,7 +2,7 @@
 what one job writes.
 
 One job trains HDCT's encoder, weights every passage of every document through it and indexes the pseudo-documents
-(:func:`longrank.train.hdct.build`). With N shards the same work is three kinds of job:
+(:func:`longrank.train.hdct_build.build`). With N shards the same work is three kinds of job:
 
 - ``hdct --train-encoder``: the encoder trained as one job trains it (the same seed, examples and steps), its weights
   and ``training.json`` (the passages it drew from, its seconds and loss curve, its settings) written whole or not at
@@ -38,7 +38,7 @@ from longrank.models.checkpoint import save_weights
 from longrank.models.hdct_encoder import WEIGHTS, load_model
 from longrank.retrieval.first_stage import HDCTSettings
 from longrank.runtime import resolve_device
-from longrank.train import hdct
+from longrank.train import hdct_build as hdct
 
 log = logging.getLogger(__name__)
 
