@@ -214,7 +214,9 @@ def bill_model(name: str, entry: dict, top: dict, corpus, data: Path, args, devi
         from longrank.models.modules.encoders import RANDOM_BERT_BASE
 
         graph_cfg = top["mir_graphs"][entry.get("graph_set", "mir")]
-        graph_cfg = {**{k: v for k, v in graph_cfg.items() if k != "prf_queries"}, "encoder": RANDOM_BERT_BASE}
+        # as the graph stage is passed it: no PRF set, no shard count (job_inputs.graph_set_settings)
+        kept = {k: v for k, v in graph_cfg.items() if k not in ("prf_queries", "shards")}
+        graph_cfg = {**kept, "encoder": RANDOM_BERT_BASE}
         graphs = mir_records(model, corpus, graph_cfg, args.mir_records)
         model.use_graphs(graphs["records"], graphs["settings"])
     rows_before = resize_vocabulary(model, args.vocabulary if entry["type"] != "ndrm" else args.ndrm_vocabulary)

@@ -182,7 +182,9 @@ def attach_mir_graphs(model, corpus: Corpus) -> None:
     """The graph set of the tiny collection as the graphs stage builds it, with the config's mir_graphs settings."""
     from longrank.mir_graphs import annotate, graphs
 
-    graph_cfg = {k: v for k, v in merged(configfiles(FULL_SCALE[0]))["mir_graphs"]["mir"].items() if k != "prf_queries"}
+    # as the workflow passes the graph stage its settings (job_inputs.graph_set_settings): no PRF set, no shard count
+    given = merged(configfiles(FULL_SCALE[0]))["mir_graphs"]["mir"]
+    graph_cfg = {k: v for k, v in given.items() if k not in ("prf_queries", "shards")}
     settings = graphs.graph_settings({**graph_cfg, "encoder": RANDOM_BERT_BASE})
     texts = dict(corpus.docs.items())
     cut = {d: annotate.cut_text(t, settings.max_doc_tokens) for d, t in texts.items()}
