@@ -151,3 +151,38 @@ def published_figures_beside_measured(results: Path, full: dict) -> set[str]:
         assert row is not None, f"{fig.system} {fig.measure} {fig.printed}: no row"
         assert re.fullmatch(r"\d\.\d+ \[\d\.\d+, \d\.\d+\]", row[5]), f"{fig.system} {fig.measure}: measured {row[5]!r}"
     return {f.system for f in figures}
+
+
+def shell_commands(output: str) -> list[tuple[str, str]]:
+    """A dry run's jobs (``-p``) as ``(rule, shell command)``, in the order printed."""
+    jobs, rule = [], None
+    for line in output.splitlines():
+        if match := re.fullmatch(r"(?:local)?rule (\w+):", line):
+            rule = match[1]
+        elif line.startswith("Shell command: ") and rule is not None:
+            jobs.append((rule, line.removeprefix("Shell command: ")))
+    return jobs
+
+
+def sharded_and_one_shard_commands(tmp_path: Path, one_shard: Path) -> tuple[list, list]:
+    """The TREC DL 2019 rehearsal's jobs as ``shell_commands`` gives them, dry-run as it is (its stages in shards) and
+    with the overlay ``one_shard`` setting a stage's shards to 1: what a shard count changes in the plan."""
+    import os
+    import sys
+
+    from conftest import dry_runs
+
+    configs = ["config/trec-dl.yaml", "config/trec-dl-2019.yaml", "config/studies/trec-dl-rehearsal.yaml"]
+    jobs = {}
+    for name, extra in (("three", []), ("one", [str(one_shard)])):
+        workdir = tmp_path / name
+        workdir.mkdir()
+        (workdir / "config").symlink_to(REPO / "config")
+        argv = ["-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "1", "-p", "--configfile"]
+        jobs[name] = (workdir, [*argv, *configs, *extra, "--", "report"])
+    (tmp_path / "ir_datasets").mkdir()  # a dry run reads no data
+    env = {**os.environ, "IR_DATASETS_HOME": str(tmp_path / "ir_datasets")}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    done = dry_runs(jobs, tmp_path / "logs", env)
+    assert all(run.returncode == 0 for run in done.values()), {k: v.output[-3000:] for k, v in done.items()}
+    return shell_commands(done["three"].output), shell_commands(done["one"].output)

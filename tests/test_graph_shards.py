@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import filecmp
 import json
-import os
-import re
 import shlex
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, dry_runs, write_local_collection
+from rehearsal import sharded_and_one_shard_commands
+from conftest import write_local_collection
 from longrank.cli import main
 from longrank.config.files import merged
 from longrank.data.records import GRAPHS, SETTINGS, GraphStore
@@ -189,17 +187,6 @@ def test_one_shard_plans_no_shard_job_and_the_count_reaches_no_jobs_settings():
     }
 
 
-def _shell_commands(output: str) -> list[tuple[str, str]]:
-    """A dry run's jobs (``-p``) as ``(rule, shell command)``, in the order printed."""
-    jobs, rule = [], None
-    for line in output.splitlines():
-        if match := re.fullmatch(r"(?:local)?rule (\w+):", line):
-            rule = match[1]
-        elif line.startswith("Shell command: ") and rule is not None:
-            jobs.append((rule, line.removeprefix("Shell command: ")))
-    return jobs
-
-
 @pytest.mark.stage  # two dry runs of the TREC DL rehearsal's DAG (about a minute each)
 def test_the_rehearsal_plans_graph_shards_and_the_count_changes_no_training(tmp_path):
     """config/studies/trec-dl-rehearsal.yaml sets the graph set's 3 shards: its dry run plans 3 graphs_shard jobs and a
@@ -208,20 +195,7 @@ def test_the_rehearsal_plans_graph_shards_and_the_count_changes_no_training(tmp_
     trainings' among them."""
     one = tmp_path / "one_shard.yaml"
     one.write_text("mir_graphs: {mir: {shards: 1}}\n")
-    configs = ["config/trec-dl.yaml", "config/trec-dl-2019.yaml", "config/studies/trec-dl-rehearsal.yaml"]
-    jobs = {}
-    for name, extra in (("three", []), ("one", [str(one)])):
-        workdir = tmp_path / name
-        workdir.mkdir()
-        (workdir / "config").symlink_to(REPO / "config")
-        argv = ["-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "1", "-p", "--configfile"]
-        jobs[name] = (workdir, [*argv, *configs, *extra, "--", "report"])
-    (tmp_path / "ir_datasets").mkdir()  # a dry run reads no data
-    env = {**os.environ, "IR_DATASETS_HOME": str(tmp_path / "ir_datasets")}
-    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
-    done = dry_runs(jobs, tmp_path / "logs", env)
-    assert all(run.returncode == 0 for run in done.values()), {k: v.output[-3000:] for k, v in done.items()}
-    three, single = (_shell_commands(done[name].output) for name in ("three", "one"))
+    three, single = sharded_and_one_shard_commands(tmp_path, one)
     assert [rule for rule, _ in three].count("graphs_shard") == 3
     assert "graphs_shard" not in [rule for rule, _ in single] and [r for r, _ in single].count("graphs") == 1
     # the merge reads the shards in order, with the settings one job is passed

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, dry_runs, synthetic_collection, write_local_collection
+from rehearsal import sharded_and_one_shard_commands
+from conftest import REPO, synthetic_collection, write_local_collection
 from longrank.cli import main
 from longrank.config.files import merged
 from longrank.data.corpus import Corpus
@@ -27,7 +28,6 @@ from longrank.plan import build_plan, job_inputs
 from longrank.train import hdct_build as hdct
 from longrank.train import hdct_shards
 from longrank.validation.validate import validate_config
-from test_graph_shards import _shell_commands
 
 SPEC = {"name": "hdct", "method": "hdct", "steps": 3, "batch_size": 4, "passage_words": 30, "max_passages": 2}
 TIMING = ("train_seconds", "weight_seconds", "index_seconds", "docs_per_second")
@@ -171,20 +171,7 @@ def test_the_rehearsal_plans_hdct_shards_and_the_count_changes_no_other_job(tmp_
     assert [s.get("shards") for s in stages if s["method"] == "hdct"] == [3]
     one = tmp_path / "one_shard.yaml"  # a list is replaced whole: the rehearsal's first stages, HDCT's at 1 shard
     one.write_text(yaml.safe_dump({"first_stages": [{**s, "shards": 1} if "shards" in s else s for s in stages]}))
-    configs = ["config/trec-dl.yaml", "config/trec-dl-2019.yaml", "config/studies/trec-dl-rehearsal.yaml"]
-    jobs = {}
-    for name, extra in (("three", []), ("one", [str(one)])):
-        workdir = tmp_path / name
-        workdir.mkdir()
-        (workdir / "config").symlink_to(REPO / "config")
-        argv = ["-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "1", "-p", "--configfile"]
-        jobs[name] = (workdir, [*argv, *configs, *extra, "--", "report"])
-    (tmp_path / "ir_datasets").mkdir()  # a dry run reads no data
-    env = {**os.environ, "IR_DATASETS_HOME": str(tmp_path / "ir_datasets")}
-    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
-    done = dry_runs(jobs, tmp_path / "logs", env)
-    assert all(run.returncode == 0 for run in done.values()), {k: v.output[-3000:] for k, v in done.items()}
-    three, single = (_shell_commands(done[name].output) for name in ("three", "one"))
+    three, single = sharded_and_one_shard_commands(tmp_path, one)
     rules = [rule for rule, _ in three]
     assert rules.count("hdct_shard") == 3 and rules.count("hdct_encoder") == rules.count("hdct") == 1
     assert not {"hdct_shard", "hdct_encoder"} & {rule for rule, _ in single}
@@ -213,9 +200,7 @@ build_index(["d1", "d2", "d3"], tfs, 0.9, 0.4, Path(sys.argv[1]))
 def test_an_hdct_index_has_the_same_bytes_whatever_the_hash_seed(tmp_path):
     """bm25s numbers a token list's terms in set order; the index numbers them sorted, so two processes with other
     string hash seeds (two runs, or one job and a sharded run's merge) write the same files."""
-    import os
     import subprocess
-    import sys
 
     from conftest import REPO
 

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import filecmp
 import json
-import os
 import shlex
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, dry_runs
+from rehearsal import sharded_and_one_shard_commands
 from longrank import artifacts
 from longrank.config.files import merged
 from longrank.errors import InputError
@@ -24,7 +22,6 @@ from longrank.models.checkpoint import save_weights
 from longrank.models.ndrm_impact_shards import ROWS, SHARD
 from longrank.plan import build_plan, job_inputs
 from longrank.validation.validate import validate_config
-from test_graph_shards import _shell_commands
 from test_ndrm import SMALL, corpus, trained_a_little  # noqa: F401 (corpus: the module's fixture)
 
 BATCH = 5  # 31 documents in 7 batches of 5: 3 shards of 10, 10 and 11 documents
@@ -147,20 +144,7 @@ def test_the_rehearsal_plans_impact_shards_and_the_count_changes_no_other_job(tm
     rerankings' and the fullrank candidates' among them)."""
     one = tmp_path / "one_shard.yaml"
     one.write_text("impact_index: {shards: 1}\n")
-    configs = ["config/trec-dl.yaml", "config/trec-dl-2019.yaml", "config/studies/trec-dl-rehearsal.yaml"]
-    jobs = {}
-    for name, extra in (("three", []), ("one", [str(one)])):
-        workdir = tmp_path / name
-        workdir.mkdir()
-        (workdir / "config").symlink_to(REPO / "config")
-        argv = ["-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "1", "-p", "--configfile"]
-        jobs[name] = (workdir, [*argv, *configs, *extra, "--", "report"])
-    (tmp_path / "ir_datasets").mkdir()  # a dry run reads no data
-    env = {**os.environ, "IR_DATASETS_HOME": str(tmp_path / "ir_datasets")}
-    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
-    done = dry_runs(jobs, tmp_path / "logs", env)
-    assert all(run.returncode == 0 for run in done.values()), {k: v.output[-3000:] for k, v in done.items()}
-    three, single = (_shell_commands(done[name].output) for name in ("three", "one"))
+    three, single = sharded_and_one_shard_commands(tmp_path, one)
     merges = [shlex.split(c) for r, c in three if r == "artifacts"]
     assert len(merges) == 3 and [r for r, _ in three].count("artifacts_shard") == 9
     assert "artifacts_shard" not in [r for r, _ in single]
