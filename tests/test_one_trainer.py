@@ -64,6 +64,12 @@ def state_lock(tiny_data: Path) -> Path:
     return tiny_data / "results" / "models" / "knrm" / "fold0" / LOCK_NAME
 
 
+def holder_pid(lock: Path) -> int | None:
+    """The pid the lock's live holder wrote: None while nobody holds it, and also in the moment between a trainer
+    taking the lock and writing its pid into it (live_trainer then says {})."""
+    return (live_trainer(lock) or {}).get("pid")
+
+
 def test_a_state_lock_is_exclusive_and_names_its_holder(tmp_path):
     state = tmp_path / "fold0" / "train_state"
     with holding_state(state):
@@ -80,7 +86,7 @@ def test_a_state_lock_is_exclusive_and_names_its_holder(tmp_path):
 def test_a_second_trainer_on_a_state_in_use_is_refused_and_trains_after_the_first(tiny_data):
     first = subprocess.Popen(train_command(tiny_data), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        wait_for(lambda: live_trainer(state_lock(tiny_data)) is not None, first)
+        wait_for(lambda: holder_pid(state_lock(tiny_data)) is not None, first)
         quick = {**KNRM, "train": {**KNRM["train"], "steps": 4, "eval_every": 2}}
         second = subprocess.run(train_command(tiny_data, quick), env=ENV, capture_output=True, text=True, timeout=300)
         state = tiny_data / "results" / "models" / "knrm" / "fold0" / "train_state"
@@ -121,8 +127,8 @@ def test_a_training_whose_snakemake_was_killed_stops(tiny_data):
     parent = subprocess.Popen([sys.executable, str(fake), command], env=ENV, start_new_session=True)
     lock = state_lock(tiny_data)
     try:
-        wait_for(lambda: live_trainer(lock) is not None, parent)
-        trainer = live_trainer(lock)["pid"]
+        wait_for(lambda: holder_pid(lock) is not None, parent)
+        trainer = holder_pid(lock)
         wait_for(lambda: "step 20/" in log.read_text())  # at work, a checkpoint set written
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(timeout=30)
