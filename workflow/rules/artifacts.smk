@@ -24,7 +24,8 @@ rule artifacts:
     resources:
         mem_mb=12000,
         runtime=lambda wc, input, attempt: collection_stage_minutes("artifacts", bool(input.shards), attempt),
-        gpu=lambda wc: 0 if config["device"] == "cpu" else 1,
+        # the merge of shards indexes on the CPU: it asks for no GPU (and the profile sends it to the CPU partition)
+        gpu=lambda wc, input: 0 if config["device"] == "cpu" or input.shards else 1,
     params:
         model=model_config,
         data=data_dir,
