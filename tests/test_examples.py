@@ -15,11 +15,14 @@ import pytest
 import yaml
 
 from conftest import REPO, snakemake
+from docs_snippets import documented
 
 pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
 EXAMPLES = REPO / "examples"
-CONFIG = "examples/mine.yaml"  # as the user types it, from the repository root
+CONFIG = (
+    "examples/mine.yaml"  # as the user types it, from the repository root (tests/test_docs_commands.py: as the README)
+)
 # the compared systems, with the query-word count over whole documents; the count over the 200 words KNRM reads (its
 # own floor, at its depth 50) is compared with KNRM alone (compare/floors/), in the report's sanity table
 SYSTEMS = {"bm25", "query_term_matches", "knrm", "knrm+bm25"}
@@ -83,7 +86,7 @@ def test_the_example_dry_run_is_the_first_runs_jobs(tmp_path):
 
 
 @pytest.mark.e2e
-def test_the_example_runs_to_a_report_with_bm25_the_query_word_count_and_knrm(tmp_path, ir_datasets_home):
+def test_the_example_runs_to_a_report_with_bm25_the_query_word_count_and_knrm(tmp_path, ir_datasets_home, monkeypatch):
     workdir = workdir_for(tmp_path)
     done = snakemake(workdir, "report", "--configfile", CONFIG)
     results = workdir / "results" / "mine"
@@ -119,21 +122,22 @@ def test_the_example_runs_to_a_report_with_bm25_the_query_word_count_and_knrm(tm
     assert mixed["method"]["pipeline"]["interpolates"] == ["knrm", "bm25"]
     assert f"Code: commit {commit}" in report
 
-    # the README's next two commands: the trained KNRM exported, then reranking a collection it never saw
+    # the README's next two commands, read from it and run as written from the working directory: the trained KNRM
+    # exported, then reranking a collection it never saw
     from longrank.api import UnknownQueryWarning
     from longrank.cli import main
 
-    unseen = EXAMPLES / "unseen"
-    main(["export", "--results", str(results), "--model", "knrm", "--fold", "0", "--out", str(tmp_path / "knrm")])
+    export, rerank = [words for where, words in documented("longrank") if where.startswith("README.md")]
+    assert export[1] == "export" and rerank[1] == "rerank"
+    monkeypatch.chdir(workdir)
+    main(export[1:])
     with pytest.warns(UnknownQueryWarning, match=r"query 'u4' has no word .* \(2 of 2 query words unknown, 100%\)"):
-        main(
-            ["rerank", "--ranker", str(tmp_path / "knrm"), "--run", str(unseen / "bm25.trec"), "--device", "cpu"]
-            + ["--queries", str(unseen / "queries.tsv"), "--docs", str(unseen / "docs.jsonl")]
-            + ["--out", str(tmp_path / "unseen.trec")]
-        )
-    lines = [line.split() for line in (tmp_path / "unseen.trec").read_text().splitlines()]
+        main(rerank[1:])
+    unseen = EXAMPLES / "unseen"
+    out = workdir / rerank[rerank.index("--out") + 1]
+    lines = [line.split() for line in out.read_text().splitlines()]
     first = [line.split()[2] for line in (unseen / "bm25.trec").read_text().splitlines() if line.startswith("u4 ")]
     assert [d for q, _, d, *_ in lines if q == "u4"] == first  # all alike: the first stage's order
     for qid in ("u1", "u2", "u3"):  # told apart by words KNRM never trained on
         assert len({s for q, _, _, _, s, _ in lines if q == qid}) == 8
-    assert (tmp_path / "unseen.trec.meta.yaml").is_file()
+    assert out.with_name(out.name + ".meta.yaml").is_file()

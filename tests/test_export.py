@@ -15,7 +15,8 @@ import pytest
 import yaml
 import torch
 
-from conftest import REPO, synthetic_collection, write_local_collection
+from conftest import synthetic_collection, write_local_collection
+from docs_snippets import blocks, documented
 from longrank.cli import main
 from longrank.data.corpus import Corpus
 from longrank.errors import InputError
@@ -413,12 +414,11 @@ def test_the_export_command_and_the_standalone_rerank_command(results, exported,
     )
 
 
-def python_blocks(path: Path) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
+def test_the_api_pages_examples_run(results, tmp_path, monkeypatch):
+    """docs/api.md's commands and its ```python block, read from it and run as written, against a tiny model's results
+    and files in the formats and under the names they give."""
+    import gzip
 
-
-def test_the_api_pages_python_example_runs(results, exported, tmp_path, monkeypatch):
-    """docs/api.md's ```python block, run as written against an exported tiny model and files in the formats it names."""
     corpus = Corpus(results / "data")
     test = corpus.folds[0]["test"]
     candidates = read_run(results / "candidates" / "first.run")
@@ -427,12 +427,19 @@ def test_the_api_pages_python_example_runs(results, exported, tmp_path, monkeypa
     (tmp_path / "docs.jsonl").write_text(
         "".join(json.dumps({"doc_id": d, "text": corpus.docs[d]}) + "\n" for d in sorted(corpus.docs))
     )
-    shutil.copytree(exported["tk"], tmp_path / "exported" / "tk")
+    shutil.copy(tmp_path / "bm25.run", tmp_path / "any.trec")
+    shutil.copy(tmp_path / "queries.tsv", tmp_path / "q.tsv")
+    (tmp_path / "docs.jsonl.gz").write_bytes(gzip.compress((tmp_path / "docs.jsonl").read_bytes()))
+    export, rerank = [words for where, words in documented("longrank") if where.startswith("docs/api.md")]
+    (tmp_path / export[export.index("--results") + 1]).parent.mkdir(parents=True)
+    (tmp_path / export[export.index("--results") + 1]).symlink_to(results)  # results/cranfield: this tiny run's
     monkeypatch.chdir(tmp_path)
-    blocks = python_blocks(REPO / "docs" / "api.md")
-    assert blocks, "docs/api.md has no ```python block"
+    main(export[1:])
+    main(rerank[1:])
+    assert set(read_run(tmp_path / rerank[rerank.index("--out") + 1])) == set(test)
+    [python] = [b.text for b in blocks("docs/api.md", "python")]
     namespace: dict = {}
-    exec(compile(blocks[0], "docs/api.md", "exec"), namespace)
+    exec(compile(python, "docs/api.md", "exec"), namespace)
     assert len(namespace["scores"]) == 2 and set(namespace["reranked"]["qid"]) == set(test)
 
 
