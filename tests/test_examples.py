@@ -101,6 +101,11 @@ def test_the_example_runs_to_a_report_with_bm25_the_query_word_count_and_knrm(tm
     for system in SYSTEMS:
         assert re.search(rf"^\| \w \| {re.escape(system)} \|", report, re.M), f"no row for {system}"
     assert (results / "report" / "index.html").exists()
+    # it answers first: the verdict line, then each system query by query; sections it has no data for are listed
+    # once at the end, each with why, not left as stubs
+    headings = [line for line in report.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## 1. Verdict" and any(h.endswith(". Per query") for h in headings), headings
+    assert "*Not run:" not in report and headings[-1].endswith("Not run in this report")
     for run in [*results.glob("candidates/*.run"), *results.glob("runs/*.run")]:
         meta = yaml.safe_load(run.with_name(run.name + ".meta.yaml").read_text())
         assert meta["implementation"]["source"]["commit"] and meta["run"]["wall_time_s"] >= 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 
 import numpy as np
@@ -21,7 +22,9 @@ from longrank.io.json_yaml import read_json
 from longrank.results.stage_outputs import CompareSettings, Interpolation, TrainSummary
 from longrank.report import max_length
 from longrank.report.comparison import small_sample_warning
+from longrank.report.html import NOT_RUN_TITLE
 from longrank.report.verdicts import pair_row
+from longrank.report.verdict_section import signed
 from longrank.tables import fmt_p
 
 from conftest import E2E_CONFIG, resolved_for_report, snakemake
@@ -101,14 +104,58 @@ def test_every_section_the_run_has_data_for_shows_it(workflow_run):
 @e2e
 def test_the_sections_the_run_has_no_data_for_say_which_key_switched_them_off(workflow_run):
     md = report_md(workflow_run)
+    not_run = md_rows(section_of(md, NOT_RUN_TITLE), NOT_RUN_TITLE)
     for title, why in (
         ("Non-inferiority", "evaluation.noninferiority_reference: null"),
         ("vs maximum document length", "no two enabled model entries differ in max_doc_len only"),
         ("Attention scaling", "attention_scaling.enabled: false"),
         ("Training seeds", "no model trains more than one seed"),
     ):
-        assert f"*Not run: {why}" in section_of(md, title), title
-    assert "Skipped" not in md
+        assert not any(title in line for line in md.splitlines() if line.startswith("## ")), title  # no stub
+        [row] = [row for key, row in not_run.items() if title in key]  # listed once, with why
+        assert why in row[1], (title, row)
+    assert "Skipped" not in md and "*Not run:" not in md
+
+
+@e2e
+def test_the_report_opens_with_its_verdict_and_shows_each_system_query_by_query(workflow_run):
+    """The verdict names the system with the highest nDCG@10 of compare's table, its difference from the first stage
+    it ranks with compare's p, and its cost; the per-query section's wins, ties and losses add up to the test queries
+    and per_query.csv's means are compare's."""
+    results = results_of(workflow_run)
+    md = report_md(workflow_run)
+    assert md.split("\n## ", 2)[1].startswith("1. Verdict")
+    table = pd.read_csv(results / "compare" / "table.csv")
+    ndcg = table[table.measure == "nDCG@10"].set_index("system")["mean"]
+    best = ndcg.idxmax()
+    verdict = section_of(md, "Verdict")
+    enabled = {m for m, e in read_json(results / "config.json")["models"].items() if e.get("enabled", True)}
+    models = [s for s in ndcg.sort_values(ascending=False, kind="stable").index if s.split("+")[0] in enabled]
+    headline = verdict.split("\n\n")[1]
+    assert headline.startswith(f"The best model is {models[0]}, nDCG@10 {ndcg[models[0]]:.4f}; "), headline
+    if best == models[0]:
+        assert "; next is " in headline, headline
+    elif best != "bm25":
+        assert f"the highest row is {best}'s" in headline, headline
+    assert re.search(r"(over|below|level with) BM25 \([\d.]+\), (not )?significant \(Wilcoxon, Holm p", headline)
+    assert "Cost: " in headline
+    ranked = md_rows(verdict, "Every system by nDCG@10", key=1)
+    assert list(ranked) == list(ndcg.sort_values(ascending=False, kind="stable").index)
+    assert all(all(cell for cell in row) for row in ranked.values())
+    pairs = pd.read_csv(results / "compare" / "pairs.csv")
+    diff, p_holm, _ = pair_row(pairs, "nDCG@10", "knrm", "bm25")
+    assert ranked["knrm"][3:5] == [f"{signed(diff)} vs BM25", fmt_p(p_holm)]
+    per_query = section_of(md, "Per query")
+    counts = md_rows(per_query, "Wins, ties and losses per query")
+    n = int(read_json(results / "compare" / "settings.json")["n_queries"])
+    assert "knrm" in counts and "bm25" not in counts  # a first stage is what the others are held against
+    for system, row in counts.items():
+        assert sum(int(c) for c in row[2:5]) <= n and int(row[2]) + int(row[4]) > 0, (system, row)
+        assert (row[5] != "–") == (int(row[2]) > 0) and (row[6] != "–") == (int(row[4]) > 0)
+    long = pd.read_csv(results / "report" / "per_query.csv")
+    means = long[long.measure == "nDCG@10"].groupby("system")["value"].mean()
+    assert np.allclose(means[ndcg.index], ndcg, atol=1e-6)
+    assert (results / "report" / "figures" / "per_query.png").stat().st_size > 0
 
 
 @e2e

@@ -196,3 +196,25 @@ def test_a_rate_says_1_run_or_gives_the_range_of_its_passes(runs):
     else:
         assert text == "2.00 (1.00–2.00, n=5)"  # 8 docs in 4 ms (the median), in 8 ms (slowest), in 4 ms
     assert Rate.from_json(rate.to_json()) == rate
+
+
+def test_wins_ties_and_losses_per_query_and_the_largest_of_each():
+    from longrank.report.per_query_section import outcomes
+
+    system = pd.Series({"q1": 0.5, "q2": 0.2, "q3": 0.3, "q4": float("nan")})
+    stage = pd.Series({"q1": 0.4, "q2": 0.2, "q3": 0.6, "q4": 0.1})
+    found = outcomes(system, stage)
+    assert (found["wins"], found["ties"], found["losses"]) == (1, 1, 1)  # q4: not evaluated by the system
+    assert found["gain"] == ("q1", pytest.approx(0.1)) and found["loss"] == ("q3", pytest.approx(-0.3))
+
+
+def test_the_sections_that_did_not_run_are_listed_once_at_the_end():
+    from longrank.report.html import NOT_RUN_TITLE, Section, not_run_listed_once
+
+    off = Section("Bench").not_run("bench.enabled: false")
+    shown = not_run_listed_once([off, Section("Verdict").text("a wins"), Section("Seeds").not_run("one seed")])
+    assert [s.title for s in shown] == ["Verdict", NOT_RUN_TITLE]
+    md = render_markdown("r", shown)
+    assert "| Bench | bench.enabled: false. |" in md and "| Seeds | one seed. |" in md
+    assert "*Not run" not in md and "## 1. Verdict" in md and f"## 2. {NOT_RUN_TITLE}" in md
+    assert not_run_listed_once(shown[:1]) == shown[:1]  # every section ran: no list

@@ -97,6 +97,20 @@ class Section:
         return self
 
 
+NOT_RUN_TITLE = "Not run in this report"
+
+
+def not_run_listed_once(sections: Sequence[Section]) -> list[Section]:
+    """The sections that show something, in order, then one section listing those that did not run, each with why
+    (its ``not_run`` notes): a reader scrolls past no empty stubs, and still learns what switched each one off."""
+    skipped = [s for s in sections if not s.ran]
+    shown = [s for s in sections if s.ran]
+    if skipped:
+        rows = [[s.title, " ".join(b.text.removeprefix("Not run: ") for b in s.blocks)] for s in skipped]
+        shown.append(Section(NOT_RUN_TITLE).table(["Section", "Why not"], rows))
+    return shown
+
+
 def render_html(title: str, sections: Sequence[Section]) -> str:
     out = [
         "<!DOCTYPE html>",

@@ -31,7 +31,7 @@ plt.rcParams.update(
 )
 
 
-def _save(fig, path: str | os.PathLike) -> Path:
+def save_figure(fig, path: str | os.PathLike) -> Path:
     path = Path(path)
     fig.tight_layout()
     with atomic_path(path) as tmp:
@@ -81,7 +81,7 @@ def ci_plot(
     ax.set_yticks(y, [f"({letters.get(s, '')}) {s}" for s in rows.index])
     ax.set_xlabel(f"mean {measure} (bootstrap 95% CI over queries)")
     ax.set_title(f"{measure} per system")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def seeds_plot(seed_means: pd.DataFrame, measure: str, path) -> Path:
@@ -97,7 +97,7 @@ def seeds_plot(seed_means: pd.DataFrame, measure: str, path) -> Path:
     ax.set_yticks(range(len(systems))[::-1], systems)
     ax.set_xlabel(f"mean {measure} over the queries, one dot per training seed")
     ax.set_title(f"{measure} per training seed")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def length_bucket_plot(by_bucket: pd.DataFrame, systems: Sequence[str], path, measure: str = "nDCG@10") -> Path:
@@ -120,7 +120,7 @@ def length_bucket_plot(by_bucket: pd.DataFrame, systems: Sequence[str], path, me
     ax.set_ylabel(f"mean {measure}")
     ax.set_title(f"{measure} by document-length bucket")
     ax.legend(fontsize=7, ncol=min(4, len(systems)), frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.25))
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def length_bias_plot(
@@ -156,7 +156,7 @@ def length_bias_plot(
     fig.suptitle("Relevance vs retrieval by document length (TKL Fig. 1 style)")
     reference = dist[baseline] if baseline and baseline in dist.columns else None
     note = panel_check({m: dist[m] for m in models}, reference, why)
-    return Plot(_save(fig, path), note)
+    return Plot(save_figure(fig, path), note)
 
 
 def maxlen_plot(
@@ -188,7 +188,7 @@ def maxlen_plot(
     ax.set_ylabel(f"mean {measure} (95% CI)")
     ax.set_title(f"{measure} vs maximum document length")
     ax.legend(frameon=False)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def efficiency_plot(points: pd.DataFrame, path, measure: str = "nDCG@10") -> Path:
@@ -213,7 +213,7 @@ def efficiency_plot(points: pd.DataFrame, path, measure: str = "nDCG@10") -> Pat
     ax.set_xlabel("throughput (documents / s, log scale)")
     ax.set_ylabel(f"mean {measure}")
     ax.set_title("Effectiveness vs efficiency")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def training_plot(
@@ -238,7 +238,7 @@ def training_plot(
     ax.set_ylabel(f"{dev} {measure}")
     ax.set_title(f"{dev[0].upper() + dev[1:]} {measure} during training (star: the kept weights)")
     ax.legend(frameon=False, fontsize=7, ncol=2)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def attention_scaling_plot(
@@ -288,4 +288,4 @@ def attention_scaling_plot(
             else ""
         )
 
-    return Plot(_save(fig, path), panel_check(drawn, None, why))
+    return Plot(save_figure(fig, path), panel_check(drawn, None, why))

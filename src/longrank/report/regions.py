@@ -94,7 +94,7 @@ def region_plot(positions: Mapping[str, Mapping[int, Sequence[int]]], path) -> p
         return "the models' top-3 regions start at the same offsets"
 
     counts = {m: _region_histogram(positions[m]) for m in models}
-    return plots.Plot(plots._save(fig, path), panel_check(counts, None, why))
+    return plots.Plot(plots.save_figure(fig, path), panel_check(counts, None, why))
 
 
 def _region_histogram(by_rank: Mapping[int, Sequence[int]]) -> list[float]:

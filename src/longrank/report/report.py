@@ -30,15 +30,17 @@ from longrank.report import (
     max_length,
     mir_section,
     noninferiority,
+    per_query_section,
     provenance,
     regions,
     reproduction,
     seeds_section,
     training,
+    verdict_section,
 )
 from longrank.report.comparison import copy_tables, load_comparison
 from longrank.report.context import Context
-from longrank.report.html import Section, render_html, render_markdown
+from longrank.report.html import Section, not_run_listed_once, render_html, render_markdown
 from longrank.report.inputs import Inputs
 from longrank.report.manifest import Manifest
 
@@ -48,7 +50,9 @@ log = logging.getLogger(__name__)
 # config key that switched it off, or the input that is missing). The papers' published figures follow the
 # confidence intervals they are read against.
 SECTIONS = [
+    verdict_section,
     effectiveness,
+    per_query_section,
     first_stages,
     diagnostics,
     confidence,
@@ -96,8 +100,9 @@ def build(manifest: Manifest, out_dir: Path, n_length_buckets: int = 4, title: s
     copy_tables(inp, cmp, out_dir)
     ctx = Context(inp, cmp, fig_dir, n_length_buckets)
     sections = [module.section(ctx) for module in SECTIONS]
-    write_text(out_dir / "index.html", render_html(title, sections))
-    write_text(out_dir / "report.md", render_markdown(title, sections))
+    shown = not_run_listed_once(sections)
+    write_text(out_dir / "index.html", render_html(title, shown))
+    write_text(out_dir / "report.md", render_markdown(title, shown))
     return sections
 
 
