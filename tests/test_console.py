@@ -65,3 +65,20 @@ def test_the_rich_logger_the_readme_offers_is_installed_and_plans_the_run(tmp_pa
     (tmp_path / "config").symlink_to(REPO / "config")
     done = snakemake(tmp_path, "-n", "report", "--logger", "rich")
     assert "Workflow start" in done.stdout + done.stderr
+
+
+WARNS = """
+import warnings
+from longrank.cli import one_line_warnings
+warnings.simplefilter("always")
+with one_line_warnings():
+    warnings.warn("knrm: query 'u4' has no word its vocabulary knows", UserWarning)
+warnings.warn("after the stage", UserWarning)
+"""
+
+
+def test_a_stage_prints_a_warning_as_one_plain_line_and_gives_pythons_format_back():
+    done = subprocess.run([sys.executable, "-c", WARNS], capture_output=True, text=True, timeout=120, check=True)
+    lines = done.stderr.splitlines()
+    assert lines[0] == "UserWarning: knrm: query 'u4' has no word its vocabulary knows"  # no file:line, no source
+    assert lines[1].startswith("<string>:") and lines[1].endswith("UserWarning: after the stage")

@@ -14,7 +14,7 @@ from longrank.progress import progress
 
 def test_progress_writes_lines_to_a_file_and_redraws_on_a_terminal():
     out = io.StringIO()
-    for _ in progress(range(200), desc="rerank", unit="batch", mininterval=5, file=out):
+    for _ in progress(range(200), desc="rerank", unit="batch", mininterval=5, file=out, delay=0):
         pass
     lines = out.getvalue().splitlines()
     assert "\r" not in out.getvalue() and "\x1b" not in out.getvalue()
@@ -26,9 +26,28 @@ def test_progress_writes_lines_to_a_file_and_redraws_on_a_terminal():
             return True
 
     tty = Terminal()
-    for _ in progress(range(3), desc="rerank", file=tty, mininterval=0):
+    for _ in progress(range(3), desc="rerank", file=tty, mininterval=0, delay=0):
         pass
     assert "\r" in tty.getvalue()
+
+
+def test_work_done_within_a_second_shows_no_progress():
+    """One quick call (an exported ranker's score() of a few documents) draws no bar on a terminal and writes no
+    line to a log; work that runs longer does, from its second second."""
+    import time
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream in (io.StringIO(), Terminal()):
+        for _ in progress(range(3), desc="rerank", file=stream, mininterval=0):
+            pass
+        assert stream.getvalue() == ""
+    out = io.StringIO()
+    for _ in progress(range(3), desc="rerank", file=out, mininterval=0):
+        time.sleep(0.6)
+    assert "rerank" in out.getvalue()
 
 
 def test_training_logs_one_line_per_dev_evaluation(tiny_data, caplog):

@@ -17,10 +17,13 @@ One alias, for the command users learnt first: ``longrank rerank --ranker DIR ..
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
 import logging
 import sys
+import warnings
+from collections.abc import Iterator
 
 from longrank.errors import InputError
 
@@ -136,6 +139,23 @@ def stage_module(stage: str) -> str:
     return STAGES[stage][0]
 
 
+def one_line(message, category, filename, lineno, line=None) -> str:
+    """A warning as a person reads it on the console: its kind and message, not the source line that raised it."""
+    return f"{category.__name__}: {message}\n"
+
+
+@contextlib.contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """Warnings printed as ``one_line`` while a stage runs (and Python's format again after: main can be called in a
+    process that goes on, a test or a notebook)."""
+    before = warnings.formatwarning
+    warnings.formatwarning = one_line
+    try:
+        yield
+    finally:
+        warnings.formatwarning = before
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="longrank", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="stage", required=True, metavar="STAGE")
@@ -153,7 +173,8 @@ def main(argv: list[str] | None = None) -> None:
             from longrank.bench import fresh
 
             fresh.start_here(module.__name__, module.fresh_preload(args))
-        module.run(args)
+        with one_line_warnings():
+            module.run(args)
     except InputError as err:
         print(f"longrank {args.stage}: error: {err}", file=sys.stderr)
         sys.exit(2)

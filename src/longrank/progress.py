@@ -16,6 +16,9 @@ from tqdm import tqdm
 LINE_EVERY = 0.05
 #: without a total, a line per this many seconds
 LINE_SECONDS = 60.0
+#: no bar and no line for work that ends within this many seconds (tqdm's ``delay``): a bar for one quick call, e.g.
+#: an exported ranker's ``score()`` of a few documents, is noise
+QUIET_SECONDS = 1.0
 _CONTROL = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\r")
 
 
@@ -42,7 +45,9 @@ def is_terminal(stream=None) -> bool:
 
 
 def progress(iterable=None, **kwargs) -> tqdm:
-    """``tqdm(iterable, **kwargs)`` on a terminal; line-based progress otherwise (module docstring)."""
+    """``tqdm(iterable, **kwargs)`` on a terminal; line-based progress otherwise (module docstring); nothing for work
+    done within ``QUIET_SECONDS`` unless ``delay`` says otherwise."""
+    kwargs.setdefault("delay", QUIET_SECONDS)
     stream = kwargs.pop("file", None) or sys.stderr
     if is_terminal(stream):
         return tqdm(iterable, file=stream, **kwargs)

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from longrank.errors import InputError
+from longrank.progress import progress
 from longrank.io.json_yaml import write_json
 
 IMPACT_FORMAT = "longrank-impact/1"
@@ -83,7 +83,7 @@ def impact_rows(
     floors = np.full(n_terms, np.inf)
     values = [np.zeros((n_terms, 0), dtype=np.float32)]
     columns = [np.zeros((n_terms, 0), dtype=np.int64)]
-    for start in tqdm(
+    for start in progress(
         range(0, len(docs), batch_size), desc=f"impact index ({n_terms} terms)", unit="batch", mininterval=5
     ):
         ids = doc_ids[start : start + batch_size] if doc_ids is not None else []
