@@ -85,7 +85,11 @@ def test_each_setting_keeps_its_results_and_going_back_copies_the_weights_back(t
     third = run_setting(tiny_data, with_lr(0.01))  # back to the first setting
     assert third["current"] == first["current"] and len(third["kept"]) == 2  # its entry replaced, not added
     restored = f"restoring knrm fold 0 from {history / first['current'] / 'fold0'}: trained before"
-    assert any(r.getMessage().startswith(restored) for r in caplog.records)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith(restored) for m in messages)
+    # the second setting's state is discarded, and the line says what comes next: not "training afresh"
+    [discarded] = [m for m in messages if m.startswith("discarding the training state")]
+    assert discarded.endswith("; the finished training of these inputs is restored") and "afresh" not in discarded
     assert not any(r.getMessage().startswith("knrm fold 0 step") for r in caplog.records)  # no step trained
     assert (tiny_data / "results" / "models" / "knrm" / "fold0" / "model.safetensors").read_bytes() == weights
     assert read_json(history / third["current"] / "settings.json")["scores"]["knrm"]["nDCG@10"] == ndcg
@@ -205,9 +209,11 @@ def test_the_workflow_keeps_a_changed_models_results_and_the_report_logs_them(wo
     assert f"{first_ndcg:.4f}" == earlier[3] and f"entry.train.lr: {lr} → {lr * 2}" in earlier[5]
     assert any(r[1] == "today" and r[5] == "–" for r in rows)
 
-    snakemake(workdir, "report", "--configfile", str(E2E_CONFIG))  # back to the first setting
+    back = snakemake(workdir, "report", "--configfile", str(E2E_CONFIG))  # back to the first setting
     assert read_json(history / "latest.json")["current"] == first
     restored = f"restoring knrm fold 0 from results/cranfield/history/knrm/{first}/fold0: trained before"
-    assert restored in (results / "logs" / "train_knrm_fold0.log").read_text()
+    train_log = (results / "logs" / "train_knrm_fold0.log").read_text()
+    assert restored in train_log and "afresh" not in train_log  # the log never says it trains what it restores
+    assert f"[train] {restored}" in back.stdout  # one line on the console, where the training lines would be
     model = Path("models") / "knrm" / "fold0" / "model.safetensors"
     assert (results / model).read_bytes() == (workflow_run / "results" / "cranfield" / model).read_bytes()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from pathlib import Path
 
 import torch
@@ -20,8 +19,6 @@ from longrank.train.state_sets import clear_state, newest_good_set, read_positio
 from longrank.train.code import training_code_digest
 from longrank.train.input_files import content_files, directory_files
 from longrank.train.position import PositionShapeError, TrainingPosition
-
-log = logging.getLogger(__name__)
 
 
 def training_inputs(
@@ -137,25 +134,23 @@ def changed_inputs(saved: TrainingPosition, inputs: dict[str, str]) -> str:
     return "changed since it was saved: " + (", ".join(changed) or "the fingerprint")
 
 
-def keep_only_a_fitting_state(state_dir: Path, inputs: dict[str, str], fingerprint: str) -> None:
+def keep_only_a_fitting_state(state_dir: Path, inputs: dict[str, str], fingerprint: str) -> str | None:
     """Leave in ``state_dir`` only checkpoint sets this training may resume from: corrupt sets are moved aside (the
     newest good one is kept), and a state made for other inputs, or in the layout before checkpoint sets (no
-    checksums), is discarded with one line saying why."""
+    checksums), is discarded. Returns why it discarded one (for the caller's one line, which also says what comes
+    next: training afresh, or a finished training restored from the history), None when it discarded none."""
     if (state_dir / "position.json").exists():  # files directly in train_state/: written before checkpoint sets
-        log.info(
-            "discarding the training state in %s: it predates checksummed checkpoint sets; training afresh", state_dir
-        )
         clear_state(state_dir)
-        return
+        return "it predates checksummed checkpoint sets"
     newest = newest_good_set(state_dir)
     if newest is None:
-        return
+        return None
     try:
         saved = read_position(newest)
     except PositionShapeError as err:  # its manifest holds, so other code wrote it: never read in part
-        log.info("discarding the training state in %s: %s; training afresh", state_dir, err)
         clear_state(state_dir)
-        return
+        return str(err)
     if saved.fingerprint != fingerprint:
-        log.info("discarding the training state in %s: %s; training afresh", state_dir, changed_inputs(saved, inputs))
         clear_state(state_dir)
+        return changed_inputs(saved, inputs)
+    return None

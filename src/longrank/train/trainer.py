@@ -124,10 +124,11 @@ class Trainer:
                 self.optimizer,
             )
             fingerprint = fingerprint_of(inputs)
-            keep_only_a_fitting_state(job.state_dir, inputs, fingerprint)
+            discarded = keep_only_a_fitting_state(job.state_dir, inputs, fingerprint)
             # what is left was verified and fits (keep_only_a_fitting_state): no set left is no rehash of one
             if job.reuse_from is not None and not sets_newest_first(job.state_dir):
                 self._restore_finished(job.reuse_from, fingerprint)
+            self._say_where_it_starts(discarded)
         if job.world > 1:
             dist.barrier()
         newest = next(iter(sets_newest_first(job.state_dir)), None)
@@ -166,12 +167,22 @@ class Trainer:
         clear_state(job.state_dir)
         shutil.copytree(kept, job.state_dir / kept.name, copy_function=link_or_copy)
         self.restored_from = kept.parent.parent
-        log.info(
-            "restoring %s fold %d from %s: trained before from exactly these inputs, so not trained again",
-            job.name,
-            job.fold_index,
-            self.restored_from,
-        )
+
+    def _say_where_it_starts(self, discarded: str | None) -> None:
+        """One account of where this training starts, in the order it happened: a discarded state and why, then
+        either the finished training restored from the history (also one line on the console: no training line
+        follows it) or training afresh."""
+        job = self.job
+        if discarded:
+            then = "the finished training of these inputs is restored" if self.restored_from else "training afresh"
+            log.info("discarding the training state in %s: %s; %s", job.state_dir, discarded, then)
+        if self.restored_from:
+            line = (
+                f"restoring {job.name} fold {job.fold_index} from {self.restored_from}: trained before from exactly "
+                "these inputs, so not trained again"
+            )
+            log.info("%s", line)
+            to_console(f"[train] {line}")
 
     def batches(self):
         """This rank's batches from the position's step on. Sampling, reading the documents and tokenising run in
