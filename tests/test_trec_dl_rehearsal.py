@@ -17,6 +17,7 @@ import re
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -144,6 +145,24 @@ def test_every_full_scale_model_has_a_row(run):
 
 def test_the_published_figures_stand_beside_measured_values(run):
     published_figures_beside_measured(run["results"], run["full"])
+
+
+def test_the_papers_tables_are_filled_from_the_run(run):
+    """``longrank paper_tables`` over the checkout's results: TKL's and MIR's Table 1 get their TREC DL 2019 columns
+    from this run (the Dev columns stay "–" without a Dev run), each cell the compare stage's mean."""
+    from longrank.cli import main
+
+    results, out = run["results"], run["results"].parent / "paper-tables"
+    main(["paper_tables", "--results", str(results.parent), "--out", str(out)])
+    cells = pd.read_csv(out / "paper_tables.csv")
+    table = pd.read_csv(results / "compare" / "table.csv").set_index(["system", "measure"])["mean"]
+    ours = cells[cells.collection == "trec-dl-2019"]
+    assert set(ours.table) >= {"tkl-table1", "mir-table1"} and ours.measured.notna().all(), ours
+    for r in ours.itertuples():
+        assert r.measured == pytest.approx(table[(r.system, r.measure)]) and r.run == str(results)
+    assert cells[cells.collection == "msmarco-dev"].measured.isna().all()
+    assert "TKL (Hofstätter et al. 2020), Table 1" in (out / "index.html").read_text()
+    assert "\\begin{tabular}" in (out / "tkl-table1.tex").read_text()
 
 
 def test_every_first_stage_produces_a_run(run):

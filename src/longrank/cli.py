@@ -97,6 +97,11 @@ STAGES = {
         "longrank.report.report",
         "HTML / Markdown / CSV / LaTeX report from everything under results/{dataset}",
     ),
+    "paper_tables": (
+        "longrank.report.paper_tables",
+        "each paper's main table in its own layout from every run under results/: measured beside published, "
+        "ER / ΔRI per cell (HTML, LaTeX, CSV)",
+    ),
     "bench": (
         "longrank.bench.bench",
         "efficiency of a trained model: docs/ms and peak memory at given document lengths",

@@ -210,7 +210,12 @@ def section(ctx: Context) -> Section:
     if absent:
         sec.note(f"Figures for entries this run does not configure are left out: {', '.join(absent)}.")
     effect_ratio.add_table(sec, cmp, [f for f in shown if f.measure in measures], published_pairs())
-    return sec
+    # a paper's table spreads over runs (TKL's and MIR's Table 1: TREC DL 2019 and Dev): one command sets them side by
+    # side, from every run of the checkout
+    return sec.note(
+        "Each paper's whole table, its collections' columns side by side from every run of this checkout: "
+        "`longrank paper_tables --results results` (results/paper-tables/index.html, .tex, .csv)."
+    )
 
 
 def _figure_rows(inp, cmp, shown: list[Figure], measures: list[str]) -> tuple[list[list], int, int]:
