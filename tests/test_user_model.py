@@ -169,3 +169,20 @@ def test_the_example_builds_and_scores_one_score_per_pair(tmp_path):
     assert model.max_doc_len == 50
     scores = model.score_pairs(["topic words", "topic"], ["d1", "d2"], ["some topic text", "other words here"])
     assert scores.shape == (2,) and torch.isfinite(scores).all()
+
+
+def test_loading_an_export_of_a_user_class_without_trust_imports_nothing(tmp_path):
+    """The export names its class (ranker.json); without trust_code the load stops before any import of it."""
+    from longrank.api import load_ranker
+    from longrank.api.export import FORMAT
+
+    (tmp_path / "evil.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n")
+    export = tmp_path / "export"
+    export.mkdir()
+    config = {"class": f"{tmp_path / 'evil.py'}:Evil", "reads": "words", "max_doc_len": 9}
+    (export / "ranker.json").write_text(
+        json.dumps({"format": FORMAT, "name": "evil", "type": "user", "config": config})
+    )
+    with pytest.raises(InputError, match=r"the class '.*evil\.py:Evil', not one of LongRank's; .*trust_code=True"):
+        load_ranker(export)
+    assert not (tmp_path / "ran").exists() and not any("evil" in m for m in sys.modules)

@@ -53,6 +53,8 @@ def test_a_user_model_runs_beside_knrm_and_its_file_is_an_input(tmp_path, ir_dat
     row = re.search(r"^\| \w \| kernel_max \| 200 \| ([\d.]+) \(1 run\) \|", report, re.M)  # docs/ms, the bench's
     assert row and float(row.group(1)) > 0, "no report row for kernel_max with its bench"
 
+    exported_and_loaded_with_trust(workdir, tmp_path / "kernel_max")
+
     assert planned(workdir) == {}  # all done
     model = workdir / MODEL_FILE
     model.write_text(model.read_text() + "\n# a comment: no arithmetic changes, nothing reruns\n")
@@ -61,3 +63,39 @@ def test_a_user_model_runs_beside_knrm_and_its_file_is_an_input(tmp_path, ir_dat
     jobs = planned(workdir)
     assert jobs.get("train") == 1 and jobs.get("rerank") == 1, jobs  # kernel_max's, not KNRM's
     assert "data" not in jobs and "candidates" not in jobs, jobs
+
+
+def exported_and_loaded_with_trust(workdir, out) -> None:
+    """``longrank export`` writes the class spec, not the code; loading the export needs the caller's trust (API and
+    CLI), and then scores as the workflow's model, its class found from the working directory as the spec says."""
+    import os
+
+    from longrank.api import UnknownQueryWarning, load_ranker
+    from longrank.cli import main
+    from longrank.errors import InputError
+
+    results = workdir / "results" / "mine"
+    cwd = os.getcwd()
+    os.chdir(workdir)  # the user's checkout, where the spec's path leads
+    try:
+        main(["export", "--results", str(results), "--model", "kernel_max", "--fold", "0", "--out", str(out)])
+        meta = json.loads((out / "ranker.json").read_text())
+        assert meta["type"] == "user" and meta["class"] == "examples/your_model/kernel_max.py:KernelMax"
+        assert not list(out.rglob("*.py"))  # no code travels with the export
+        with pytest.raises(InputError, match=r"not one of LongRank's; .*trust_code=True .*--trust-code"):
+            load_ranker(out)
+        ranker = load_ranker(out, trust_code=True)
+        assert type(ranker.model).__name__ == "KernelMax"
+        scores = ranker.score("wing lift", ["the wing gives lift", "a heat slab"])
+        assert len(scores) == 2 and all(s == s for s in scores)
+        unseen = REPO / "examples" / "unseen"
+        rerank = ["rerank", "--ranker", str(out), "--run", str(unseen / "bm25.trec"), "--device", "cpu"]
+        rerank += ["--queries", str(unseen / "queries.tsv"), "--docs", str(unseen / "docs.jsonl")]
+        with pytest.raises(SystemExit):  # the CLI prints the error and exits non-zero
+            main([*rerank, "--out", str(out.parent / "refused.trec")])
+        assert not (out.parent / "refused.trec").exists()
+        with pytest.warns(UnknownQueryWarning, match=r"query 'u4' has no word"):  # as KNRM's (test_examples.py)
+            main([*rerank, "--out", str(out.parent / "unseen.trec"), "--trust-code"])
+        assert (out.parent / "unseen.trec").read_text().strip()
+    finally:
+        os.chdir(cwd)
