@@ -94,15 +94,19 @@ def build_user_model(entry: Mapping[str, Any], params: dict[str, Any], corpus) -
         model = cls.from_config(dict(params), corpus)
     except TypeError as err:  # a key its constructor requires and the entry leaves out, most often
         raise InputError(f"class {entry['class']!r}: {cls.__qualname__}.from_config failed: {err}") from err
-    handle = model.register_forward_hook(
-        lambda module, args, kwargs, out: _check_first_scores(entry["class"], kwargs, out, handle), with_kwargs=True
-    )
+    hooks: list = []
+
+    def check_once(module, args, kwargs, out) -> None:
+        if hooks:  # the first batch only (a deep copy made before it keeps checking: isfinite of a score vector)
+            hooks.pop().remove()
+        _check_first_scores(entry["class"], kwargs, out)
+
+    hooks.append(model.register_forward_hook(check_once, with_kwargs=True))
     return model
 
 
-def _check_first_scores(spec: str, batch: dict[str, Any], scores: Any, handle) -> None:
+def _check_first_scores(spec: str, batch: dict[str, Any], scores: Any) -> None:
     """Once, at the first forward (training's or reranking's): one finite score per pair."""
-    handle.remove()
     sizes = {len(v) for v in batch.values() if isinstance(v, torch.Tensor) and v.dim() > 0}
     if not isinstance(scores, torch.Tensor) or scores.dim() != 1 or (sizes and scores.shape[0] not in sizes):
         shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
