@@ -186,3 +186,9 @@ def test_loading_an_export_of_a_user_class_without_trust_imports_nothing(tmp_pat
     with pytest.raises(InputError, match=r"the class '.*evil\.py:Evil', not one of LongRank's; .*trust_code=True"):
         load_ranker(export)
     assert not (tmp_path / "ran").exists() and not any("evil" in m for m in sys.modules)
+
+
+def test_a_job_names_the_entry_whose_class_is_refused(tmp_path):
+    spec = write_class(tmp_path, SCORER.replace('reads = "words"', 'reads = "wordpieces"'), name="named.py")
+    with pytest.raises(InputError, match=r"^models\.mine: class '.*named\.py:Mine': Mine\.reads is 'wordpieces'"):
+        build_model({"class": spec, "reads": "words", "max_doc_len": 10}, None, "mine")

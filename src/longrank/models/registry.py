@@ -66,12 +66,16 @@ def entry_class(model_cfg: dict[str, Any]):
     return model_class(model_cfg["type"])
 
 
-def build_model(model_cfg: dict[str, Any], corpus):
-    """Construct the (untrained) model a config entry describes."""
+def build_model(model_cfg: dict[str, Any], corpus, name: str | None = None):
+    """Construct the (untrained) model a config entry describes; ``name``: the entry's, which a user class's errors
+    name (``models.<name>: class ...: ...``) where the caller knows it."""
     if is_user(model_cfg):
         from longrank.models.user import build_user_model
 
-        return build_user_model(model_cfg, architecture_params(model_cfg), corpus)
+        try:
+            return build_user_model(model_cfg, architecture_params(model_cfg), corpus)
+        except InputError as err:
+            raise InputError(f"models.{name}: {err}" if name else str(err)) from err
     return model_class(model_cfg["type"]).from_config(architecture_params(model_cfg), corpus)
 
 

@@ -88,7 +88,7 @@ def prepare(job: TrainingJob):
         )
     settings = job.settings
     seed_everything(settings.seed)
-    model = build_model(job.entry, job.corpus)
+    model = build_model(job.entry, job.corpus, job.name)
     built = built_model_digests(model) if settings.steps and job.lead else {}  # before --init and training
     if job.init is not None:  # fine-tuning a pre-trained model (train.pretrain): every rank loads the same file
         load_weights(model, job.init)
