@@ -4,6 +4,7 @@ modules beside it that it imports, and the package modules they import; read, ne
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -69,3 +70,31 @@ def test_the_example_model_is_digested_with_the_package_modules_it_builds_on(mon
     roots, files = model_code(entry("examples/your_model/kernel_max.py:KernelMax"))
     assert list(files) == ["kernel_max.py"]
     assert "longrank.models.modules.word_embedder" in roots
+
+
+@pytest.mark.stage  # Snakemake plans the example in a new interpreter
+def test_the_workflow_plans_a_user_model_without_importing_it_or_torch(tmp_path):
+    """``snakemake -n`` with examples/your_model.yaml: the user's model gets its training, reranking and bench jobs,
+    and the parse (config checks, code digests) imports neither torch nor the user's file."""
+    import subprocess
+
+    from conftest import snakemake_command
+
+    (tmp_path / "config").symlink_to(REPO / "config")
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    args = ["-n", "report", "--configfile", "examples/mine.yaml", "examples/your_model.yaml"]
+    cmd, env = snakemake_command(tmp_path, *args)
+    probe = (
+        "import json, sys, snakemake.cli\n"
+        "try:\n    snakemake.cli.main(sys.argv[1:])\nexcept SystemExit as done:\n    code = done.code\n"
+        "heavy = sorted(m for m in sys.modules if m == 'torch' or 'kernel_max' in m)\n"
+        "print('IMPORTED', json.dumps(heavy), code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *cmd[3:]], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert "IMPORTED [] 0" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    for planned in ("models/kernel_max/fold0/model.safetensors", "runs/kernel_max.run", "bench/kernel_max.json"):
+        assert f"results/mine/{planned}" in done.stdout, planned
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", done.stdout + done.stderr, re.M))
+    assert counts["train"] == counts["rerank"] == counts["bench"] == "2", counts  # KNRM's and the user model's

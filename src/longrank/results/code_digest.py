@@ -6,7 +6,8 @@ every module of this package they import, transitively (``import longrank.x``, `
 relative imports, at any depth of the code: an import inside a function counts). Not the package's own digest: a
 change to one model, or to the report, would then retrain every model. The registry imports the models by name
 (``importlib``), so it pulls in none of them: KNRM's digest does not change when TK's code does. Code outside this
-package (torch, transformers) is covered by the versions the report lists, not here.
+package (torch, transformers) is covered by the versions the report lists, not here. A user's own model (``class:``,
+docs/your-model.md) is its file and the modules beside it that it imports (``user_code``), read the same way.
 
 How: each module's source is parsed (``ast``) and dumped without its docstrings (module, class and function) and
 without line numbers; comments are not in the tree. A change that reformats or comments code keeps the digest; a
