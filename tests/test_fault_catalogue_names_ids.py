@@ -264,8 +264,8 @@ def test_the_training_digest_covers_the_model_and_what_it_imports_but_not_other_
     modules = closure("longrank.train.train", KNRM_MODULE)
     assert {KNRM_MODULE, "longrank.models.modules.kernel_pooling", "longrank.train.trainer"} <= set(modules)
     assert "longrank.models.tk" not in modules  # the registry imports models by name: TK's code is not KNRM's
-    assert training_code_digest("knrm") == code_digest("longrank.train.train", KNRM_MODULE)
-    assert training_code_digest("knrm") != training_code_digest("tk")
+    assert training_code_digest({"type": "knrm"}) == code_digest("longrank.train.train", KNRM_MODULE)
+    assert training_code_digest({"type": "knrm"}) != training_code_digest({"type": "tk"})
 
 
 def test_the_train_rerank_and_report_rules_take_the_code_as_a_parameter():
@@ -306,7 +306,7 @@ def test_a_training_state_of_other_code_is_not_resumed(tiny_data, monkeypatch, c
     monkeypatch.setattr(PairSampler, "batch", lambda self, *a: drawn.append(a) or original(self, *a))
     train()
     assert drawn == []  # the same code: the finished state is reused
-    monkeypatch.setattr(fingerprint, "training_code_digest", lambda model_type: "the digest of edited code")
+    monkeypatch.setattr(fingerprint, "training_code_digest", lambda entry: "the digest of edited code")
     train()
     assert drawn, "the model was trained again"
     assert any("discarding the training state" in r.getMessage() and "code" in r.getMessage() for r in caplog.records)

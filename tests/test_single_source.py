@@ -10,6 +10,7 @@ import yaml
 from longrank.config.schema import SCHEMA_PATH
 from longrank.errors import InputError
 from longrank.config.model_types import MODEL_TYPES, WORKFLOW_KEYS
+from longrank.config.user_models import USER_KEYS
 from longrank.models.registry import build_model, constructor_defaults, model_class
 from longrank.train.losses import LOSSES
 
@@ -37,9 +38,11 @@ def test_schema_model_keys_are_workflow_or_architecture_keys():
     all listed, and every other one an architecture key some model type takes."""
     listed = set(MODEL_ENTRY["properties"])
     assert listed >= WORKFLOW_KEYS, f"workflow keys the schema does not list: {sorted(WORKFLOW_KEYS - listed)}"
+    # a class entry's own workflow keys (longrank.config.user_models: class, reads) are listed too
+    assert listed >= USER_KEYS, f"class-entry keys the schema does not list: {sorted(USER_KEYS - listed)}"
     architecture = {key for model_type in MODEL_TYPES for key in constructor_defaults(model_type)}
-    assert listed - WORKFLOW_KEYS <= architecture, (
-        f"schema keys no model takes: {sorted(listed - WORKFLOW_KEYS - architecture)}"
+    assert listed - WORKFLOW_KEYS - USER_KEYS <= architecture, (
+        f"schema keys no model takes: {sorted(listed - WORKFLOW_KEYS - USER_KEYS - architecture)}"
     )
 
 

@@ -153,7 +153,7 @@ def rerank(job: RerankJob) -> None:
     details: list[dict] = []
     for fold_index, checkpoint in enumerate(job.checkpoints):
         # only weights whose manifest vouches for them are scored with (a truncated or changed file is refused)
-        model = load_model(checkpoint, job.entry, job.corpus, job.device, require_manifest=True)
+        model = load_model(checkpoint, job.entry, job.corpus, job.device, require_manifest=True, name=job.name)
         if job.collection_artifacts is not None:
             model.attach_artifacts(Path(job.collection_artifacts))
         if job.fold_artifacts:

@@ -8,7 +8,7 @@ import json
 
 from longrank.io.json_yaml import write_json
 from longrank.config.model_entries import Effective, effective_settings
-from longrank.config.model_types import architecture_defaults, architecture_params, capabilities, model_type
+from longrank.config.model_types import architecture_params, capabilities, declared_type, entry_defaults
 from longrank.config.train_settings import TrainSettings
 
 
@@ -36,10 +36,10 @@ def resolved_models(models: dict, effective: dict[str, Effective] | None = None)
     depth, first stage and the words it reads: longrank.config.model_entries.Effective)."""
     return {
         name: {
-            "architecture": {**architecture_defaults(entry["type"]), **architecture_params(entry)},
+            "architecture": {**entry_defaults(entry), **architecture_params(entry)},
             "train": {**TrainSettings.defaults(), **(entry.get("train") or {})},
             "like": entry.get("like"),
-            "on_pretrained_encoder": model_type(entry["type"]).on_pretrained_encoder,
+            "on_pretrained_encoder": declared_type(entry).on_pretrained_encoder,
             "capabilities": capabilities(entry).to_json(),
             **({"effective": effective[name].to_json()} if effective else {}),
         }

@@ -10,13 +10,12 @@ from pathlib import Path
 
 from longrank.cli import stage_module
 from longrank.results.code_digest import code_digest
-from longrank.train.code import training_code_digest
+from longrank.train.code import model_code, training_code_digest
 from longrank.validation.validate import validate_config
 from longrank.validation.checks import check_input_files_exist
 from longrank.config.schema import DATASETS, SCHEMA
 from longrank.config.files import check_command_line
 from longrank.console import print_failures
-from longrank.models.registry import model_module
 from longrank.errors import InputError
 from longrank.config.names import check_outputs_not_inputs
 from longrank.plan import build_plan, job_inputs
@@ -223,9 +222,9 @@ def code_of(stage, model=None):
     longrank.results.code_digest), a parameter of its rule: changed arithmetic reruns the job, a changed comment does not.
     """
     if stage == "train":
-        return training_code_digest(PLAN.config["models"][model]["type"])  # the one the training fingerprint holds
-    roots = [stage_module(stage)] + ([model_module(PLAN.config["models"][model]["type"])] if model else [])
-    return code_digest(*roots)
+        return training_code_digest(PLAN.config["models"][model])  # the one the training fingerprint holds
+    roots, files = model_code(PLAN.config["models"][model]) if model else ([], {})
+    return code_digest(stage_module(stage), *roots, files=files)
 
 
 def history_settings(model):

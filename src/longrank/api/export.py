@@ -162,7 +162,7 @@ def export(
     from longrank.data.corpus import Corpus
     from longrank.models.checkpoint import load_model, verify_weights
     from longrank.config.model_types import architecture_params
-    from longrank.models.registry import model_class
+    from longrank.models.registry import entry_class
 
     config, entry = model_entry(results, model)
     _check_exportable(model, entry)
@@ -191,7 +191,7 @@ def export(
                 write_json(tmp / "train_summary.json", summary)
             meta.update(_write_text_side(tmp, model, entry, ranker, corpus if pretrained_words else None))
             meta["interpolation"] = _interpolations(results, trained_as, fold_index)
-            meta["notes"] += model_class(entry["type"]).export_notes(architecture_params(entry))
+            meta["notes"] += entry_class(entry).export_notes(architecture_params(entry))
             write_json(tmp / RANKER_FILE, meta)
             folds = corpus.folds[fold_index]
             evaluated_as = model if seed is None else seed_model(model, seed)  # eval/<model>.tsv: the seeds' mean
@@ -226,8 +226,9 @@ def trained_seed(results: Path, model: str, entry: dict, fold: int, seed: int | 
 def _check_exportable(model: str, entry: dict) -> None:
     """An export scores (query, document) texts alone: no graph set, no collection artifacts."""
     from longrank.config.model_types import artifact_scopes, capabilities
+    from longrank.config.user_models import kind_of
 
-    kind = entry.get("type")
+    kind = kind_of(entry)
     if capabilities(entry).reads_graph_set:
         raise InputError(f"models.{model}: type {kind!r} cannot be exported: {GRAPH_SET_READERS}")
     if "collection" in artifact_scopes(entry):
@@ -239,16 +240,17 @@ def _check_exportable(model: str, entry: dict) -> None:
 
 def _ranker_meta(model: str, entry: dict, config: dict, corpus, fold_index: int, weights_of: str) -> dict:
     """``ranker.json`` without its text side (vocabulary or encoder) and the model's notes."""
-    from longrank.models.registry import model_class
+    from longrank.config.user_models import is_user, kind_of
+    from longrank.models.registry import entry_class
 
-    kind = entry["type"]  # the schema requires it of every entry
-    cls = model_class(kind)
+    cls = entry_class(entry)
     dataset = config.get("dataset") or {}
     return {
         "format": FORMAT,
         "name": model,
-        "type": kind,
-        "class": f"{cls.__module__}:{cls.__qualname__}",
+        "type": kind_of(entry),
+        # a user's class by the spec its entry gives (the export holds no code: loading it needs trust_code)
+        "class": entry["class"] if is_user(entry) else f"{cls.__module__}:{cls.__qualname__}",
         "config": entry,
         "longrank_version": longrank_version(),
         "longrank_commit": longrank_commit(),

@@ -268,7 +268,7 @@ def build_exported_model(directory: Path, meta: dict):
     from longrank.models.registry import build_model
 
     cfg = meta.get("config")
-    if not isinstance(cfg, dict) or not isinstance(cfg.get("type"), str):
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("type", cfg.get("class")), str):
         raise InputError(f"{directory / 'ranker.json'}: config: expected the model's config entry with its type")
     cfg = dict(cfg)
     if "vocabulary" in meta:

@@ -104,7 +104,11 @@ class ExportedRanker:
     """A trained LongRank re-ranker loaded from an exported directory."""
 
     def __init__(
-        self, path: str | os.PathLike, device: str = schema_default("device"), batch_size: int = DEFAULT_BATCH_SIZE
+        self,
+        path: str | os.PathLike,
+        device: str = schema_default("device"),
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        trust_code: bool = False,
     ):
         import torch
 
@@ -124,6 +128,7 @@ class ExportedRanker:
         if found != FORMAT:
             raise InputError(f"{self.path / RANKER_FILE}: format {found!r}; this LongRank reads {FORMAT!r}")
         check_all_inside(self.path, self.meta)
+        check_trusted(self.path, self.meta, trust_code)
         self.name, self.type = self.meta.get("name"), self.meta.get("type")
         self.batch_size = batch_size
         #: the model's rerank depth as the workflow resolved it (export: config.json's resolved_models)
@@ -295,8 +300,26 @@ class ExportedRanker:
         return pd.DataFrame(rows, columns=["qid", "docno", "score", "rank"])
 
 
+def check_trusted(path: Path, meta: dict, trust_code: bool) -> None:
+    """An export of a user's own model (``class:``, docs/your-model.md) names a class that is not LongRank's: building
+    it imports and runs that code, so only a caller who says they trust it loads it (as transformers'
+    ``trust_remote_code``). The export holds no code; the class is found as its spec says, from the working
+    directory or the environment."""
+    cfg = meta.get("config")
+    if isinstance(cfg, dict) and "class" in cfg and not trust_code:
+        raise InputError(
+            f"{path / 'ranker.json'}: its model is the class {cfg['class']!r}, not one of LongRank's; loading it "
+            "imports and runs that code. If you trust it, pass trust_code=True (load_ranker) or --trust-code "
+            "(longrank rerank); the class is found as that spec says, from the working directory or the environment"
+        )
+
+
 def load_ranker(
-    path: str | os.PathLike, device: str = schema_default("device"), batch_size: int = DEFAULT_BATCH_SIZE
+    path: str | os.PathLike,
+    device: str = schema_default("device"),
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    trust_code: bool = False,
 ) -> ExportedRanker:
-    """A ranker from a directory ``longrank export`` wrote (``device``: auto, cpu, cuda[:N])."""
-    return ExportedRanker(path, device, batch_size)
+    """A ranker from a directory ``longrank export`` wrote (``device``: auto, cpu, cuda[:N]); ``trust_code``: allow
+    an export of a user's own class, which loading imports (``check_trusted``)."""
+    return ExportedRanker(path, device, batch_size, trust_code)

@@ -37,6 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=schema_default("device"))
     parser.add_argument("--tag", help="the run's tag column (default: the model's name)")
     parser.add_argument(
+        "--trust-code",
+        action="store_true",
+        help="load an export of your own model class (class: in its config entry), which imports and runs that code",
+    )
+    parser.add_argument(
         "--interpolate",
         nargs="?",
         const=True,
@@ -58,7 +63,7 @@ def run(args) -> None:
     for flag in ("run", "queries", "docs"):
         if Path(getattr(args, flag)).is_dir():
             raise InputError(f"--{flag}: {getattr(args, flag)} is a directory; expected a file")
-    ranker = load_ranker(args.ranker, args.device, args.batch_size)
+    ranker = load_ranker(args.ranker, args.device, args.batch_size, trust_code=args.trust_code)
     candidates, where = read_ranking(args.run)
     depth = ranker.depth_for(candidates, args.depth)
     wanted = {d for q in candidates for d in top_candidates(candidates, q, depth)}

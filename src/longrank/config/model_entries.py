@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from collections.abc import Mapping
 
-from longrank.config.model_types import architecture_defaults, capabilities
+from longrank.config.model_types import capabilities, entry_defaults
 from longrank.config.schema import schema_default
 
 
@@ -43,7 +43,7 @@ def words_read(config: Mapping, model: str) -> int | None:
     model's defaults filled in, so an entry that leaves ``max_doc_len`` out is read at its model's default; a model
     reading a graph set (MIR) without a budget of its own reads the set's ``max_doc_tokens``."""
     entry = config["models"][model]
-    budget = capabilities({**architecture_defaults(entry["type"]), **entry}).document_budget
+    budget = capabilities({**entry_defaults(entry), **entry}).document_budget
     if budget is None and entry.get("graph_set"):
         return (config.get("mir_graphs") or {}).get(entry["graph_set"], {}).get("max_doc_tokens")
     return budget

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 
 from longrank.errors import InputError
 from longrank.config.model_defaults import ARCHITECTURE_DEFAULTS
+from longrank.config.user_models import USER_KEYS, is_user, kind_of
 
 # The pretrained encoders an entry's ``encoder:`` can name besides a Hugging Face checkpoint or a directory
 # (longrank.models.modules.encoders loads them)
@@ -158,8 +159,19 @@ def model_type(name: str) -> ModelType:
     return MODEL_TYPES[name]
 
 
+def declared_type(model_cfg: Mapping[str, Any]) -> ModelType:
+    """What a configured entry's type declares: its row of ``MODEL_TYPES``, or for an entry that names its own class
+    (longrank.config.user_models) what the entry declares: no artifacts, no graph set, no speed bench, its budget in
+    WordPiece tokens when it reads them."""
+    if is_user(model_cfg):
+        return ModelType(on_pretrained_encoder=model_cfg.get("reads") == "wordpieces")
+    return model_type(model_cfg["type"])
+
+
 def architecture_params(model_cfg: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in model_cfg.items() if k not in WORKFLOW_KEYS}
+    # a user entry's class and reads are the workflow's; a paper entry never has them (check_model_keys names them)
+    workflow = WORKFLOW_KEYS | USER_KEYS if is_user(model_cfg) else WORKFLOW_KEYS
+    return {k: v for k, v in model_cfg.items() if k not in workflow}
 
 
 def architecture_defaults(name: str) -> dict[str, Any]:
@@ -167,6 +179,12 @@ def architecture_defaults(name: str) -> dict[str, Any]:
     leaves it out (its constructor's and those of the parts it builds from its config, e.g. TK's embedder)."""
     model_type(name)
     return {k: list(v) if isinstance(v, list) else v for k, v in ARCHITECTURE_DEFAULTS[name].items()}
+
+
+def entry_defaults(model_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """``architecture_defaults`` of a configured entry's type; none for a user class (its signature has them, and the
+    workflow's parse does not import it: its entry states what the workflow reads)."""
+    return {} if is_user(model_cfg) else architecture_defaults(model_cfg["type"])
 
 
 @dataclass(frozen=True)
@@ -186,7 +204,7 @@ class Capabilities:
 
 def capabilities(model_cfg: Mapping[str, Any]) -> Capabilities:
     """The capabilities of a configured model entry (its type's declarations, its document budget from its keys)."""
-    declared = model_type(model_cfg["type"])
+    declared = declared_type(model_cfg)
     return Capabilities(
         reads_graph_set=declared.reads_graph_set,
         speed_bench=declared.speed_bench,
@@ -202,15 +220,15 @@ def artifact_scopes(model_cfg: Mapping[str, Any]) -> list[str]:
     declared = artifacts_of(model_cfg)
     bad = {name: scope for name, scope in declared.items() if scope not in ARTIFACT_SCOPES}
     if bad:
-        raise InputError(f"{model_cfg['type']}: artifacts {bad} have a scope other than {list(ARTIFACT_SCOPES)}")
+        raise InputError(f"{kind_of(model_cfg)}: artifacts {bad} have a scope other than {list(ARTIFACT_SCOPES)}")
     return sorted(set(declared.values()))
 
 
 def has_batch_norm(model_cfg: Mapping[str, Any]) -> bool:
     """Whether a configured model entry's model has batch norm (``ModelType.batch_norm``)."""
-    return model_type(model_cfg["type"]).batch_norm(architecture_params(model_cfg))
+    return declared_type(model_cfg).batch_norm(architecture_params(model_cfg))
 
 
 def artifacts_of(model_cfg: Mapping[str, Any]) -> dict[str, str]:
     """The artifacts a configured model entry needs, by name -> scope."""
-    return model_type(model_cfg["type"]).artifacts(architecture_params(model_cfg))
+    return declared_type(model_cfg).artifacts(architecture_params(model_cfg))

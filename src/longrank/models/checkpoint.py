@@ -140,10 +140,15 @@ def _grown(saved: torch.Tensor, own: torch.Tensor | None, rows: int) -> torch.Te
 
 
 def load_model(
-    checkpoint: str | Path, model_cfg: dict, corpus, device: torch.device | str = "cpu", require_manifest: bool = False
+    checkpoint: str | Path,
+    model_cfg: dict,
+    corpus,
+    device: torch.device | str = "cpu",
+    require_manifest: bool = False,
+    name: str | None = None,
 ):
     """Rebuild the configured model and load trained weights into it (eval mode); ``require_manifest``: refuse weights
-    without a manifest too (the rerank stage's trained models always have one)."""
-    model = build_model(model_cfg, corpus)
+    without a manifest too (the rerank stage's trained models always have one); ``name``: the entry's (build_model)."""
+    model = build_model(model_cfg, corpus, name)
     load_weights(model, checkpoint, require_manifest)
     return model.to(device).eval()

@@ -15,6 +15,7 @@ from typing import Any
 
 from longrank.errors import InputError
 from longrank.config.model_types import MODEL_TYPES, architecture_defaults, architecture_params, model_type
+from longrank.config.user_models import is_user
 
 # The class that implements each type of longrank.config.model_types (``module:Class``), imported when first asked for: the
 # module's code is an input of the model's training and reranking jobs (``model_module``)
@@ -55,9 +56,36 @@ def _load(implementation: str):
     return getattr(importlib.import_module(module_name), class_name)
 
 
-def build_model(model_cfg: dict[str, Any], corpus):
-    """Construct the (untrained) model a config entry describes."""
+def entry_class(model_cfg: dict[str, Any]):
+    """The class a configured entry builds: its type's, or the user's class it names (longrank.models.user, imported
+    here: the first job that asks, never the workflow's parse)."""
+    if is_user(model_cfg):
+        from longrank.models.user import user_class
+
+        return user_class(model_cfg)
+    return model_class(model_cfg["type"])
+
+
+def build_model(model_cfg: dict[str, Any], corpus, name: str | None = None):
+    """Construct the (untrained) model a config entry describes; ``name``: the entry's, which a user class's errors
+    name (``models.<name>: class ...: ...``) where the caller knows it."""
+    if is_user(model_cfg):
+        from longrank.models.user import build_user_model
+
+        try:
+            return build_user_model(model_cfg, architecture_params(model_cfg), corpus)
+        except InputError as err:
+            raise InputError(f"models.{name}: {err}" if name else str(err)) from err
     return model_class(model_cfg["type"]).from_config(architecture_params(model_cfg), corpus)
+
+
+def entry_constructor_defaults(model_cfg: dict[str, Any]) -> dict[str, Any]:
+    """``constructor_defaults`` of a configured entry: its type's, or those of the user's class it names."""
+    if is_user(model_cfg):
+        from longrank.models.user import class_keys
+
+        return class_keys(entry_class(model_cfg))
+    return constructor_defaults(model_cfg["type"])
 
 
 def constructor_defaults(name: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
+from longrank.config.user_models import kind_of
 from longrank.config.train_settings import TrainSettings
 from longrank.io.json_yaml import load_yaml
 from longrank.plan.seeds import SEED_MARK
@@ -204,7 +205,7 @@ class JobResources:
 
     def _row(self, model: str) -> Measured:
         # a further training seed (longrank.plan.seeds) is its entry's model: the entry's row
-        return self.bill.row_of(model.split(SEED_MARK)[0], self.plan.config["models"][model]["type"])
+        return self.bill.row_of(model.split(SEED_MARK)[0], kind_of(self.plan.config["models"][model]))
 
 
 # The collection-wide stages a config may shard (annotations.shards, mir_graphs.<set>.shards, first_stages[].shards,

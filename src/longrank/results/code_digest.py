@@ -6,7 +6,8 @@ every module of this package they import, transitively (``import longrank.x``, `
 relative imports, at any depth of the code: an import inside a function counts). Not the package's own digest: a
 change to one model, or to the report, would then retrain every model. The registry imports the models by name
 (``importlib``), so it pulls in none of them: KNRM's digest does not change when TK's code does. Code outside this
-package (torch, transformers) is covered by the versions the report lists, not here.
+package (torch, transformers) is covered by the versions the report lists, not here. A user's own model (``class:``,
+docs/your-model.md) is its file and the modules beside it that it imports (``user_code``), read the same way.
 
 How: each module's source is parsed (``ast``) and dumped without its docstrings (module, class and function) and
 without line numbers; comments are not in the tree. A change that reformats or comments code keeps the digest; a
@@ -23,6 +24,7 @@ from __future__ import annotations
 import ast
 import hashlib
 from functools import cache
+from collections.abc import Mapping
 from pathlib import Path
 
 PACKAGE = "longrank"
@@ -66,6 +68,12 @@ def source_digest(source: str) -> str:
 
 def _imports(tree: ast.AST, name: str, is_package: bool) -> set[str]:
     """The package modules ``tree`` (module ``name``) imports, anywhere in its code."""
+    return {m for m in imported_names(tree, name, is_package) if module_path(m) is not None}
+
+
+def imported_names(tree: ast.AST, name: str, is_package: bool) -> set[str]:
+    """Every module name ``tree`` (module ``name``) imports, anywhere in its code (``from a import b``: ``a`` and
+    ``a.b``, which may be a submodule); some are attributes, not modules."""
     found: set[str] = set()
     package = name if is_package else name.rpartition(".")[0]
     for node in ast.walk(tree):
@@ -79,7 +87,7 @@ def _imports(tree: ast.AST, name: str, is_package: bool) -> set[str]:
                 base = node.module or ""
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)  # a submodule, when it is one
-    return {m for m in found if module_path(m) is not None}
+    return {m.lstrip(".") for m in found}  # a relative import in a script (no package): from its directory
 
 
 @cache
@@ -109,6 +117,51 @@ def closure(*roots: str) -> dict[str, str]:
     return dict(sorted(seen.items()))
 
 
-def code_digest(*roots: str) -> str:
-    """One digest of the code of ``roots`` and the package modules they import (``closure``)."""
-    return hashlib.sha256("\n".join(f"{m} {d}" for m, d in closure(*roots).items()).encode()).hexdigest()
+def code_digest(*roots: str, files: Mapping[str, str] | None = None) -> str:
+    """One digest of the code of ``roots`` and the package modules they import (``closure``), and of a user model's
+    ``files`` (``user_code``: path -> digest; none for the papers' models, whose digests stay what they were)."""
+    lines = [f"{m} {d}" for m, d in closure(*roots).items()]
+    lines += [f"file {path} {d}" for path, d in sorted((files or {}).items())]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def user_code(root: Path, base: Path) -> tuple[dict[str, str], set[str]]:
+    """A user model's code: its file ``root`` and every module it imports, transitively, whose file lies under
+    ``base`` (the directory its imports are found from: a file's own, a module's ``sys.path`` entry), as path
+    relative to ``base`` -> digest; and the package modules those files import (for ``closure``). Modules elsewhere
+    (torch, other installed packages) are not digested, as for the papers' models."""
+    files: dict[str, str] = {}
+    package: set[str] = set()
+    todo = [root.resolve()]
+    while todo:
+        path = todo.pop()
+        key = path.relative_to(base).as_posix()
+        if key in files:
+            continue
+        files[key], imported = _user_module(path, base, path.stat().st_mtime_ns)
+        for name in imported:
+            if module_path(name) is not None:
+                package.add(name)
+            elif (found := _file_under(base, name)) is not None:
+                todo.append(found)
+    return files, package
+
+
+@cache
+def _user_module(path: Path, base: Path, mtime_ns: int) -> tuple[str, frozenset[str]]:
+    """(digest, module names imported) of a user's file; ``mtime_ns`` keys the cache, so an edited file is read anew."""
+    source = path.read_text(encoding="utf-8")
+    parts = path.relative_to(base).with_suffix("").parts
+    is_package = path.name == "__init__.py"
+    name = ".".join(parts[:-1] if is_package else parts)
+    names = imported_names(ast.parse(source), name, is_package)
+    parents = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}  # their __init__.py run first
+    return source_digest(source), frozenset(names | parents)
+
+
+def _file_under(base: Path, name: str) -> Path | None:
+    candidate = base.joinpath(*name.split("."))
+    for path in (candidate.with_suffix(".py"), candidate / "__init__.py"):
+        if path.is_file():
+            return path.resolve()
+    return None

@@ -14,7 +14,7 @@ import torch
 from longrank.config.schema import every_default
 from longrank.data.corpus import Corpus, PseudoQueryCorpus
 from longrank.results.file_records import sha256_of
-from longrank.models.registry import constructor_defaults
+from longrank.models.registry import entry_constructor_defaults
 from longrank.train.state_sets import clear_state, newest_good_set, read_position
 from longrank.train.code import training_code_digest
 from longrank.train.input_files import content_files, directory_files
@@ -36,7 +36,7 @@ def training_inputs(
     copied out as the model) only if every one is unchanged, and a mismatch is logged by these names."""
     train_dev = fold["train"] + fold["dev"]
     # With the model's defaults resolved: a state left before a default changed must not resume under the new one.
-    resolved = {**constructor_defaults(model_cfg["type"]), **model_cfg}
+    resolved = {**entry_constructor_defaults(model_cfg), **model_cfg}
     # Not part of the recipe: the global batch and the update are the same on any number of processes or
     # micro-batches (float summation order and dropout noise aside, as the device, which is not fingerprinted
     # either) and of DataLoader workers, so a state left by a run on 4 GPUs resumes on 2 or on 1 accumulating
@@ -63,7 +63,7 @@ def training_inputs(
         "optimiser layout": _optimiser_layout(optimizer),
         # the code that trains and the model's own (longrank.results.code_digest: the AST without docstrings): weights left
         # by other arithmetic are never resumed, as `snakemake -R train` after an edit used to
-        "code": training_code_digest(model_cfg["type"]),
+        "code": training_code_digest(model_cfg),
         # the defaults of the training keys the entry leaves out (and every other the schema states): the schema is a
         # file, read when the settings are resolved
         "schema defaults": every_default(),

@@ -13,7 +13,7 @@ from longrank.errors import InputError
 from longrank.io.trec_files import write_run
 from longrank.models.checkpoint import load_weights, save_weights
 from longrank.config.model_types import artifact_scopes
-from longrank.models.registry import build_model, model_class
+from longrank.models.registry import build_model, entry_class
 from longrank.results.stage_outputs import TrainSummary
 from longrank.runs import mean_measure
 from longrank.runtime import seed_everything
@@ -88,14 +88,14 @@ def prepare(job: TrainingJob):
         )
     settings = job.settings
     seed_everything(settings.seed)
-    model = build_model(job.entry, job.corpus)
+    model = build_model(job.entry, job.corpus, job.name)
     built = built_model_digests(model) if settings.steps and job.lead else {}  # before --init and training
     if job.init is not None:  # fine-tuning a pre-trained model (train.pretrain): every rank loads the same file
         load_weights(model, job.init)
     model = model.to(job.device)
     if job.collection_artifacts is not None:
         model.attach_artifacts(Path(job.collection_artifacts))
-    loss_name = settings.loss or model_class(job.entry["type"]).default_loss
+    loss_name = settings.loss or entry_class(job.entry).default_loss
     if settings.negative_pairs and (settings.negatives_from != "both" or loss_name not in PAIRWISE):
         raise InputError(
             f"models.{job.name}.train.negative_pairs pairs candidate negatives with collection negatives: it needs "

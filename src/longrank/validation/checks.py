@@ -20,6 +20,7 @@ from longrank.config.model_types import (
     capabilities,
     has_batch_norm,
 )
+from longrank.config.user_models import check_not_type_and_class, is_user, kind_of
 from longrank.retrieval import bm25, pisa
 from longrank.retrieval.first_stage import HDCTSettings, parse_first_stage
 from longrank.config.model_entries import interpolates
@@ -149,6 +150,9 @@ def check_model_keys(models: dict) -> None:
     the model's constructor parameters). Checked when the workflow parses the config, not when a training
     job starts an hour later."""
     for name, entry in models.items():
+        check_not_type_and_class(name, entry)
+        if is_user(entry):  # its class's keys are its signatures', checked when a job loads it (longrank.models.user)
+            continue
         known = set(architecture_defaults(entry["type"]))
         for key in sorted(set(architecture_params(entry)) - known):
             close = difflib.get_close_matches(key, known, n=1)
@@ -238,6 +242,12 @@ def resolve_first_stages(config: dict) -> dict:
     for name, spec in stages.items():
         if spec["method"] == "model" and spec["model"] not in config["models"]:
             raise InputError(f"config key first_stages.{name}.model: {spec['model']!r} is not a configured model")
+        if spec["method"] == "model" and is_user(config["models"][spec["model"]]):
+            raise InputError(
+                f"config key first_stages.{name}.model: {spec['model']!r} is your own class, which cannot rank the "
+                "whole collection (it declares no per-document index, as NDRM's impact index); it reranks a first "
+                "stage's candidates"
+            )
         targets = spec.get("targets", "titles")
         if spec["method"] == "hdct" and targets != "titles" and targets not in config.get("pseudo_queries", {}):
             raise InputError(
@@ -279,7 +289,7 @@ def _check_graph_sets(config: dict) -> None:
         if not capabilities(entry).reads_graph_set:
             if graphs is not None:
                 raise InputError(
-                    f"config key models.{name}.graph_set: only a mir model reads a graph set (this one is {entry['type']!r})"
+                    f"config key models.{name}.graph_set: only a mir model reads a graph set (this one is {kind_of(entry)!r})"
                 )
             continue
         if graphs not in sets:

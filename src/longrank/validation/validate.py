@@ -27,6 +27,7 @@ from longrank.errors import InputError
 from longrank.io.json_yaml import load_yaml, read_yaml
 from longrank.config.model_types import MODEL_TYPES, capabilities
 from longrank.config.names import check_config_names, check_name
+from longrank.config.user_models import kind_of
 from longrank.config.schema import DATASETS_DIR, SCHEMA, SCHEMA_PATH, load_schema
 from longrank.config.model_entries import is_enabled
 
@@ -221,5 +222,5 @@ def model_order(models: dict) -> list[str]:
     enabled = [name for name, entry in models.items() if is_enabled(entry)]  # the schema default
     return sorted(
         enabled,
-        key=lambda n: (family.get(models[n]["type"], len(family)), capabilities(models[n]).document_budget or 0, n),
+        key=lambda n: (family.get(kind_of(models[n]), len(family)), capabilities(models[n]).document_budget or 0, n),
     )
