@@ -10,7 +10,18 @@ from dataclasses import dataclass
 from conftest import REPO
 
 #: the pages whose commands and snippets a newcomer copies: each is run, dry-run or checked by a test
-PAGES = ("README.md", "docs/your-collection.md", "docs/api.md", "docs/first-stages.md", "docs/slurm.md")
+PAGES = (
+    "README.md",
+    "docs/your-collection.md",
+    "docs/your-model.md",
+    "docs/api.md",
+    "docs/first-stages.md",
+    "docs/slurm.md",
+)
+
+
+#: the fence languages of shell commands
+SHELLS = ("bash", "sh", "shell")
 
 
 @dataclass(frozen=True)
@@ -37,10 +48,10 @@ def blocks(page: str, language: str | None = None) -> list[Block]:
 
 
 def commands(page: str) -> list[tuple[str, list[str]]]:
-    """Each command of ``page``'s ```bash blocks, as the shell splits it (continuation lines joined, comments and
-    ``a && b`` chains split into their commands), with where it is."""
+    """Each command of ``page``'s shell blocks (```bash, ```sh, ```shell), as the shell splits it (continuation lines
+    joined, comments and ``a && b`` chains split into their commands), with where it is."""
     found = []
-    for block in blocks(page, "bash"):
+    for block in [b for b in blocks(page) if b.language in SHELLS]:
         for line in block.text.replace("\\\n", " ").splitlines():
             words = shlex.split(line, comments=True)
             while words:

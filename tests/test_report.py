@@ -136,7 +136,7 @@ def test_the_report_opens_with_its_verdict_and_shows_each_system_query_by_query(
     if best == models[0]:
         assert "; next is " in headline, headline
     elif best != "bm25":
-        assert f"the highest row is {best}'s" in headline, headline
+        assert f"the highest row is {best} (" in headline, headline
     assert re.search(r"(over|below|level with) BM25 \([\d.]+\), (not )?significant \(Wilcoxon, Holm p", headline)
     assert "Cost: " in headline
     ranked = md_rows(verdict, "Every system by nDCG@10", key=1)

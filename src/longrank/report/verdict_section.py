@@ -74,12 +74,21 @@ def headline(ctx: Context, order: list[str]) -> str:
     parts = [f"The best model is {model}, {primary} {float(means[model]):.4f}"]
     if stage in means.index:
         parts.append(compared(ctx, model, stage, stage_label(stage)))
-    if order[0] != model:
-        if order[0] != stage:
-            parts.append(f"the highest row is {order[0]}'s, {compared(ctx, model, order[0], order[0])}")
-    elif len(order) > 1:
-        parts.append(f"next is {order[1]}: {compared(ctx, model, order[1], order[1])}")
+    if order[0] != model and order[0] != stage:  # a row above every model that is not its first stage (a floor)
+        parts.append(_other(ctx, model, order[0], "the highest row is", "above the model"))
+    elif order[0] == model and len(order) > 1:
+        parts.append(_other(ctx, model, order[1], "next is", "below it"))
     return "; ".join(p for p in parts if p) + f". Cost: {cost(ctx, model)}."
+
+
+def _other(ctx: Context, model: str, other: str, lead: str, side: str) -> str:
+    """Another row beside the best model: "<lead> <other> (mean), <gap> <side>, significant or not"."""
+    found = significance(ctx, model, other)
+    if found is None:
+        return ""
+    mean = float(ctx.cmp.means(ctx.cmp.primary)[other])
+    gap = "level with it" if abs(found[0]) < 5e-5 else f"{abs(found[0]):.4f} {side}"
+    return f"{lead} {other} ({mean:.4f}), {gap}, {found[1]}"
 
 
 def section(ctx: Context) -> Section:
