@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib.util
 import re
 from pathlib import Path
+
+import numpy as np
+import pandas as pd
 
 from longrank.validation.validate import validate_config
 from longrank.resolved_config import resolved_models
 from longrank.config.files import merged
+from conftest import REPO
 from rehearsal import generator
 
 SMALL = dict(learnability=True, train_queries=20, train_pool=40, dev_queries=10, judged_queries=6, background_docs=10)
@@ -89,3 +94,49 @@ def test_the_config_trains_the_studied_models_on_the_generated_collection():
     assert enabled <= set(resolved_models(config["models"]))
     assert enabled == {"knrm", "tk", "tkl", "ndrm3", "bert_firstp", "ndrm3_glove"}
     assert list(config["first_stages"]) == ["bm25"]
+
+
+GUARD = ("config/studies/learnability.yaml", "config/studies/learnability-guard.yaml")
+
+
+def guard_module():
+    spec = importlib.util.spec_from_file_location("learnability_guard", REPO / "benchmarks" / "learnability_guard.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_guard_trains_one_word_model_ndrm3_and_one_encoder_and_the_old_recipe_changes_ndrm3_alone():
+    guard = validate_config(merged(GUARD))
+    enabled = {name for name, entry in guard["models"].items() if entry.get("enabled", True)}
+    assert enabled == set(guard_module().FAMILIES) == {"knrm", "ndrm3_glove", "bert_firstp"}
+    models = resolved_models(guard["models"])
+    assert models["ndrm3_glove"]["train"]["scoring_lr"] == 0.05  # the fixed recipe: config/config.yaml's
+    before = resolved_models(
+        validate_config(merged((*GUARD, "config/studies/learnability-guard-ndrm3-before-fix.yaml")))["models"]
+    )
+    assert before["ndrm3_glove"]["train"]["scoring_lr"] == before["ndrm3_glove"]["train"]["lr"] == 0.001
+    assert {m: e for m, e in before.items() if m != "ndrm3_glove"} == {
+        m: e for m, e in models.items() if m != "ndrm3_glove"
+    }
+
+
+def test_the_guard_passes_a_family_above_bm25_by_its_margin_and_fails_the_rest(tmp_path):
+    """On the compare stage's own tables: a family clearly above BM25 passes, one level with it or below fails."""
+    from longrank.cli import main
+    from longrank.evaluate.metrics import write_eval_tsv
+
+    rng = np.random.default_rng(0)
+    queries = pd.Index([f"q{i}" for i in range(40)], name="query_id")
+    base = rng.uniform(0.3, 0.7, 40)
+    offsets = {"bm25": 0.0, "knrm": 0.1, "ndrm3_glove": 0.005, "bert_firstp": -0.05}
+    for system, offset in offsets.items():
+        frame = pd.DataFrame({"nDCG@10": np.clip(base + offset + rng.normal(0, 0.01, 40), 0, 1)}, index=queries)
+        write_eval_tsv(tmp_path / "eval" / f"{system}.tsv", frame)
+    main(["compare", "--eval-dir", str(tmp_path / "eval"), "--systems", *offsets, "--bootstrap", "50",
+          "--out-dir", str(tmp_path / "compare")])  # fmt: skip
+    pairs, table = (pd.read_csv(tmp_path / "compare" / f"{name}.csv") for name in ("pairs", "table"))
+    found = {model: (passed, line) for model, passed, line in guard_module().verdicts(pairs, table, 0.02, 0.05)}
+    assert found["knrm"][0] and found["knrm"][1].startswith("PASS knrm (a word model): nDCG@10 ")
+    assert not found["ndrm3_glove"][0] and "needs >= +0.02" in found["ndrm3_glove"][1]  # above, by less than the margin
+    assert not found["bert_firstp"][0] and found["bert_firstp"][1].startswith("FAIL bert_firstp")
