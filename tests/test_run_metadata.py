@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.metadata
 import json
+import platform
+import re
+import shlex
 import subprocess
+import sys
 import time
 from types import SimpleNamespace
 
@@ -36,25 +41,48 @@ def test_the_candidates_stage_writes_its_runs_metadata_with_the_commit_the_entry
     assert read_run(out)
     path = tiny_data / "candidates" / "lexical.run.meta.yaml"
     meta = yaml.safe_load(path.read_text())  # parses as plain YAML
-    assert list(meta) == ["schema-version", "tag", "platform", "implementation", "data", "method", "run"]
+    spec = ["schema-version", "run-version", "tag", "platform", "implementation", "data", "method"]
+    assert list(meta) == [*spec, "longrank"]  # the spec's sections in its order, then LongRank's own facts
     assert meta["schema-version"] == "0.1" and meta["tag"] == "lexical"
-    data = meta["data"]
-    assert data["collection"]["sha256"] == hashlib.sha256((tiny_data / "data" / "docs.jsonl").read_bytes()).hexdigest()
-    assert data["topics"]["file"] == "queries.tsv" and data["qrels"]["file"] == "qrels.txt"
+    assert run_metadata.schema_errors(meta) == []
+    # the test collection came from local files (tests/conftest.py's write_local_collection): named as configured
+    collection = meta["data"]["test collection"]
+    assert collection["source"] == str(tiny_data / "src" / "docs.jsonl") and collection["qrels"].endswith("qrels.txt")
+    assert "training data" not in meta["data"]  # BM25 trains on nothing
+    files = meta["longrank"]["data"]["files"]
+    assert files["collection"]["sha256"] == hashlib.sha256((tiny_data / "data" / "docs.jsonl").read_bytes()).hexdigest()
+    assert files["topics"]["file"] == "queries.tsv" and files["qrels"]["file"] == "qrels.txt"
     folds = json.loads((tiny_data / "data" / "folds.json").read_text())
-    assert [fold["test"]["ids"] for fold in data["split"]] == [sorted(fold["test"]) for fold in folds]
-    assert meta["implementation"]["source"]["commit"] == head_commit()
-    assert meta["implementation"]["source"]["dirty"] in (True, False)
-    assert meta["method"] == {"name": "lexical", "config": BM25, "pipeline": {"retrieves": "bm25"}}
-    assert meta["run"]["file"] == "lexical.run"
+    split = meta["longrank"]["data"]["split"]
+    assert [fold["test"]["ids"] for fold in split] == [sorted(fold["test"]) for fold in folds]
+    implementation = meta["implementation"]
+    assert implementation["source"]["commit"] == head_commit() and implementation["source"]["lang"] == ["python"]
+    assert meta["longrank"]["implementation"]["dirty"] in (True, False)
+    # called in-process (not through longrank.cli): the command is this process's own
+    assert (
+        implementation["executable"]["cmd"] == shlex.join(["python", *sys.argv])
+        or sys.argv[0] in (implementation["executable"]["cmd"])
+    )
+    assert meta["method"] == {
+        "automatic": True,
+        "score ties": "by document id, ascending",
+        "retrieval": [{"name": "lexical", "method": "bm25", "params": BM25}],
+    }
+    assert meta["longrank"]["run"]["file"] == "lexical.run"
     # measured from this process's start (a stage is one process; here the test runner's, which may have run for
     # an hour under a loaded CI): between the time to the call and the time to now
     started = run_metadata.process_started()
-    assert before - started - 1 <= meta["run"]["wall_time_s"] <= time.time() - started + 1
+    assert before - started - 1 <= meta["longrank"]["run"]["wall_time_s"] <= time.time() - started + 1
     hardware = meta["platform"]["hardware"]
-    assert hardware["cpu"]["cores"] >= 1 and hardware["cpu"]["model"] and hardware["memory_bytes"] > 0
+    assert hardware["cpu"]["number of cores"] >= 1 and hardware["cpu"]["model"] and hardware["cpu"]["architecture"]
+    assert re.fullmatch(r"\d+\.\d GB", hardware["ram"]) and meta["longrank"]["platform"]["memory_bytes"] > 0
+    assert meta["platform"]["operating system"]["kernel"] and meta["platform"]["operating system"]["distribution"]
     software = meta["platform"]["software"]
-    assert software["python"] and software["libraries"]["bm25s"] != "not installed"
+    libraries = dict(line.split("==") for line in software["libraries"]["python"])
+    assert libraries["bm25s"] == importlib.metadata.version("bm25s") and "bm25s==" in software["retrieval toolkit"][0]
+    # torch with its build (+cpu, +cu130): the installed distribution's version where the stage did not load it
+    assert libraries["torch"] == importlib.metadata.version("torch") and "+" in libraries["torch"]
+    assert meta["longrank"]["platform"]["python"] == platform.python_version()
     assert not list((tiny_data / "candidates").glob(".*.tmp"))  # written atomically: no temporary left
     assert run_metadata.read_run_metadata(out) == meta
 
@@ -71,7 +99,13 @@ def test_the_sanity_stage_writes_metadata_and_the_report_names_its_commit(tiny_d
         )
     )
     meta = run_metadata.read_run_metadata(out)
-    assert meta["method"]["config"] == {"method": "query_term_matches", "rerank_depth": 10}
+    assert run_metadata.schema_errors(meta) == []
+    # a two-stage pipeline: the first stage's run has no record here (tiny_data's bm25.run), so it is named by file
+    first, own = meta["method"]["retrieval"]
+    assert first == {"name": "bm25", "method": "a given run", "params": {"file": str(tiny_data / "bm25.run")}}
+    assert own["reranks"] == "bm25" and own["method"] == "query_term_matches"
+    assert own["params"] == {"method": "query_term_matches", "rerank_depth": 10}
+    assert meta["method"]["score ties"] == "by document id, ascending"  # the sanity run is written without them
     manifest = SimpleNamespace(candidates={"bm25": str(tiny_data / "bm25.run")}, runs={"query_term_matches": str(out)})
     text = code_version(SimpleNamespace(manifest=manifest))  # bm25.run has none: the first with one is read
     assert head_commit() in text and "query_term_matches.run.meta.yaml" in text
@@ -80,7 +114,7 @@ def test_the_sanity_stage_writes_metadata_and_the_report_names_its_commit(tiny_d
 def test_the_given_start_gives_the_wall_time_and_outside_a_checkout_the_source_is_unknown(tmp_path, monkeypatch):
     path = run_metadata.write_run_metadata(tmp_path / "x.run", {"type": "knrm"}, started=time.time() - 5)
     meta = yaml.safe_load(path.read_text())
-    assert path.name == "x.run.meta.yaml" and 5 <= meta["run"]["wall_time_s"] < 60
+    assert path.name == "x.run.meta.yaml" and 5 <= meta["longrank"]["run"]["wall_time_s"] < 60
     run_metadata.source.cache_clear()
     monkeypatch.setattr(run_metadata, "SOURCE", tmp_path)  # no git checkout here
     try:

@@ -156,6 +156,11 @@ def one_line_warnings() -> Iterator[None]:
         warnings.formatwarning = before
 
 
+#: the arguments of the stage running now (``<stage> ...``), for its runs' ir_metadata record
+#: (``implementation.executable.cmd``, longrank.results.run_metadata.command); None outside :func:`main`
+invoked: list[str] | None = None
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="longrank", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="stage", required=True, metavar="STAGE")
@@ -173,8 +178,13 @@ def main(argv: list[str] | None = None) -> None:
             from longrank.bench import fresh
 
             fresh.start_here(module.__name__, module.fresh_preload(args))
-        with one_line_warnings():
-            module.run(args)
+        global invoked
+        invoked = list(argv)
+        try:
+            with one_line_warnings():
+                module.run(args)
+        finally:  # a later stage called in the same process without main() is no longer this command
+            invoked = None
     except InputError as err:
         print(f"longrank {args.stage}: error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -128,6 +128,7 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
     evaluable = _evaluable(formulated, evaluated_ids, qrels)
     folds = _folds(dataset, splits, train_only, dev_only, evaluable)
     stats = {
+        "source": _source(dataset),
         "num_docs": len(lengths),
         "empty_docs_dropped": len(empty),
         "num_queries": len(formulated),
@@ -307,6 +308,16 @@ def _folds(dataset: dict, splits: dict, train_only, dev_only, evaluable: list[st
         splits["seed"],
     )
     return query_sets.folds_with(folds, train_only, set(), evaluable)
+
+
+def _source(dataset: dict) -> dict:
+    """Where the collection came from, for each run's ir_metadata record (``data.test collection``): its ir_datasets
+    ids, or the local files' paths as configured."""
+    if dataset.get("source", schema_default("dataset.source")) == "ir_datasets":
+        ids = {key: dataset[key] for key in ("id", "train_id", "dev_id") if dataset.get(key)}
+        return {"source": "ir_datasets", **ids}
+    keys = ("docs", "queries", "qrels", "train_queries", "train_qrels", "dev_queries", "dev_qrels")
+    return {"source": "local", **{key: str(dataset[key]) for key in keys if dataset.get(key)}}
 
 
 def _summary(words: np.ndarray) -> dict:
