@@ -123,3 +123,58 @@ def test_the_given_start_gives_the_wall_time_and_outside_a_checkout_the_source_i
         assert "commit unknown" in code_version(SimpleNamespace(manifest=manifest))
     finally:
         run_metadata.source.cache_clear()
+
+
+# ir_metadata's own examples (docs/metadata/platform.md, implementation.md and method.md of irgroup/ir_metadata,
+# shortened): the schema transcribed from its checklists accepts them
+SPEC_EXAMPLE = """
+schema-version: 0.1
+run-version: 1.0
+tag: h2oloo.ccrf.04.core17.ax_e3_0.6
+platform:
+  hardware:
+    cpu: {model: Intel(R) Xeon(R) Gold 6144 CPU @ 3.50GHz, architecture: x86_64, operation mode: 64-bit,
+          number of cores: 16}
+    ram: 32 GB
+  operating system: {kernel: GNU/Linux 4.15.0-166-generic, distribution: Ubuntu 18.04.5 LTS}
+  software:
+    libraries: {python: [numpy==1.15.4, scipy==1.1.0], java: [lucene==7.6]}
+    retrieval toolkit: [anserini==0.3.0]
+implementation:
+  executable: {cmd: python src/main/python/ecir2019_ccrf/generate_runs.py --config ccrf.json}
+  source: {lang: [python], repository: https://github.com/castorini/anserini, commit: 9548cd6}
+method:
+  automatic: true
+  retrieval:
+  - {name: bm25, method: org.apache.lucene.search.similarities.Similarity.BM25Similarity, b: 0.4, k1: 0.9}
+  - {name: lr reranker, method: sklearn.linear_model.LogisticRegression, reranks: bm25}
+  - {name: interpolation, weight: 0.6, interpolates: [bm25, lr reranker]}
+data:
+  test collection: {name: The New York Times Annotated Corpus, ir_datasets: https://ir-datasets.com/nyt}
+  training data: [{name: TREC disks 4 and 5, source: https://trec.nist.gov/data/cd45/index.html}]
+  other: [{name: GloVe embeddings, source: https://nlp.stanford.edu/projects/glove/}]
+"""
+
+
+def test_the_records_stages_write_follow_ir_metadatas_checklists_and_the_old_layout_does_not(tiny_data):
+    """The JSON Schema (results/ir_metadata.schema.json) accepts the spec's own example and the record the candidates
+    stage writes, and refuses what the record was before it followed the spec's keys (libraries as a name -> version
+    map, lang as a mapping, no run-version)."""
+    assert run_metadata.schema_errors(yaml.safe_load(SPEC_EXAMPLE)) == []
+    out = tiny_data / "candidates" / "lexical.run"
+    candidates.run(
+        argparse.Namespace(
+            data=str(tiny_data / "data"), first_stage=json.dumps(BM25), dataset="{}", artifacts=[], out=str(out)
+        )
+    )
+    meta = run_metadata.read_run_metadata(out)
+    assert run_metadata.schema_errors(meta) == []
+    old = json.loads(json.dumps(meta))
+    old["platform"]["software"]["libraries"] = {"bm25s": "0.3.16"}
+    old["implementation"]["source"]["lang"] = {"python": "3.11.7"}
+    del old["run-version"]
+    errors = run_metadata.schema_errors(old)
+    assert len(errors) == 3, errors
+    assert any(e.startswith("platform.software.libraries.bm25s: ") for e in errors)
+    assert any(e.startswith("implementation.source.lang: ") for e in errors)
+    assert any("'run-version' is a required property" in e for e in errors)
