@@ -13,8 +13,10 @@ import shlex
 import subprocess
 import sys
 import time
+import types
 from types import SimpleNamespace
 
+import pytest
 import yaml
 
 from conftest import REPO
@@ -178,3 +180,62 @@ def test_the_records_stages_write_follow_ir_metadatas_checklists_and_the_old_lay
     assert any(e.startswith("platform.software.libraries.bm25s: ") for e in errors)
     assert any(e.startswith("implementation.source.lang: ") for e in errors)
     assert any("'run-version' is a required property" in e for e in errors)
+
+
+def repro_eval_metadata(monkeypatch):
+    """repro_eval's reference reader of annotated runs. repro_eval 0.5.0's metadata module imports pkg_resources
+    (setuptools) at the top for its run-annotating side, and LongRank's environment has no setuptools; the two readers
+    used here never touch it, so an empty module stands in where it is missing."""
+    try:
+        import pkg_resources  # noqa: F401
+    except ImportError:
+        monkeypatch.setitem(sys.modules, "pkg_resources", types.ModuleType("pkg_resources"))
+    monkeypatch.delitem(sys.modules, "repro_eval.metadata", raising=False)
+    from repro_eval.metadata import MetadataHandler
+
+    return MetadataHandler
+
+
+def test_annotate_run_writes_the_in_run_form_that_repro_eval_reads_and_the_plain_run_stays(
+    tiny_data, capsys, monkeypatch
+):
+    """``longrank annotate_run``: the record as ir_metadata's comment header of a copy of the run; repro_eval's
+    reader gets the record back, and the ranking after stripping the header is the plain run's."""
+    import ir_measures
+
+    MetadataHandler = repro_eval_metadata(monkeypatch)
+
+    from longrank.cli import main
+
+    out = tiny_data / "candidates" / "lexical.run"
+    main(["candidates", "--data", str(tiny_data / "data"), "--first-stage", json.dumps(BM25), "--out", str(out)])
+    record = run_metadata.read_run_metadata(out)
+    # through longrank.cli: the command is the stage's own, as a Snakemake rule runs it
+    assert record["implementation"]["executable"]["cmd"] == shlex.join(
+        ["python", "-m", "longrank", "candidates", "--data", str(tiny_data / "data"), "--first-stage"]
+        + [json.dumps(BM25), "--out", str(out)]
+    )
+    annotated = tiny_data / "lexical.annotated.run"
+    main(["annotate_run", "--run", str(out), "--out", str(annotated)])
+    lines = annotated.read_text().splitlines()
+    assert lines[0] == "# ir_metadata.start" and all(
+        line.startswith("# ") for line in lines[: lines.index("# ir_metadata.end")]
+    )
+    assert MetadataHandler.read_metadata(str(annotated)) == record
+    # the ranking is the plain run's, through repro_eval's stripping and through ir-measures after it (ir-measures
+    # itself refuses the comment lines: a run's header is for readers that expect it)
+    stripped = MetadataHandler.strip_metadata(str(annotated))
+    assert {q: dict(d) for q, d in stripped.items()} == {q: dict(d) for q, d in read_run(out).items()}
+    body = "".join(line + "\n" for line in lines if not line.startswith("#"))
+    assert body == out.read_text()
+    assert list(ir_measures.read_trec_run(body)) == list(ir_measures.read_trec_run(str(out)))
+    with pytest.raises(ValueError):
+        list(ir_measures.read_trec_run(str(annotated)))
+    # the run itself is never annotated in place, and a run without a record is refused by name
+    for argv, said in (
+        (["--run", str(out), "--out", str(out)], "is the run itself"),
+        (["--run", str(tiny_data / "bm25.run"), "--out", str(tiny_data / "x.run")], "no record beside it"),
+    ):
+        with pytest.raises(SystemExit):
+            main(["annotate_run", *argv])
+        assert said in capsys.readouterr().err

@@ -25,6 +25,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 
+from longrank import invocation
 from longrank.errors import InputError
 
 STAGES = {
@@ -75,6 +76,10 @@ STAGES = {
     "rerank_run": (
         "longrank.api.rerank_run",
         "rerank any TREC run with an exported model, outside the workflow (also `rerank --ranker DIR ...`)",
+    ),
+    "annotate_run": (
+        "longrank.results.annotate_run",
+        "a copy of a run with its ir_metadata record as a '# ir_metadata.start' comment header (repro_eval's form)",
     ),
     "interpolate": (
         "longrank.interpolate",
@@ -156,11 +161,6 @@ def one_line_warnings() -> Iterator[None]:
         warnings.formatwarning = before
 
 
-#: the arguments of the stage running now (``<stage> ...``), for its runs' ir_metadata record
-#: (``implementation.executable.cmd``, longrank.results.run_metadata.command); None outside :func:`main`
-invoked: list[str] | None = None
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="longrank", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="stage", required=True, metavar="STAGE")
@@ -178,13 +178,12 @@ def main(argv: list[str] | None = None) -> None:
             from longrank.bench import fresh
 
             fresh.start_here(module.__name__, module.fresh_preload(args))
-        global invoked
-        invoked = list(argv)
+        invocation.argv = list(argv)
         try:
             with one_line_warnings():
                 module.run(args)
         finally:  # a later stage called in the same process without main() is no longer this command
-            invoked = None
+            invocation.argv = None
     except InputError as err:
         print(f"longrank {args.stage}: error: {err}", file=sys.stderr)
         sys.exit(2)

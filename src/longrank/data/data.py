@@ -313,11 +313,12 @@ def _folds(dataset: dict, splits: dict, train_only, dev_only, evaluable: list[st
 def _source(dataset: dict) -> dict:
     """Where the collection came from, for each run's ir_metadata record (``data.test collection``): its ir_datasets
     ids, or the local files' paths as configured."""
-    if dataset.get("source", schema_default("dataset.source")) == "ir_datasets":
-        ids = {key: dataset[key] for key in ("id", "train_id", "dev_id") if dataset.get(key)}
-        return {"source": "ir_datasets", **ids}
-    keys = ("docs", "queries", "qrels", "train_queries", "train_qrels", "dev_queries", "dev_qrels")
-    return {"source": "local", **{key: str(dataset[key]) for key in keys if dataset.get(key)}}
+    source = dataset.get("source", schema_default("dataset.source"))
+    if source == "ir_datasets":
+        keys: tuple[str, ...] = ("id", "train_id", "dev_id")
+    else:
+        keys = ("docs", "queries", "qrels", "train_queries", "train_qrels", "dev_queries", "dev_qrels")
+    return {"source": source, **{key: str(dataset[key]) for key in keys if dataset.get(key)}}
 
 
 def _summary(words: np.ndarray) -> dict:

@@ -50,6 +50,7 @@ from typing import Any
 
 import yaml
 
+from longrank import invocation
 from longrank.io.atomic import write_text
 from longrank.io.json_yaml import load_yaml
 from longrank.results.run_metadata_data import file_sha256, given_files_data, workflow_data
@@ -141,9 +142,8 @@ def source() -> dict:
 def command() -> str:
     """The command that made the run: ``python -m longrank <stage> <arguments>`` as longrank.cli received them, or
     the process's own command line where a stage was called in-process (a test, a notebook)."""
-    argv = getattr(sys.modules.get("longrank.cli"), "invoked", None)
-    if argv is not None:
-        return shlex.join(["python", "-m", "longrank", *argv])
+    if invocation.argv is not None:
+        return shlex.join(["python", "-m", "longrank", *invocation.argv])
     return shlex.join(["python", *sys.argv]) if sys.argv and sys.argv[0].endswith(".py") else shlex.join(sys.argv)
 
 
