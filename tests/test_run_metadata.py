@@ -111,6 +111,9 @@ def test_the_sanity_stage_writes_metadata_and_the_report_names_its_commit(tiny_d
     manifest = SimpleNamespace(candidates={"bm25": str(tiny_data / "bm25.run")}, runs={"query_term_matches": str(out)})
     text = code_version(SimpleNamespace(manifest=manifest))  # bm25.run has none: the first with one is read
     assert head_commit() in text and "query_term_matches.run.meta.yaml" in text
+    # whether tracked files differed, from the record's longrank section (the spec has no key for it)
+    dirty = meta["longrank"]["implementation"]["dirty"]
+    assert {True: "with uncommitted changes to tracked files", False: "a clean tree"}[dirty] in text
 
 
 def test_the_given_start_gives_the_wall_time_and_outside_a_checkout_the_source_is_unknown(tmp_path, monkeypatch):
@@ -239,3 +242,32 @@ def test_annotate_run_writes_the_in_run_form_that_repro_eval_reads_and_the_plain
         with pytest.raises(SystemExit):
             main(["annotate_run", *argv])
         assert said in capsys.readouterr().err
+
+
+def test_a_collection_from_ir_datasets_is_named_by_its_id_and_page(ir_datasets_home, tmp_path):
+    """The data stage records where the collection came from (stats.json's ``source``); a run's ``test collection``
+    then gives its ir_datasets id and the page that documents it (topics and qrels come from the same place)."""
+    from longrank.data.data import prepare
+
+    dataset = {"name": "cranfield", "source": "ir_datasets", "id": "cranfield", "doc_fields": ["title", "text"]}
+    prepare(dataset, {"method": "full"}, {"method": "holdout"}, tmp_path / "cranfield" / "data")
+    out = tmp_path / "cranfield" / "candidates" / "lexical.run"
+    candidates.run(
+        argparse.Namespace(
+            data=str(tmp_path / "cranfield" / "data"),
+            first_stage=json.dumps(BM25),
+            dataset=json.dumps(dataset),
+            artifacts=[],
+            out=str(out),
+        )
+    )
+    meta = run_metadata.read_run_metadata(out)
+    page = "https://ir-datasets.com/cranfield.html#cranfield"
+    assert meta["data"]["test collection"] == {
+        "name": "cranfield",
+        "source": page,
+        "qrels": page,
+        "topics": page,
+        "ir_datasets": "cranfield",
+    }
+    assert run_metadata.schema_errors(meta) == []
