@@ -38,6 +38,7 @@ import datetime as dt
 import functools
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import shlex
@@ -309,7 +310,8 @@ def write_run_metadata(run_path: str | os.PathLike, entry: dict, started: float 
     ``record``: :func:`run_metadata`'s other arguments."""
     path = metadata_path(run_path)
     meta = run_metadata(run_path, entry, started, **record)
-    write_text(path, yaml.safe_dump(meta, sort_keys=False, allow_unicode=True))
+    # no wrapping: the command line (and a long path) stays one line to read and to copy
+    write_text(path, yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=math.inf))
     return path
 
 
