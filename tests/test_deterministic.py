@@ -38,8 +38,8 @@ def test_deterministic_algorithms_are_recorded_and_change_no_cpu_byte(tiny_data,
         summary = json.loads((tmp_path / name / "fold0" / "train_summary.json").read_text())
         assert summary["deterministic"] is on
         meta = yaml.safe_load((tmp_path / name / "runs" / "knrm.run.meta.yaml").read_text())
-        assert meta["platform"]["software"]["deterministic_algorithms"] is on
-        assert [fold["deterministic"] for fold in meta["method"]["training"]] == [on]
+        assert meta["longrank"]["platform"]["deterministic_algorithms"] is on
+        assert [fold["deterministic"] for fold in meta["longrank"]["method"]["training"]] == [on]
     # on the CPU (one thread a job) the deterministic algorithms compute the same bytes
     for relative in ("fold0/model.safetensors", "runs/knrm.run"):
         assert (tmp_path / "plain" / relative).read_bytes() == (tmp_path / "deterministic" / relative).read_bytes()

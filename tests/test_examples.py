@@ -16,6 +16,7 @@ import yaml
 
 from conftest import REPO, snakemake
 from docs_snippets import documented
+from longrank.results.run_metadata import schema_errors
 
 pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
@@ -108,23 +109,38 @@ def test_the_example_runs_to_a_report_with_bm25_the_query_word_count_and_knrm(tm
     assert "*Not run:" not in report and headings[-1].endswith("Not run in this report")
     for run in [*results.glob("candidates/*.run"), *results.glob("runs/*.run")]:
         meta = yaml.safe_load(run.with_name(run.name + ".meta.yaml").read_text())
-        assert meta["implementation"]["source"]["commit"] and meta["run"]["wall_time_s"] >= 0
+        assert meta["implementation"]["source"]["commit"] and meta["longrank"]["run"]["wall_time_s"] >= 0
+        assert schema_errors(meta) == [], run  # every record the workflow wrote follows ir_metadata's checklists
+        # each written by its stage's command line, as the Snakemake rule ran it
+        assert meta["implementation"]["executable"]["cmd"].startswith("python -m longrank "), run
     commit = meta["implementation"]["source"]["commit"]
     # ir_metadata: a trained model's run says what it reranked, on which data and split, and what trained it
     meta = yaml.safe_load((results / "runs" / "knrm.run.meta.yaml").read_text())
     assert meta["schema-version"] == "0.1" and meta["tag"] == "knrm"
-    assert meta["method"]["pipeline"] == {"reranks": "bm25", "depth": 50}
+    assert meta["implementation"]["executable"]["cmd"].startswith("python -m longrank rerank ")
+    bm25, knrm = meta["method"]["retrieval"]  # the two-stage pipeline, its first stage from bm25.run's own record
+    assert bm25["name"] == "bm25" and bm25["method"] == "bm25" and "reranks" not in bm25
+    assert knrm["name"] == "knrm" and knrm["reranks"] == "bm25" and knrm["params"]["rerank_depth"] == 50
+    assert knrm["method"] == "knrm" and meta["method"]["automatic"] is True
     docs_sha = hashlib.sha256((results / "data" / "docs.jsonl").read_bytes()).hexdigest()
-    assert meta["data"]["collection"] == {"name": "mine", "documents": 50, "file": "docs.jsonl", "sha256": docs_sha}
-    assert meta["data"]["qrels"]["sha256"] == hashlib.sha256((results / "data" / "qrels.txt").read_bytes()).hexdigest()
-    [split] = meta["data"]["split"]
+    files = meta["longrank"]["data"]["files"]
+    assert files["collection"] == {"documents": 50, "file": "docs.jsonl", "sha256": docs_sha}
+    assert files["qrels"]["sha256"] == hashlib.sha256((results / "data" / "qrels.txt").read_bytes()).hexdigest()
+    assert meta["data"]["test collection"]["name"] == "mine"
+    [training] = meta["data"]["training data"]  # the same collection's training queries
+    assert training["name"] == "mine" and "train part" in training["queries"]
+    assert meta["data"]["other"] == [
+        {"name": "GloVe embeddings (6B tokens, 50 dimensions)", "source": "https://nlp.stanford.edu/projects/glove/"}
+    ]
+    [split] = meta["longrank"]["data"]["split"]
     assert split["test"]["count"] + split["dev"]["count"] + split["train"]["count"] == 10
     assert split["test"]["ids"] == sorted(json.loads((results / "data" / "folds.json").read_text())[0]["test"])
-    [trained] = meta["method"]["training"]
+    [trained] = meta["longrank"]["method"]["training"]
     manifest = json.loads((results / "models" / "knrm" / "fold0" / "model.manifest.json").read_text())
     assert trained["weights_sha256"] == manifest["files"]["model.safetensors"]["sha256"] and trained["seed"] == 0
     mixed = yaml.safe_load((results / "runs" / "knrm+bm25.run.meta.yaml").read_text())
-    assert mixed["method"]["pipeline"]["interpolates"] == ["knrm", "bm25"]
+    assert [c["name"] for c in mixed["method"]["retrieval"]] == ["bm25", "knrm", "knrm+bm25"]
+    assert mixed["method"]["retrieval"][-1]["interpolates"] == ["knrm", "bm25"]
     assert f"Code: commit {commit}" in report
 
     # the README's next two commands, read from it and run as written from the working directory: the trained KNRM
@@ -145,4 +161,7 @@ def test_the_example_runs_to_a_report_with_bm25_the_query_word_count_and_knrm(tm
     assert [d for q, _, d, *_ in lines if q == "u4"] == first  # all alike: the first stage's order
     for qid in ("u1", "u2", "u3"):  # told apart by words KNRM never trained on
         assert len({s for q, _, _, _, s, _ in lines if q == qid}) == 8
-    assert out.with_name(out.name + ".meta.yaml").is_file()
+    exported = yaml.safe_load(out.with_name(out.name + ".meta.yaml").read_text())
+    assert schema_errors(exported) == []
+    # the exported model trained on the workflow's collection ("mine"), as the export's ranker.json says
+    assert [d["name"] for d in exported["data"]["training data"]] == ["mine"]

@@ -22,6 +22,8 @@ from longrank.data.corpus import Corpus
 from longrank.errors import InputError
 from longrank.io.json_yaml import write_json
 from longrank.io.trec_files import read_run, write_run
+from longrank.results.run_metadata import schema_errors
+from longrank.results.run_metadata_data import GLOVE
 
 pytestmark = pytest.mark.stage  # a model, a stage or the workflow runs: not a unit test
 
@@ -359,12 +361,23 @@ def test_the_export_command_and_the_standalone_rerank_command(results, exported,
     # provenance beside the run (ir_metadata): what reranked what, with which weights and what trained them
     meta = yaml.safe_load((tmp_path / "new.trec.meta.yaml").read_text())
     assert meta["schema-version"] == "0.1" and meta["tag"] == "tk"
-    assert meta["method"]["pipeline"]["reranks"] == str(tmp_path / "any.trec")
+    assert schema_errors(meta) == []
+    given, model = meta["method"]["retrieval"]  # any.trec has no record: named by its file
+    assert given == {"name": "any.trec", "method": "a given run", "params": {"file": str(tmp_path / "any.trec")}}
+    assert model["name"] == "tk" and model["reranks"] == "any.trec" and model["method"] == "tk"
+    assert meta["implementation"]["executable"]["cmd"].startswith("python -m longrank rerank --ranker ")
     manifest = json.loads((tmp_path / "tk" / "model.manifest.json").read_text())
-    [trained] = meta["method"]["training"]
+    [trained] = meta["longrank"]["method"]["training"]
     assert trained["weights_sha256"] == manifest["files"]["model.safetensors"]["sha256"]
     assert trained["steps_run"] > 0 and trained["best_dev_ndcg10"] is not None
-    assert meta["data"]["collection"]["sha256"] == hashlib.sha256((tmp_path / "docs.jsonl.gz").read_bytes()).hexdigest()
+    hashed = meta["longrank"]["data"]["files"]
+    assert hashed["collection"]["sha256"] == hashlib.sha256((tmp_path / "docs.jsonl.gz").read_bytes()).hexdigest()
+    # what the model trained on is the export's own record (ranker.json), not the collection it reranks now
+    ranker = json.loads((tmp_path / "tk" / "ranker.json").read_text())
+    [training] = meta["data"]["training data"]
+    assert training["name"] == ranker["source"]["dataset"] and training["fold"] == ranker["source"]["fold"]
+    assert meta["data"]["test collection"]["source"] == str(tmp_path / "docs.jsonl.gz")
+    assert meta["data"]["other"] == [GLOVE]  # TK starts from GloVe (its type's default)
 
     (tmp_path / "q_missing.tsv").write_text("".join(f"{q}\t{corpus.queries[q]}\n" for q in test[1:]))
     with pytest.raises(SystemExit):
@@ -562,4 +575,6 @@ def test_the_cards_interpolated_figure_reproduces_from_the_export(results, expor
     assert set(written) == set(test)
     assert max(abs(s - workflow[q][d]) for q in test for d, s in written[q].items()) <= 1e-6
     provenance = yaml.safe_load((tmp_path / "mixed.trec.meta.yaml").read_text())
-    assert provenance["method"]["pipeline"]["interpolation_weight"] == chosen
+    *_, model, mixed = provenance["method"]["retrieval"]
+    assert mixed["weight"] == chosen and mixed["interpolates"] == [model["name"], "first.trec"]
+    assert schema_errors(provenance) == []

@@ -255,7 +255,7 @@ def test_a_layer_reaches_nothing_above_it(lower, upper):
 # is ~3-5 s of a 2-core machine's time, in every one of a run's dozens of these jobs).
 STAGES_WITHOUT_A_NETWORK = [
     "resolved_config", "data", "doc_field", "candidates", "sanity", "pseudo_queries", "pisa_index", "annotate",
-    "graphs", "rerank_run", "interpolate", "satisfiable", "evaluate", "history", "compare", "export",
+    "graphs", "rerank_run", "annotate_run", "interpolate", "satisfiable", "evaluate", "history", "compare", "export",
 ]  # fmt: skip
 
 

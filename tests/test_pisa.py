@@ -132,11 +132,10 @@ def test_the_stage_writes_a_run_and_its_provenance_like_bm25(data, tmp_path):
     assert {len(line.split()) for line in lines} == {6} and all(line.endswith(" fast") for line in lines)
     assert list(read_run(outputs["fast"])["zebra"]) == list(read_run(outputs["bm25"])["zebra"])[:2]
     meta, bm25_meta = read_run_metadata(outputs["fast"]), read_run_metadata(outputs["bm25"])
-    assert (
-        set(meta) == set(bm25_meta) == {"schema-version", "tag", "platform", "implementation", "data", "method", "run"}
-    )
-    assert meta["method"] == {"name": "fast", "config": spec, "pipeline": {"retrieves": "pisa"}}
-    assert meta["platform"]["software"]["libraries"]["pyterrier_pisa"] == "0.4.9"
+    spec_keys = {"schema-version", "run-version", "tag", "platform", "implementation", "data", "method"}
+    assert set(meta) == set(bm25_meta) == spec_keys | {"longrank"}
+    assert meta["method"]["retrieval"] == [{"name": "fast", "method": "pisa", "params": spec}]
+    assert "pyterrier_pisa==0.4.9" in meta["platform"]["software"]["retrieval toolkit"]
     stats = read_json(outputs["fast"].with_suffix(".stats.json"))
     assert stats["method"] == "pisa" and stats["index_bytes"] > 0 and stats["documents"] == len(DOCS)
 

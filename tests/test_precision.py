@@ -122,7 +122,7 @@ def test_the_rerank_stage_scores_in_the_configured_precision(tmp_path, corpus):
         out = tmp_path / precision
         main(["rerank", *common, "--checkpoints", str(checkpoint), "--precision", precision, "--out-dir", str(out)])
         runs[precision] = read_run(out / "knrm.run")
-        assert read_run_metadata(out / "knrm.run")["method"]["config"]["rerank_precision"] == precision
+        assert read_run_metadata(out / "knrm.run")["method"]["retrieval"][-1]["params"]["rerank_precision"] == precision
     assert_agrees(runs["fp32"], runs["bf16"], corpus, sorted(corpus.test_queries()))
 
 

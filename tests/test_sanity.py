@@ -210,7 +210,7 @@ def test_the_sanity_section_reads_each_models_own_floor_from_the_stages_runs(tmp
     for system, args in (("query_term_matches", []), (floor.name, floor.read_arguments())):
         cli = ["--data", str(data), "--candidates", str(tmp_path / "bm25.run"), "--rerank-depth", "3", *args]
         run_stage(lexical, [*cli, "--out", str(runs / f"{system}.run")])
-    assert read_run_metadata(runs / f"{floor.name}.run")["method"]["config"]["read_words"] == 4
+    assert read_run_metadata(runs / f"{floor.name}.run")["method"]["retrieval"][-1]["params"]["read_words"] == 4
     paths = {"bm25": tmp_path / "bm25.run", **{p.stem: p for p in runs.glob("*.run")}}
     for system, path in paths.items():
         cli = ["--run", str(path), "--qrels", str(data / "qrels.txt"), "--folds", str(data / "folds.json")]

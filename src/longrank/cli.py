@@ -25,6 +25,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 
+from longrank import invocation
 from longrank.errors import InputError
 
 STAGES = {
@@ -75,6 +76,10 @@ STAGES = {
     "rerank_run": (
         "longrank.api.rerank_run",
         "rerank any TREC run with an exported model, outside the workflow (also `rerank --ranker DIR ...`)",
+    ),
+    "annotate_run": (
+        "longrank.results.annotate_run",
+        "a copy of a run with its ir_metadata record as a '# ir_metadata.start' comment header (repro_eval's form)",
     ),
     "interpolate": (
         "longrank.interpolate",
@@ -178,8 +183,12 @@ def main(argv: list[str] | None = None) -> None:
             from longrank.bench import fresh
 
             fresh.start_here(module.__name__, module.fresh_preload(args))
-        with one_line_warnings():
-            module.run(args)
+        invocation.argv = list(argv)
+        try:
+            with one_line_warnings():
+                module.run(args)
+        finally:  # a later stage called in the same process without main() is no longer this command
+            invocation.argv = None
     except InputError as err:
         print(f"longrank {args.stage}: error: {err}", file=sys.stderr)
         sys.exit(2)

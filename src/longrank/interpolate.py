@@ -58,15 +58,16 @@ def run(args):
             "candidates": args.candidates,
             "rerank_depth": args.rerank_depth,
             "weights": [f.weight for f in folds],
+            "weights_chosen_on": "each fold's dev queries",
         },
         data_dir=args.data,
         pipeline={
             "interpolates": [
                 Path(args.model_run).name.removesuffix(".run"),
                 Path(args.candidates).name.removesuffix(".run"),
-            ],
-            "weights_chosen_on": "dev",
+            ]
         },
+        upstream=[args.model_run, args.candidates],
         checkpoints=[str(Path(run).with_name("model.safetensors")) for run in args.dev_runs],
     )
     weight = float(np.mean([f.weight for f in folds]))

@@ -86,6 +86,7 @@ def run(args):
             fold_artifacts=[Path(p) for p in args.fold_artifacts],
             precision=args.precision,
             first_stage=Path(args.candidates).name.removesuffix(".run"),
+            candidates_path=Path(args.candidates),
         )
     )
 
@@ -110,6 +111,8 @@ class RerankJob:
     fold_artifacts: list[Path] = field(default_factory=list)
     precision: str = schema_default("rerank.precision")
     first_stage: str | None = None
+    #: the first stage's run file: its ir_metadata record gives the pipeline's earlier components
+    candidates_path: Path | None = None
 
     @property
     def run_path(self) -> Path:
@@ -187,7 +190,8 @@ def write_outputs(job: RerankJob, model_run: Run, details: list[dict]) -> None:
         job.run_path,
         {**job.entry, **scoring},
         data_dir=job.corpus.dir,
-        pipeline={"reranks": job.first_stage, "depth": job.depth},
+        pipeline={"reranks": job.first_stage or "the given candidates", "depth": job.depth},
+        upstream=[job.candidates_path] if job.candidates_path is not None else [],
         checkpoints=job.checkpoints,
     )
     with atomic_path(job.out_dir / f"{job.name}.details.jsonl") as tmp:

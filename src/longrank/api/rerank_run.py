@@ -85,7 +85,7 @@ def run(args) -> None:
     )
     write_run(args.out, reranked, tag=args.tag or ranker.name, first_stage=candidates)
     # provenance beside the run, as the workflow's stages write it (longrank/results/run_metadata.py)
-    pipeline = {"reranks": str(args.run), "depth": depth}
+    pipeline = {"reranks": Path(args.run).name, "depth": depth}
     if weight is not None:
         pipeline["interpolation_weight"] = weight
     write_run_metadata(
@@ -93,6 +93,7 @@ def run(args) -> None:
         {"ranker": str(args.ranker), "type": ranker.type, "depth": depth, "batch_size": args.batch_size},
         name=args.tag or ranker.name,
         pipeline=pipeline,
+        upstream=[args.run],
         checkpoints=[Path(args.ranker) / "model.safetensors"],
         data_files={"collection": args.docs, "topics": args.queries, "candidates": args.run},
     )

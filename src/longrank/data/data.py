@@ -128,6 +128,7 @@ def _prepare(dataset: dict, query_formulation: dict, splits: dict, out_dir: Path
     evaluable = _evaluable(formulated, evaluated_ids, qrels)
     folds = _folds(dataset, splits, train_only, dev_only, evaluable)
     stats = {
+        "source": _source(dataset),
         "num_docs": len(lengths),
         "empty_docs_dropped": len(empty),
         "num_queries": len(formulated),
@@ -307,6 +308,17 @@ def _folds(dataset: dict, splits: dict, train_only, dev_only, evaluable: list[st
         splits["seed"],
     )
     return query_sets.folds_with(folds, train_only, set(), evaluable)
+
+
+def _source(dataset: dict) -> dict:
+    """Where the collection came from, for each run's ir_metadata record (``data.test collection``): its ir_datasets
+    ids, or the local files' paths as configured."""
+    source = dataset.get("source", schema_default("dataset.source"))
+    if source == "ir_datasets":
+        keys: tuple[str, ...] = ("id", "train_id", "dev_id")
+    else:
+        keys = ("docs", "queries", "qrels", "train_queries", "train_qrels", "dev_queries", "dev_qrels")
+    return {"source": source, **{key: str(dataset[key]) for key in keys if dataset.get(key)}}
 
 
 def _summary(words: np.ndarray) -> dict:

@@ -180,7 +180,10 @@ def code_version(inp) -> str:
     for run in [*inp.manifest.candidates.values(), *inp.manifest.runs.values()]:
         meta = read_run_metadata(run)
         if meta is not None:
+            # dirty is LongRank's own key (``longrank: implementation:``); a record from before run-version 2.0 kept
+            # it beside the commit
             src = meta.get("implementation", {}).get("source", {})
+            src = src | ((meta.get("longrank") or {}).get("implementation") or {})
             where = f"as recorded beside {run}.meta.yaml (every run file has one)"
             break
     else:

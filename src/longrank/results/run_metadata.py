@@ -1,25 +1,32 @@
 """Provenance beside every run file: ``<run>.meta.yaml``, an ir_metadata record (https://www.ir-metadata.org,
-schema version 0.1) of the run it sits beside.
+schema version 0.1) of the run it sits beside, in the spec's keys and sections (checked against
+``ir_metadata.schema.json``, the spec's checklists transcribed).
 
 Every stage that writes a run under ``results/{dataset}/`` (``candidates/*.run``, ``runs/*.run``) and ``longrank
 rerank`` call :func:`write_run_metadata` once after the run, which writes, atomically like every other output:
 
-- ``schema-version`` and ``tag`` (the run's tag: the system's name, as in the run file's sixth column);
-- ``platform``: hardware (CPU model, cores, memory, the GPU where torch is loaded and sees one), operating system,
-  software (Python and the versions of :data:`PACKAGES`);
-- ``implementation``: the source, i.e. the repository (its ``origin`` URL where the checkout has one), the git
-  commit of the checkout the package runs from and whether its tracked files differ from it (``dirty``), or
-  ``unknown`` outside a checkout (an installed wheel, no git);
-- ``data``: the collection, topics and qrels the run was made from, each with its file's SHA-256, and which queries
-  trained, chose (dev) and tested, per fold;
-- ``method``: the system's name, its resolved config entry, the pipeline (``retrieves`` from the collection,
-  ``reranks`` a first stage, ``interpolates`` a model's run with a first stage) and, for a trained model, its training
-  per fold (steps run, best step and dev nDCG@10, seed, the weights' SHA-256);
-- ``run``: when it was created (UTC, ISO 8601), the stage's wall time in seconds (from the stage's process start
-  unless the caller says when it started) and the run file's name.
+- ``schema-version``, ``run-version`` (of this record's layout) and ``tag`` (the run file's sixth column);
+- ``platform``: ``hardware`` (cpu ``model``, ``architecture``, ``operation mode``, ``number of cores``; ``ram`` as
+  "N GB"; the ``gpu`` where torch is loaded and sees one), ``operating system`` (``kernel``, ``distribution``),
+  ``software`` (``libraries: {python: [name==version, ...]}`` of :data:`PACKAGES`, torch with its build, and the
+  ``retrieval toolkit`` among them);
+- ``implementation``: ``executable: cmd`` (the command that made the run: ``python -m longrank <stage> ...``) and
+  ``source`` (``lang: [python]``, the ``repository``'s ``origin`` URL where the checkout has one, the git
+  ``commit`` the package runs from, or ``unknown`` outside a checkout);
+- ``data``: the ``test collection`` (name; its ir_datasets page and id, or its local files), a trained model's
+  ``training data`` (an exported model's from the export's own ``ranker.json``) and ``other`` (the pre-trained
+  embeddings or encoder it started from) (:mod:`longrank.results.run_metadata_data`);
+- ``method``: ``automatic``, ``score ties`` and ``retrieval``, one mapping per pipeline component, the stages before
+  this one read from their own runs' records (:mod:`longrank.results.run_metadata_method`);
+- ``longrank``: what the spec has no key for: the Python version, memory in bytes, the GPUs seen, whether the
+  deterministic algorithms were on, whether the checkout's tracked files differed from the commit (``dirty``), each
+  data file's SHA-256, the per-fold query split, what trained the weights per fold (steps, best dev nDCG@10, seed,
+  the weights' SHA-256), and the run's file, creation time (UTC, ISO 8601) and the stage's wall time in seconds
+  (from the stage's process start unless the caller says when it started).
 
 A side file rather than ir_metadata's other form, a ``# ir_metadata.start`` comment header inside the run: trec_eval
-and most run readers refuse comment lines, and every run here stays a plain six-column TREC run. The files are no
+and most run readers refuse comment lines, and every run here stays a plain six-column TREC run; ``longrank
+annotate_run`` writes the annotated form of one on request (:mod:`longrank.results.annotate_run`). The files are no
 declared Snakemake outputs: a stage rewrites its own beside the run it writes. The report's provenance section reads
 the commit from one of them (:func:`read_run_metadata`). This module imports nothing heavy (torch only if the stage
 already loaded it), so the report can use it.
@@ -29,12 +36,12 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import hashlib
 import importlib.metadata
-import contextlib
 import json
+import math
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -44,11 +51,19 @@ from typing import Any
 
 import yaml
 
+from longrank import invocation
 from longrank.io.atomic import write_text
 from longrank.io.json_yaml import load_yaml
+from longrank.results.run_metadata_data import file_sha256, given_files_data, workflow_data
+from longrank.results.run_metadata_method import TIES_BY_FIRST_STAGE, TIES_BY_ID, method_section, plain
+from longrank.results.run_metadata_method import training_section
+
+__all__ = ["TIES_BY_FIRST_STAGE", "TIES_BY_ID", "file_sha256", "read_run_metadata", "write_run_metadata"]
 
 SUFFIX = ".meta.yaml"
 SCHEMA_VERSION = "0.1"  # ir_metadata's
+#: this record's own layout: 2.0 since it follows the spec's keys (1.0: LongRank's own keys in the spec's sections)
+RUN_VERSION = "2.0"
 UNKNOWN = "unknown"
 PACKAGES = [
     "longrank",
@@ -69,6 +84,10 @@ PACKAGES = [
     "pandas",
     "matplotlib",
 ]
+#: the retrieval toolkits among them (the spec's ``retrieval toolkit``): LongRank's first stages run on these
+RETRIEVAL_TOOLKITS = ["bm25s", "pyterrier_pisa"]
+#: ir_metadata v0.1's checklists transcribed as a JSON Schema (:func:`schema_errors`)
+SCHEMA = Path(__file__).with_name("ir_metadata.schema.json")
 SOURCE = Path(__file__).resolve().parents[1]  # the package's own directory: its checkout is what ran
 
 
@@ -79,12 +98,17 @@ def metadata_path(run_path: str | os.PathLike) -> Path:
 
 
 def package_versions() -> dict[str, str]:
+    """Each of :data:`PACKAGES` -> its version; torch's with its build (``2.13.0+cpu``, ``+cu130``): the loaded
+    module's own where the stage imported it, else the installed distribution's (which carries the build too)."""
     versions = {}
     for pkg in PACKAGES:
         try:
             versions[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
             versions[pkg] = "not installed"
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(getattr(torch, "__version__", None), str):
+        versions["torch"] = str(torch.__version__)
     return versions
 
 
@@ -116,6 +140,14 @@ def source() -> dict:
     return {"commit": commit.strip(), "dirty": UNKNOWN if status is None else bool(status.strip())}
 
 
+def command() -> str:
+    """The command that made the run: ``python -m longrank <stage> <arguments>`` as longrank.cli received them, or
+    the process's own command line where a stage was called in-process (a test, a notebook)."""
+    if invocation.argv is not None:
+        return shlex.join(["python", "-m", "longrank", *invocation.argv])
+    return shlex.join(["python", *sys.argv]) if sys.argv and sys.argv[0].endswith(".py") else shlex.join(sys.argv)
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -133,42 +165,74 @@ def memory_bytes() -> int | str:
         return UNKNOWN
 
 
-def gpus() -> list[str]:
-    """The CUDA devices torch sees, only where the stage already imported torch (importing it here would cost the
-    stages that never use it seconds)."""
+def gigabytes(n: int | str) -> str:
+    """The spec's "N GB" (decimal gigabytes, one place: 16 GiB is "17.2 GB")."""
+    return f"{n / 1e9:.1f} GB" if isinstance(n, int) else UNKNOWN
+
+
+def gpus() -> list[dict]:
+    """The CUDA devices torch sees (name, compute capability, memory), only where the stage already imported torch
+    (importing it here would cost the stages that never use it seconds)."""
     torch = sys.modules.get("torch")
     try:
         if torch is not None and torch.cuda.is_available():
-            return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            props = [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
+            return [{"name": p.name, "capability": f"sm_{p.major}{p.minor}", "bytes": p.total_memory} for p in props]
     except Exception:  # noqa: BLE001 - provenance must never fail a stage
         pass
     return []
 
 
-def deterministic_algorithms() -> dict:
-    """Whether this stage computed with PyTorch's deterministic algorithms (the config's ``deterministic``), where it
-    loaded torch at all."""
-    torch = sys.modules.get("torch")
-    return {} if torch is None else {"deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled())}
+def distribution() -> str:
+    try:
+        return platform.freedesktop_os_release().get("PRETTY_NAME", UNKNOWN)
+    except OSError:  # no /etc/os-release: macOS, a bare container
+        return f"{platform.system()} {platform.version()}".strip() or UNKNOWN
 
 
-def platform_section() -> dict:
+def platform_section(devices: list[dict], versions: dict[str, str]) -> dict:
+    """The spec's ``platform``: the hardware (the first GPU's facts under ``gpu``, all of them under ``longrank``),
+    the operating system and the libraries, as ``name==version`` (the uninstalled ones only under ``longrank``)."""
+    ram = memory_bytes()
+    hardware: dict[str, Any] = {
+        "cpu": {
+            "model": cpu_model(),
+            "architecture": platform.machine() or UNKNOWN,
+            "operation mode": f"{platform.architecture()[0].removesuffix('bit')}-bit",
+            "number of cores": os.cpu_count(),
+        },
+        "ram": gigabytes(ram),
+    }
+    if devices:
+        first = devices[0]
+        hardware["gpu"] = {
+            "model": first["name"],
+            "architecture": first["capability"],
+            "ram": gigabytes(first["bytes"]),
+        }
+    installed = {name: v for name, v in versions.items() if v != "not installed"}
     return {
-        "hardware": {
-            "cpu": {"model": cpu_model(), "cores": os.cpu_count()},
-            "memory_bytes": memory_bytes(),
-            "gpu": gpus(),
-        },
-        "operating_system": {
-            "kernel": platform.release(),
-            "system": platform.system(),
-            "platform": platform.platform(),
-        },
+        "hardware": hardware,
+        "operating system": {"kernel": f"{platform.system()} {platform.release()}", "distribution": distribution()},
         "software": {
-            "python": platform.python_version(),
-            "libraries": package_versions(),
-            **deterministic_algorithms(),
+            "libraries": {"python": [f"{name}=={v}" for name, v in installed.items()]},
+            "retrieval toolkit": [f"{name}=={installed[name]}" for name in RETRIEVAL_TOOLKITS if name in installed],
         },
+    }
+
+
+def platform_extras(devices: list[dict], versions: dict[str, str]) -> dict:
+    """Facts of the platform the spec has no key for."""
+    torch = sys.modules.get("torch")
+    return {
+        "python": platform.python_version(),
+        "system": platform.platform(),
+        "memory_bytes": memory_bytes(),
+        "gpus": [{"name": d["name"], "architecture": d["capability"], "memory_bytes": d["bytes"]} for d in devices],
+        "not_installed": [name for name, v in versions.items() if v == "not installed"],
+        # whether this stage computed with PyTorch's deterministic algorithms (the config's ``deterministic``), where
+        # it loaded torch at all
+        **({} if torch is None else {"deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled())}),
     }
 
 
@@ -185,107 +249,6 @@ def process_started() -> float:
 _IMPORTED = time.time()
 
 
-def _plain(value):
-    """The entry as plain YAML types (JSON's: tuples become lists, anything else its string)."""
-    return json.loads(json.dumps(value, default=str))
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """A file's SHA-256, remembered beside it in ``.sha256.json`` by size and modification time: a collection's
-    documents are hashed once, not once per run written from them."""
-    path = Path(path)
-    stat = path.stat()
-    cache_path = path.parent / ".sha256.json"
-    try:
-        cache = json.loads(cache_path.read_text())
-    except (OSError, ValueError):
-        cache = {}
-    key = f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}"
-    if key not in cache:
-        digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        cache = {k: v for k, v in cache.items() if not k.startswith(f"{path.name}:")} | {key: digest.hexdigest()}
-        with contextlib.suppress(OSError):  # a read-only data directory: hashed again next time
-            write_text(cache_path, json.dumps(cache, indent=1, sort_keys=True))
-    return cache[key]
-
-
-def data_section(data_dir: str | os.PathLike | None) -> dict:
-    """The collection, topics and qrels a run was made from (the data stage's files, with their SHA-256), and which
-    queries trained, chose and tested per fold (folds.json)."""
-    if data_dir is None:
-        return {}
-    data_dir = Path(data_dir)
-    try:
-        stats = json.loads((data_dir / "stats.json").read_text())
-        folds = json.loads((data_dir / "folds.json").read_text())
-    except (OSError, ValueError):
-        stats, folds = {}, []
-    files = {"collection": "docs.jsonl", "topics": "queries.tsv", "qrels": "qrels.txt"}
-    section: dict[str, Any] = {
-        role: {"file": name, "sha256": file_sha256(data_dir / name)}
-        for role, name in files.items()
-        if (data_dir / name).is_file()
-    }
-    section["collection"] = {
-        "name": data_dir.parent.name,
-        "documents": stats.get("num_docs"),
-        **section.get("collection", {}),
-    }
-    section["topics"] = {"queries": stats.get("num_queries"), **section.get("topics", {})}
-    section["split"] = [
-        {"fold": index, **{part: query_set(fold.get(part, [])) for part in ("train", "dev", "test")}}
-        for index, fold in enumerate(folds)
-    ]
-    return section
-
-
-def files_section(files: dict[str, str | os.PathLike]) -> dict:
-    """The data of a run made outside the workflow (``longrank rerank --ranker``): each role's file and SHA-256."""
-    return {role: {"file": str(path), "sha256": file_sha256(path)} for role, path in files.items()}
-
-
-#: a query set of at most this many ids is listed whole; a larger one (MS MARCO's 367k training queries) by count
-#: and digest
-LISTED_QUERIES = 1000
-
-
-def query_set(ids: list[str]) -> dict:
-    """A fold's query set: how many, the SHA-256 of its sorted ids (one a line), and the ids where they are few."""
-    ids = sorted(ids)
-    digest = hashlib.sha256("".join(f"{q}\n" for q in ids).encode()).hexdigest()
-    return {"count": len(ids), "sha256": digest, **({"ids": ids} if len(ids) <= LISTED_QUERIES else {})}
-
-
-def training_section(checkpoints: list[str | os.PathLike]) -> list[dict]:
-    """Per fold, what trained the weights a run was scored with: train_summary.json and the weights' manifest."""
-    folds: list[dict[str, Any]] = []
-    for checkpoint in checkpoints:
-        folder = Path(checkpoint).parent
-        try:
-            summary = json.loads((folder / "train_summary.json").read_text())
-            manifest = json.loads((folder / "model.manifest.json").read_text())
-        except (OSError, ValueError):
-            folds.append({"weights": str(checkpoint), "summary": UNKNOWN})
-            continue
-        folds.append(
-            {
-                "fold": summary.get("fold"),
-                "steps_run": summary.get("steps_run"),
-                "best_step": summary.get("best_step"),
-                "best_dev_ndcg10": summary.get("best_dev_ndcg10"),
-                "seed": (summary.get("hyperparameters") or {}).get("seed"),
-                "seconds": summary.get("seconds"),
-                "device": summary.get("device"),
-                "deterministic": bool(summary.get("deterministic")),  # absent: a summary from before the key, off
-                "weights_sha256": manifest.get("files", {}).get(Path(checkpoint).name, {}).get("sha256", UNKNOWN),
-            }
-        )
-    return folds
-
-
 def run_metadata(
     run_path: str | os.PathLike,
     entry: dict,
@@ -295,31 +258,48 @@ def run_metadata(
     pipeline: dict | None = None,
     checkpoints: Sequence[str | os.PathLike] = (),
     data_files: dict[str, str | os.PathLike] | None = None,
+    upstream: Sequence[str | os.PathLike] = (),
+    score_ties: str | None = None,
 ) -> dict:
-    """The ir_metadata record of one run (module docstring). ``pipeline``: ``{"reranks": first stage}``,
-    ``{"retrieves": "collection"}`` or ``{"interpolates": [run, first stage]}``; ``checkpoints``: the weights it was
-    scored with, one per fold (a trained model's run)."""
+    """The ir_metadata record of one run (module docstring). ``pipeline``: ``{"retrieves": method}``, ``{"reranks":
+    first stage, "depth": n}`` (with ``"interpolation_weight"`` where the same stage interpolates) or
+    ``{"interpolates": [run, first stage]}``; ``upstream``: the runs it reranks or interpolates, whose records give the
+    pipeline's earlier components; ``checkpoints``: the weights it was scored with, one per fold (a trained model's
+    run); ``score_ties``: how its equal scores are ordered where not as ``pipeline`` implies."""
     now = time.time()
     started = process_started() if started is None else started
     run_path = Path(run_path)
     tag = name or run_path.name.removesuffix(".run")
-    method: dict[str, Any] = {"name": tag, "config": _plain(entry), "pipeline": _plain(pipeline or {})}
-    if checkpoints:
-        method["training"] = training_section(list(checkpoints))
+    entry = plain(entry)
+    if data_files is not None:  # a run made outside the workflow: the export's folder is the checkpoint's
+        data, data_extras = given_files_data(data_files, [Path(c).parent for c in checkpoints])
+    elif data_dir is not None:
+        data, data_extras = workflow_data(Path(data_dir), entry, bool(checkpoints))
+    else:
+        data, data_extras = {}, {}
+    devices, versions = gpus(), package_versions()
+    src = source()
     return {
         "schema-version": SCHEMA_VERSION,
+        "run-version": RUN_VERSION,
         "tag": tag,
-        "platform": platform_section(),
+        "platform": platform_section(devices, versions),
         "implementation": {
-            "source": {"repository": repository(), **source()},
-            "lang": {"python": platform.python_version()},
+            "executable": {"cmd": command()},
+            "source": {"lang": ["python"], "repository": repository(), "commit": src["commit"]},
         },
-        "data": data_section(data_dir) if data_files is None else files_section(data_files),
-        "method": method,
-        "run": {
-            "file": run_path.name,
-            "created": dt.datetime.fromtimestamp(now, dt.UTC).isoformat(timespec="seconds"),
-            "wall_time_s": round(max(0.0, now - started), 3),
+        "data": data,
+        "method": method_section(tag, entry, plain(pipeline or {}), upstream, score_ties),
+        "longrank": {
+            "platform": platform_extras(devices, versions),
+            "implementation": {"dirty": src["dirty"]},
+            "data": data_extras,
+            "method": {"training": training_section(list(checkpoints))} if checkpoints else {},
+            "run": {
+                "file": run_path.name,
+                "created": dt.datetime.fromtimestamp(now, dt.UTC).isoformat(timespec="seconds"),
+                "wall_time_s": round(max(0.0, now - started), 3),
+            },
         },
     }
 
@@ -327,11 +307,21 @@ def run_metadata(
 def write_run_metadata(run_path: str | os.PathLike, entry: dict, started: float | None = None, **record) -> Path:
     """Write ``<run_path>.meta.yaml`` (atomically) for the run a stage just wrote; returns its path. ``entry``: the
     system's resolved config entry; ``started``: when the stage's work began (default: the process's start);
-    ``record``: :func:`run_metadata`'s name, data_dir, pipeline, checkpoints and data_files."""
+    ``record``: :func:`run_metadata`'s other arguments."""
     path = metadata_path(run_path)
     meta = run_metadata(run_path, entry, started, **record)
-    write_text(path, yaml.safe_dump(meta, sort_keys=False, allow_unicode=True))
+    # no wrapping: the command line (and a long path) stays one line to read and to copy
+    write_text(path, yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=math.inf))
     return path
+
+
+def schema_errors(record: dict) -> list[str]:
+    """Where a record breaks ir_metadata v0.1's checklists (:data:`SCHEMA`), one line each; none: it conforms."""
+    from jsonschema import Draft202012Validator  # only the checks need it, not every stage that writes a record
+
+    validator = Draft202012Validator(json.loads(SCHEMA.read_text(encoding="utf-8")))
+    errors = sorted(validator.iter_errors(record), key=lambda e: list(map(str, e.absolute_path)))
+    return [f"{'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in errors]
 
 
 def read_run_metadata(run_path: str | os.PathLike) -> dict | None:

@@ -33,7 +33,7 @@ from longrank.data.corpus import Corpus
 from longrank.data.words import query_terms, tokenize
 from longrank.errors import InputError
 from longrank.io.trec_files import Run, read_run, write_run
-from longrank.results.run_metadata import write_run_metadata
+from longrank.results.run_metadata import TIES_BY_ID, write_run_metadata
 from longrank.retrieval.sanity_floor import NAME
 from longrank.runs import top_candidates, with_tail
 
@@ -129,4 +129,6 @@ def run(args):
         method if args.read_words is None else {**method, "read_words": args.read_words},
         data_dir=args.data,
         pipeline={"reranks": Path(args.candidates).name.removesuffix(".run"), "depth": args.rerank_depth},
+        upstream=[args.candidates],
+        score_ties=TIES_BY_ID,  # written without the first stage's order (write_run's default)
     )
