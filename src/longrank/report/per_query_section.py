@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from longrank.evaluate.comparison_tables import write_csv
 from longrank.report.context import Context
@@ -117,5 +118,6 @@ def wins_plot(counts: dict[str, tuple[int, int, int]], measure: str, path) -> Pa
         left += values
     ax.set_yticks(y, systems)
     ax.set_xlabel(f"test queries, by {measure} against the first stage each system ranks")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=3, fontsize=8, frameon=False)  # above: no bar hidden
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole queries
     return save_figure(fig, path)
