@@ -95,6 +95,7 @@ def test_a_missing_or_incomplete_shard_is_never_merged(collection, tmp_path, cap
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.stage  # its collection fixture runs the annotate stage (spaCy) five times: not the quick tier's 16 s
 def test_more_shards_than_documents_are_refused_naming_the_key(collection, tmp_path, capsys):
     _, stage, _ = collection
     with pytest.raises(SystemExit):
