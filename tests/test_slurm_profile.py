@@ -219,13 +219,25 @@ def tiny_config(tmp_path: Path) -> Path:
     return path
 
 
-def profile_value(rule: str, resource: str, attempt: int = 1):
+class JobInput:
+    """A job's named inputs as a profile expression sees them (``input.shards``): only what the profile reads."""
+
+    def __init__(self, shards: list[str]):
+        self.shards = shards
+
+
+#: the rules whose job with input shards is a merge that indexes on a CPU: no GPU, the profile's cpu partition
+MERGES_ON_A_CPU = {"hdct", "artifacts"}
+
+
+def profile_value(rule: str, resource: str, attempt: int = 1, merge: bool = False):
     """A resource as the profile sets it for ``rule`` (set-resources, else default-resources): a Python expression
-    over ``attempt`` evaluated as Snakemake does, or the plain string (a partition name)."""
+    over ``attempt`` and the job's ``input`` (``merge``: a job with input shards) evaluated as Snakemake does, or the
+    plain string (a partition name)."""
     profile = yaml.safe_load((PROFILE / "config.yaml").read_text())
     value = {**profile["default-resources"], **profile["set-resources"].get(rule, {})}[resource]
-    try:
-        return eval(str(value), {"attempt": attempt})  # the repository's own profile
+    try:  # the repository's own profile
+        return eval(str(value), {"attempt": attempt, "input": JobInput(["shard"] if merge else [])})
     except NameError:
         return value
 
@@ -397,6 +409,8 @@ def test_every_rule_that_asks_for_a_gpu_runs_on_the_profiles_gpu_partition():
     assert gpu_rules() == GPU_RULES
     for rule in sorted(GPU_RULES):
         assert profile_value(rule, "slurm_partition") == "gpu", rule
+        if rule in MERGES_ON_A_CPU:  # the merge of its shards: the cpu partition
+            assert profile_value(rule, "slurm_partition", merge=True) == profile_value("data", "slurm_partition")
         own = profile["set-resources"][rule]
         if rule in PER_JOB:
             assert not {"runtime", "mem_mb", "constraint"} & set(own), rule
@@ -460,7 +474,11 @@ def test_the_rehearsal_asks_slurm_for_what_the_real_run_does(rehearsal_resources
         job = f"{rule} {wildcards}"
         if rule in ("all", "report"):
             continue
-        assert res["slurm_partition"] == str(profile_value(rule, "slurm_partition")), job
+        # a merge of shards: a job of a rule whose shard jobs carry its wildcards and a shard number
+        merge = rule in MERGES_ON_A_CPU and any(
+            r == f"{rule}_shard" and w.startswith(f"{wildcards}, ") for r, w in mine
+        )
+        assert res["slurm_partition"] == str(profile_value(rule, "slurm_partition", merge=merge)), job
         if rule in PER_JOB:
             continue  # test_the_full_scale_jobs_ask_slurm_for_their_own_time
         if "mem_mb" in profile["set-resources"].get(rule, {}):
@@ -469,8 +487,8 @@ def test_the_rehearsal_asks_slurm_for_what_the_real_run_does(rehearsal_resources
             assert int(res["runtime"]) in {collection_stage_minutes(rule, merges, 1) for merges in (True, False)}, job
         else:
             assert int(res["runtime"]) == profile_value(rule, "runtime"), job
-        if rule in GPU_RULES:  # device: auto asks for one GPU (train.processes 1)
-            assert res.get("gpu") == "1", job
+        if rule in GPU_RULES:  # device: auto asks for one GPU (train.processes 1), a merge on a CPU for none
+            assert res.get("gpu") == ("0" if merge else "1"), job
         else:
             assert "gpu" not in res, job
         if "cpus_per_task" in profile["set-resources"].get(rule, {}):
